@@ -1,0 +1,40 @@
+# The two commands of the README. Both create .venv on first use (Python >= 3.11).
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PIP     = $(PY) -m pip
+# torch is pinned (a CPU wheel on these machines; an unpinned torch pulls GBs of CUDA wheels)
+CONSTRAINTS = .ci/constraints.txt
+
+.PHONY: run test figures bench clean
+
+$(VENV)/.installed-run: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c $(CONSTRAINTS) -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS)
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks]'
+	touch $@ $(VENV)/.installed-run
+
+## make run: simulate the built-in default scenario (cpr-production) and print the breakdown
+run: $(VENV)/.installed-run
+	$(VENV)/bin/cprsim simulate cpr-production --out out/cpr-production
+
+## make test: the whole test suite
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -q -p no:cacheprovider
+
+## make figures: regenerate every experiment's figures into experiments/*/out/
+figures: $(VENV)/.installed-test
+	@for d in experiments/*/; do [ -x $$d/run.sh ] && (cd $$d && ./run.sh) || true; done
+
+## make bench: the benchmarks (ratios against a baseline measured in the same run)
+bench: $(VENV)/.installed-test
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

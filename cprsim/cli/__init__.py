@@ -1,0 +1,56 @@
+"""The ``cprsim`` command line: one click group; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+import click
+
+from cprsim import __version__
+from cprsim.errors import InputError
+
+#: subcommand modules, each defining ``command`` (a click command) or ``commands`` (a list)
+_MODULES = ("scenarios", "simulate", "fit", "access", "plan", "calibrate", "sweep", "plot")
+
+
+class _Group(click.Group):
+    """Turns bad input anywhere below into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context):  # noqa: ANN201
+        try:
+            return super().invoke(ctx)
+        except InputError as e:
+            raise UserError(str(e)) from None
+        except FileNotFoundError as e:
+            raise UserError(f"{e.filename}: no such file") from None
+
+
+class UserError(click.ClickException):
+    exit_code = 2
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="cprsim")
+@click.option("-v", "--verbose", count=True, help="More log output (repeat for debug).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+def main(verbose: int, quiet: bool) -> None:
+    """Simulate and plan fault-tolerant training of large recommendation models.
+
+    Failures, checkpoints, full vs partial recovery (CPR), MFU/SSU, erasure coding and more,
+    on a SimPy model of trainers and embedding servers.
+    """
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+for _name in _MODULES:
+    try:
+        _mod = importlib.import_module(f"cprsim.cli.{_name}")
+    except ModuleNotFoundError as _e:
+        if _e.name != f"cprsim.cli.{_name}":
+            raise
+        continue
+    for _cmd in getattr(_mod, "commands", [getattr(_mod, "command", None)]):
+        if _cmd is not None:
+            main.add_command(_cmd)

@@ -1,0 +1,72 @@
+"""Options and parameter types shared by the subcommands (defined once)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import click
+
+from cprsim import scenario as sc
+
+_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
+_TO_H = {"s": 1 / 3600, "m": 1 / 60, "min": 1 / 60, "h": 1.0, "d": 24.0, None: 1.0}
+
+
+class Duration(click.ParamType):
+    """A duration: ``90s``, ``30m``, ``1.5h``, ``2d``; a bare number is hours. Converts to hours."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param, ctx) -> float:  # noqa: ANN001
+        if isinstance(value, float):
+            return value
+        m = _DUR.match(str(value))
+        if not m:
+            self.fail(f"{value!r} is not a duration like 90s, 30m, 1.5h or 2d", param, ctx)
+        hours = float(m.group(1)) * _TO_H[m.group(2)]
+        if hours <= 0:
+            self.fail(f"{value!r} must be > 0", param, ctx)
+        return hours
+
+
+DURATION = Duration()
+
+
+def scenario_argument(f: Callable) -> Callable:
+    return click.argument("scenario", metavar="NAME|FILE")(f)
+
+
+def set_option(f: Callable) -> Callable:
+    return click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                        help="Override a scenario key (dotted, TOML value), e.g. cluster.trainers=40.")(f)
+
+
+def load_scenario(name: str, sets: tuple[str, ...], extra: dict[str, Any] | None = None) -> sc.Scenario:
+    overrides = sc.parse_set(sets)
+    overrides.update({k: v for k, v in (extra or {}).items() if v is not None})
+    return sc.load(name, overrides)
+
+
+@contextmanager
+def progress_bar(total: int, label: str, enabled: bool | None = None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (points done, rate, ETA); silent when stderr is not a TTY."""
+    show = sys.stderr.isatty() if enabled is None else enabled
+    if not show:
+        yield lambda n=1: None
+        return
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                               TextColumn, TimeRemainingColumn)
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task):  # noqa: ANN001, ANN201
+            return Text(f"{task.speed:.1f}/s" if task.speed else "-/s")
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(label, total=total)
+        yield lambda n=1: prog.advance(task, n)

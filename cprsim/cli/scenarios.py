@@ -1,0 +1,41 @@
+"""``cprsim scenarios`` and ``cprsim show``."""
+
+from __future__ import annotations
+
+import click
+
+from cprsim import scenario as sc
+from cprsim.cli.common import load_scenario, scenario_argument, set_option
+
+
+@click.command("scenarios")
+def scenarios_cmd() -> None:
+    """List the built-in scenarios."""
+    for name in sc.builtin_names():
+        click.echo(f"{name:<24} {sc.describe_builtin(name)}")
+
+
+@click.command("show")
+@scenario_argument
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of TOML.")
+def show_cmd(scenario: str, sets: tuple[str, ...], as_json: bool) -> None:
+    """Print the effective config of a scenario (defaults included) and its derived costs."""
+    s = load_scenario(scenario, sets)
+    d = sc.effective_dict(s)
+    if as_json:
+        from cprsim.io import dumps_json
+
+        click.echo(dumps_json(d), nl=False)
+        return
+    from cprsim.costs import costs_of
+
+    c = costs_of(s)
+    click.echo(sc.to_toml(d), nl=False)
+    click.echo(
+        f"\n# derived: save {c.save_s:.1f} s, full load {c.load_s:.1f} s, shard load {c.shard_load_s():.1f} s,"
+        f" snapshot {c.snapshot_s:.2f} s, checkpoint {c.bytes_total / 1e9:.1f} GB"
+    )
+
+
+commands = [scenarios_cmd, show_cmd]

@@ -1,0 +1,61 @@
+"""``cprsim simulate``: replications of one scenario, a table, and files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cprsim import scenario as sc
+from cprsim.cli.common import DURATION, load_scenario, progress_bar, scenario_argument, set_option
+from cprsim.io import atomic_write_csv, atomic_write_json, atomic_write_text, dumps_json
+from cprsim.report import summary_dict, summary_table
+from cprsim.sim.records import Event, ReplicationResult
+from cprsim.sim.replicate import run_replications
+
+
+@click.command("simulate")
+@scenario_argument
+@click.option("--strategy", help="Recovery strategy (see `cprsim simulate --help-strategies`).")
+@click.option("--interval", type=DURATION, help="Checkpoint interval: 90s, 30m, 1.5h (bare number: hours).")
+@click.option("--replications", "-n", type=click.IntRange(min=1), help="Number of replications.")
+@click.option("--seed", type=click.IntRange(min=0), help="Root seed of every random stream.")
+@set_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write config.toml, summary.json, replications.csv, events.csv here.")
+@click.option("--timeline", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write replication 0 as a Chrome/Perfetto trace JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of a table.")
+def command(scenario: str, strategy: str | None, interval: float | None, replications: int | None,
+            seed: int | None, sets: tuple[str, ...], out: Path | None, timeline: Path | None,
+            as_json: bool) -> None:
+    """Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown."""
+    s = load_scenario(scenario, sets, {"strategy.name": strategy, "checkpoint.interval_h": interval,
+                                       "replications": replications, "seed": seed})
+    record = out is not None or timeline is not None
+    with progress_bar(s.replications, f"simulating {s.name}") as advance:
+        results, events = run_replications(s, record_first=record, progress=advance)
+    summary = summary_dict(s, results)
+    if out is not None:
+        write_run(out, s, results, events, summary)
+    if timeline is not None:
+        from cprsim.timeline import chrome_trace
+
+        atomic_write_json(timeline, chrome_trace(events, s.cluster.trainers, s.name))
+    if as_json:
+        click.echo(dumps_json(summary), nl=False)
+    else:
+        from rich.console import Console
+
+        Console().print(summary_table(s, results))
+
+
+def write_run(out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event],
+              summary: dict) -> None:
+    """The run's files: effective config, summary, one row per replication, events of rep 0."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.toml", sc.to_toml(sc.effective_dict(s)))
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_csv(out / "replications.csv", ReplicationResult.columns(),
+                     ([getattr(r, c) for c in ReplicationResult.columns()] for r in results))
+    atomic_write_csv(out / "events.csv", Event._fields, events)

@@ -1,0 +1,66 @@
+"""Checkpoint cost models: bytes to seconds.
+
+All nodes write their part of a checkpoint in parallel; a transfer of ``b`` bytes by ``n`` nodes
+runs at ``min(storage bandwidth, n x node bandwidth)`` plus a fixed latency:
+
+* save      ``delta = latency + (E + D) * m / min(write, (N_e + 1) * node)``
+* full load ``L = latency + (E + D) * m / min(read, (N_e + N_t) * node)``
+* shard load (k servers at once) ``latency + k * E * m / N_e / min(read, k * node)``
+* trainer restore: the dense parameters copied from a peer trainer, ``D * m / node``
+* two-phase: a snapshot stall ``(E * m / N_e) / snapshot`` (largest per-node state into memory),
+  then a background persist that takes ``delta``.
+
+``E`` embedding bytes, ``D`` dense bytes, ``m`` optimizer-state multiplier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cprsim.scenario import GB, Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    save_s: float  #: blocking full checkpoint (or background persist in two-phase mode)
+    snapshot_s: float  #: two-phase stall
+    load_s: float  #: every node reloads the last checkpoint
+    shard_bytes: float
+    embedding_bytes: float
+    dense_bytes: float
+    latency_s: float
+    read_bps: float
+    node_bps: float
+    dense_copy_s: float  #: a replaced trainer copies the dense part from a peer
+
+    def shard_load_s(self, k: int = 1) -> float:
+        """k embedding shards restored at once from storage."""
+        return self.latency_s + k * self.shard_bytes / min(self.read_bps, k * self.node_bps)
+
+    @property
+    def bytes_total(self) -> float:
+        return self.embedding_bytes + self.dense_bytes
+
+
+def costs_of(s: Scenario) -> Costs:
+    c, st = s.cluster, s.storage
+    m = c.optimizer_multiplier
+    emb = c.embedding_gb * GB * m
+    dense = c.dense_gb * GB * m
+    node = st.node_gbps * GB
+    save = st.latency_s + (emb + dense) / min(st.write_gbps * GB, (c.embedding_servers + 1) * node)
+    load = st.latency_s + (emb + dense) / min(st.read_gbps * GB, (c.embedding_servers + c.trainers) * node)
+    shard = emb / c.embedding_servers
+    snap = max(shard, dense) / (s.checkpoint.snapshot_gbps * GB)
+    return Costs(
+        save_s=save,
+        snapshot_s=snap,
+        load_s=load,
+        shard_bytes=shard,
+        embedding_bytes=emb,
+        dense_bytes=dense,
+        latency_s=st.latency_s,
+        read_bps=st.read_gbps * GB,
+        node_bps=node,
+        dense_copy_s=dense / node,
+    )

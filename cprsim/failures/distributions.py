@@ -1,0 +1,153 @@
+"""Lifetime distributions as small, frozen, validated value objects.
+
+Every distribution works in **seconds** internally. Each is backed by a frozen
+``scipy.stats`` distribution (for ``cdf``/``sf``/``mean``/fitting) but samples
+with the numpy ``Generator`` it is given, which is ~30x cheaper per draw than
+``rvs`` and keeps the random stream explicit.
+
+Parametrisations (``scale`` in seconds):
+
+=============  ======================================  =====================
+family         survival S(t)                            scipy
+=============  ======================================  =====================
+exponential    exp(-t/scale)                            ``expon(scale)``
+weibull        exp(-(t/scale)^shape)                    ``weibull_min(shape)``
+gamma          1 - P(shape, t/scale)                    ``gamma(shape)``
+lognormal      1 - Phi((ln t - ln scale)/sigma)         ``lognorm(sigma)``
+loglogistic    1 / (1 + (t/scale)^shape)                ``fisk(shape)``
+constant       1[t < scale]                             (deterministic)
+=============  ======================================  =====================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy import special, stats
+
+FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant")
+#: families with a shape parameter (``sigma`` for lognormal)
+SHAPED = {"weibull": "shape", "gamma": "shape", "lognormal": "sigma", "loglogistic": "shape"}
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """A positive lifetime distribution in seconds.
+
+    ``shape`` is the Weibull/gamma/log-logistic shape, or the lognormal ``sigma``;
+    it is ignored for exponential and constant.
+    """
+
+    family: str
+    scale: float
+    shape: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        for name in ("scale", "shape"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if self.family == "loglogistic" and self.shape <= 1:
+            # the mean is infinite for shape <= 1: keep it usable as a renewal process
+            raise ValueError(f"loglogistic shape must be > 1 for a finite mean, got {self.shape}")
+
+    # -- constructors ---------------------------------------------------------------------
+    @classmethod
+    def from_mean(cls, family: str, mean: float, shape: float = 1.0) -> "Distribution":
+        """The distribution of ``family`` and ``shape`` whose mean is ``mean`` seconds."""
+        probe = cls(family, 1.0, shape)
+        return cls(family, mean / probe.mean(), shape)
+
+    # -- scipy view -------------------------------------------------------------------------
+    @property
+    def scipy(self):  # noqa: ANN201 - a frozen scipy distribution
+        f, s, k = self.family, self.scale, self.shape
+        if f == "exponential":
+            return stats.expon(scale=s)
+        if f == "weibull":
+            return stats.weibull_min(k, scale=s)
+        if f == "gamma":
+            return stats.gamma(k, scale=s)
+        if f == "lognormal":
+            return stats.lognorm(k, scale=s)
+        if f == "loglogistic":
+            return stats.fisk(k, scale=s)
+        return stats.uniform(loc=s, scale=0.0)  # degenerate: point mass at s
+
+    def mean(self) -> float:
+        f, s, k = self.family, self.scale, self.shape
+        if f in ("exponential", "constant"):
+            return s
+        if f == "weibull":
+            return s * math.gamma(1.0 + 1.0 / k)
+        if f == "gamma":
+            return s * k
+        if f == "lognormal":
+            return s * math.exp(k * k / 2.0)
+        # loglogistic: (pi/k) / sin(pi/k) * scale
+        b = math.pi / k
+        return s * b / math.sin(b)
+
+    def sf(self, t: np.ndarray | float) -> np.ndarray:
+        if self.family == "constant":
+            return np.where(np.asarray(t) < self.scale, 1.0, 0.0)
+        return self.scipy.sf(t)
+
+    def cdf(self, t: np.ndarray | float) -> np.ndarray:
+        return 1.0 - self.sf(t)
+
+    # -- sampling ---------------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator, size: int | None = None):  # noqa: ANN201
+        """Draw from this distribution with ``rng`` (a scalar float when ``size`` is None)."""
+        return _SAMPLERS[self.family](rng, self.scale, self.shape, size)
+
+    def describe(self, unit: str = "h") -> str:
+        div = 3600.0 if unit == "h" else 1.0
+        extra = f", {SHAPED[self.family]}={self.shape:.4g}" if self.family in SHAPED else ""
+        return f"{self.family}(scale={self.scale / div:.4g} {unit}{extra}; mean {self.mean() / div:.4g} {unit})"
+
+    def __repr__(self) -> str:
+        if self.family in SHAPED:
+            return f"Distribution({self.family!r}, scale={self.scale!r}, shape={self.shape!r})"
+        return f"Distribution({self.family!r}, scale={self.scale!r})"
+
+
+def _loglogistic(rng: np.random.Generator, s: float, k: float, size):  # noqa: ANN001, ANN202
+    u = rng.random(size)
+    return s * (u / (1.0 - u)) ** (1.0 / k)
+
+
+_Sampler = Callable[[np.random.Generator, float, float, "int | None"], "float | np.ndarray"]
+_SAMPLERS: dict[str, _Sampler] = {
+    "exponential": lambda rng, s, k, size: rng.exponential(s, size),
+    "weibull": lambda rng, s, k, size: s * rng.weibull(k, size),
+    "gamma": lambda rng, s, k, size: rng.gamma(k, s, size),
+    "lognormal": lambda rng, s, k, size: rng.lognormal(math.log(s), k, size),
+    "loglogistic": _loglogistic,
+    "constant": lambda rng, s, k, size: s if size is None else np.full(size, s),
+}
+
+
+def min_of_iid_mean(dist: Distribution, n: int) -> float:
+    """E[min of n iid draws] = integral of S(t)^n dt (closed form where one exists)."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    f, s, k = dist.family, dist.scale, dist.shape
+    if f == "exponential":
+        return s / n
+    if f == "weibull":  # min of n Weibull(k, s) is Weibull(k, s * n^(-1/k))
+        return s * n ** (-1.0 / k) * math.gamma(1.0 + 1.0 / k)
+    if f == "constant":
+        return s
+    from scipy import integrate
+
+    val, _ = integrate.quad(lambda t: float(dist.sf(t)) ** n, 0.0, np.inf, limit=200)
+    return float(val)
+
+
+__all__ = ["Distribution", "FAMILIES", "SHAPED", "min_of_iid_mean", "special"]

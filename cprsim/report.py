@@ -1,0 +1,72 @@
+"""Summaries of replications as plain data (for JSON) and as rich tables (for the terminal)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from cprsim import __version__
+from cprsim.scenario import HOUR, Scenario
+from cprsim.sim.records import ReplicationResult
+from cprsim.sim.replicate import Estimate, summarize
+
+#: (metric, label, kind): kind "time" is shown in hours and % of W
+ROWS = (
+    ("wall_s", "wall time", "time"),
+    ("save_s", "checkpoint saves", "time"),
+    ("load_s", "checkpoint loads", "time"),
+    ("lost_s", "re-executed work", "time"),
+    ("reschedule_s", "rescheduling", "time"),
+    ("degraded_s", "degraded / slowed", "time"),
+    ("failures_trainer", "trainer failures", "count"),
+    ("failures_embedding", "embedding-server failures", "count"),
+    ("checkpoints", "checkpoints completed", "count"),
+    ("pls", "PLS (portion of lost samples)", "frac"),
+    ("overhead", "total overhead", "pct"),
+    ("ckpt_overhead", "checkpoint-related overhead", "pct"),
+)
+
+
+def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str, Any]:
+    est = summarize(results)
+    return {
+        "cprsim_version": __version__,
+        "scenario": s.name,
+        "strategy": s.strategy.name,
+        "interval_h": s.checkpoint.interval_h,
+        "seed": s.seed,
+        "replications": len(results),
+        "failure_free_s": s.duration_s,
+        "metrics": {k: {"mean": e.mean, "ci95": [e.lo, e.hi], "sd": e.sd} for k, e in est.items()},
+        "definitions": {
+            "overhead": "(wall - W) / W, W the failure-free training time",
+            "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "
+                             "and recovery strategy control (rescheduling excluded: every strategy pays it)",
+            "pls": "sum over failures of samples since the failed shard's last save x the shard's share "
+                   "of updates, divided by the samples of the job",
+        },
+    }
+
+
+def _fmt(e: Estimate, kind: str, W: float) -> tuple[str, str]:
+    if kind == "time":
+        return (f"{e.mean / HOUR:.3f} h", f"[{e.lo / HOUR:.3f}, {e.hi / HOUR:.3f}]  ({100 * e.mean / W:.2f}% of W)")
+    if kind == "pct":
+        return f"{100 * e.mean:.3f}%", f"[{100 * e.lo:.3f}, {100 * e.hi:.3f}]"
+    if kind == "frac":
+        return f"{e.mean:.5f}", f"[{e.lo:.5f}, {e.hi:.5f}]"
+    return f"{e.mean:.2f}", f"[{e.lo:.2f}, {e.hi:.2f}]"
+
+
+def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str | None = None):  # noqa: ANN201
+    from rich.table import Table
+
+    est = summarize(results)
+    t = Table(title=title or f"{s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:.4g} h, "
+              f"{len(results)} replications, seed {s.seed}")
+    t.add_column("metric")
+    t.add_column("mean", justify="right")
+    t.add_column("95% CI", justify="right")
+    for key, label, kind in ROWS:
+        m, ci = _fmt(est[key], kind, s.duration_s)
+        t.add_row(label, m, ci)
+    return t

@@ -1,0 +1,393 @@
+"""One typed, validated description of a cluster, a job, its costs and a strategy.
+
+Loaded from TOML (a file, or a built-in name), with ``--set key=value`` overrides. Unknown keys
+and impossible values are errors that name the key (``ScenarioError``, one line). Every default
+lives in the models below and nowhere else.
+
+Units: hours for failure-time parameters and the job duration (``*_h``), seconds for costs
+(``*_s``), gigabytes (1e9 bytes) and GB/s for sizes and bandwidths (``*_gb``, ``*_gbps``).
+Inside the simulator everything is seconds and bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cprsim.errors import InputError
+from cprsim.failures.distributions import FAMILIES, SHAPED, Distribution
+
+HOUR = 3600.0
+GB = 1e9
+
+
+class ScenarioError(InputError):
+    """A bad scenario: the message is one line that names the file and key."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _DistSpec(_Model):
+    """A distribution: ``family`` plus either its mean or its scale, and a shape if it has one."""
+
+    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"]
+    shape: float | None = Field(None, gt=0, description="Weibull/gamma/log-logistic shape")
+    sigma: float | None = Field(None, gt=0, description="lognormal sigma (of ln t)")
+
+    def _build(self, mean: float | None, scale: float | None, unit_s: float, where: str) -> Distribution:
+        f = self.family
+        k = self.sigma if f == "lognormal" else self.shape
+        if f in SHAPED and k is None:
+            raise ValueError(f"{f} needs `{SHAPED[f]}`")
+        if f not in SHAPED and (self.shape is not None or self.sigma is not None):
+            raise ValueError(f"{f} takes no shape/sigma")
+        if f != "lognormal" and self.sigma is not None:
+            raise ValueError(f"`sigma` is for lognormal; {f} takes `shape`")
+        if (mean is None) == (scale is None):
+            raise ValueError(f"give exactly one of the mean or the scale ({where})")
+        kk = k if k is not None else 1.0
+        if mean is not None:
+            return Distribution.from_mean(f, mean * unit_s, kk)
+        return Distribution(f, scale * unit_s, kk)  # type: ignore[operator]
+
+
+class FailureDist(_DistSpec):
+    """Time between failures of one node (or one failure domain); parameters in hours."""
+
+    mtbf_h: float | None = Field(None, gt=0, description="mean time between failures, hours")
+    scale_h: float | None = Field(None, gt=0, description="scale parameter, hours")
+
+    @model_validator(mode="after")
+    def _check(self) -> "FailureDist":
+        self.dist  # noqa: B018 - validates
+        return self
+
+    @property
+    def dist(self) -> Distribution:
+        return self._build(self.mtbf_h, self.scale_h, HOUR, "mtbf_h or scale_h")
+
+
+class RescheduleDist(_DistSpec):
+    """Time to reschedule a failed node's work onto a replacement; parameters in seconds."""
+
+    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"] = "constant"
+    mean_s: float | None = Field(None, gt=0, description="mean rescheduling time, seconds")
+    scale_s: float | None = Field(None, gt=0, description="scale parameter, seconds")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RescheduleDist":
+        self.dist  # noqa: B018
+        return self
+
+    @property
+    def dist(self) -> Distribution:
+        return self._build(self.mean_s, self.scale_s, 1.0, "mean_s or scale_s")
+
+
+class Cluster(_Model):
+    trainers: int = Field(20, ge=1, le=100_000, description="trainer nodes (dense MLP, replicated)")
+    embedding_servers: int = Field(18, ge=1, le=100_000, description="embedding parameter servers")
+    embedding_gb: float = Field(1000.0, gt=0, description="embedding tables, all shards, parameters only (GB)")
+    dense_gb: float = Field(1.0, ge=0, description="dense (MLP) parameters (GB)")
+    optimizer_multiplier: float = Field(2.0, ge=1, description="saved bytes / parameter bytes (optimizer state)")
+
+
+class Job(_Model):
+    duration_h: float | None = Field(None, gt=0, description="failure-free training time W (hours)")
+    samples: float | None = Field(None, gt=0, description="training samples S (with samples_per_s)")
+    samples_per_s: float | None = Field(None, gt=0, description="failure-free throughput R")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Job":
+        if self.duration_h is None and (self.samples is None or self.samples_per_s is None):
+            raise ValueError("give duration_h, or samples and samples_per_s")
+        if self.duration_h is not None and self.samples is not None and self.samples_per_s is not None:
+            if not math.isclose(self.duration_h * HOUR, self.samples / self.samples_per_s, rel_tol=1e-9):
+                raise ValueError("duration_h disagrees with samples / samples_per_s")
+        return self
+
+    @property
+    def duration_s(self) -> float:
+        if self.duration_h is not None:
+            return self.duration_h * HOUR
+        return self.samples / self.samples_per_s  # type: ignore[operator]
+
+
+class Storage(_Model):
+    write_gbps: float = Field(10.0, gt=0, description="aggregate checkpoint write bandwidth (GB/s)")
+    read_gbps: float = Field(20.0, gt=0, description="aggregate checkpoint read bandwidth (GB/s)")
+    latency_s: float = Field(5.0, ge=0, description="fixed cost per checkpoint save or load (s)")
+    node_gbps: float = Field(3.125, gt=0, description="one node's network bandwidth (GB/s; 25 Gbit/s)")
+
+
+class Checkpoint(_Model):
+    interval_h: float = Field(1.0, gt=0, description="checkpoint every interval_h hours of progress")
+    mode: Literal["blocking", "two-phase"] = Field("blocking", description="blocking save, or snapshot then background persist")
+    snapshot_gbps: float = Field(50.0, gt=0, description="two-phase: in-memory snapshot bandwidth per node (GB/s)")
+
+
+class Domain(_Model):
+    """A failure process that takes down ``nodes`` randomly chosen nodes of one type at once."""
+
+    name: str = Field(..., min_length=1)
+    node_type: Literal["trainer", "embedding"]
+    nodes: int = Field(1, ge=1, description="nodes taken down by one failure")
+    failure: FailureDist
+
+
+class Injected(_Model):
+    """Exactly ``count`` failures at uniformly random wall-clock times in [0, duration)."""
+
+    count: int = Field(..., ge=0)
+    node_type: Literal["trainer", "embedding"] = "embedding"
+    nodes: int = Field(1, ge=1, description="nodes taken down by each failure")
+
+
+class Failures(_Model):
+    trainer: FailureDist | None = Field(None, description="per-trainer inter-failure time")
+    embedding: FailureDist | None = Field(None, description="per-embedding-server inter-failure time")
+    domains: tuple[Domain, ...] = ()
+    injected: tuple[Injected, ...] = ()
+    replay: str | None = Field(None, description="failure trace file (CSV schema in traces/README.md)")
+
+
+class StrategyConfig(_Model):
+    """The recovery strategy by registry name, with its own parameters (validated by it)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str = "full"
+
+    @model_validator(mode="after")
+    def _known(self) -> "StrategyConfig":
+        from cprsim.sim.strategies import validate_params
+
+        validate_params(self.name, self.params)
+        return self
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class Scenario(_Model):
+    name: str = "custom"
+    description: str = ""
+    seed: int = Field(1, ge=0, description="root of every random stream")
+    replications: int = Field(20, ge=1, le=1_000_000)
+    cluster: Cluster = Cluster()
+    job: Job = Job(duration_h=50.0)
+    storage: Storage = Storage()
+    reschedule: RescheduleDist = RescheduleDist(family="constant", mean_s=300.0)
+    failures: Failures = Failures()
+    checkpoint: Checkpoint = Checkpoint()
+    strategy: StrategyConfig = StrategyConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Scenario":
+        if self.checkpoint.interval_h * HOUR > self.job.duration_s:
+            raise ValueError(
+                f"checkpoint.interval_h ({self.checkpoint.interval_h} h) is longer than the job "
+                f"({self.job.duration_s / HOUR:.4g} h)"
+            )
+        for d in self.failures.domains:
+            total = self.cluster.trainers if d.node_type == "trainer" else self.cluster.embedding_servers
+            if d.nodes > total:
+                raise ValueError(f"failures.domains[{d.name}].nodes ({d.nodes}) exceeds the {total} {d.node_type} nodes")
+        for i, inj in enumerate(self.failures.injected):
+            total = self.cluster.trainers if inj.node_type == "trainer" else self.cluster.embedding_servers
+            if inj.nodes > total:
+                raise ValueError(f"failures.injected[{i}].nodes ({inj.nodes}) exceeds the {total} {inj.node_type} nodes")
+        return self
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def duration_s(self) -> float:
+        return self.job.duration_s
+
+    @property
+    def interval_s(self) -> float:
+        return self.checkpoint.interval_h * HOUR
+
+    def with_updates(self, updates: dict[str, Any], source: str = "--set") -> "Scenario":
+        """A copy with dotted-key updates applied and re-validated."""
+        raw = self.model_dump(mode="python", exclude_none=True)
+        for key, value in updates.items():
+            set_dotted(raw, key, value)
+        return validate(raw, source)
+
+
+# --------------------------------------------------------------------------------------------
+def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    cur: Any = raw
+    for p in parts[:-1]:
+        if isinstance(cur, list):
+            try:
+                cur = cur[int(p)]
+            except (ValueError, IndexError):
+                raise ScenarioError(f"--set {key}: `{p}` is not an index of the list") from None
+            continue
+        nxt = cur.get(p)
+        if nxt is None:
+            nxt = cur[p] = {}
+        elif not isinstance(nxt, (dict, list)):
+            raise ScenarioError(f"--set {key}: `{p}` is a value, not a table")
+        cur = nxt
+    last = parts[-1]
+    if isinstance(cur, dict) and isinstance(value, dict):
+        cur[last] = value
+    elif isinstance(cur, dict):
+        # switching families: drop the parameters that belonged to the old one
+        cur[last] = value
+    else:
+        raise ScenarioError(f"--set {key}: cannot set inside a list item")
+
+
+def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``key=value`` strings to a dict; values are TOML literals, else plain strings."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ScenarioError(f"--set {item!r}: expected key=value")
+        key, text = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ScenarioError(f"--set {item!r}: empty key")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        out[key] = value
+    return out
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    got = first.get("input")
+    tail = f" (got {got!r})" if first["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict) else ""
+    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
+    return f"{source}: {loc}: {msg}{tail}{more}"
+
+
+def validate(raw: dict[str, Any], source: str) -> Scenario:
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as e:
+        raise ScenarioError(_format_error(e, source)) from None
+    except ScenarioError:
+        raise
+
+
+def builtin_names() -> list[str]:
+    files = resources.files("cprsim") / "scenarios"
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def _builtin_text(name: str) -> str | None:
+    f = resources.files("cprsim") / "scenarios" / f"{name}.toml"
+    return f.read_text() if f.is_file() else None
+
+
+def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
+    """The TOML table of a built-in scenario name or a file path, and a label for errors."""
+    text = _builtin_text(name_or_path)
+    source = name_or_path
+    if text is None:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ScenarioError(
+                f"{name_or_path}: no such file or built-in scenario (built-ins: {', '.join(builtin_names())})"
+            )
+        text = path.read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{source}: invalid TOML: {e}") from None
+    if source == name_or_path and _builtin_text(name_or_path) is None:
+        _resolve_relative(raw, Path(name_or_path).parent)
+    return raw, source
+
+
+def _resolve_relative(raw: dict[str, Any], base: Path) -> None:
+    rep = raw.get("failures", {}).get("replay") if isinstance(raw.get("failures"), dict) else None
+    if isinstance(rep, str) and not Path(rep).is_absolute():
+        raw["failures"]["replay"] = str(base / rep)
+
+
+def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
+    raw, source = load_raw(name_or_path)
+    raw = copy.deepcopy(raw)
+    for key, value in (overrides or {}).items():
+        set_dotted(raw, key, value)
+    return validate(raw, source if not overrides else f"{source} (with --set)")
+
+
+def describe_builtin(name: str) -> str:
+    raw, _ = load_raw(name)
+    return str(raw.get("description", "")).strip().splitlines()[0] if raw.get("description") else ""
+
+
+# --------------------------------------------------------------------------------------------
+def to_toml(data: dict[str, Any]) -> str:
+    """A small TOML writer for the effective config (scalars, lists, tables, arrays of tables)."""
+    lines: list[str] = []
+    _emit_table(data, [], lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError("non-finite value in config")
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _emit_table(d: dict[str, Any], path: list[str], lines: list[str]) -> None:
+    subs, arrays = [], []
+    for k, v in d.items():
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            subs.append((k, v))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
+            arrays.append((k, v))
+        else:
+            lines.append(f"{k} = {_scalar(v)}")
+    for k, v in subs:
+        lines.append("")
+        lines.append(f"[{'.'.join(path + [k])}]")
+        _emit_table(v, path + [k], lines)
+    for k, items in arrays:
+        for item in items:
+            lines.append("")
+            lines.append(f"[[{'.'.join(path + [k])}]]")
+            _emit_table(item, path + [k], lines)
+
+
+def effective_dict(s: Scenario) -> dict[str, Any]:
+    d = s.model_dump(mode="json", exclude_none=True)
+    return d
+
+
+__all__ = ["Scenario", "ScenarioError", "load", "parse_set", "builtin_names", "to_toml", "FAMILIES"]

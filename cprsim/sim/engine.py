@@ -1,0 +1,337 @@
+"""The SimPy engine: one job process, failure processes that interrupt it.
+
+SimPy's machine-shop pattern: failure processes (one per node with a failure distribution, one
+per failure domain, one for injected failures, one for a replayed trace) call
+``job.interrupt(nodes)``; the job process catches ``simpy.Interrupt``, books the time of the
+phase it was in, lets the strategy roll back or count lost updates, and recovers: it waits until
+every failed node is rescheduled, then restores (the strategy says how long).
+
+Phases of the job: COMPUTE (progress towards the next checkpoint or the end), SAVE (blocking
+save, or the two-phase snapshot stall), RESCHED (waiting for failed nodes), LOAD (restore).
+A failure can strike in any of them; a checkpoint counts only when completely written.
+
+**Ties.** Failure and repair timeouts are scheduled with SimPy's URGENT priority and the job's
+with NORMAL, so at one instant the order is: failures/repairs first (in the order their
+processes were created: nodes by id, then domains, injected, replay), then the job's phase end.
+A failure landing exactly on a checkpoint's completion therefore aborts that checkpoint, and a
+two-phase persist finishing at the very instant of a failure does not count.
+
+Cost: O(nodes) to start the failure processes, then O(events), where the events are failures,
+repairs and checkpoints: never per iteration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import simpy
+from simpy.core import URGENT
+
+from cprsim.costs import Costs, costs_of
+from cprsim.failures.distributions import Distribution
+from cprsim.pls import ShardLedger
+from cprsim.scenario import Scenario
+from cprsim.sim import strategies
+from cprsim.sim.records import Event, ReplicationResult
+from cprsim.sim.streams import stream
+
+COMPUTE, SAVE, RESCHED, LOAD, IDLE = range(5)
+
+#: a scheduled failure: (wall time s, node ids, rescheduling time per node s)
+Scheduled = tuple[float, tuple[int, ...], tuple[float, ...]]
+
+
+def _urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
+    ev = simpy.Event(env)
+    ev._ok = True
+    ev._value = None
+    env.schedule(ev, URGENT, delay)
+    return ev
+
+
+@dataclass
+class Run:
+    """The state of one replication; strategies read and change it through these fields."""
+
+    scenario: Scenario
+    costs: Costs
+    env: simpy.Environment
+    record: bool
+    n_trainers: int
+    n_embedding: int
+    W: float
+    tau: float
+    progress: float = 0.0
+    ckpt_progress: float = 0.0
+    next_ckpt: float = 0.0
+    ledger: ShardLedger = field(default_factory=lambda: ShardLedger(1))
+    pending: tuple[float, float] | None = None  # two-phase: (progress, durable at time)
+    down: dict[int, float] = field(default_factory=dict)
+    episode: set[int] = field(default_factory=set)
+    recovering: bool = False
+    phase: int = IDLE
+    phase_start: float = 0.0
+    # accounting
+    save_s: float = 0.0
+    load_s: float = 0.0
+    lost_s: float = 0.0
+    resched_s: float = 0.0
+    compute_s: float = 0.0
+    checkpoints: int = 0
+    fails_trainer: int = 0
+    fails_embedding: int = 0
+    fail_events: int = 0
+    events: list[Event] = field(default_factory=list)
+    strategy: strategies.Strategy | None = None
+    job: simpy.Process | None = None
+
+    # -- used by strategies --------------------------------------------------------------------
+    def log(self, kind: str, node: int = -1, value: float = 0.0, t: float | None = None) -> None:
+        if self.record:
+            self.events.append(Event(self.env.now if t is None else t, kind, node, value))
+
+    def rollback(self) -> None:
+        """Full recovery: the work since the last durable checkpoint must be re-executed."""
+        lost = self.progress - self.ckpt_progress
+        if lost > 0:
+            self.lost_s += lost
+            self.log("rollback", -1, lost)
+        self.progress = self.ckpt_progress
+        self.next_ckpt = self.ckpt_progress + self.tau
+        self.pending = None
+
+    def lose_shard(self, j: int, weight: float | None = None) -> None:
+        """Partial recovery of embedding shard ``j``: its updates since its last save are lost."""
+        lost = self.ledger.fail(j, self.progress, weight)
+        if lost > 0:
+            self.log("pls", self.n_trainers + j, lost / self.W)
+
+    # -- failure side -------------------------------------------------------------------------------
+    def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
+        now = self.env.now
+        new = []
+        for n, r in zip(nodes, rhos):
+            if self.down.get(n, -1.0) > now:  # already down: it cannot fail again
+                continue
+            self.down[n] = now + r
+            new.append(n)
+            if n < self.n_trainers:
+                self.fails_trainer += 1
+            else:
+                self.fails_embedding += 1
+            self.log("fail", n, r)
+        if new and self.job is not None and self.job.is_alive:
+            self.fail_events += 1
+            self._settle(strict=True)
+            self.job.interrupt(new)
+
+    def _settle(self, strict: bool) -> None:
+        """Commit a two-phase checkpoint whose background persist has finished."""
+        if self.pending is None:
+            return
+        p, t = self.pending
+        if t < self.env.now or (not strict and t <= self.env.now):
+            self.pending = None
+            self.checkpoints += 1
+            self.log("persist_end", -1, p, t=t)
+            self.strategy.on_commit(self, p)  # type: ignore[union-attr]
+
+    # -- the job process ----------------------------------------------------------------------------
+    def job_process(self) -> Iterator[simpy.Event]:
+        env, strat = self.env, self.strategy
+        assert strat is not None
+        two_phase = self.scenario.checkpoint.mode == "two-phase"
+        while True:
+            try:
+                if self.recovering:
+                    now = env.now
+                    t_up = max(self.down.values(), default=now)
+                    if t_up > now:
+                        self.phase, self.phase_start = RESCHED, now
+                        self.log("resched_start")
+                        yield env.timeout(t_up - now)
+                        self.resched_s += env.now - self.phase_start
+                        self.log("resched_end")
+                    self.phase = IDLE
+                    self.down.clear()
+                    dt = strat.load_s(self, self.episode)
+                    self.phase, self.phase_start = LOAD, env.now
+                    self.log("load_start", -1, dt)
+                    yield env.timeout(dt)
+                    self.load_s += dt
+                    self.log("load_end", -1, dt)
+                    self.phase = IDLE
+                    self.episode.clear()
+                    self.recovering = False
+                    continue
+                if self.progress >= self.W:
+                    break
+                if self.progress >= self.next_ckpt:
+                    yield from self._save(two_phase)
+                    continue
+                target = min(self.next_ckpt, self.W)
+                self.phase, self.phase_start = COMPUTE, env.now
+                dt = (target - self.progress) / strat.rate
+                yield env.timeout(dt)
+                self.compute_s += dt
+                self.progress = target
+                self.phase = IDLE
+            except simpy.Interrupt as intr:
+                self._interrupted(list(intr.cause))
+        self.log("done", -1, self.progress)
+
+    def _save(self, two_phase: bool) -> Iterator[simpy.Event]:
+        env, strat = self.env, self.strategy
+        assert strat is not None
+        self.phase, self.phase_start = SAVE, env.now
+        self.log("save_start", -1, self.progress)
+        if two_phase:
+            if self.pending is not None and self.pending[1] > env.now:
+                yield env.timeout(self.pending[1] - env.now)  # wait for the previous persist
+            self._settle(strict=False)
+            yield env.timeout(self.costs.snapshot_s)
+            self.save_s += env.now - self.phase_start
+            self.pending = (self.progress, env.now + strat.save_s(self))
+        else:
+            yield env.timeout(strat.save_s(self))
+            self.save_s += env.now - self.phase_start
+            self.checkpoints += 1
+            strat.on_commit(self, self.progress)
+        self.log("save_end", -1, self.progress)
+        self.phase = IDLE
+        self.next_ckpt = self.progress + self.tau
+
+    def _interrupted(self, nodes: list[int]) -> None:
+        now = self.env.now
+        elapsed = now - self.phase_start
+        if self.phase == COMPUTE:
+            self.compute_s += elapsed
+            self.progress = min(self.W, self.progress + elapsed * self.strategy.rate)  # type: ignore[union-attr]
+        elif self.phase == SAVE:
+            self.save_s += elapsed
+            self.log("save_abort", -1, self.progress)
+        elif self.phase == RESCHED:
+            self.resched_s += elapsed
+        elif self.phase == LOAD:
+            self.load_s += elapsed
+        self.phase = IDLE
+        self.episode.update(nodes)
+        self.recovering = True
+        self.strategy.on_failure(self, nodes)  # type: ignore[union-attr]
+
+    # -- result ---------------------------------------------------------------------------------------
+    def result(self, rep: int) -> ReplicationResult:
+        wall = self.env.now
+        useful = self.W
+        rate = self.strategy.rate if self.strategy else 1.0
+        # the lost progress was computed at the degraded rate: count its wall time as lost
+        lost = self.lost_s / rate
+        degraded = self.compute_s - useful - lost
+        if abs(degraded) < 1e-9 * useful:  # float rounding of the phase sums
+            degraded = 0.0
+        return ReplicationResult(
+            replication=rep,
+            wall_s=wall,
+            useful_s=useful,
+            save_s=self.save_s,
+            load_s=self.load_s,
+            lost_s=lost,
+            reschedule_s=self.resched_s,
+            degraded_s=degraded,
+            failures_trainer=self.fails_trainer,
+            failures_embedding=self.fails_embedding,
+            failure_events=self.fail_events,
+            checkpoints=self.checkpoints,
+            pls=self.ledger.pls(self.W),
+            overhead=(wall - useful) / useful,
+            ckpt_overhead=(self.save_s + self.load_s + lost + degraded) / useful,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+def _node_process(run: Run, node: int, dist: Distribution, resched: Distribution,
+                  rng: np.random.Generator) -> Iterator[simpy.Event]:
+    env = run.env
+    while True:
+        yield _urgent_timeout(env, dist.sample(rng))
+        rho = resched.sample(rng)
+        run.fail((node,), (rho,))
+        yield _urgent_timeout(env, rho)  # down until rescheduled; then a fresh lifetime
+
+
+def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribution,
+                    resched: Distribution, rng: np.random.Generator) -> Iterator[simpy.Event]:
+    env = run.env
+    while True:
+        yield _urgent_timeout(env, dist.sample(rng))
+        picked = rng.choice(count, size=take, replace=False) + first
+        rhos = resched.sample(rng, take)
+        run.fail(tuple(int(n) for n in picked), tuple(float(r) for r in rhos))
+
+
+def _schedule_process(run: Run, schedule: list[Scheduled]) -> Iterator[simpy.Event]:
+    env = run.env
+    for t, nodes, rhos in sorted(schedule, key=lambda x: x[0]):
+        if t > env.now:
+            yield _urgent_timeout(env, t - env.now)
+        run.fail(nodes, rhos)
+
+
+def injected_schedule(s: Scenario, rep: int) -> list[Scheduled]:
+    out: list[Scheduled] = []
+    resched = s.reschedule.dist
+    for i, inj in enumerate(s.failures.injected):
+        rng = stream(s.seed, rep, "injected", i)
+        first, count = (0, s.cluster.trainers) if inj.node_type == "trainer" else (
+            s.cluster.trainers, s.cluster.embedding_servers)
+        times = np.sort(rng.uniform(0.0, s.duration_s, inj.count))
+        for t in times:
+            picked = rng.choice(count, size=inj.nodes, replace=False) + first
+            rhos = resched.sample(rng, inj.nodes)
+            out.append((float(t), tuple(int(n) for n in picked), tuple(float(r) for r in rhos)))
+    return out
+
+
+def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
+                 schedule: list[Scheduled] | None = None,
+                 costs: Costs | None = None) -> tuple[ReplicationResult, list[Event]]:
+    """Run replication ``rep`` of scenario ``s``; ``record`` keeps its event log.
+
+    ``schedule`` adds failures at given times (trace replay); the scenario's own failure
+    processes run as well.
+    """
+    env = simpy.Environment()
+    c = costs or costs_of(s)
+    nt, ne = s.cluster.trainers, s.cluster.embedding_servers
+    run = Run(scenario=s, costs=c, env=env, record=record, n_trainers=nt, n_embedding=ne,
+              W=s.duration_s, tau=s.interval_s)
+    run.next_ckpt = run.tau
+    run.ledger = ShardLedger(ne)
+    cls = strategies.get(s.strategy.name)
+    run.strategy = cls(cls.Params.model_validate(s.strategy.params), run)
+    resched = s.reschedule.dist
+    f = s.failures
+    for node_type, spec, first, count in (("trainer", f.trainer, 0, nt), ("embedding", f.embedding, nt, ne)):
+        if spec is None:
+            continue
+        dist = spec.dist
+        for n in range(first, first + count):
+            env.process(_node_process(run, n, dist, resched, stream(s.seed, rep, "node", n)))
+    for i, d in enumerate(f.domains):
+        first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
+        env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, resched,
+                                    stream(s.seed, rep, "domain", i)))
+    sched = injected_schedule(s, rep) if f.injected else []
+    if f.replay:
+        from cprsim.failures.replay import replay_schedule
+
+        sched = sched + replay_schedule(s, rep)
+    if schedule:
+        sched = sched + list(schedule)
+    if sched:
+        env.process(_schedule_process(run, sched))
+    run.job = env.process(run.job_process())
+    env.run(until=run.job)
+    return run.result(rep), run.events

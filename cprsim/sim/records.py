@@ -1,0 +1,50 @@
+"""Typed records the engine returns (it never prints or writes files)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+
+class Event(NamedTuple):
+    """One thing that happened in a replication. ``node`` is -1 when no node is concerned.
+
+    kinds: ``fail`` (value = rescheduling time drawn), ``save_start``/``save_end``/``save_abort``
+    (value = progress), ``persist_end`` (two-phase: the checkpoint became durable), ``rollback``
+    (value = seconds of work to re-execute), ``pls`` (value = portion of samples lost),
+    ``resched_start``/``resched_end``, ``load_start``/``load_end`` (value = load seconds),
+    ``done``.
+    """
+
+    time_s: float
+    kind: str
+    node: int
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationResult:
+    """One replication. Identity: wall = useful + save + load + lost + reschedule + degraded."""
+
+    replication: int
+    wall_s: float
+    useful_s: float
+    save_s: float
+    load_s: float
+    lost_s: float
+    reschedule_s: float
+    degraded_s: float
+    failures_trainer: int
+    failures_embedding: int
+    failure_events: int
+    checkpoints: int
+    pls: float
+    overhead: float  #: (wall - useful) / useful
+    ckpt_overhead: float  #: (save + load + lost + degraded) / useful: the terms the strategy controls
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
