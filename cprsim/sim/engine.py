@@ -105,6 +105,7 @@ class Run:
     def lose_shard(self, j: int, weight: float | None = None) -> None:
         """Partial recovery of embedding shard ``j``: its updates since its last save are lost."""
         lost = self.ledger.fail(j, self.progress, weight)
+        self.log("restore", self.n_trainers + j, self.progress)
         if lost > 0:
             self.log("pls", self.n_trainers + j, lost / self.W)
 

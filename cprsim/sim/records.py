@@ -9,7 +9,8 @@ from typing import NamedTuple
 class Event(NamedTuple):
     """One thing that happened in a replication. ``node`` is -1 when no node is concerned.
 
-    kinds: ``fail`` (value = rescheduling time drawn), ``save_start``/``save_end``/``save_abort``
+    kinds: ``fail`` (value = rescheduling time drawn), ``restore`` (partial recovery: value =
+    progress in seconds at which shard ``node`` was restored from its last save), ``save_start``/``save_end``/``save_abort``
     (value = progress), ``persist_end`` (two-phase: the checkpoint became durable), ``rollback``
     (value = seconds of work to re-execute), ``pls`` (value = portion of samples lost),
     ``resched_start``/``resched_end``, ``load_start``/``load_end`` (value = load seconds),
