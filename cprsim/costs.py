@@ -7,6 +7,8 @@ runs at ``min(storage bandwidth, n x node bandwidth)`` plus a fixed latency:
 * full load ``L = latency + (E + D) * m / min(read, (N_e + N_t) * node)``
 * shard load (k servers at once) ``latency + k * E * m / N_e / min(read, k * node)``
 * trainer restore: the dense parameters copied from a peer trainer, ``D * m / node``
+* measured costs in the scenario's ``[costs]`` table replace the derived ones;
+  a save of a fraction of the embedding rows costs ``latency + (delta - latency) x bytes share``
 * two-phase: a snapshot stall ``(E * m / N_e) / snapshot`` (largest per-node state into memory),
   then a background persist that takes ``delta``.
 
@@ -32,10 +34,18 @@ class Costs:
     read_bps: float
     node_bps: float
     dense_copy_s: float  #: a replaced trainer copies the dense part from a peer
+    shard_load_fixed: float | None = None  #: a measured shard load (then k shards load in parallel)
 
     def shard_load_s(self, k: int = 1) -> float:
         """k embedding shards restored at once from storage."""
+        if self.shard_load_fixed is not None:
+            return self.shard_load_fixed
         return self.latency_s + k * self.shard_bytes / min(self.read_bps, k * self.node_bps)
+
+    def save_fraction_s(self, fraction: float, dense: bool = True) -> float:
+        """A save of ``fraction`` of the embedding bytes (plus the dense part): latency + bytes/bw."""
+        b = fraction * self.embedding_bytes + (self.dense_bytes if dense else 0.0)
+        return self.latency_s + (self.save_s - self.latency_s) * b / self.bytes_total
 
     @property
     def bytes_total(self) -> float:
@@ -52,10 +62,11 @@ def costs_of(s: Scenario) -> Costs:
     load = st.latency_s + (emb + dense) / min(st.read_gbps * GB, (c.embedding_servers + c.trainers) * node)
     shard = emb / c.embedding_servers
     snap = max(shard, dense) / (s.checkpoint.snapshot_gbps * GB)
+    o = s.costs
     return Costs(
-        save_s=save,
-        snapshot_s=snap,
-        load_s=load,
+        save_s=o.save_s if o.save_s is not None else save,
+        snapshot_s=o.snapshot_s if o.snapshot_s is not None else snap,
+        load_s=o.load_s if o.load_s is not None else load,
         shard_bytes=shard,
         embedding_bytes=emb,
         dense_bytes=dense,
@@ -63,4 +74,5 @@ def costs_of(s: Scenario) -> Costs:
         read_bps=st.read_gbps * GB,
         node_bps=node,
         dense_copy_s=dense / node,
+        shard_load_fixed=o.shard_load_s,
     )

@@ -103,7 +103,7 @@ class Cluster(_Model):
 class Job(_Model):
     duration_h: float | None = Field(None, gt=0, description="failure-free training time W (hours)")
     samples: float | None = Field(None, gt=0, description="training samples S (with samples_per_s)")
-    samples_per_s: float | None = Field(None, gt=0, description="failure-free throughput R")
+    samples_per_s: float | None = Field(None, gt=0, description="failure-free throughput R (samples/s)")
 
     @model_validator(mode="after")
     def _one_form(self) -> "Job":
@@ -119,6 +119,32 @@ class Job(_Model):
         if self.duration_h is not None:
             return self.duration_h * HOUR
         return self.samples / self.samples_per_s  # type: ignore[operator]
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second (needed by the access-aware strategies)."""
+        if self.samples_per_s is None:
+            raise ValueError("job.samples_per_s is needed (MFU/SSU/differential count samples)")
+        return self.samples_per_s
+
+
+class Access(_Model):
+    """Embedding-access skew: Zipf per table (see cprsim/access.py)."""
+
+    tables: str = Field("criteo-kaggle", description="'criteo-kaggle' or a CSV file with a `rows` column")
+    table_scale: float = Field(1.0, ge=1, description="divide the table cardinalities by this")
+    top_fraction: float = Field(0.01, gt=0, lt=1, description="skew statement: this top fraction of rows ...")
+    top_share: float = Field(0.92, gt=0, lt=1, description="... takes this share of accesses (BagPipe: 1% -> 92%)")
+    alpha: float | None = Field(None, ge=0, le=5, description="Zipf exponent; overrides the skew statement")
+
+
+class CostOverrides(_Model):
+    """Measured costs that replace the ones derived from sizes and bandwidths (seconds)."""
+
+    save_s: float | None = Field(None, gt=0, description="blocking full checkpoint")
+    load_s: float | None = Field(None, gt=0, description="every node reloads the last checkpoint")
+    shard_load_s: float | None = Field(None, gt=0, description="one embedding shard restored")
+    snapshot_s: float | None = Field(None, ge=0, description="two-phase snapshot stall")
 
 
 class Storage(_Model):
@@ -189,9 +215,15 @@ class Scenario(_Model):
     failures: Failures = Failures()
     checkpoint: Checkpoint = Checkpoint()
     strategy: StrategyConfig = StrategyConfig()
+    access: Access = Access()
+    costs: CostOverrides = CostOverrides()
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
+        from cprsim.sim.strategies import get
+
+        if get(self.strategy.name).needs_throughput and self.job.samples_per_s is None:
+            raise ValueError(f"strategy {self.strategy.name!r} counts samples: give job.samples_per_s")
         if self.checkpoint.interval_h * HOUR > self.job.duration_s:
             raise ValueError(
                 f"checkpoint.interval_h ({self.checkpoint.interval_h} h) is longer than the job "

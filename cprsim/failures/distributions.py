@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant")
 #: families with a shape parameter (``sigma`` for lognormal)
@@ -150,4 +150,4 @@ def min_of_iid_mean(dist: Distribution, n: int) -> float:
     return float(val)
 
 
-__all__ = ["Distribution", "FAMILIES", "SHAPED", "min_of_iid_mean", "special"]
+__all__ = ["Distribution", "FAMILIES", "SHAPED", "min_of_iid_mean"]

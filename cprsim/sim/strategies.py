@@ -30,6 +30,7 @@ class Strategy:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
+    needs_throughput: ClassVar[bool] = False  #: counts samples: the job must give samples_per_s
     rate: float = 1.0
 
     def __init__(self, params: BaseModel, run: "Run") -> None:

@@ -1,0 +1,270 @@
+"""The embedding-access skew model: Zipf per table.
+
+Every sample looks up one row in each of ``T`` tables. Within table ``t`` of ``n_t`` rows, the
+row of popularity rank ``i`` is accessed with probability ``p_ti = i^-a / H(n_t, a)`` per sample
+(``H`` the generalised harmonic number), one exponent ``a`` for all tables. A row's share of all
+accesses is ``p_ti / T``.
+
+From this:
+
+* ``coverage(r)``: the share of accesses that the top fraction ``r`` of all rows (ranked over
+  every table) receives. BagPipe's statement "1% of rows take 92% of accesses" is
+  ``coverage(0.01) = 0.92``; ``AccessModel.from_skew`` solves it for ``a``.
+* ``touched(n)``: the expected fraction of rows accessed at least once by ``n`` samples,
+  ``sum_ti 1 - (1 - p_ti)^n`` over all rows (what a differential checkpoint must write).
+* ``sampled_coverage(r, m)``: the expected access share of the top-``r`` rows chosen from
+  *counts* of ``m`` samples (MFU: all samples of an interval; SSU: a sub-sample), each row's
+  count being Poisson(``m p_ti``) and ties at the threshold broken at random. With few samples
+  the ranking is noisy and the coverage falls below ``coverage(r)``.
+
+Computation: the first 512 ranks of every table are kept exactly; the rest are grouped into
+geometric bins (ratio 1.02) whose mass comes from exact generalised harmonic numbers
+(Euler-Maclaurin beyond 512 terms), so a model of 34 M rows is ~10 k bins and every query is
+vectorised over bins.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize, stats
+
+from cprsim.errors import InputError
+
+#: Criteo Kaggle (Display Advertising Challenge) table cardinalities, as used by DLRM
+CRITEO_KAGGLE = (
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
+    14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
+)
+
+_EXACT = 512
+_RATIO = 1.02
+
+
+def gen_harmonic(k: np.ndarray | float, a: float) -> np.ndarray:
+    """H(k, a) = sum_{i=1..k} i^-a for integer k >= 0 (exact to ~1e-12 relative)."""
+    k = np.asarray(k, dtype=float)
+    head = np.cumsum(np.arange(1, _EXACT + 1, dtype=float) ** -a)
+    out = np.empty_like(k)
+    small = k <= _EXACT
+    ki = k[small].astype(int)
+    out[small] = np.where(ki > 0, head[np.maximum(ki, 1) - 1], 0.0)
+    big = ~small
+    if np.any(big):
+        # sum_{i=m+1..k} i^-a by Euler-Maclaurin from m = _EXACT
+        m, kb = float(_EXACT), k[big]
+        if abs(a - 1.0) < 1e-12:
+            integral = np.log(kb / m)
+        else:
+            integral = (kb ** (1 - a) - m ** (1 - a)) / (1 - a)
+        em = integral + 0.5 * (kb**-a - m**-a) - a / 12.0 * (kb ** (-a - 1) - m ** (-a - 1)) \
+            + a * (a + 1) * (a + 2) / 720.0 * (kb ** (-a - 3) - m ** (-a - 3))
+        out[big] = head[-1] + em
+    return out
+
+
+@dataclass(frozen=True)
+class AccessModel:
+    """Zipf(``alpha``) access over tables of sizes ``tables`` (one lookup per table per sample)."""
+
+    tables: tuple[int, ...]
+    alpha: float
+
+    def __post_init__(self) -> None:
+        if not self.tables or any(int(n) < 1 for n in self.tables):
+            raise InputError("access tables: every table needs at least one row")
+        if not (math.isfinite(self.alpha) and 0 <= self.alpha <= 5):
+            raise InputError(f"access alpha must be in [0, 5], got {self.alpha}")
+
+    # -- constructors ------------------------------------------------------------------------------
+    @classmethod
+    def criteo(cls, alpha: float = 1.0, scale: float = 1.0) -> "AccessModel":
+        return cls(tuple(max(1, int(round(n / scale))) for n in CRITEO_KAGGLE), alpha)
+
+    @classmethod
+    def from_skew(cls, tables: tuple[int, ...], top_fraction: float = 0.01,
+                  top_share: float = 0.92) -> "AccessModel":
+        """The exponent for which the top ``top_fraction`` of rows take ``top_share`` of accesses."""
+        if not 0 < top_fraction < 1 or not 0 < top_share < 1:
+            raise InputError("skew: top_fraction and top_share must be in (0, 1)")
+        lo = cls(tables, 0.0).coverage(top_fraction)
+        if top_share <= lo:
+            raise InputError(f"skew: {top_share:.3g} of accesses on the top {top_fraction:.3g} of rows is "
+                             f"less than uniform access gives ({lo:.3g})")
+        hi = cls(tables, 5.0).coverage(top_fraction)
+        if top_share >= hi:
+            raise InputError(f"skew: {top_share:.3g} on the top {top_fraction:.3g} of rows is more "
+                             f"skewed than Zipf can reach with these tables ({hi:.4g})")
+        a = optimize.brentq(lambda x: cls(tables, x).coverage(top_fraction) - top_share, 0.0, 5.0,
+                            xtol=1e-10)
+        return cls(tables, float(a))
+
+    @classmethod
+    def fit_counts(cls, path: str | Path) -> "AccessModel":
+        """Fit ``alpha`` by maximum likelihood to a CSV of per-row access counts.
+
+        Columns ``table,count`` (one row per embedding row; rows absent from the file are taken
+        as never accessed only through the table size column ``rows`` if given). Within each
+        table the counts are ranked; the log-likelihood of the multinomial is
+        ``-a sum c_i ln(rank_i) - sum_t C_t ln H(n_t, a)``.
+        """
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"{p}: no such file")
+        counts: dict[str, list[float]] = {}
+        sizes: dict[str, int] = {}
+        with p.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or not {"table", "count"} <= set(reader.fieldnames):
+                raise InputError(f"{p}: line 1: expected columns table,count[,rows]")
+            for line, row in enumerate(reader, start=2):
+                try:
+                    c = float(row["count"])
+                except (TypeError, ValueError):
+                    raise InputError(f"{p}: line {line}: count {row['count']!r} is not a number") from None
+                if not math.isfinite(c) or c < 0:
+                    raise InputError(f"{p}: line {line}: count must be a finite number >= 0")
+                counts.setdefault(row["table"], []).append(c)
+                if row.get("rows"):
+                    sizes[row["table"]] = int(row["rows"])
+        if not counts:
+            raise InputError(f"{p}: no rows")
+        ranked = [np.sort(np.asarray(v))[::-1] for v in counts.values()]
+        ns = [max(sizes.get(t, 0), len(v)) for t, v in zip(counts, ranked)]
+        slog = sum(float(np.sum(v * np.log(np.arange(1, len(v) + 1)))) for v in ranked)
+        tot = [float(v.sum()) for v in ranked]
+
+        def nll(a: float) -> float:
+            return a * slog + sum(C * math.log(float(gen_harmonic(n, a))) for C, n in zip(tot, ns))
+
+        res = optimize.minimize_scalar(nll, bounds=(0.0, 5.0), method="bounded", options={"xatol": 1e-8})
+        return cls(tuple(ns), float(res.x))
+
+    # -- bins ---------------------------------------------------------------------------------------
+    @cached_property
+    def bins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per-row access probability per sample within its table, rows in the bin), over all tables."""
+        probs, counts = [], []
+        for n in self.tables:
+            n = int(n)
+            edges = [0] + list(range(1, min(n, _EXACT) + 1))
+            k = _EXACT
+            while k < n:
+                k = min(n, max(k + 1, int(k * _RATIO)))
+                edges.append(k)
+            e = np.asarray(edges, dtype=float)
+            H = gen_harmonic(e, self.alpha)
+            mass = np.diff(H) / H[-1]
+            cnt = np.diff(e)
+            probs.append(mass / cnt)
+            counts.append(cnt)
+        p = np.concatenate(probs)
+        c = np.concatenate(counts)
+        order = np.argsort(-p, kind="stable")
+        return p[order], c[order]
+
+    @property
+    def n_tables(self) -> int:
+        return len(self.tables)
+
+    @property
+    def rows(self) -> int:
+        return int(sum(self.tables))
+
+    # -- queries ------------------------------------------------------------------------------------
+    def coverage(self, r: float | np.ndarray) -> np.ndarray | float:
+        """Share of accesses on the top fraction r of rows (exact ranking)."""
+        p, c = self.bins
+        share = p * c / self.n_tables
+        cum_rows = np.concatenate([[0.0], np.cumsum(c)]) / self.rows
+        cum_share = np.concatenate([[0.0], np.cumsum(share)])
+        out = np.interp(np.clip(r, 0.0, 1.0), cum_rows, cum_share)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def touched(self, n_samples: float | np.ndarray) -> np.ndarray | float:
+        """Expected fraction of rows accessed at least once by n samples."""
+        p, c = self.bins
+        n = np.atleast_1d(np.asarray(n_samples, dtype=float))
+        # 1 - (1-p)^n computed stably
+        out = np.array([float(np.sum(c * -np.expm1(x * np.log1p(-np.minimum(p, 1 - 1e-16))))) for x in n])
+        out /= self.rows
+        return float(out[0]) if np.ndim(n_samples) == 0 else out
+
+    def sampled_coverage(self, r: float, m_samples: float) -> float:
+        """Expected access share of the top fraction r of rows ranked by counts of m samples."""
+        if not 0 <= r <= 1:
+            raise InputError(f"top fraction must be in [0, 1], got {r}")
+        if r == 0:
+            return 0.0
+        if r == 1:
+            return 1.0
+        p, c = self.bins
+        mu = m_samples * p
+        want = r * self.rows
+
+        def selected(k: int) -> tuple[float, float, float, float]:
+            gt = stats.poisson.sf(k, mu)  # P(X > k)
+            eq = stats.poisson.pmf(k, mu)
+            return float(np.sum(c * gt)), float(np.sum(c * eq)), float(np.sum(p * c * gt)), float(np.sum(p * c * eq))
+
+        # the threshold count k: rows with count > k are in, a share q of rows with count == k too
+        hi = int(max(1, mu.max() * 4 + 50))
+        lo = 0
+        while lo < hi:  # smallest k with E[#rows with X > k] <= want
+            mid = (lo + hi) // 2
+            if selected(mid)[0] <= want:
+                hi = mid
+            else:
+                lo = mid + 1
+        n_gt, n_eq, s_gt, s_eq = selected(lo)
+        q = 0.0 if n_eq <= 0 else min(1.0, (want - n_gt) / n_eq)
+        return (s_gt + q * s_eq) / self.n_tables
+
+    def describe(self) -> str:
+        return (f"Zipf alpha={self.alpha:.4f} over {self.n_tables} tables, {self.rows:,} rows; "
+                f"top 1% of rows take {100 * self.coverage(0.01):.1f}% of accesses")
+
+
+_CACHE: dict[tuple, AccessModel] = {}
+
+
+def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
+    """'criteo-kaggle', or a CSV file with a ``rows`` column (one line per table)."""
+    if spec == "criteo-kaggle":
+        base: tuple[int, ...] = CRITEO_KAGGLE
+    else:
+        p = Path(spec)
+        if not p.is_file():
+            raise InputError(f"access.tables: {spec}: no such file (or use 'criteo-kaggle')")
+        sizes = []
+        with p.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or "rows" not in reader.fieldnames:
+                raise InputError(f"{p}: line 1: expected a `rows` column")
+            for line, row in enumerate(reader, start=2):
+                try:
+                    n = int(row["rows"])
+                except (TypeError, ValueError):
+                    raise InputError(f"{p}: line {line}: rows {row['rows']!r} is not an integer") from None
+                if n < 1:
+                    raise InputError(f"{p}: line {line}: rows must be >= 1")
+                sizes.append(n)
+        if not sizes:
+            raise InputError(f"{p}: no tables")
+        base = tuple(sizes)
+    return tuple(max(1, int(round(n / scale))) for n in base)
+
+
+def from_config(cfg) -> AccessModel:  # noqa: ANN001 - cprsim.scenario.Access
+    """The access model a scenario's ``[access]`` table describes (cached)."""
+    key = (cfg.tables, cfg.table_scale, cfg.top_fraction, cfg.top_share, cfg.alpha)
+    if key not in _CACHE:
+        tables = table_sizes(cfg.tables, cfg.table_scale)
+        _CACHE[key] = (AccessModel(tables, cfg.alpha) if cfg.alpha is not None
+                       else AccessModel.from_skew(tables, cfg.top_fraction, cfg.top_share))
+    return _CACHE[key]
