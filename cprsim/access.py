@@ -43,6 +43,7 @@ CRITEO_KAGGLE = (
 )
 
 _EXACT = 512
+_SC_CACHE: dict[tuple, float] = {}
 _RATIO = 1.02
 
 
@@ -197,6 +198,14 @@ class AccessModel:
 
     def sampled_coverage(self, r: float, m_samples: float) -> float:
         """Expected access share of the top fraction r of rows ranked by counts of m samples."""
+        key = (self.tables, self.alpha, float(r), float(m_samples))
+        if key not in _SC_CACHE:
+            if len(_SC_CACHE) > 4096:
+                _SC_CACHE.clear()
+            _SC_CACHE[key] = self._sampled_coverage(r, m_samples)
+        return _SC_CACHE[key]
+
+    def _sampled_coverage(self, r: float, m_samples: float) -> float:
         if not 0 <= r <= 1:
             raise InputError(f"top fraction must be in [0, 1], got {r}")
         if r == 0:

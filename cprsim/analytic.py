@@ -23,10 +23,10 @@ after a failure::
 
 **PLS** (portion of lost samples) of vanilla partial recovery, a failure taking ``k`` of ``N_e``
 uniformly sharded servers at rate ``lam``: each loses the progress since its last save, on
-average ``tau/2`` (``tau`` if the failure strikes during a save), so
-``E[PLS] ~= lam * (k/N_e) * (W*tau/2 + n_saves*delta*tau) / W``; for per-node failures with mean
-``M`` this is ``tau / (2*M)``, DESIGN.md's form. First order in ``lam*tau``: it ignores a shard
-failing twice between two saves.
+average ``tau/2`` (``tau`` if the failure strikes during a save), so to first order
+``E[PLS] ~= lam * (k/N_e) * tau/2``; for per-node failures with mean ``M`` this is
+``tau / (2*M)``, DESIGN.md's form. ``expected_pls`` is exact for a finite job and for a shard
+that fails twice between saves (``mean_age``).
 """
 
 from __future__ import annotations
@@ -101,9 +101,35 @@ def full_optimum(W: float, delta: float, lam: float, R: float) -> float:
     return float(res.x)
 
 
-def expected_pls(W: float, tau: float, delta: float, lam: float, k: int, n_e: int) -> float:
-    """First-order E[PLS] of vanilla partial recovery (see the module docstring)."""
-    return lam * (k / n_e) * (W * tau / 2.0 + n_saves(W, tau) * delta * tau) / W
+def mean_age(W: float, T: float, mu: float) -> float:
+    """Mean over a failure at uniform progress p in [0, W] of min(p mod T, time since the shard's
+    previous failure), the shard failing as a Poisson process of rate ``mu`` (per second of progress).
+
+    ``int_0^x (1 - exp(-mu u)) / mu du = x/mu - (1 - exp(-mu x))/mu^2`` per whole save period,
+    plus the last, partial one; ``mu -> 0`` gives the plain mean of ``p mod T`` (``T/2`` for
+    ``W >> T``).
+    """
+    def block(x: float) -> float:
+        if mu * x < 1e-8:
+            return x * x / 2.0
+        return x / mu + math.expm1(-mu * x) / (mu * mu)
+
+    T = min(T, W)
+    n = math.floor(W / T + 1e-12)
+    rem = max(0.0, W - n * T)
+    return (n * block(T) + block(rem)) / W
+
+
+def expected_pls(W: float, tau: float, delta: float, lam: float, k: float, n_e: int) -> float:
+    """E[PLS] of vanilla partial recovery, failure events at rate ``lam`` taking ``k`` of ``n_e`` shards.
+
+    Each shard fails at ``mu = lam k / n_e``; a failure loses the shard's progress since its last
+    save or its own previous failure (``mean_age``); failures during a save (expected
+    ``lam x n_saves x delta``) lose a whole interval. ``PLS = mu x mean age`` (+ the save term).
+    Exact for Poisson failures up to the time spent outside compute.
+    """
+    mu = lam * k / n_e
+    return mu * mean_age(W, tau, mu) + lam * (k / n_e) * n_saves(W, tau) * delta * tau / W
 
 
 def interval_for_pls(bound: float, W: float, delta: float, lam: float, k: int, n_e: int) -> float:
@@ -117,3 +143,28 @@ def interval_for_pls(bound: float, W: float, delta: float, lam: float, k: int, n
     if f(lo) > 0:
         return 0.0
     return float(optimize.brentq(f, lo, W, xtol=1e-6))
+
+
+# -- prioritized saving (CPR-MFU/SSU) -------------------------------------------------------------
+def prioritized_save_s(full_s: float, partial_s: float, K: int) -> float:
+    """Mean blocking time of a save when every K-th save is full and the others partial."""
+    return (full_s + (K - 1) * partial_s) / K
+
+
+def expected_pls_prioritized(W: float, tau: float, lam: float, k: float, n_e: int, coverage: float,
+                             K: int) -> float:
+    """E[PLS] with partial saves every tau and a full save every K*tau.
+
+    The saved rows (access share ``coverage``) lose the progress since the last save, the others
+    since the last full save, both cut short by the shard's own previous failure (``mean_age``).
+    ``K = 1`` is vanilla partial recovery without the save term.
+    """
+    mu = lam * k / n_e
+    return mu * (coverage * mean_age(W, tau, mu) + (1.0 - coverage) * mean_age(W, K * tau, mu))
+
+
+def prioritized_overhead(W: float, tau: float, full_s: float, partial_s: float, K: int, lam: float,
+                         R: float, counter: float) -> float:
+    """E[wall]/W - 1 for partial recovery with prioritized saves and a counting slowdown."""
+    return partial_wall(W * (1.0 + counter), tau * (1.0 + counter),
+                        prioritized_save_s(full_s, partial_s, K), lam, R) / W - 1.0
