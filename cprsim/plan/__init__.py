@@ -229,6 +229,7 @@ def make_plan(
     lam_e = rates.embedding
     R_part = resched + c.shard_load_s(max(1, round(k)))
     pls_bounds = {}
+    rejected: dict[str, str] = {}
     for strat in strategies:
         pls_bound = float(calibration.max_pls(accuracy_bound, metric, strat))
         pls_bounds[strat] = pls_bound
@@ -255,9 +256,16 @@ def make_plan(
             scored.append((_analytic_partial(s, strat, params, tau, lam, R_part, c), params, tau))
         label = {"partial": "CPR-vanilla", "mfu": "CPR-MFU", "ssu": "CPR-SSU"}.get(strat, strat)
         if not scored:
-            notes.append(f"{label}: no interval meets PLS <= {pls_bound:.3g}")
+            rejected[label] = f"{label} cannot keep PLS <= {pls_bound:.3g} at any interval"
+            notes.append(rejected[label])
             continue
         a_over, params, tau_a = min(scored, key=lambda x: x[0])
+        if tau_a < floor or a_over > 2 * best_full.overhead.mean + 0.01:
+            # not simulated: checkpointing this often is hopeless (or shorter than a save)
+            rejected[label] = (f"{label} would have to checkpoint every {tau_a:.3g} s to keep PLS <= "
+                               f"{pls_bound:.3g}, costing about {100 * a_over:.3g}% (analytic)")
+            notes.append(rejected[label] + ": not simulated")
+            continue
         # refine by simulation: the largest interval on a grid around the analytic one whose mean PLS meets the bound
         tau_ok, note = tau_a, "analytic interval"
         for t in sorted(_grid(tau_a, 0.75, 1.3, 4, W, 1.0), reverse=True):
@@ -280,6 +288,8 @@ def make_plan(
             why = (f"to keep the {metric} loss under {accuracy_bound:g} (PLS <= {pls_bounds.get(p.strategy, 0):.3g}), "
                    f"{p.label} must checkpoint every {p.interval_s / HOUR:.3g} h, costing "
                    f"{100 * p.overhead.mean:.2f}% vs {100 * best_full.overhead.mean:.2f}% for {best_full.label}")
+        elif rejected:
+            why = "; ".join(rejected.values()) + f", vs {100 * best_full.overhead.mean:.2f}% for {best_full.label}"
         else:
             why = "no partial-recovery interval meets the bound"
         message = f"partial recovery does not pay here: {why}; use {best.label} every {best.interval_s / HOUR:.3g} h"

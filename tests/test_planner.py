@@ -1,0 +1,130 @@
+"""The CPR planner and the MFU/SSU strategies against brute force and analytic oracles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cprsim import analytic
+from cprsim import scenario as sc
+from cprsim.costs import costs_of
+from cprsim.errors import InputError
+from cprsim.plan import failure_rates, make_plan
+from cprsim.scenario import HOUR
+from cprsim.sim.prioritized import coverage_of
+from cprsim.sim.replicate import estimate, run_replications
+
+from planner_helpers import LinearAccuracy
+
+BOUND = 0.001
+
+
+@pytest.fixture(scope="module")
+def base():
+    return sc.load("cpr-production", {"replications": 120})
+
+
+@pytest.fixture(scope="module")
+def plan(base):
+    return make_plan(base, BOUND, calibration=LinearAccuracy(), replications=120)
+
+
+def _run(s, tau_s, strategy, params=None, n=None, seed=None):
+    upd = {"checkpoint.interval_h": tau_s / HOUR, "strategy": {"name": strategy, **(params or {})}}
+    if seed is not None:
+        upd["seed"] = seed
+    res, _ = run_replications(s.with_updates(upd), n)
+    return res
+
+
+def test_full_interval_is_as_good_as_a_brute_force_optimum(base, plan):
+    """Paired (common random numbers) comparison with the best of a fine grid: not worse within the CI."""
+    daly = plan.option("full (Daly)").interval_s
+    grid = daly * np.geomspace(0.3, 3.0, 15)
+    runs = {t: np.array([r.overhead for r in _run(base, t, "full", n=200)]) for t in grid}
+    best = min(runs, key=lambda t: runs[t].mean())
+    for label in ("full (simulated optimum)", "full (Daly)"):
+        mine = np.array([r.overhead for r in _run(base, plan.option(label).interval_s, "full", n=200)])
+        d = estimate(mine - runs[best])
+        assert d.lo <= 0.0, f"{label} is significantly worse than the grid optimum: {d}"
+    # and the grid really has a minimum in the inside (the test would notice a monotone curve)
+    assert runs[grid[0]].mean() > runs[best].mean() and runs[grid[-1]].mean() > runs[best].mean()
+
+
+def test_recommendation_meets_the_pls_bound_on_fresh_failures(base, plan):
+    rec = plan.option(plan.recommended)
+    assert rec.strategy != "full"  # on this scenario partial recovery pays
+    pls = estimate([r.pls for r in _run(base, rec.interval_s, rec.strategy, rec.params, n=300, seed=base.seed + 999)])
+    assert pls.lo <= plan.pls_bound  # the mean PLS on unseen failures is within its CI of the bound
+    assert plan.saving > 0
+
+
+def test_vanilla_interval_is_the_largest_that_meets_the_bound(base, plan):
+    o = plan.option("CPR-vanilla")
+    assert o.pls.mean <= plan.pls_bound
+    longer = estimate([r.pls for r in _run(base, o.interval_s * 1.5, "partial", n=120)])
+    assert longer.lo > plan.pls_bound
+
+
+def test_mfu_loses_no_more_than_ssu_and_ssu_no_more_than_vanilla_at_equal_overhead(base):
+    tau, params = 2 * HOUR, {"top_fraction": 0.05, "full_every": 8, "counter_overhead": 0.0}
+    mfu = _run(base, tau, "mfu", params, n=150)
+    ssu = _run(base, tau, "ssu", {**params, "sample_rate": 0.001}, n=150)
+    # equal overhead: same saves, no counting cost -> same save time in every replication
+    assert all(math.isclose(a.save_s, b.save_s, rel_tol=1e-9) for a, b in zip(mfu, ssu))
+    assert all(a.pls <= b.pls + 1e-15 for a, b in zip(mfu, ssu))
+    assert np.mean([a.pls for a in mfu]) < np.mean([b.pls for b in ssu])
+    # vanilla with the same save overhead per unit of progress: one full save per delta_avg/tau
+    c = costs_of(base)
+    d_avg = analytic.prioritized_save_s(c.save_s, c.save_fraction_s(0.05), 8)
+    van = _run(base, tau * c.save_s / d_avg, "partial", n=150)
+    d = estimate([b.pls - v.pls for b, v in zip(ssu, van)])
+    assert d.hi < 0, f"SSU should lose less than vanilla at equal save overhead: {d}"
+
+
+@pytest.mark.parametrize("strategy,rate", [("mfu", 1.0), ("ssu", 0.01)])
+def test_prioritized_pls_matches_its_analytic_expectation(base, strategy, rate):
+    tau, r, K = 1.5 * HOUR, 0.05, 4
+    params = {"top_fraction": r, "full_every": K, "counter_overhead": 0.0}
+    if strategy == "ssu":
+        params["sample_rate"] = rate
+    res = _run(base, tau, strategy, params, n=400)
+    pls = estimate([x.pls for x in res])
+    rates = failure_rates(base)
+    cov = coverage_of(base, tau, r, rate)
+    expect = analytic.expected_pls_prioritized(base.duration_s, tau, rates.embedding, rates.k,
+                                               base.cluster.embedding_servers, cov, K)
+    # the oracle counts failures during compute only; those during saves/recoveries (a share
+    # (wall - W)/W of the time) add at most that share of PLS
+    extra = np.mean([x.wall_s for x in res]) / base.duration_s - 1
+    assert pls.lo - extra * expect <= expect <= pls.hi + extra * expect
+
+
+def test_vanilla_pls_matches_its_analytic_expectation(base):
+    tau = 3 * HOUR
+    res = _run(base, tau, "partial", n=400)
+    pls = estimate([x.pls for x in res])
+    rates = failure_rates(base)
+    expect = analytic.expected_pls(base.duration_s, tau, costs_of(base).save_s, rates.embedding, rates.k,
+                                   base.cluster.embedding_servers)
+    extra = np.mean([x.wall_s for x in res]) / base.duration_s - 1
+    assert pls.lo - extra * expect <= expect <= pls.hi + extra * expect
+
+
+def test_partial_recovery_does_not_pay_for_a_tiny_bound(base):
+    p = make_plan(base, 1e-7, calibration=LinearAccuracy(), replications=30)
+    assert p.option(p.recommended).strategy == "full"
+    assert "does not pay" in p.message
+
+
+@pytest.mark.parametrize("bound", [-0.001, 0.0, float("nan"), float("inf"), 0.7])
+def test_planner_refuses_impossible_bounds(base, bound):
+    with pytest.raises(InputError, match="max-accuracy-loss"):
+        make_plan(base, bound, calibration=LinearAccuracy())
+
+
+def test_planner_refuses_unknown_metric(base):
+    with pytest.raises(InputError, match="metric"):
+        make_plan(base, 0.001, "accuracy", calibration=LinearAccuracy())
