@@ -158,6 +158,7 @@ class Checkpoint(_Model):
     interval_h: float = Field(1.0, gt=0, description="checkpoint every interval_h hours of progress")
     mode: Literal["blocking", "two-phase"] = Field("blocking", description="blocking save, or snapshot then background persist")
     snapshot_gbps: float = Field(50.0, gt=0, description="two-phase: in-memory snapshot bandwidth per node (GB/s)")
+    persist_slowdown: float = Field(0.0, ge=0, lt=1, description="two-phase: training slowdown while the persist competes for bandwidth")
 
 
 class Domain(_Model):

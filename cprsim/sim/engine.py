@@ -68,11 +68,14 @@ class Run:
     next_ckpt: float = 0.0
     ledger: ShardLedger = field(default_factory=lambda: ShardLedger(1))
     pending: tuple[float, float] | None = None  # two-phase: (progress, durable at time)
-    down: dict[int, float] = field(default_factory=dict)
+    down: dict[int, float] = field(default_factory=dict)  # nodes the job waits for -> up time
+    up_at: dict[int, float] = field(default_factory=dict)  # every failed node -> up time
     episode: set[int] = field(default_factory=set)
     recovering: bool = False
     phase: int = IDLE
     phase_start: float = 0.0
+    phase_rate: float = 1.0
+    persist_slowdown: float = 0.0
     # accounting
     save_s: float = 0.0
     load_s: float = 0.0
@@ -114,9 +117,9 @@ class Run:
         now = self.env.now
         new = []
         for n, r in zip(nodes, rhos):
-            if self.down.get(n, -1.0) > now:  # already down: it cannot fail again
+            if self.up_at.get(n, -1.0) > now:  # already down: it cannot fail again
                 continue
-            self.down[n] = now + r
+            self.up_at[n] = now + r
             new.append(n)
             if n < self.n_trainers:
                 self.fails_trainer += 1
@@ -173,11 +176,17 @@ class Run:
                     yield from self._save(two_phase)
                     continue
                 target = min(self.next_ckpt, self.W)
-                self.phase, self.phase_start = COMPUTE, env.now
-                dt = (target - self.progress) / strat.rate
+                now = env.now
+                rate = self.rate_at(now)
+                dt = (target - self.progress) / rate
+                change = self.next_rate_change(now)
+                partial_step = change - now < dt
+                if partial_step:
+                    dt = change - now
+                self.phase, self.phase_start, self.phase_rate = COMPUTE, now, rate
                 yield env.timeout(dt)
                 self.compute_s += dt
-                self.progress = target
+                self.progress = min(target, self.progress + dt * rate) if partial_step else target
                 self.phase = IDLE
             except simpy.Interrupt as intr:
                 self._interrupted(list(intr.cause))
@@ -204,12 +213,25 @@ class Run:
         self.phase = IDLE
         self.next_ckpt = self.progress + self.tau
 
+    def rate_at(self, now: float) -> float:
+        """Progress per wall second now: the strategy's, slowed while a two-phase persist runs."""
+        r = self.strategy.rate_at(self, now)  # type: ignore[union-attr]
+        if self.persist_slowdown and self.pending is not None and self.pending[1] > now:
+            r *= 1.0 - self.persist_slowdown
+        return r
+
+    def next_rate_change(self, now: float) -> float:
+        t = self.strategy.next_rate_change(self, now)  # type: ignore[union-attr]
+        if self.persist_slowdown and self.pending is not None and self.pending[1] > now:
+            t = min(t, self.pending[1])
+        return t
+
     def _interrupted(self, nodes: list[int]) -> None:
         now = self.env.now
         elapsed = now - self.phase_start
         if self.phase == COMPUTE:
             self.compute_s += elapsed
-            self.progress = min(self.W, self.progress + elapsed * self.strategy.rate)  # type: ignore[union-attr]
+            self.progress = min(self.W, self.progress + elapsed * self.phase_rate)
         elif self.phase == SAVE:
             self.save_s += elapsed
             self.log("save_abort", -1, self.progress)
@@ -218,9 +240,13 @@ class Run:
         elif self.phase == LOAD:
             self.load_s += elapsed
         self.phase = IDLE
-        self.episode.update(nodes)
-        self.recovering = True
-        self.strategy.on_failure(self, nodes)  # type: ignore[union-attr]
+        stall = self.strategy.on_failure(self, nodes)  # type: ignore[union-attr]
+        stall = nodes if stall is None else stall
+        for n in stall:
+            self.down[n] = max(self.down.get(n, now), self.up_at.get(n, now))
+        if stall:
+            self.episode.update(stall)
+            self.recovering = True
 
     # -- result ---------------------------------------------------------------------------------------
     def result(self, rep: int) -> ReplicationResult:
@@ -309,6 +335,7 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     run = Run(scenario=s, costs=c, env=env, record=record, n_trainers=nt, n_embedding=ne,
               W=s.duration_s, tau=s.interval_s)
     run.next_ckpt = run.tau
+    run.persist_slowdown = s.checkpoint.persist_slowdown if s.checkpoint.mode == "two-phase" else 0.0
     run.ledger = ShardLedger(ne)
     cls = strategies.get(s.strategy.name)
     run.strategy = cls(cls.Params.model_validate(s.strategy.params), run)

@@ -5,10 +5,12 @@ A strategy decides four things and nothing else; the engine (``engine.py``) owns
 * ``save_s(run)``: how long the next checkpoint blocks (it may vary, e.g. MFU's partial saves);
 * ``on_commit(run, progress)``: a checkpoint taken at ``progress`` became durable;
 * ``on_failure(run, nodes)``: nodes failed: roll progress back and/or count lost updates (PLS);
+  it returns the nodes the job must wait for (``None``: all of them; an empty set: training
+  goes on, e.g. while ECRM rebuilds a server from parity);
 * ``load_s(run, nodes)``: how long the restore takes once every failed node is rescheduled.
 
 ``rate`` (progress per second of wall time while computing, 1 unless the strategy slows
-training down) is an attribute. Register a new strategy with ``@register``; its ``Params`` is a
+training down) is an attribute; ``rate_at``/``next_rate_change`` let it vary over time. Register a new strategy with ``@register``; its ``Params`` is a
 pydantic model of its scenario parameters (``[strategy]`` table), validated strictly.
 """
 
@@ -45,8 +47,15 @@ class Strategy:
         run.ckpt_progress = progress
         run.ledger.saved(progress)
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> None:
+    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         run.rollback()
+        return None
+
+    def rate_at(self, run: "Run", now: float) -> float:
+        return self.rate
+
+    def next_rate_change(self, run: "Run", now: float) -> float:
+        return float("inf")
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
         return self.costs.load_s
@@ -93,10 +102,11 @@ class Partial(Strategy):
         "checkpoint, a trainer from a peer); nothing is re-executed; lost updates count as PLS"
     )
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> None:
+    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         for n in nodes:
             if n >= run.n_trainers:
                 run.lose_shard(n - run.n_trainers)
+        return None
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
         k = sum(1 for n in nodes if n >= run.n_trainers)
