@@ -221,10 +221,10 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
-        from cprsim.sim.strategies import get
+        from cprsim.sim.strategies import get, validate_params
 
-        if get(self.strategy.name).needs_throughput and self.job.samples_per_s is None:
-            raise ValueError(f"strategy {self.strategy.name!r} counts samples: give job.samples_per_s")
+        cls = get(self.strategy.name)
+        cls.check(validate_params(self.strategy.name, self.strategy.params), self)
         if self.checkpoint.interval_h * HOUR > self.job.duration_s:
             raise ValueError(
                 f"checkpoint.interval_h ({self.checkpoint.interval_h} h) is longer than the job "
@@ -304,7 +304,7 @@ def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
 
 def _format_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    loc = ".".join(str(p) for p in first["loc"])
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
@@ -313,6 +313,8 @@ def _format_error(err: ValidationError, source: str) -> str:
     got = first.get("input")
     tail = f" (got {got!r})" if first["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict) else ""
     more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
+    if not first["loc"]:
+        return f"{source}: {msg}{more}"
     return f"{source}: {loc}: {msg}{tail}{more}"
 
 

@@ -44,7 +44,8 @@ def quick_scenario(embedding_servers: int, trainers: int, node_mtbf_h: float, sa
 @set_option
 @click.option("--replications", "-n", type=click.IntRange(min=2), help="Replications confirming each option.")
 @click.option("--strategies", default="partial,mfu,ssu", show_default=True,
-              help="Partial-recovery strategies to consider (comma-separated).")
+              help="Strategies to rank besides full recovery (comma-separated, or `all`: "
+                   "partial, mfu, ssu, lookahead, ecrm, checknrun).")
 @click.option("--calibration", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="calibration.toml from `cprsim calibrate` (default: the one shipped).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
@@ -93,10 +94,14 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
         from cprsim.calibrate.calibration import load_calibration
 
         cal = load_calibration(calibration)
-    strats = [x.strip() for x in strategies.split(",") if x.strip()]
-    unknown = [x for x in strats if x not in ("partial", "mfu", "ssu")]
+    from cprsim.plan import ALL_STRATEGIES
+
+    strats = list(ALL_STRATEGIES) if strategies.strip() == "all" else \
+        [x.strip() for x in strategies.split(",") if x.strip()]
+    unknown = [x for x in strats if x not in ALL_STRATEGIES]
     if unknown:
-        raise click.BadParameter(f"unknown {', '.join(unknown)} (choose from partial, mfu, ssu)", param_hint="--strategies")
+        raise click.BadParameter(f"unknown {', '.join(unknown)} (choose from {', '.join(ALL_STRATEGIES)}, or all)",
+                                 param_hint="--strategies")
     with progress_bar(30, f"planning {s.name}") as advance:
         plan = make_plan(s, max_accuracy_loss, metric, calibration=cal, replications=replications,
                          strategies=strats, progress=advance)

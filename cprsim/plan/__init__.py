@@ -191,9 +191,12 @@ def make_plan(
                      "intervals are refined and every figure confirmed by simulation")
     options: list[Option] = []
     floor = max(60.0, 2 * c.save_s)
-    if s.job.samples_per_s is None and any(x in ("mfu", "ssu") for x in strategies):
-        strategies = [x for x in strategies if x not in ("mfu", "ssu")]
-        notes.append("CPR-MFU/SSU skipped: they count samples, give job.samples_per_s")
+    counting = ("mfu", "ssu", "checknrun", "ecrm")
+    if s.job.samples_per_s is None and any(x in counting for x in strategies):
+        strategies = [x for x in strategies if x not in counting]
+        notes.append("MFU/SSU/Check-N-Run/ECRM skipped: they count samples, give job.samples_per_s")
+    no_pls = [x for x in strategies if x in ("ecrm", "checknrun")]
+    strategies = [x for x in strategies if x not in no_pls]
 
     def confirm(label: str, strategy: str, tau: float, params: dict[str, Any], a_over: float,
                 e_pls: float, pls_bound: float, note: str = "") -> Option:
@@ -239,12 +242,12 @@ def make_plan(
         if strat == "partial":
             cands = [({}, _vanilla_tau(pls_bound, W, c.save_s, lam_e, k, n_e))]
         else:
-            rate = 1.0 if strat == "mfu" else sample_rate
+            rate = {"mfu": 1.0, "ssu": sample_rate, "lookahead": math.inf}[strat]
             cands = []
             for r in top_fractions:
                 for K in full_every:
                     tau = _prioritized_tau(s, pls_bound, lam_e, k, n_e, r, K, rate)
-                    params = {"top_fraction": r, "full_every": K}
+                    params: dict[str, Any] = {"top_fraction": r, "full_every": K}
                     if strat == "ssu":
                         params["sample_rate"] = sample_rate
                     cands.append((params, tau))
@@ -254,7 +257,7 @@ def make_plan(
                 continue
             tau = min(tau, W)
             scored.append((_analytic_partial(s, strat, params, tau, lam, R_part, c), params, tau))
-        label = {"partial": "CPR-vanilla", "mfu": "CPR-MFU", "ssu": "CPR-SSU"}.get(strat, strat)
+        label = LABELS.get(strat, strat)
         if not scored:
             rejected[label] = f"{label} cannot keep PLS <= {pls_bound:.3g} at any interval"
             notes.append(rejected[label])
@@ -277,6 +280,34 @@ def make_plan(
         e_pls = _expected_pls(s, strat, params, tau_ok, lam_e, k, n_e)
         options.append(confirm(label, strat, tau_ok, params, _analytic_partial(s, strat, params, tau_ok, lam, R_part, c),
                                e_pls, pls_bound, note))
+
+    # strategies that lose no updates (ECRM falls back to a checkpoint on stripe loss; Check-N-Run
+    # is full recovery): the simulated optimum over a grid of intervals, for a few variants
+    for strat in no_pls:
+        variants = ([{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}] if strat == "ecrm"
+                    else [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}])
+        hi = 12.0 if strat == "ecrm" else 3.0
+        best_opt = None
+        for params in variants:
+            try:
+                s.with_updates({"strategy": {"name": strat, **params}})
+            except InputError as e:  # e.g. k + m larger than the cluster
+                notes.append(f"{strat} {params}: {e}")
+                continue
+            grid_t = _grid(t_daly, 0.5, hi, 5, W, floor)
+            means = []
+            for t in grid_t:
+                means.append(_sim(s, t, strat, params, ng)["overhead"].mean)
+                tick(1)
+            i = int(np.argmin(means))
+            if best_opt is None or means[i] < best_opt[0]:
+                best_opt = (means[i], params, grid_t[i])
+        if best_opt is not None:
+            _, params, t = best_opt
+            label = f"{LABELS[strat]} ({_fmt_params(params)})"
+            options.append(confirm(label, strat, t, params, math.nan, 0.0, 0.0,
+                                   "simulated optimum over intervals and variants" +
+                                   ("; quantization's accuracy cost is not modelled" if strat == "checknrun" else "")))
 
     ok = [o for o in options if o.meets_bound]
     best = min(ok, key=lambda o: o.overhead.mean)
@@ -305,6 +336,11 @@ def make_plan(
                 tuple(notes))
 
 
+LABELS = {"partial": "CPR-vanilla", "mfu": "CPR-MFU", "ssu": "CPR-SSU", "lookahead": "Lookahead",
+          "ecrm": "ECRM", "checknrun": "Check-N-Run"}
+ALL_STRATEGIES = ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun")
+
+
 def _fmt_params(p: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in p.items())
 
@@ -330,7 +366,7 @@ def _expected_pls(s: Scenario, strat: str, params: dict[str, Any], tau: float, l
                   n_e: int) -> float:
     if strat == "partial":
         return analytic.expected_pls(s.duration_s, tau, costs_of(s).save_s, lam_e, k, n_e)
-    rate = params.get("sample_rate", 1.0)
+    rate = math.inf if strat == "lookahead" else params.get("sample_rate", 1.0)
     cov = coverage_of(s, tau, params["top_fraction"], rate)
     return analytic.expected_pls_prioritized(s.duration_s, tau, lam_e, k, n_e, cov, params["full_every"])
 
@@ -342,6 +378,7 @@ def _analytic_partial(s: Scenario, strat: str, params: dict[str, Any], tau: floa
         return analytic.partial_overhead(W, tau, c.save_s, lam, R)
     from cprsim.sim.prioritized import MFUParams
 
-    counter = MFUParams.model_fields["counter_overhead"].default * params.get("sample_rate", 1.0)
+    counter = 0.0 if strat == "lookahead" else \
+        MFUParams.model_fields["counter_overhead"].default * params.get("sample_rate", 1.0)
     return analytic.prioritized_overhead(W, tau, c.save_s, c.save_fraction_s(params["top_fraction"]),
                                          params["full_every"], lam, R, counter)

@@ -17,6 +17,7 @@ slows every iteration by ``counter_overhead`` (MFU) or ``counter_overhead x s`` 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,6 +35,7 @@ class MFUParams(BaseModel):
     top_fraction: float = Field(0.05, gt=0, le=1, description="share r of rows written by a partial save")
     full_every: int = Field(8, ge=1, le=10_000, description="every K-th save is a full one")
     counter_overhead: float = Field(0.002, ge=0, lt=1, description="slowdown of counting every access")
+    differential: bool = Field(False, description="hybrid with Check-N-Run: full saves write only dirty rows")
 
 
 class SSUParams(MFUParams):
@@ -51,8 +53,12 @@ class MFU(Partial):
         super().__init__(params, run)
         s = run.scenario
         self.K = params.full_every
-        self.coverage = coverage_of(s, run.tau, params.top_fraction, self.sample_rate)
+        self.coverage = self._coverage(s, run.tau, params.top_fraction)
         self.partial_save_s = self.costs.save_fraction_s(params.top_fraction)
+        self.full_save_s = self.costs.save_s
+        if params.differential:  # rows modified since the last full save, K intervals ago
+            dirty = float(access.from_config(s.access).touched(self.K * run.tau * s.job.throughput))
+            self.full_save_s = self.costs.save_fraction_s(dirty)
         self.rate = 1.0 / (1.0 + params.counter_overhead * self.sample_rate)
         self.saves = 0
         run.ledger = ShardLedger(run.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
@@ -61,8 +67,11 @@ class MFU(Partial):
     def sample_rate(self) -> float:
         return 1.0
 
+    def _coverage(self, s, tau: float, r: float) -> float:  # noqa: ANN001
+        return coverage_of(s, tau, r, self.sample_rate)
+
     def save_s(self, run: "Run") -> float:
-        return self.costs.save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s
+        return self.full_save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s
 
     def on_commit(self, run: "Run", progress: float) -> None:
         self.saves += 1
@@ -85,5 +94,8 @@ class SSU(MFU):
 
 def coverage_of(s, tau: float, top_fraction: float, sample_rate: float) -> float:  # noqa: ANN001
     """Access share of the rows a partial save writes (tau seconds of progress between saves)."""
+    model = access.from_config(s.access)
+    if math.isinf(sample_rate):  # lookahead: ranked by the future accesses themselves, no noise
+        return float(model.coverage(top_fraction))
     m = tau * s.job.throughput * sample_rate
-    return access.from_config(s.access).sampled_coverage(top_fraction, m)
+    return model.sampled_coverage(top_fraction, m)

@@ -39,6 +39,12 @@ class Strategy:
         self.params = params
         self.costs = run.costs
 
+    @classmethod
+    def check(cls, params: BaseModel, scenario) -> None:  # noqa: ANN001
+        """Checks that need the whole scenario; raise ValueError with a one-line message."""
+        if cls.needs_throughput and scenario.job.samples_per_s is None:
+            raise ValueError(f"strategy {cls.name!r} counts samples: give job.samples_per_s")
+
     # defaults: full-recovery semantics
     def save_s(self, run: "Run") -> float:
         return self.costs.save_s
@@ -85,7 +91,7 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{loc}: {msg} (strategy {name!r})") from None
+        raise ValueError(f"{loc + ': ' if loc else ''}{msg} (strategy {name!r})") from None
 
 
 @register
