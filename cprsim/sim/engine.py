@@ -190,6 +190,7 @@ class Run:
                 self.phase = IDLE
             except simpy.Interrupt as intr:
                 self._interrupted(list(intr.cause))
+        self._settle(strict=False)  # a persist that finished before the end counts
         self.log("done", -1, self.progress)
 
     def _save(self, two_phase: bool) -> Iterator[simpy.Event]:

@@ -1,0 +1,167 @@
+"""ECRM, Check-N-Run, lookahead + trainer caches and two-phase checkpoints against their oracles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cprsim import scenario as sc
+from cprsim.access import AccessModel
+from cprsim.cli import main
+from cprsim.costs import costs_of
+from cprsim.scenario import HOUR
+from cprsim.sim.engine import simulate_one
+from cprsim.sim.replicate import estimate, run_replications
+
+
+def _scen(**upd):
+    base = {
+        "name": "t", "seed": 11, "replications": 200,
+        "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.2},
+        "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
+        "storage": {"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0, "node_gbps": 1.25},
+        "reschedule": {"family": "constant", "mean_s": 120.0},
+        "checkpoint": {"interval_h": 1.0},
+    }
+    s = sc.validate(base, "test")
+    return s.with_updates(upd) if upd else s
+
+
+def _strategy(s):
+    from cprsim.sim import strategies
+    from cprsim.sim.engine import Run
+    import simpy
+
+    env = simpy.Environment()
+    run = Run(scenario=s, costs=costs_of(s), env=env, record=False, n_trainers=s.cluster.trainers,
+              n_embedding=s.cluster.embedding_servers, W=s.duration_s, tau=s.interval_s)
+    cls = strategies.get(s.strategy.name)
+    return cls(cls.Params.model_validate(s.strategy.params), run)
+
+
+# -- ECRM ----------------------------------------------------------------------------------------------
+def test_ecrm_overhead_is_steady_slowdown_plus_degraded_rebuilds():
+    """Single-node embedding failures, 2 parities per stripe (stripe loss practically impossible).
+
+    Oracle: wall = W / r + (failures x rebuild window x (1 - theta)) / r + saves, where r is the
+    steady rate, theta the rebuild throughput and the window runs from the failure to the end of
+    the rebuild (rescheduling + k x shard / node bandwidth); failures = lambda x E[wall].
+    """
+    s = _scen(**{"failures.embedding": {"family": "exponential", "mtbf_h": 40.0},
+                 "strategy": {"name": "ecrm", "k": 2, "m": 2, "parity_slowdown": 0.03, "rebuild_throughput": 0.8},
+                 "checkpoint.interval_h": 10.0})
+    res, _ = run_replications(s, 300)
+    assert all(r.lost_s == 0 and r.pls == 0 for r in res)
+    strat = _strategy(s)
+    r, theta = strat.rate, 0.8
+    window = s.reschedule.dist.mean() + strat.rebuild_s
+    lam = s.cluster.embedding_servers / (40.0 * HOUR)
+    wall = estimate([x.wall_s for x in res])
+    saves = np.mean([x.save_s for x in res])
+    # E[wall] solves wall = W/r + lam*wall*window*(1-theta) (overlapping rebuilds are rare) + saves
+    expect = (s.duration_s / r + saves) / (1 - lam * window * (1 - theta))
+    overlap = lam * window  # chance that a rebuild overlaps another: the oracle's neglected term
+    assert abs(wall.mean - expect) <= wall.half_width + overlap * (expect - s.duration_s)
+
+
+def test_ecrm_stripe_loss_falls_back_to_checkpoint_or_partial_recovery():
+    # servers 4 and 5 are in the same stripe (k=2, m=1 -> stripes of 3: 4,5,6 are ids 0,1,2)
+    s = _scen(**{"strategy": {"name": "ecrm", "k": 2, "m": 1, "parity_slowdown": 0.0}, "checkpoint.interval_h": 5.0})
+    t1, t2 = 6.0 * HOUR, 6.0 * HOUR + 10.0  # within the first one's rebuild
+    sched = [(t1, (4,), (120.0,)), (t2, (5,), (120.0,))]
+    full, ev = simulate_one(s, 0, record=True, schedule=sched)
+    assert any(e.kind == "stripe_loss" for e in ev)
+    # progress at the 2nd failure: one save before t1, then 10 s at the rebuild throughput
+    theta = 0.9  # ECRMParams.rebuild_throughput default
+    assert full.lost_s == pytest.approx(t1 - 5.0 * HOUR - costs_of(s).save_s + (t2 - t1) * theta, rel=1e-9)
+    assert full.pls == 0
+    part, _ = simulate_one(s.with_updates({"strategy.stripe_loss": "partial"}), 0, record=True, schedule=sched)
+    assert part.lost_s == 0 and part.pls > 0
+    # one failure alone: rebuilt from parity, nothing lost, no stall beyond rescheduling
+    one, _ = simulate_one(s, 0, schedule=sched[:1])
+    assert one.lost_s == 0 and one.pls == 0 and one.load_s == 0
+
+
+# -- Check-N-Run ----------------------------------------------------------------------------------------
+def test_differential_bytes_grow_with_the_interval_and_stay_below_full():
+    s0 = _scen(**{"strategy": {"name": "checknrun", "bits": 32, "full_every": 4}, "access.table_scale": 100.0})
+    full_bytes = costs_of(s0).embedding_bytes
+    prev = 0.0
+    for tau_h in (0.01, 0.1, 1.0, 5.0):
+        b = _strategy(s0.with_updates({"checkpoint.interval_h": tau_h})).bytes_per_save()
+        assert prev < b <= full_bytes
+        prev = b
+    q = _strategy(s0.with_updates({"strategy.bits": 8})).bytes_per_save()
+    assert q == pytest.approx(_strategy(s0).bytes_per_save() / 4)
+
+
+def test_checknrun_restore_reads_baseline_and_increments():
+    s = _scen(**{"strategy": {"name": "checknrun", "bits": 16, "full_every": 4}, "access.table_scale": 1000.0,
+                 "checkpoint.interval_h": 1.0})
+    # a failure after the 3rd save (baseline at save 0, increments 1 and 2)
+    t = 3 * HOUR + 3 * 60.0
+    res, ev = simulate_one(s, 0, record=True, schedule=[(t, (0,), (60.0,))])
+    st = _strategy(s)
+    c = costs_of(s)
+    expect = c.latency_s + (c.load_s - c.latency_s) * st.q * (1 + 2 * st.dirty)
+    loads = [e.value for e in ev if e.kind == "load_end"]
+    assert loads == [pytest.approx(expect, rel=1e-12)]
+    assert res.pls == 0 and res.lost_s > 0
+
+
+# -- lookahead and trainer caches -------------------------------------------------------------------------
+def test_lookahead_loses_no_more_than_mfu_at_equal_bytes():
+    common = {"top_fraction": 0.02, "full_every": 6, "counter_overhead": 0.0}
+    s = _scen(**{"failures.embedding": {"family": "exponential", "mtbf_h": 30.0}, "checkpoint.interval_h": 0.5})
+    mfu, _ = run_replications(s.with_updates({"strategy": {"name": "mfu", **common}}), 100)
+    la, _ = run_replications(s.with_updates({"strategy": {"name": "lookahead", **common}}), 100)
+    assert all(math.isclose(a.save_s, b.save_s, rel_tol=1e-9) for a, b in zip(mfu, la))
+    assert all(b.pls <= a.pls + 1e-15 for a, b in zip(mfu, la))
+
+
+def test_trainer_cache_losses_match_their_expectation():
+    """Only trainers fail: PLS = E[failures] x E[age since write-back] x cache coverage / N_t."""
+    wb, frac, mtbf = 600.0, 0.01, 25.0
+    s = _scen(**{"failures.trainer": {"family": "exponential", "mtbf_h": mtbf},
+                 "strategy": {"name": "lookahead", "cache_fraction": frac, "writeback_s": wb}})
+    res, _ = run_replications(s, 400)
+    pls = estimate([r.pls for r in res])
+    cov = AccessModel.from_skew(tuple(AccessModel.criteo().tables), 0.01, 0.92).coverage(frac)
+    n_fail = np.mean([r.failures_trainer for r in res])
+    # failures strike uniformly in progress; age = progress mod wb, mean wb/2 (W >> wb)
+    expect = n_fail * (wb / 2) * cov / s.cluster.trainers / s.duration_s
+    assert pls.lo <= expect * 1.02 and expect * 0.98 <= pls.hi  # 2%: failures outside compute
+
+
+# -- two-phase ------------------------------------------------------------------------------------------
+def test_two_phase_without_failures_costs_stalls_plus_persist_slowdown_exactly():
+    sigma = 0.25
+    s = _scen(**{"checkpoint.mode": "two-phase", "checkpoint.persist_slowdown": sigma, "checkpoint.interval_h": 3.0})
+    c = costs_of(s)
+    res, _ = simulate_one(s, 0)
+    n = res.checkpoints
+    assert n == 6  # saves at 3, 6, ..., 18 h of a 20 h job; every persist ends before the job
+    assert res.wall_s == pytest.approx(s.duration_s + n * c.snapshot_s + n * c.save_s * sigma, rel=1e-12)
+    assert res.degraded_s == pytest.approx(n * c.save_s * sigma, rel=1e-9)
+
+
+# -- bad parameters -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sets,needle", [
+    (["strategy.name=\"ecrm\"", "strategy.k=0"], "strategy: k:"),
+    (["strategy.name=\"ecrm\"", "strategy.m=8"], "strategy.m (8) must be less than the 8 embedding servers"),
+    (["strategy.name=\"ecrm\"", "strategy.k=7", "strategy.m=2"], "exceeds the 8 embedding servers"),
+    (["strategy.name=\"checknrun\"", "strategy.bits=5"], "bits must be one of 32, 16, 8, 4"),
+    (["strategy.name=\"mfu\"", "strategy.top_fraction=1.5"], "top_fraction"),
+    (["strategy.name=\"ssu\"", "strategy.bogus=1"], "bogus: unknown key"),
+])
+def test_bad_strategy_parameters_are_one_line_errors(tmp_path, sets, needle):
+    f = tmp_path / "s.toml"
+    f.write_text(sc.to_toml(sc.effective_dict(_scen())))
+    args = ["simulate", str(f), "-n", "2"] + [x for kv in sets for x in ("--set", kv)]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.output
