@@ -326,7 +326,9 @@ def make_plan(
         message = f"partial recovery does not pay here: {why}; use {best.label} every {best.interval_s / HOUR:.3g} h"
     else:
         rel = saving / best_full.overhead.mean if best_full.overhead.mean > 0 else 0.0
-        message = (f"use {best.label} every {best.interval_s / HOUR:.3g} h"
+        every = (f"every {best.interval_s / HOUR:.3g} h" if best.interval_s < W
+                 else "with no checkpoint before the job ends (the failures lose fewer updates than the bound)")
+        message = (f"use {best.label} {every}"
                    + (f" ({_fmt_params(best.params)})" if best.params else "")
                    + f": overhead {100 * best.overhead.mean:.2f}% vs {100 * best_full.overhead.mean:.2f}% for "
                    f"{best_full.label}, a saving of {100 * saving:.2f} points ({100 * rel:.0f}% of it), at PLS "
