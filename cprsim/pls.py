@@ -41,6 +41,9 @@ class ShardLedger:
 
     def saved(self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None) -> None:
         """Shards (all by default) saved at ``progress``: every tier, or only ``tier``."""
+        if tier is None and shards is None:
+            self.markers.fill(progress)  # the common case, kept cheap: once per checkpoint
+            return
         rows = slice(None) if tier is None else tier
         self.markers[rows, slice(None) if shards is None else shards] = progress
 

@@ -51,7 +51,7 @@ def _urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
     return ev
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
     """The state of one replication; strategies read and change it through these fields."""
 
@@ -147,69 +147,93 @@ class Run:
         env, strat = self.env, self.strategy
         assert strat is not None
         two_phase = self.scenario.checkpoint.mode == "two-phase"
+        timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
+        # the rate can change during a compute step only with these: otherwise a fast path
+        variable = self.persist_slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
         while True:
             try:
                 if self.recovering:
-                    now = env.now
-                    t_up = max(self.down.values(), default=now)
-                    if t_up > now:
-                        self.phase, self.phase_start = RESCHED, now
-                        self.log("resched_start")
-                        yield env.timeout(t_up - now)
-                        self.resched_s += env.now - self.phase_start
-                        self.log("resched_end")
-                    self.phase = IDLE
-                    self.down.clear()
-                    dt = strat.load_s(self, self.episode)
-                    self.phase, self.phase_start = LOAD, env.now
-                    self.log("load_start", -1, dt)
-                    yield env.timeout(dt)
-                    self.load_s += dt
-                    self.log("load_end", -1, dt)
-                    self.phase = IDLE
-                    self.episode.clear()
-                    self.recovering = False
+                    yield from self._recover()
                     continue
-                if self.progress >= self.W:
+                progress = self.progress
+                if progress >= W:
                     break
-                if self.progress >= self.next_ckpt:
-                    yield from self._save(two_phase)
+                if progress >= self.next_ckpt:
+                    if two_phase:
+                        yield from self._save_two_phase()
+                        continue
+                    now = env.now
+                    self.phase, self.phase_start = SAVE, now
+                    if rec:
+                        self.log("save_start", -1, progress)
+                    yield timeout(strat.save_s(self))
+                    self.save_s += env.now - now
+                    self.checkpoints += 1
+                    strat.on_commit(self, progress)
+                    if rec:
+                        self.log("save_end", -1, progress)
+                    self.phase = IDLE
+                    self.next_ckpt = progress + tau
                     continue
-                target = min(self.next_ckpt, self.W)
+                target = self.next_ckpt if self.next_ckpt < W else W
                 now = env.now
-                rate = self.rate_at(now)
-                dt = (target - self.progress) / rate
-                change = self.next_rate_change(now)
-                partial_step = change - now < dt
-                if partial_step:
-                    dt = change - now
+                if variable:
+                    rate = self.rate_at(now)
+                    dt = (target - progress) / rate
+                    change = self.next_rate_change(now)
+                    partial_step = change - now < dt
+                    if partial_step:
+                        dt = change - now
+                else:
+                    rate = strat.rate
+                    dt = (target - progress) / rate
+                    partial_step = False
                 self.phase, self.phase_start, self.phase_rate = COMPUTE, now, rate
-                yield env.timeout(dt)
+                yield timeout(dt)
                 self.compute_s += dt
-                self.progress = min(target, self.progress + dt * rate) if partial_step else target
+                self.progress = min(target, progress + dt * rate) if partial_step else target
                 self.phase = IDLE
             except simpy.Interrupt as intr:
                 self._interrupted(list(intr.cause))
         self._settle(strict=False)  # a persist that finished before the end counts
         self.log("done", -1, self.progress)
 
-    def _save(self, two_phase: bool) -> Iterator[simpy.Event]:
+    def _recover(self) -> Iterator[simpy.Event]:
+        """Wait until every failed node the job needs is rescheduled, then restore."""
+        env, strat = self.env, self.strategy
+        assert strat is not None
+        now = env.now
+        t_up = max(self.down.values(), default=now)
+        if t_up > now:
+            self.phase, self.phase_start = RESCHED, now
+            self.log("resched_start")
+            yield env.timeout(t_up - now)
+            self.resched_s += env.now - self.phase_start
+            self.log("resched_end")
+        self.phase = IDLE
+        self.down.clear()
+        dt = strat.load_s(self, self.episode)
+        self.phase, self.phase_start = LOAD, env.now
+        self.log("load_start", -1, dt)
+        yield env.timeout(dt)
+        self.load_s += dt
+        self.log("load_end", -1, dt)
+        self.phase = IDLE
+        self.episode.clear()
+        self.recovering = False
+
+    def _save_two_phase(self) -> Iterator[simpy.Event]:
+        """A snapshot stall (after the previous persist, if still running), then a background persist."""
         env, strat = self.env, self.strategy
         assert strat is not None
         self.phase, self.phase_start = SAVE, env.now
         self.log("save_start", -1, self.progress)
-        if two_phase:
-            if self.pending is not None and self.pending[1] > env.now:
-                yield env.timeout(self.pending[1] - env.now)  # wait for the previous persist
-            self._settle(strict=False)
-            yield env.timeout(self.costs.snapshot_s)
-            self.save_s += env.now - self.phase_start
-            self.pending = (self.progress, env.now + strat.save_s(self))
-        else:
-            yield env.timeout(strat.save_s(self))
-            self.save_s += env.now - self.phase_start
-            self.checkpoints += 1
-            strat.on_commit(self, self.progress)
+        if self.pending is not None and self.pending[1] > env.now:
+            yield env.timeout(self.pending[1] - env.now)  # wait for the previous persist
+        self._settle(strict=False)
+        yield env.timeout(self.costs.snapshot_s)
+        self.save_s += env.now - self.phase_start
+        self.pending = (self.progress, env.now + strat.save_s(self))
         self.log("save_end", -1, self.progress)
         self.phase = IDLE
         self.next_ckpt = self.progress + self.tau
