@@ -40,12 +40,18 @@ class ShardLedger:
         self.lost = 0.0
 
     def saved(self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None) -> None:
-        """Shards (all by default) saved at ``progress``: every tier, or only ``tier``."""
+        """Shards (all by default) saved at ``progress``: every tier, or only ``tier``.
+
+        A marker never moves back: a shard restored at ``p`` after a snapshot taken at an earlier
+        progress (a two-phase persist that commits later) stays at ``p`` (its own snapshot died with
+        it, and what it lost before ``p`` is already counted).
+        """
         if tier is None and shards is None:
-            self.markers.fill(progress)  # the common case, kept cheap: once per checkpoint
+            np.maximum(self.markers, progress, out=self.markers)  # the common case: once per checkpoint
             return
         rows = slice(None) if tier is None else tier
-        self.markers[rows, slice(None) if shards is None else shards] = progress
+        sel = (rows, slice(None) if shards is None else shards)
+        self.markers[sel] = np.maximum(self.markers[sel], progress)
 
     def fail(self, shard: int, progress: float, weight: float | None = None) -> float:
         """Shard restored from its last save at ``progress``; returns the lost amount booked."""
