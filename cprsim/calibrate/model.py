@@ -1,0 +1,118 @@
+"""The calibration DLRM in plain PyTorch (imports torch: use only through the ``dlrm`` extra).
+
+Architecture (Naumov et al. 2019): a bottom MLP on the 13 dense features (13-64-``dim``), one
+``EmbeddingBag`` lookup per categorical table (the 26 tables are concatenated into one weight
+matrix with per-table row offsets, as fused-table implementations do), pairwise dot products of
+the 27 vectors (bottom output and 26 embeddings; the 351 upper-triangle products), concatenated
+with the bottom output into the top MLP (``top`` hidden units, one hidden layer) and a logit;
+binary cross-entropy loss.
+
+Optimizers: the dense MLPs use Adagrad (``torch.optim``); the embedding rows use **row-wise
+Adagrad** (one accumulator per row: ``G_r += mean(g_r^2)``, ``w_r -= lr g_r / sqrt(G_r + eps)``,
+as in TorchRec/FBGEMM) or plain SGD, applied only to the rows a batch touched. The embedding
+weights and their accumulators are plain tensors (``emb``, ``emb_state``) so the emulated
+embedding servers can snapshot and restore any subset of rows, optimizer state included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from cprsim.calibrate.data import N_CAT, N_DENSE
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    dim: int = 16
+    bottom_hidden: int = 64
+    top_hidden: int = 64
+    emb_optimizer: str = "rowwise_adagrad"  #: or "sgd"
+    emb_lr: float = 0.05
+    dense_lr: float = 0.01
+    init_scale: float = 0.01
+
+
+class DLRM(nn.Module):
+    def __init__(self, tables: tuple[int, ...], cfg: ModelConfig, gen: torch.Generator) -> None:
+        super().__init__()
+        if cfg.emb_optimizer not in ("rowwise_adagrad", "sgd"):
+            raise ValueError(f"emb_optimizer must be rowwise_adagrad or sgd, got {cfg.emb_optimizer!r}")
+        self.cfg = cfg
+        self.tables = tables
+        self.offsets = torch.tensor(np.concatenate([[0], np.cumsum(tables)[:-1]]), dtype=torch.int64)
+        n_rows = int(sum(tables))
+        d = cfg.dim
+        self.emb = (torch.rand(n_rows, d, generator=gen) * 2 - 1) * cfg.init_scale
+        self.emb_state = torch.zeros(n_rows)
+        self.bottom = nn.Sequential(nn.Linear(N_DENSE, cfg.bottom_hidden), nn.ReLU(),
+                                    nn.Linear(cfg.bottom_hidden, d), nn.ReLU())
+        n_vec = N_CAT + 1
+        self.tri = torch.triu_indices(n_vec, n_vec, offset=1)
+        self.top = nn.Sequential(nn.Linear(d + self.tri.shape[1], cfg.top_hidden), nn.ReLU(),
+                                 nn.Linear(cfg.top_hidden, 1))
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    bound = (6.0 / (m.in_features + m.out_features)) ** 0.5
+                    m.weight.copy_((torch.rand(m.weight.shape, generator=gen) * 2 - 1) * bound)
+                    m.bias.zero_()
+        self.opt = torch.optim.Adagrad(self.parameters(), lr=cfg.dense_lr)
+
+    @property
+    def n_rows(self) -> int:
+        return self.emb.shape[0]
+
+    def global_rows(self, cat: torch.Tensor) -> torch.Tensor:
+        """(B, 26) per-table row ids -> global row ids of the concatenated tables."""
+        return cat + self.offsets
+
+    def _forward(self, dense: torch.Tensor, rows: torch.Tensor, sub: torch.Tensor) -> torch.Tensor:
+        B = dense.shape[0]
+        x = self.bottom(dense)
+        # bags of one id per table (Criteo); offsets mark the bag starts
+        bag_offsets = torch.arange(0, rows.numel(), 1, dtype=torch.int64)
+        e = F.embedding_bag(rows.reshape(-1), sub, bag_offsets, mode="sum").view(B, N_CAT, -1)
+        z = torch.cat([x.unsqueeze(1), e], dim=1)
+        inter = torch.bmm(z, z.transpose(1, 2))[:, self.tri[0], self.tri[1]]
+        return self.top(torch.cat([x, inter], dim=1)).squeeze(1)
+
+    def train_step(self, dense: torch.Tensor, grows: torch.Tensor, label: torch.Tensor) -> float:
+        """One step on a batch (``grows`` global row ids (B, 26)); returns the loss."""
+        uniq, inv = torch.unique(grows, return_inverse=True)
+        sub = self.emb[uniq].requires_grad_(True)
+        logit = self._forward(dense, inv, sub)
+        loss = F.binary_cross_entropy_with_logits(logit, label)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        g = sub.grad
+        lr = self.cfg.emb_lr
+        with torch.no_grad():
+            if self.cfg.emb_optimizer == "rowwise_adagrad":
+                st = self.emb_state[uniq] + g.pow(2).mean(dim=1)
+                self.emb_state[uniq] = st
+                self.emb[uniq] = sub.detach() - lr * g / (st.sqrt() + 1e-8).unsqueeze(1)
+            else:
+                self.emb[uniq] = sub.detach() - lr * g
+        return float(loss.detach())
+
+    @torch.no_grad()
+    def predict(self, dense: torch.Tensor, grows: torch.Tensor, batch: int = 8192) -> np.ndarray:
+        out = []
+        for a in range(0, dense.shape[0], batch):
+            g = grows[a:a + batch]
+            uniq, inv = torch.unique(g, return_inverse=True)
+            out.append(torch.sigmoid(self._forward(dense[a:a + batch], inv, self.emb[uniq])))
+        return torch.cat(out).numpy().astype(np.float64)
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Every trained value (for exact comparisons)."""
+        d = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        d["emb"] = self.emb.clone()
+        d["emb_state"] = self.emb_state.clone()
+        return d
