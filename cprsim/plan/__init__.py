@@ -90,7 +90,18 @@ class Plan:
         d = {k: v for k, v in asdict(self).items() if k != "options"}
         d["options"] = [o.as_dict() for o in self.options]
         d["notes"] = list(self.notes)
-        return d
+        return _finite(d)
+
+
+def _finite(x: Any) -> Any:
+    """JSON has no inf/nan: an unbounded PLS or a missing analytic figure becomes null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -176,7 +187,7 @@ def make_plan(
 
         calibration = load_calibration()
     n = replications or s.replications
-    ng = grid_replications or max(20, n // 2)
+    ng = grid_replications or max(20, n // 4)  # grids locate; the chosen options are confirmed with n
     tick = progress or (lambda k=1: None)
     W = s.duration_s
     c = costs_of(s)
