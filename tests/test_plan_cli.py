@@ -1,0 +1,72 @@
+"""`cprsim plan` and `cprsim access` through the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cprsim.cli import main
+
+QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "2000", "--save-s", "120",
+         "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20", "-n", "20"]
+
+
+def _one_line_error(r):
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "Traceback" not in r.output
+    return lines[0]
+
+
+def test_quick_form_plans_and_writes_json(tmp_path):
+    out = tmp_path / "plan.json"
+    r = CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "--json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert json.loads(out.read_text()) == d
+    labels = [o["label"] for o in d["options"]]
+    assert labels[:3] == ["full (Young)", "full (Daly)", "full (simulated optimum)"]
+    assert d["recommended"] in labels
+    rec = next(o for o in d["options"] if o["label"] == d["recommended"])
+    assert rec["meets_bound"]
+    # the recommendation is the cheapest option that meets the bound
+    assert rec["overhead"]["mean"] == min(o["overhead"]["mean"] for o in d["options"] if o["meets_bound"])
+
+
+def test_the_plan_says_when_it_rests_on_an_uncalibrated_model(tmp_path):
+    cal = tmp_path / "cal.toml"
+    cal.write_text("[provenance]\ncalibrated = false\nsource = \"test\"\n\n[fit.partial]\n"
+                   + "".join(f"{m}_slope{s} = {v}\n" for m in ("auc", "logloss") for s, v in (("", 0.02), ("_hi", 0.03))))
+    r = CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "--calibration", str(cal)])
+    assert r.exit_code == 0, r.output
+    assert "UNCALIBRATED" in r.output and "Recommendation" in r.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--max-accuracy-loss", "-0.01"], "max-accuracy-loss"),
+    (["--max-accuracy-loss", "nan"], "max-accuracy-loss"),
+    (["--max-accuracy-loss", "0.001", "--strategies", "partial,bogus"], "bogus"),
+    (["--max-accuracy-loss", "0.001", "--metric", "accuracy"], "accuracy"),
+])
+def test_plan_refuses_bad_input_in_one_line(args, needle):
+    assert needle in _one_line_error(CliRunner().invoke(main, QUICK + args))
+
+
+def test_plan_without_scenario_or_quick_options_says_what_is_missing():
+    line = _one_line_error(CliRunner().invoke(main, ["plan", "--max-accuracy-loss", "0.001"]))
+    assert "--node-mtbf-h" in line
+
+
+def test_access_prints_and_plots(tmp_path):
+    png = tmp_path / "a.png"
+    r = CliRunner().invoke(main, ["access", "--table-scale", "100", "--samples", "1e3,1e5", "--plot", str(png)])
+    assert r.exit_code == 0, r.output
+    assert "top 1% of rows take 92.0% of accesses" in " ".join(r.output.split())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args", [["--skew", "0.01"], ["--skew", "0.5:0.1"], ["--counts", "missing.csv"]])
+def test_access_bad_input(args):
+    _one_line_error(CliRunner().invoke(main, ["access", *args]))
