@@ -274,14 +274,9 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
         elif not isinstance(nxt, (dict, list)):
             raise ScenarioError(f"--set {key}: `{p}` is a value, not a table")
         cur = nxt
-    last = parts[-1]
-    if isinstance(cur, dict) and isinstance(value, dict):
-        cur[last] = value
-    elif isinstance(cur, dict):
-        # switching families: drop the parameters that belonged to the old one
-        cur[last] = value
-    else:
-        raise ScenarioError(f"--set {key}: cannot set inside a list item")
+    if not isinstance(cur, dict):
+        raise ScenarioError(f"--set {key}: cannot replace a list item (set the whole list)")
+    cur[parts[-1]] = value
 
 
 def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
