@@ -153,9 +153,12 @@ class Point:
 
 
 def run_preset(p: Preset, progress: Callable[[int], None] = lambda n=1: None,
-               failures_override: list[tuple[int, int]] | None = None,
-               interval_override: int | None = None) -> tuple[list[Point], dict]:
-    """Every seed's baseline and settings; returns the points and run facts (baselines, timing)."""
+               settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
+               ) -> tuple[list[Point], dict]:
+    """Every seed's baseline and settings; returns the points and run facts (baselines, timing).
+
+    ``settings_fn(n_iters, seed)`` replaces the preset's settings (``--from-sim``).
+    """
     torch.set_num_threads(2)
     points: list[Point] = []
     facts: dict = {"baseline_auc": [], "baseline_logloss": [], "train_s": [], "n_iters": 0}
@@ -170,15 +173,8 @@ def run_preset(p: Preset, progress: Callable[[int], None] = lambda n=1: None,
         facts["baseline_auc"].append(b_auc)
         facts["baseline_logloss"].append(b_ll)
         progress(1)
-        fails = failures_override if failures_override is not None else \
-            failure_schedule(n, p.n_shards, p.failures_per_run, seed)
-        sets = settings_for(p, n, fails)
-        if interval_override is not None:
-            sets = [(interval_override / n, Setting(st.strategy, st.label, periodic_actions(
-                n, st.interval if st.strategy != "partial" else interval_override,
-                1 if st.strategy == "partial" else p.full_every, fails),
-                top_fraction=st.top_fraction, sample_rate=st.sample_rate, interval=st.interval))
-                for _, st in sets[:len(p.strategies)]]
+        sets = settings_fn(n, seed) if settings_fn is not None else \
+            settings_for(p, n, failure_schedule(n, p.n_shards, p.failures_per_run, seed))
         for budget, st in sets:
             future = prep.grows[:n * p.batch].reshape(n, -1)
             fac = (lambda m, st=st, future=future: Emulator(m, p.n_shards, st, n, "measured", seed,

@@ -1,0 +1,146 @@
+"""The calibration file the planner reads: accuracy loss as a linear function of PLS (torch-free).
+
+``calibration.toml`` (written by ``cprsim calibrate``; a default ships as
+``cprsim/data/calibration.toml``)::
+
+    [provenance]            calibrated, preset, date, cprsim_version, torch_version, model, data, seeds, ...
+    [fit.<strategy>]        auc_slope, auc_slope_lo, auc_slope_hi, auc_r2,
+                            logloss_slope, logloss_slope_lo, logloss_slope_hi, logloss_r2, n_points
+    [points.<strategy>]     pls, d_auc, d_logloss, seed, budget (arrays, one entry per run)
+    [costs]                 measured torch.save/torch.load of one shard (bytes, seconds, GB/s)
+    [end_to_end]            measured vs simulated overhead of a real run with checkpoints and failures
+
+Model: ``loss = slope x PLS`` (AUC loss is baseline minus failed AUC; log-loss increase), fitted
+through the origin. A strategy without its own fit uses ``partial``'s (vanilla CPR).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cprsim.errors import InputError
+
+METRICS = ("auc", "logloss")
+
+#: used only when no calibration file exists: the feasibility numbers of issue 5
+#: (ΔAUC ≈ 0.004 at PLS ≈ 0.26), NOT a measurement of this package
+PLACEHOLDER_SLOPES = {"auc": 0.015, "logloss": 0.03}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    slopes: dict[str, dict[str, float]]  #: strategy -> metric -> slope (loss per unit PLS)
+    calibrated: bool
+    provenance: dict[str, Any] = field(default_factory=dict)
+    upper: dict[str, dict[str, float]] = field(default_factory=dict)  #: 95% CI upper slope
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def _slope(self, metric: str, strategy: str, conservative: bool) -> float:
+        if metric not in METRICS:
+            raise InputError(f"metric must be one of {METRICS}, got {metric!r}")
+        table = self.upper if conservative and self.upper else self.slopes
+        st = strategy if strategy in table else "partial"
+        if st not in table:
+            raise InputError(f"calibration has no fit for {strategy!r} nor 'partial'")
+        return table[st][metric]
+
+    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = "partial",
+                      conservative: bool = False) -> float:
+        """Expected accuracy loss (AUC drop, or log-loss rise) at this PLS."""
+        if pls < 0:
+            raise InputError(f"pls must be >= 0, got {pls}")
+        return max(0.0, self._slope(metric, strategy, conservative)) * pls
+
+    def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial",
+                conservative: bool = False) -> float:
+        """The largest PLS whose expected loss stays within ``bound`` (inf if loss does not grow)."""
+        if bound < 0:
+            raise InputError(f"accuracy bound must be >= 0, got {bound}")
+        s = self._slope(metric, strategy, conservative)
+        return math.inf if s <= 0 else bound / s
+
+
+def placeholder() -> Calibration:
+    sl = {"partial": dict(PLACEHOLDER_SLOPES)}
+    return Calibration(sl, False, {"calibrated": False, "source": "placeholder: no calibration file; "
+                                   "slopes from issue 5's feasibility note, not measured by cprsim"})
+
+
+def default_path() -> Path | None:
+    p = resources.files("cprsim") / "data" / "calibration.toml"
+    return Path(str(p)) if p.is_file() else None
+
+
+def load_calibration(path: str | Path | None = None) -> Calibration:
+    """Read a calibration file (default: the packaged one; none: a labelled placeholder)."""
+    if path is None:
+        path = default_path()
+        if path is None:
+            return placeholder()
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file")
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{p}: {e}") from None
+    prov = raw.get("provenance")
+    if not isinstance(prov, dict):
+        raise InputError(f"{p}: missing [provenance]")
+    fits = raw.get("fit")
+    if not isinstance(fits, dict) or not fits:
+        raise InputError(f"{p}: missing [fit.<strategy>] tables")
+    slopes: dict[str, dict[str, float]] = {}
+    upper: dict[str, dict[str, float]] = {}
+    for st, f in fits.items():
+        slopes[st], upper[st] = {}, {}
+        for m in METRICS:
+            for key, dest in ((f"{m}_slope", slopes), (f"{m}_slope_hi", upper)):
+                v = f.get(key) if isinstance(f, dict) else None
+                if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
+                    raise InputError(f"{p}: fit.{st}.{key}: expected a number, got {v!r}")
+                dest[st][m] = float(v)
+    return Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw)
+
+
+# -- writing (used by the calibrate command) --------------------------------------------------------
+def _val(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_val(x) for x in v) + "]"
+    raise TypeError(type(v))
+
+
+def to_toml(doc: dict[str, Any], header: str = "") -> str:
+    """Tables of scalars/arrays, nested one or two levels (``[a]`` and ``[a.b]``)."""
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+
+    def emit(d: dict[str, Any], path: str) -> None:
+        scal = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        if path:
+            lines.append("")
+            lines.append(f"[{path}]")
+        for k, v in scal.items():
+            lines.append(f"{k} = {_val(v)}")
+        for k, v in d.items():
+            if isinstance(v, dict):
+                emit(v, f"{path}.{k}" if path else k)
+
+    emit(doc, "")
+    return "\n".join(lines).lstrip("\n") + "\n"
