@@ -1,0 +1,98 @@
+"""`cprsim scenarios`, `show` and `simulate` through the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from cprsim import scenario as sc
+from cprsim.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def one_line_error(r) -> str:
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
+    assert len(lines) == 1 and lines[0].startswith("Error:"), r.output
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def test_scenarios_lists_the_builtins():
+    r = run("scenarios")
+    assert r.exit_code == 0
+    for name in sc.builtin_names():
+        assert name in r.output
+    assert {"cpr-production", "toy"} <= set(sc.builtin_names())
+
+
+def test_show_prints_the_effective_config_which_loads_back(tmp_path):
+    r = run("show", "toy", "--set", "cluster.trainers=3")
+    assert r.exit_code == 0, r.output
+    text = r.output.split("\n# derived:")[0]
+    f = tmp_path / "eff.toml"
+    f.write_text(text)
+    assert sc.load(str(f)) == sc.load("toy", {"cluster.trainers": 3})
+    assert "[storage]" in text and "latency_s" in text  # defaults included
+
+
+def test_simulate_writes_its_files_and_same_seed_gives_same_bytes(tmp_path):
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        r = run("simulate", "toy", "-n", "8", "--strategy", "partial", "--out", str(out),
+                "--timeline", str(out / "timeline.json"), "--json")
+        assert r.exit_code == 0, r.output
+        outs.append(out)
+        summary = json.loads(r.output)
+        assert summary["replications"] == 8 and summary["strategy"] == "partial"
+    names = ["config.toml", "summary.json", "replications.csv", "events.csv", "timeline.json"]
+    for n in names:
+        assert (outs[0] / n).read_bytes() == (outs[1] / n).read_bytes(), n
+    rows = (outs[0] / "replications.csv").read_text().splitlines()
+    assert len(rows) == 9
+    trace = json.loads((outs[0] / "timeline.json").read_text())
+    assert any(e.get("name") == "compute" for e in trace["traceEvents"])
+    assert sc.load(str(outs[0] / "config.toml")).strategy.name == "partial"
+    # another seed, other numbers
+    r = run("simulate", "toy", "-n", "8", "--seed", "99", "--out", str(tmp_path / "other"))
+    assert (tmp_path / "other" / "replications.csv").read_bytes() != (outs[0] / "replications.csv").read_bytes()
+
+
+def test_simulate_prints_a_table():
+    r = run("simulate", "toy", "-n", "4", "--interval", "45m")
+    assert r.exit_code == 0, r.output
+    assert "checkpoint-related overhead" in r.output and "0.75 h" in r.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--set", "cluster.foo=1"], "cluster.foo: unknown key"),
+    (["--set", "cluster.embedding_gb=-5"], "cluster.embedding_gb"),
+    (["--set", "storage.write_gbps=0"], "storage.write_gbps"),
+    (["--interval", "30h"], "longer than the job"),
+    (["--set", "storage.read_gbps=nan"], "storage.read_gbps"),
+    (["--strategy", "nope"], "unknown strategy 'nope'"),
+    (["--set", "failures.embedding.family=\"weibull\"", "--set", "failures.embedding.mtbf_h=10"], "weibull needs `shape`"),
+    (["--interval", "soon"], "not a duration"),
+])
+def test_bad_configs_are_one_line_errors(args, needle):
+    assert needle in one_line_error(run("simulate", "toy", "-n", "2", *args))
+
+
+def test_missing_and_malformed_files(tmp_path):
+    assert "no such file" in one_line_error(run("simulate", str(tmp_path / "none.toml")))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[cluster\ntrainers = 2\n")
+    assert "invalid TOML" in one_line_error(run("simulate", str(bad)))
+
+
+def test_python_dash_m_and_version():
+    r = subprocess.run([sys.executable, "-m", "cprsim", "--version"], capture_output=True, text=True, check=True)
+    assert r.stdout.startswith("cprsim, version")
