@@ -1,0 +1,96 @@
+"""Benchmark the engine: cost per simulated event against bare SimPy, time per replication, scaling.
+
+1. cpr-production: SimPy events processed per replication (counted by wrapping
+   ``Environment.step``), wall time per replication, and the ratio of cprsim's time per event to
+   a bare SimPy loop of the same number of timeouts, measured in the same run (best of 5).
+   Targets: <= 3x bare SimPy per event; one replication <= 5 ms.
+2. Scaling from 18 to 1,800 embedding servers with per-node failure processes (per-node MTBF
+   fixed, so failures grow with the nodes), embedding bytes scaled with the servers: events,
+   time per replication and time per event. Target: cost linear in events, not nodes x iterations.
+Usage: python benchmarks/engine.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import simpy
+
+from cprsim import scenario as sc
+from cprsim.costs import costs_of
+from cprsim.sim.engine import simulate_one
+
+
+def count_events(s: sc.Scenario, reps: int) -> float:
+    n = 0
+    orig = simpy.Environment.step
+
+    def step(self):  # noqa: ANN001, ANN202
+        nonlocal n
+        n += 1
+        return orig(self)
+
+    simpy.Environment.step = step  # type: ignore[method-assign]
+    try:
+        for i in range(reps):
+            simulate_one(s, i)
+    finally:
+        simpy.Environment.step = orig  # type: ignore[method-assign]
+    return n / reps
+
+
+def time_reps(s: sc.Scenario, reps: int, best_of: int = 5) -> float:
+    c = costs_of(s)
+    best = float("inf")
+    for _ in range(best_of):
+        t = time.perf_counter()
+        for i in range(reps):
+            simulate_one(s, i, costs=c)
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
+def bare_simpy(n_events: int, reps: int, best_of: int = 5) -> float:
+    def proc(env: simpy.Environment):  # noqa: ANN202
+        for _ in range(n_events):
+            yield env.timeout(1.0)
+
+    best = float("inf")
+    for _ in range(best_of):
+        t = time.perf_counter()
+        for _ in range(reps):
+            env = simpy.Environment()
+            env.process(proc(env))
+            env.run()
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
+def main() -> None:
+    s = sc.load("cpr-production")
+    ev = count_events(s, 100)
+    t = time_reps(s, 200)
+    b = bare_simpy(round(ev), 200)
+    print("cpr-production (full recovery, 0.7 h interval)")
+    print(f"  events per replication      {ev:10.1f}")
+    print(f"  time per replication        {1e3 * t:10.3f} ms   (target <= 5 ms)")
+    print(f"  time per event              {1e6 * t / ev:10.2f} us")
+    print(f"  bare SimPy per event        {1e6 * b / round(ev):10.2f} us")
+    print(f"  ratio to bare SimPy         {t / b * round(ev) / ev:10.2f} x  (target <= 3x)")
+    print()
+    print(f"{'servers':>8} {'events/rep':>11} {'ms/rep':>9} {'us/event':>9} {'ms/rep per 1k events':>21}")
+    base = sc.load("cpr-production", {"failures.domains": [], "checkpoint.interval_h": 1.0})
+    for ne in (18, 180, 1800):
+        si = base.with_updates({
+            "cluster.embedding_servers": ne, "cluster.embedding_gb": 400.0 * ne / 18,
+            "storage.write_gbps": 10.0 * ne / 18, "storage.read_gbps": 20.0 * ne / 18,
+            "failures.embedding": {"family": "exponential", "mtbf_h": 18 * 10.0 * 4},
+        })
+        reps = 40 if ne < 1800 else 10
+        e = count_events(si, reps)
+        ti = time_reps(si, reps, best_of=3)
+        print(f"{ne:8d} {e:11.1f} {1e3 * ti:9.3f} {1e6 * ti / e:9.2f} {1e3 * ti / e * 1000:21.3f}")
+
+
+if __name__ == "__main__":
+    main()
