@@ -133,7 +133,7 @@ def to_toml(doc: dict[str, Any], header: str = "") -> str:
 
     def emit(d: dict[str, Any], path: str) -> None:
         scal = {k: v for k, v in d.items() if not isinstance(v, dict)}
-        if path:
+        if path and (scal or not d):
             lines.append("")
             lines.append(f"[{path}]")
         for k, v in scal.items():
