@@ -184,6 +184,7 @@ class Failures(_Model):
     domains: tuple[Domain, ...] = ()
     injected: tuple[Injected, ...] = ()
     replay: str | None = Field(None, description="failure trace file (CSV schema in traces/README.md)")
+    # `model = "fitted.toml"` is also accepted in a scenario file: merged at load (see load_raw)
 
 
 class StrategyConfig(_Model):
@@ -347,15 +348,40 @@ def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{source}: invalid TOML: {e}") from None
-    if source == name_or_path and _builtin_text(name_or_path) is None:
-        _resolve_relative(raw, Path(name_or_path).parent)
+    base = Path(name_or_path).parent if _builtin_text(name_or_path) is None else None
+    _resolve_relative(raw, base, source)
     return raw, source
 
 
-def _resolve_relative(raw: dict[str, Any], base: Path) -> None:
-    rep = raw.get("failures", {}).get("replay") if isinstance(raw.get("failures"), dict) else None
-    if isinstance(rep, str) and not Path(rep).is_absolute():
-        raw["failures"]["replay"] = str(base / rep)
+def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> None:
+    """Paths in a scenario are relative to its file; ``failures.model`` merges a fitted model file.
+
+    A model file (``cprsim fit --out``) holds ``[failures.<type>]`` and ``[reschedule]`` tables;
+    the scenario's own keys win over the model's.
+    """
+    fail = raw.get("failures")
+    if not isinstance(fail, dict):
+        return
+    rep = fail.get("replay")
+    if isinstance(rep, str) and base is not None and not Path(rep).is_absolute():
+        fail["replay"] = str(base / rep)
+    model = fail.pop("model", None)
+    if model is None:
+        return
+    if not isinstance(model, str):
+        raise ScenarioError(f"{source}: failures.model: expected a file name")
+    mp = Path(model) if base is None or Path(model).is_absolute() else base / model
+    if not mp.is_file():
+        raise ScenarioError(f"{source}: failures.model: {mp}: no such file")
+    try:
+        m = tomllib.loads(mp.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{mp}: invalid TOML: {e}") from None
+    for key in ("trainer", "embedding"):
+        if key in m.get("failures", {}) and key not in fail:
+            fail[key] = m["failures"][key]
+    if "reschedule" in m and "reschedule" not in raw:
+        raw["reschedule"] = m["reschedule"]
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
+from cprsim.cli.common import console
 import numpy as np
 
 from cprsim.access import AccessModel, table_sizes
@@ -45,7 +47,7 @@ def command(tables: str, table_scale: float, skew: str, alpha: float | None, cou
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     con.print(m.describe())
     t = Table(title="coverage of the top fraction r of rows")
     t.add_column("r", justify="right")

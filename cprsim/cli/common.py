@@ -70,3 +70,10 @@ def progress_bar(total: int, label: str, enabled: bool | None = None) -> Iterato
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task(label, total=total)
         yield lambda n=1: prog.advance(task, n)
+
+
+def console():  # noqa: ANN201
+    """A rich console on stdout; wide enough for the tables when output is not a terminal."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from cprsim.cli.common import console
+
 from cprsim import scenario as sc
 from cprsim.cli.common import load_scenario, progress_bar, set_option
 from cprsim.io import atomic_write_json, dumps_json
@@ -125,7 +127,7 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
                   f"{100 * o.ckpt_overhead.mean:.2f}%",
                   f"{o.pls.mean:.4f} [{o.pls.lo:.4f}, {o.pls.hi:.4f}]", f"{o.accuracy_loss:.2g}",
                   "yes" if o.meets_bound else "NO")
-    con = Console()
+    con = console()
     con.print(t)
     con.print(f"[bold]Recommendation:[/bold] {plan.message}")
     for n in plan.notes:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from cprsim.cli.common import console
+
 from cprsim import scenario as sc
 from cprsim.cli.common import DURATION, load_scenario, progress_bar, scenario_argument, set_option
 from cprsim.io import atomic_write_csv, atomic_write_json, atomic_write_text, dumps_json
@@ -47,7 +49,7 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
     else:
         from rich.console import Console
 
-        Console().print(summary_table(s, results))
+        console().print(summary_table(s, results))
 
 
 def write_run(out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event],

@@ -52,9 +52,6 @@ class Distribution:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        if self.family == "loglogistic" and self.shape <= 1:
-            # the mean is infinite for shape <= 1: keep it usable as a renewal process
-            raise ValueError(f"loglogistic shape must be > 1 for a finite mean, got {self.shape}")
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
@@ -89,7 +86,9 @@ class Distribution:
             return s * k
         if f == "lognormal":
             return s * math.exp(k * k / 2.0)
-        # loglogistic: (pi/k) / sin(pi/k) * scale
+        # loglogistic: (pi/k) / sin(pi/k) * scale; infinite for k <= 1 (a valid, heavy-tailed lifetime)
+        if k <= 1:
+            return math.inf
         b = math.pi / k
         return s * b / math.sin(b)
 
@@ -144,10 +143,18 @@ def min_of_iid_mean(dist: Distribution, n: int) -> float:
         return s * n ** (-1.0 / k) * math.gamma(1.0 + 1.0 / k)
     if f == "constant":
         return s
-    from scipy import integrate
+    # integral of S(t)^n on a log grid from where S^n ~ 1 to where S^n < 1e-12 (trapezoid,
+    # 4,000 points: relative error ~1e-6 for these families), vectorised
+    sp = dist.scipy
+    lo = float(sp.ppf(1e-9 / n))
+    hi = float(sp.isf(1e-12 ** (1.0 / n)))
+    if not (math.isfinite(hi) and hi > lo > 0):
+        from scipy import integrate
 
-    val, _ = integrate.quad(lambda t: float(dist.sf(t)) ** n, 0.0, np.inf, limit=200)
-    return float(val)
+        val, _ = integrate.quad(lambda t: float(dist.sf(t)) ** n, 0.0, np.inf, limit=200)
+        return float(val)
+    t = np.geomspace(lo, hi, 4000)
+    return float(lo + np.trapezoid(sp.sf(t) ** n, t))
 
 
 __all__ = ["Distribution", "FAMILIES", "SHAPED", "min_of_iid_mean"]

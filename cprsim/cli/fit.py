@@ -1,0 +1,152 @@
+"""``cprsim fit``: read a failure log, fit lifetime families with censoring, write a model file."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import math
+from pathlib import Path
+
+import click
+
+from cprsim.cli.common import console
+
+from cprsim import __version__
+from cprsim.errors import InputError
+from cprsim.failures.fit import FIT_FAMILIES, Fit, cluster_mtbf, fit_all
+from cprsim.failures.traces import READERS, check_filters, read_trace
+from cprsim.io import atomic_write_bytes, atomic_write_text
+
+
+def _filters(items: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k.strip():
+            raise click.BadParameter(f"{it!r}: expected key=value", param_hint="--filter")
+        out[k.strip().lower()] = v.strip()
+    return out
+
+
+def _params(f: Fit, unit: str) -> dict[str, float | str]:
+    """The scenario keys of a fitted distribution (failures: hours; reschedule: seconds)."""
+    scale = f.scale_ if unit == "h" else f.scale_ * 3600.0
+    d: dict[str, float | str] = {"family": f.family, f"scale_{unit}": scale}
+    if f.family == "lognormal":
+        d["sigma"] = f.shape_
+    elif f.family != "exponential":
+        d["shape"] = f.shape_
+    return d
+
+
+def _toml_table(name: str, d: dict) -> str:
+    lines = [f"[{name}]"]
+    for k, v in d.items():
+        if isinstance(v, str):
+            lines.append(f'{k} = "{v}"')
+        elif isinstance(v, (list, tuple)):
+            lines.append(f"{k} = [{', '.join(repr(x) if not isinstance(x, str) else repr(x).replace(chr(39), chr(34)) for x in v)}]")
+        else:
+            lines.append(f"{k} = {v!r}")
+    return "\n".join(lines) + "\n"
+
+
+@click.command("fit")
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(READERS), default="csv", show_default=True, help="Trace format.")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE",
+              help="infinitehbd: level/class/desc; lanl: system/cause; titan: cause; philly: min_gpus; csv: cause/node_type.")
+@click.option("--node-count", type=click.IntRange(min=1), help="InfiniteHBD: nodes in the cluster (default 400).")
+@click.option("--node-type", help="Fit only this node type of the trace.")
+@click.option("--as", "as_type", type=click.Choice(["embedding", "trainer", "both"]), default="both", show_default=True,
+              help="Which scenario node type(s) the model file describes.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write a failure-model TOML here.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write the fit figure (PNG/SVG/PDF).")
+@click.option("--cluster-size", type=click.IntRange(min=1), help="Report the MTBF of this many nodes (with its CI).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=None,
+              help="Parametric-bootstrap draws for the goodness-of-fit p-value (default 49; 0 for very large traces).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the ranking as JSON.")
+def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | None, node_type: str | None,
+            as_type: str, out: Path | None, plot: Path | None, cluster_size: int | None, bootstrap: int | None,
+            seed: int, as_json: bool) -> None:
+    """Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."""
+    flt = _filters(filters)
+    check_filters(fmt, flt)
+    tr = read_trace(trace, fmt, flt, node_count)
+    t, obs = tr.lifetimes(node_type)
+    if t.size == 0:
+        raise InputError(f"{trace}: no lifetimes{' of node type ' + node_type if node_type else ''} after the filters")
+    B = bootstrap if bootstrap is not None else (49 if t.size <= 5000 else 0)
+    rep = fit_all(t, obs, bootstrap=B, seed=seed, what=str(trace))
+    rt, robs = tr.repairs(node_type)
+    rrep = fit_all(rt, robs, seed=seed, what=f"{trace} (repairs)") if robs.any() else None
+    cl = cluster_mtbf(rep.best, cluster_size, seed=seed) if cluster_size else None
+
+    if as_json:
+        from cprsim.io import dumps_json
+
+        click.echo(dumps_json({
+            "n": rep.n, "events": rep.events, "censored": rep.censored, "counts": tr.counts,
+            "fits": [{"family": f.family, "scale_h": f.scale_, "scale_ci95": list(f.scale_ci_), "shape": f.shape_,
+                      "shape_ci95": list(f.shape_ci_), "log_likelihood": f.log_likelihood_, "aic": f.AIC_,
+                      "bic": f.BIC_, "ks": None if math.isnan(f.ks_) else f.ks_,
+                      "p_value": None if math.isnan(f.p_value_) else f.p_value_,
+                      "mean_h": None if math.isinf(f.mean_) else f.mean_} for f in rep.fits],
+            "cluster": None if cl is None else {"nodes": cluster_size, "mtbf_h": cl[0], "ci95": [cl[1], cl[2]],
+                                                 "method": cl[3]},
+        }), nl=False)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        con = console()
+        tab = Table(title=f"{trace.name} ({fmt}{', ' + ', '.join(f'{k}={v}' for k, v in flt.items()) if flt else ''}): "
+                    f"{rep.n} lifetimes, {rep.events} failures, {rep.censored} censored ({100 * rep.censored / rep.n:.0f}%)")
+        for c in ("family", "scale (h) [95% CI]", "shape [95% CI]", "mean (h)", "log L", "AIC", "ΔAIC", "BIC",
+                  "KM dist", "p (bootstrap)"):
+            tab.add_column(c, justify="left" if c == "family" else "right")
+        best = rep.fits[0].AIC_
+        for f in rep.fits:
+            shape = "-" if f.family == "exponential" else f"{f.shape_:.3g} [{f.shape_ci_[0]:.3g}, {f.shape_ci_[1]:.3g}]"
+            tab.add_row(f.family, f"{f.scale_:.4g} [{f.scale_ci_[0]:.4g}, {f.scale_ci_[1]:.4g}]", shape,
+                        f"{f.mean_:.4g}", f"{f.log_likelihood_:.1f}", f"{f.AIC_:.1f}", f"{f.AIC_ - best:.1f}",
+                        f"{f.BIC_:.1f}", "-" if math.isnan(f.ks_) else f"{f.ks_:.3f}",
+                        "-" if math.isnan(f.p_value_) else f"{f.p_value_:.3f}")
+        con.print(tab)
+        if B == 0:
+            con.print("goodness of fit: bootstrap skipped (--bootstrap N to compute p-values)")
+        if rrep is not None:
+            rb = rrep.best
+            con.print(f"repairs: {rrep.n} ({rrep.censored} censored), best {rb.family} mean {rb.mean_:.3g} h "
+                      f"(scale {rb.scale_:.3g} h{'' if rb.family == 'exponential' else f', shape {rb.shape_:.3g}'})")
+        if cl is not None:
+            con.print(f"cluster of {cluster_size} nodes ({rep.best.family}): MTBF {cl[0]:.4g} h, 95% CI "
+                      f"[{cl[1]:.4g}, {cl[2]:.4g}] ({cl[3]})")
+    if out is not None:
+        data = trace.read_bytes()
+        prov = {"source": str(trace.resolve()), "format": fmt, "sha256": hashlib.sha256(data).hexdigest(),
+                "filters": [f"{k}={v}" for k, v in flt.items()], "node_type": node_type or "all",
+                "n": rep.n, "failures": rep.events, "censored": rep.censored, "family_ranking": [f.family for f in rep.fits],
+                "fitted": _dt.date.today().isoformat(), "cprsim_version": __version__}
+        if node_count is not None:
+            prov["node_count"] = node_count
+        text = f"# failure model fitted by `cprsim fit` ({rep.best.family}, best by AIC); use it from a scenario\n" \
+               f"# with  [failures] model = \"{out.name}\"\n\n" + _toml_table("provenance", prov)
+        types = ("trainer", "embedding") if as_type == "both" else (as_type,)
+        for ty in types:
+            text += "\n" + _toml_table(f"failures.{ty}", _params(rep.best, "h"))
+        if rrep is not None:
+            text += "\n" + _toml_table("reschedule", _params(rrep.best, "s"))
+        atomic_write_text(out, text)
+    if plot is not None:
+        import matplotlib.pyplot as plt
+
+        from cprsim.plots.fit import plot_fit
+
+        fig = plot_fit(rep, title=f"{trace.name} ({fmt})")
+        buf = io.BytesIO()
+        fig.savefig(buf, format=plot.suffix.lstrip(".") or "png", dpi=120)
+        plt.close(fig)
+        atomic_write_bytes(plot, buf.getvalue())

@@ -1,0 +1,1 @@
+"""Figures from result files (matplotlib is imported inside each function)."""
