@@ -142,11 +142,12 @@ def _intervals(family: str, scale: float, shape: float, t: np.ndarray, observed:
     x0 = np.log([scale, shape])
     f = lambda x: -loglik(family, math.exp(x[0]), math.exp(x[1]), t, observed)  # noqa: E731
     h = 1e-4
-    H = np.zeros((2, 2))
-    for i in range(2):
-        for j in range(2):
-            e_i, e_j = np.eye(2)[i] * h, np.eye(2)[j] * h
-            H[i, j] = (f(x0 + e_i + e_j) - f(x0 + e_i - e_j) - f(x0 - e_i + e_j) + f(x0 - e_i - e_j)) / (4 * h * h)
+    e0, e1 = np.array([h, 0.0]), np.array([0.0, h])
+    f0 = f(x0)
+    H = np.empty((2, 2))
+    H[0, 0] = (f(x0 + e0) - 2 * f0 + f(x0 - e0)) / h**2
+    H[1, 1] = (f(x0 + e1) - 2 * f0 + f(x0 - e1)) / h**2
+    H[0, 1] = H[1, 0] = (f(x0 + e0 + e1) - f(x0 + e0 - e1) - f(x0 - e0 + e1) + f(x0 - e0 - e1)) / (4 * h * h)
     try:
         cov = np.linalg.inv(H)
         se = np.sqrt(np.maximum(np.diag(cov), 0.0))
