@@ -27,6 +27,13 @@ def base():
 
 
 @pytest.fixture(scope="module")
+def poisson(base):
+    """cpr-production with exponential failure events: the setting of the analytic oracles."""
+    return base.with_updates({"failures.domains": [{"name": "ps-group", "node_type": "embedding", "nodes": 4,
+                                                    "failure": {"family": "exponential", "mtbf_h": 10.0}}]})
+
+
+@pytest.fixture(scope="module")
 def plan(base):
     return make_plan(base, BOUND, calibration=LinearAccuracy(), replications=120)
 
@@ -85,7 +92,8 @@ def test_mfu_loses_no_more_than_ssu_and_ssu_no_more_than_vanilla_at_equal_overhe
 
 
 @pytest.mark.parametrize("strategy,rate", [("mfu", 1.0), ("ssu", 0.01)])
-def test_prioritized_pls_matches_its_analytic_expectation(base, strategy, rate):
+def test_prioritized_pls_matches_its_analytic_expectation(poisson, strategy, rate):
+    base = poisson
     tau, r, K = 1.5 * HOUR, 0.05, 4
     params = {"top_fraction": r, "full_every": K, "counter_overhead": 0.0}
     if strategy == "ssu":
@@ -102,7 +110,8 @@ def test_prioritized_pls_matches_its_analytic_expectation(base, strategy, rate):
     assert pls.lo - extra * expect <= expect <= pls.hi + extra * expect
 
 
-def test_vanilla_pls_matches_its_analytic_expectation(base):
+def test_vanilla_pls_matches_its_analytic_expectation(poisson):
+    base = poisson
     tau = 3 * HOUR
     res = _run(base, tau, "partial", n=400)
     pls = estimate([x.pls for x in res])
