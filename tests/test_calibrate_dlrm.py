@@ -29,6 +29,11 @@ def prep():
     return R.synthetic_prepared(SMALL, 0)
 
 
+@pytest.fixture(scope="module")
+def base(prep):
+    return R.train(prep, SMALL.model, 0)[0].state_tensors()
+
+
 def _emu(prep, setting, mode="measured"):
     n = prep.n_iters
     fut = prep.grows[: n * prep.batch].reshape(n, -1)
@@ -52,15 +57,14 @@ def test_training_is_deterministic(prep):
 
 
 @pytest.mark.parametrize("strategy", ["partial", "mfu", "ssu", "lookahead"])
-def test_failure_with_fresh_checkpoint_changes_nothing(prep, strategy):
+def test_failure_with_fresh_checkpoint_changes_nothing(prep, base, strategy):
     n = prep.n_iters
     # a full save at every 10th iteration; failures of every shard right after the save at 20
     acts = periodic_actions(n, 10, 1, [(20, j) for j in range(SMALL.n_shards)])
     st = Setting(strategy, "fresh", acts, top_fraction=0.1, sample_rate=0.5, interval=10)
-    base, _ = R.train(prep, SMALL.model, 0)
     model, emu = R.train(prep, SMALL.model, 0, _emu(prep, st))
     assert emu.failures == SMALL.n_shards and emu.pls == 0.0
-    for k, v in base.state_tensors().items():
+    for k, v in base.items():
         assert torch.equal(v, model.state_tensors()[k]), k
 
 
