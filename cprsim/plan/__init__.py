@@ -3,7 +3,8 @@
 Given a scenario and an accuracy bound (AUC or log-loss loss the user accepts):
 
 1. the bound becomes a PLS bound through the accuracy model (the calibration file, measured on a
-   real DLRM by ``cprsim calibrate``; a placeholder is labelled as such in every report);
+   real DLRM by ``cprsim calibrate``; a placeholder is labelled as such in every report), taken
+   at the upper end of its slope's 95% CI so that the bound also covers the calibration's noise;
 2. **full recovery**: Young's and Daly's intervals from the cluster's failure-event rate, and the
    simulated optimum over a grid around Daly's (common random numbers: every grid point sees the
    same failures);
@@ -186,6 +187,7 @@ def make_plan(
         from cprsim.calibrate.calibration import load_calibration
 
         calibration = load_calibration()
+    calibration = _Conservative(calibration)
     n = replications or s.replications
     ng = grid_replications or max(20, n // 4)  # grids locate; the chosen options are confirmed with n
     tick = progress or (lambda k=1: None)
@@ -197,6 +199,14 @@ def make_plan(
     notes: list[str] = []
     if not calibration.calibrated:
         notes.append("accuracy figures rest on an UNCALIBRATED placeholder model (run `cprsim calibrate`)")
+    else:
+        fits = getattr(calibration, "raw", {}).get("fit", {})
+        weak = [f"{st} [{f.get(metric + '_slope_lo', 0):.2g}, {f.get(metric + '_slope_hi', 0):.2g}]"
+                for st, f in fits.items() if isinstance(f, dict) and f.get(f"{metric}_slope_lo", 1.0) <= 0]
+        if weak:
+            notes.append(f"the calibrated {metric} loss per unit PLS is not significantly above zero for "
+                         f"{', '.join(weak)} (95% CIs; preset {calibration.provenance.get('preset', '?')}): "
+                         "the PLS bound is uncertain; run `cprsim calibrate --preset standard`")
     if not rates.exponential:
         notes.append("failures are not exponential: analytic figures are first-order guides; "
                      "intervals are refined and every figure confirmed by simulation")
@@ -352,6 +362,33 @@ def make_plan(
 LABELS = {"partial": "CPR-vanilla", "mfu": "CPR-MFU", "ssu": "CPR-SSU", "lookahead": "Lookahead",
           "ecrm": "ECRM", "checknrun": "Check-N-Run"}
 ALL_STRATEGIES = ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun")
+
+
+class _Conservative:
+    """The accuracy model at the upper end of its slope's 95% CI, where the calibration has one.
+
+    A bound promised to a user must hold for the calibration's uncertainty too: a noisy fit
+    (even a negative point slope) must not turn into an unbounded PLS.
+    """
+
+    def __init__(self, model: AccuracyModel) -> None:
+        self.model = model
+        self.calibrated = model.calibrated
+        self.provenance = model.provenance
+        self.raw = getattr(model, "raw", {})
+
+    def _call(self, name: str, *args: Any) -> float:
+        fn = getattr(self.model, name)
+        try:
+            return fn(*args, conservative=True)
+        except TypeError:  # a model without confidence intervals
+            return fn(*args)
+
+    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = "partial") -> float:
+        return self._call("accuracy_loss", pls, metric, strategy)
+
+    def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial") -> float:
+        return self._call("max_pls", bound, metric, strategy)
 
 
 def _fmt_params(p: dict[str, Any]) -> str:
