@@ -1,12 +1,16 @@
-"""One replication's events as a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing).
+"""One replication's events as spans on tracks: the job's phases and each failed node's downtime.
 
-Track 0 is the job (compute, save, reschedule, load phases); track ``1 + node`` shows a node
-down from its failure until it is rescheduled. Times are microseconds of simulated time.
+``spans(events, n_trainers)`` is the one reading of an event log into intervals; it feeds both the
+Chrome/Perfetto trace (``chrome_trace``: open in ui.perfetto.dev or chrome://tracing) and the
+Gantt chart of ``cprsim plot timeline``. Track ``job`` holds compute, save, reschedule and load
+phases (``re-executed`` marks the compute that redoes work lost to a rollback, ``(aborted)`` /
+``(interrupted)`` a phase cut by a failure); track ``trainer i`` / ``embedding i`` shows a node
+down from its failure until it is rescheduled. Instants (rollback, pls) carry their value.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from cprsim.sim.records import Event
 
@@ -15,51 +19,85 @@ _PHASES = {"save_start": ("save", "save_end", "save_abort"),
            "load_start": ("load", "load_end")}
 
 
+class Span(NamedTuple):
+    track: str
+    name: str
+    start_s: float
+    end_s: float
+
+
+class Instant(NamedTuple):
+    track: str
+    name: str
+    time_s: float
+    value: float
+
+
+def node_label(node: int, n_trainers: int) -> str:
+    return f"trainer {node}" if node < n_trainers else f"embedding {node - n_trainers}"
+
+
+def spans(events: Sequence[Event], n_trainers: int) -> tuple[list[Span], list[Instant]]:
+    out: list[Span] = []
+    marks: list[Instant] = []
+    open_: dict[str, float] = {}
+    ends = {e: k for k, v in _PHASES.items() for e in v[1:]}
+    cursor = 0.0  # start of the current compute stretch
+    redo = 0.0  # seconds of compute still re-executing lost work
+
+    def compute(start: float, end: float) -> None:
+        nonlocal redo
+        if end <= start:
+            return
+        r = min(redo, end - start)
+        if r > 0:
+            out.append(Span("job", "re-executed", start, start + r))
+            redo -= r
+        if start + r < end:
+            out.append(Span("job", "compute", start + r, end))
+
+    for ev in events:
+        if ev.kind in _PHASES:
+            compute(cursor, ev.time_s)
+            open_[ev.kind] = ev.time_s
+        elif ev.kind in ends and ends[ev.kind] in open_:
+            start = open_.pop(ends[ev.kind])
+            label = _PHASES[ends[ev.kind]][0] + (" (aborted)" if ev.kind == "save_abort" else "")
+            out.append(Span("job", label, start, ev.time_s))
+            cursor = ev.time_s
+        elif ev.kind == "fail":
+            out.append(Span(node_label(ev.node, n_trainers), "down", ev.time_s, ev.time_s + ev.value))
+            for k in list(open_):  # an open phase ends at the failure
+                out.append(Span("job", _PHASES[k][0] + " (interrupted)", open_.pop(k), ev.time_s))
+                cursor = ev.time_s
+            compute(cursor, ev.time_s)
+            cursor = max(cursor, ev.time_s)
+        elif ev.kind in ("rollback", "pls"):
+            marks.append(Instant("job", ev.kind, ev.time_s, ev.value))
+            if ev.kind == "rollback":
+                redo += ev.value
+        elif ev.kind == "done":
+            compute(cursor, ev.time_s)
+    return out, marks
+
+
 def chrome_trace(events: Sequence[Event], n_trainers: int, name: str = "cprsim") -> dict[str, Any]:
     us = 1e6
     out: list[dict[str, Any]] = [
         {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": name}},
         {"ph": "M", "pid": 1, "tid": 0, "name": "thread_name", "args": {"name": "job"}},
     ]
-    open_: dict[str, float] = {}
-    ends = {e: k for k, v in _PHASES.items() for e in v[1:]}
-    cursor = 0.0  # start of the current compute stretch
-    seen_nodes: set[int] = set()
-    for ev in events:
-        if ev.kind in _PHASES:
-            if ev.time_s > cursor:
-                out.append({"ph": "X", "pid": 1, "tid": 0, "name": "compute", "ts": cursor * us,
-                            "dur": (ev.time_s - cursor) * us})
-            open_[ev.kind] = ev.time_s
-        elif ev.kind in ends and ends[ev.kind] in open_:
-            start = open_.pop(ends[ev.kind])
-            label = _PHASES[ends[ev.kind]][0] + (" (aborted)" if ev.kind == "save_abort" else "")
-            out.append({"ph": "X", "pid": 1, "tid": 0, "name": label, "ts": start * us,
-                        "dur": (ev.time_s - start) * us})
-            cursor = ev.time_s
-        elif ev.kind == "fail":
-            kind = "trainer" if ev.node < n_trainers else "embedding"
-            idx = ev.node if ev.node < n_trainers else ev.node - n_trainers
-            if ev.node not in seen_nodes:
-                seen_nodes.add(ev.node)
-                out.append({"ph": "M", "pid": 1, "tid": 1 + ev.node, "name": "thread_name",
-                            "args": {"name": f"{kind} {idx}"}})
-            out.append({"ph": "X", "pid": 1, "tid": 1 + ev.node, "name": "down", "ts": ev.time_s * us,
-                        "dur": ev.value * us})
-            # an aborted phase ends at the failure
-            for k in list(open_):
-                start = open_.pop(k)
-                out.append({"ph": "X", "pid": 1, "tid": 0, "name": _PHASES[k][0] + " (interrupted)",
-                            "ts": start * us, "dur": (ev.time_s - start) * us})
-            if cursor < ev.time_s and not open_:
-                out.append({"ph": "X", "pid": 1, "tid": 0, "name": "compute", "ts": cursor * us,
-                            "dur": (ev.time_s - cursor) * us})
-            cursor = ev.time_s
-        elif ev.kind in ("rollback", "pls"):
-            out.append({"ph": "i", "pid": 1, "tid": 0, "s": "t", "name": ev.kind, "ts": ev.time_s * us,
-                        "args": {"value": ev.value}})
-        elif ev.kind == "done":
-            if ev.time_s > cursor:
-                out.append({"ph": "X", "pid": 1, "tid": 0, "name": "compute", "ts": cursor * us,
-                            "dur": (ev.time_s - cursor) * us})
+    sp, marks = spans(events, n_trainers)
+    tids: dict[str, int] = {"job": 0}
+    for s in sp:
+        if s.track not in tids:
+            kind, idx = s.track.split()
+            tids[s.track] = 1 + int(idx) + (n_trainers if kind == "embedding" else 0)
+            out.append({"ph": "M", "pid": 1, "tid": tids[s.track], "name": "thread_name",
+                        "args": {"name": s.track}})
+        out.append({"ph": "X", "pid": 1, "tid": tids[s.track], "name": s.name, "ts": s.start_s * us,
+                    "dur": (s.end_s - s.start_s) * us})
+    for m in marks:
+        out.append({"ph": "i", "pid": 1, "tid": 0, "s": "t", "name": m.name, "ts": m.time_s * us,
+                    "args": {"value": m.value}})
     return {"traceEvents": out, "displayTimeUnit": "ms"}

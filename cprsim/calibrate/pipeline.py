@@ -115,10 +115,8 @@ def calibrate(p: R.Preset, out: Path, progress: Callable[[int], None] = lambda n
         doc, "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)"))
     atomic_write_csv(out / "points.csv", [f.name for f in dataclasses.fields(R.Point)],
                      [dataclasses.astuple(pt) for pt in points])
-    try:
-        from cprsim.calibrate.plot import plot_calibration
+    from cprsim.plots import save_figure
+    from cprsim.plots.calibration import plot_calibration
 
-        plot_calibration(points, fits, out / "accuracy_vs_pls.png")
-    except ImportError:  # matplotlib missing: the numbers are still written
-        pass
+    save_figure(plot_calibration(doc), out / "accuracy_vs_pls.png")
     return doc

@@ -64,14 +64,14 @@ def command(tables: str, table_scale: float, skew: str, alpha: float | None, cou
         t2.add_row(f"{n:.0e}", f"{f:.5f}")
     con.print(t2)
     if plot is not None:
-        from cprsim.io import atomic_write_bytes
-        import io
-
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        from cprsim.plots import figure_format, save_figure
+
+        figure_format(plot)
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
         r = np.geomspace(1e-5, 1, 200)
         a1.semilogx(r, m.coverage(r), label="exact ranking")
@@ -87,7 +87,4 @@ def command(tables: str, table_scale: float, skew: str, alpha: float | None, cou
         a2.set_ylabel("fraction of rows touched")
         a2.set_title("rows touched after n samples")
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format=plot.suffix.lstrip(".") or "png", dpi=120)
-        plt.close(fig)
-        atomic_write_bytes(plot, buf.getvalue())
+        save_figure(fig, plot)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import io
 import math
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from cprsim import __version__
 from cprsim.errors import InputError
 from cprsim.failures.fit import FIT_FAMILIES, Fit, cluster_mtbf, fit_all
 from cprsim.failures.traces import READERS, check_filters, read_trace
-from cprsim.io import atomic_write_bytes, atomic_write_text
+from cprsim.io import atomic_write_json, atomic_write_text, dumps_json
 
 
 def _filters(items: tuple[str, ...]) -> dict[str, str]:
@@ -63,6 +62,8 @@ def _toml_table(name: str, d: dict) -> str:
               help="Which scenario node type(s) the model file describes.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write a failure-model TOML here.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write the fit figure (PNG/SVG/PDF).")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the fits and the Kaplan-Meier curve as JSON (for `cprsim plot fit`).")
 @click.option("--cluster-size", type=click.IntRange(min=1), help="Report the MTBF of this many nodes (with its CI).")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=None,
               help="Parametric-bootstrap draws for the goodness-of-fit p-value (default 49; 0 for very large traces).")
@@ -70,7 +71,7 @@ def _toml_table(name: str, d: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the ranking as JSON.")
 def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | None, node_type: str | None,
             as_type: str, out: Path | None, plot: Path | None, cluster_size: int | None, bootstrap: int | None,
-            seed: int, as_json: bool) -> None:
+            seed: int, as_json: bool, report: Path | None) -> None:
     """Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."""
     flt = _filters(filters)
     check_filters(fmt, flt)
@@ -84,19 +85,14 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
     rrep = fit_all(rt, robs, seed=seed, what=f"{trace} (repairs)") if robs.any() else None
     cl = cluster_mtbf(rep.best, cluster_size, seed=seed) if cluster_size else None
 
+    doc = {"trace": str(trace), "format": fmt, "filters": [f"{k}={v}" for k, v in flt.items()], "unit": "h",
+           "counts": tr.counts, **rep.as_dict(),
+           "cluster": None if cl is None else {"nodes": cluster_size, "mtbf_h": cl[0], "ci95": [cl[1], cl[2]],
+                                                "method": cl[3]}}
+    if report is not None:
+        atomic_write_json(report, doc)
     if as_json:
-        from cprsim.io import dumps_json
-
-        click.echo(dumps_json({
-            "n": rep.n, "events": rep.events, "censored": rep.censored, "counts": tr.counts,
-            "fits": [{"family": f.family, "scale_h": f.scale_, "scale_ci95": list(f.scale_ci_), "shape": f.shape_,
-                      "shape_ci95": list(f.shape_ci_), "log_likelihood": f.log_likelihood_, "aic": f.AIC_,
-                      "bic": f.BIC_, "ks": None if math.isnan(f.ks_) else f.ks_,
-                      "p_value": None if math.isnan(f.p_value_) else f.p_value_,
-                      "mean_h": None if math.isinf(f.mean_) else f.mean_} for f in rep.fits],
-            "cluster": None if cl is None else {"nodes": cluster_size, "mtbf_h": cl[0], "ci95": [cl[1], cl[2]],
-                                                 "method": cl[3]},
-        }), nl=False)
+        click.echo(dumps_json(doc), nl=False)
     else:
         from rich.console import Console
         from rich.table import Table
@@ -141,12 +137,8 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
             text += "\n" + _toml_table("reschedule", _params(rrep.best, "s"))
         atomic_write_text(out, text)
     if plot is not None:
-        import matplotlib.pyplot as plt
-
+        from cprsim.plots import figure_format, save_figure
         from cprsim.plots.fit import plot_fit
 
-        fig = plot_fit(rep, title=f"{trace.name} ({fmt})")
-        buf = io.BytesIO()
-        fig.savefig(buf, format=plot.suffix.lstrip(".") or "png", dpi=120)
-        plt.close(fig)
-        atomic_write_bytes(plot, buf.getvalue())
+        figure_format(plot)
+        save_figure(plot_fit(rep, title=f"{trace.name} ({fmt})"), plot)

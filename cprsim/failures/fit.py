@@ -83,6 +83,35 @@ class FitReport:
     def best(self) -> Fit:
         return self.fits[0]
 
+    def as_dict(self) -> dict:
+        """Plain data (JSON): the fits and the Kaplan-Meier curve; ``from_dict`` reads it back."""
+        def num(x: float) -> float | None:
+            return None if not math.isfinite(x) else float(x)
+
+        return {
+            "n": self.n, "events": self.events, "censored": self.censored,
+            "fits": [{"family": f.family, "scale": f.scale_, "scale_ci95": list(f.scale_ci_), "shape": f.shape_,
+                      "shape_ci95": list(f.shape_ci_), "log_likelihood": f.log_likelihood_, "k": f.k,
+                      "aic": f.AIC_, "bic": f.BIC_, "ks": num(f.ks_), "p_value": num(f.p_value_),
+                      "bootstrap": f.bootstrap, "mean": num(f.mean_)} for f in self.fits],
+            "km": {"t": self.km_t.tolist(), "s": self.km_s.tolist(),
+                   "lo": [num(x) for x in self.km_lo], "hi": [num(x) for x in self.km_hi]},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, what: str = "fit report") -> "FitReport":
+        try:
+            fits = tuple(Fit(f["family"], float(f["scale"]), float(f["shape"]), tuple(f["scale_ci95"]),
+                             tuple(f["shape_ci95"]), float(f["log_likelihood"]), int(f["k"]), int(d["n"]),
+                             int(d["events"]), math.nan if f["ks"] is None else f["ks"],
+                             math.nan if f["p_value"] is None else f["p_value"], int(f["bootstrap"]))
+                         for f in d["fits"])
+            km = d["km"]
+            arr = [np.array([math.nan if x is None else x for x in km[k]], dtype=float) for k in ("t", "s", "lo", "hi")]
+            return cls(fits, int(d["n"]), int(d["events"]), int(d["censored"]), *arr)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{what}: not a fit report written by `cprsim fit --report` ({e!s})") from None
+
 
 def _frozen(family: str, scale: float, shape: float):  # noqa: ANN202
     d = _SCIPY[family]

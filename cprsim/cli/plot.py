@@ -1,0 +1,112 @@
+"""``cprsim plot KIND RESULTS``: figures from result files (never re-runs a simulation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+#: kind -> (what RESULTS is, default file name)
+KINDS = {
+    "overhead": "a sweep's --out folder (or its results.csv): overhead vs interval per strategy, CI bands, "
+                "the planner's choices (plan.json, or --plan) marked",
+    "breakdown": "a sweep's --out folder or a `cprsim simulate --out` folder: stacked overhead components",
+    "pls": "a sweep's --out folder: PLS vs interval per strategy, with the PLS bound",
+    "fit": "a `cprsim fit --report` JSON file: Kaplan-Meier vs the fitted families",
+    "calibration": "a `cprsim calibrate --out` folder or its calibration.toml: accuracy loss vs PLS",
+    "timeline": "a `cprsim simulate --out` folder (events.csv, config.toml): Gantt of replication 0",
+}
+
+
+def _where(items: tuple[str, ...]) -> dict[str, object]:
+    from cprsim import scenario as sc
+
+    try:
+        return sc.parse_set(items)
+    except sc.ScenarioError as e:
+        raise click.BadParameter(str(e).replace("--set", "--where"), param_hint="--where") from None
+
+
+@click.command("plot")
+@click.argument("kind", type=click.Choice(list(KINDS)))
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              help="Image file (.png, .svg or .pdf). Default: RESULTS' folder/KIND.png.")
+@click.option("--metric", type=click.Choice(["overhead", "ckpt_overhead", "auc", "logloss"]),
+              help="overhead: overhead or ckpt_overhead (default overhead); calibration: auc or logloss (default auc).")
+@click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
+              help="Keep only the sweep points with this grid value (repeatable).")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A `cprsim plan --out` JSON whose options are marked (default: the sweep's plan.json).")
+@click.option("--pls-bound", type=click.FloatRange(min=0, min_open=True),
+              help="pls: draw this PLS bound (default: the plan's).")
+def command(kind: str, results: Path, out: Path | None, metric: str | None, where: tuple[str, ...],
+            plan_file: Path | None, pls_bound: float | None) -> None:
+    """Draw a figure of KIND from RESULTS.
+
+    \b
+    overhead     sweep folder -> overhead vs interval, 95% CI bands, planner's choice marked
+    breakdown    sweep or simulate folder -> stacked bars: save, load, re-executed, rescheduling
+    pls          sweep folder -> PLS vs interval with the bound
+    fit          `cprsim fit --report` JSON -> survival: Kaplan-Meier vs fitted families
+    calibration  `cprsim calibrate --out` folder -> accuracy loss vs PLS, per strategy
+    timeline     `cprsim simulate --out` folder -> Gantt of one replication
+    """
+    from cprsim.errors import InputError
+    from cprsim.plots import figure_format, save_figure
+
+    if not results.exists():
+        raise InputError(f"{results}: no such file or folder")
+    folder = results if results.is_dir() else results.parent
+    target = out if out is not None else folder / f"{kind}.png"
+    figure_format(target)
+    if metric is not None:
+        ok = ("overhead", "ckpt_overhead") if kind == "overhead" else ("auc", "logloss") if kind == "calibration" else ()
+        if metric not in ok:
+            raise click.BadParameter(f"{metric!r} does not apply to {kind}", param_hint="--metric")
+    if kind in ("overhead", "breakdown", "pls"):
+        from cprsim.plots import sweep as P
+        from cprsim.sweep.results import load_results
+
+        res = load_results(results)
+        if where:
+            res = res.where(_where(where))
+        if kind == "overhead":
+            plan = None
+            if plan_file is not None:
+                try:
+                    plan = json.loads(plan_file.read_text())
+                except json.JSONDecodeError:
+                    raise InputError(f"{plan_file}: invalid JSON (expected `cprsim plan --out` output)") from None
+            fig = P.plot_overhead(res, metric or "overhead", plan)
+        elif kind == "pls":
+            fig = P.plot_pls(res, pls_bound)
+        else:
+            fig = P.plot_breakdown(res)
+    elif kind == "fit":
+        from cprsim.failures.fit import FitReport
+        from cprsim.plots.fit import plot_fit
+
+        try:
+            doc = json.loads(results.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError):
+            raise InputError(f"{results}: not a JSON fit report (write one with `cprsim fit --report`)") from None
+        rep = FitReport.from_dict(doc, str(results))
+        fig = plot_fit(rep, title=f"{Path(doc.get('trace', results.name)).name} ({doc.get('format', '?')})",
+                       unit=doc.get("unit", "h"))
+    elif kind == "calibration":
+        from cprsim.plots.calibration import plot_calibration, read_calibration
+
+        fig = plot_calibration(read_calibration(results), metric or "auc")
+    else:
+        from cprsim import scenario as sc
+        from cprsim.plots.gantt import plot_timeline, read_events
+
+        if not results.is_dir():
+            raise InputError(f"{results}: expected a `cprsim simulate --out` folder")
+        s = sc.load(str(results / "config.toml"))
+        fig = plot_timeline(read_events(results / "events.csv"), s.cluster.trainers,
+                            f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication 0")
+    save_figure(fig, target)
+    click.echo(f"wrote {target}")

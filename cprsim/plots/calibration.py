@@ -1,0 +1,67 @@
+"""Accuracy loss against PLS from a calibration document: mean over seeds with error bars
+(±1 sd over seeds), the fit through the origin with its 95% CI, one colour per strategy."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cprsim.errors import InputError
+from cprsim.plots import new_axes
+from cprsim.plots.style import colour
+
+
+def read_calibration(path: str | Path) -> dict[str, Any]:
+    """``calibration.toml`` (or the ``cprsim calibrate --out`` folder holding it)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "calibration.toml"
+    if not p.is_file():
+        raise InputError(f"{p}: no such calibration file")
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{p}: invalid TOML: {e}") from None
+    if not isinstance(doc.get("points"), dict) or not isinstance(doc.get("fit"), dict):
+        raise InputError(f"{p}: needs [fit.<strategy>] and [points.<strategy>] tables (written by cprsim calibrate)")
+    return doc
+
+
+def plot_calibration(doc: dict[str, Any], metric: str = "auc", ax: Any = None):  # noqa: ANN201
+    if metric not in ("auc", "logloss"):
+        raise InputError(f"metric must be auc or logloss, got {metric!r}")
+    fig, ax = new_axes(ax, (6.5, 4.3))
+    key = "d_auc" if metric == "auc" else "d_logloss"
+    strategies = list(doc["points"])
+    for st, pts in doc["points"].items():
+        c = colour(st, strategies)
+        pls, y, budget = (np.asarray(pts[k], dtype=float) for k in ("pls", key, "budget"))
+        xs, ys, xe, ye = [], [], [], []
+        for b in sorted(set(budget.tolist())):
+            sel = budget == b
+            xs.append(pls[sel].mean())
+            ys.append(y[sel].mean())
+            xe.append(pls[sel].std(ddof=1) if sel.sum() > 1 else 0.0)
+            ye.append(y[sel].std(ddof=1) if sel.sum() > 1 else 0.0)
+        ax.errorbar(xs, ys, yerr=ye, xerr=xe, fmt="o", color=c, capsize=3, label=f"{st} (mean ± sd over seeds)")
+        f = doc["fit"].get(st, {})
+        slope = f.get(f"{metric}_slope")
+        if isinstance(slope, float) and math.isfinite(slope) and pls.size:
+            gx = np.linspace(0, pls.max() * 1.05, 50)
+            ax.plot(gx, slope * gx, color=c, lw=1,
+                    label=f"{st} fit: {slope:.3g} × PLS [{f[f'{metric}_slope_lo']:.3g}, "
+                          f"{f[f'{metric}_slope_hi']:.3g}], R²={f[f'{metric}_r2']:.2f}")
+            ax.fill_between(gx, f[f"{metric}_slope_lo"] * gx, f[f"{metric}_slope_hi"] * gx, color=c, alpha=0.1, lw=0)
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("PLS (portion of lost samples)")
+    ax.set_ylabel("AUC loss (baseline − with failures)" if metric == "auc" else "log-loss increase (with failures − baseline)")
+    prov = doc.get("provenance", {})
+    ax.set_title(f"accuracy loss vs PLS ({prov.get('preset', '?')} preset, {prov.get('model', 'DLRM')})"[:90],
+                 fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,166 @@
+"""Sweep figures: overhead and PLS against the checkpoint interval, and the time breakdown."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from cprsim.errors import InputError
+from cprsim.plots import new_axes
+from cprsim.plots.style import COMPONENTS, colour
+from cprsim.sweep.results import PointSummary, SweepResults
+
+_METRIC_LABEL = {
+    "overhead": "total overhead (% of failure-free time W)",
+    "ckpt_overhead": "checkpoint-related overhead (% of W)",
+}
+_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def _groups(res: SweepResults) -> dict[tuple[str, str], list[PointSummary]]:
+    """Lines: one per strategy and combination of the varying grid keys other than the interval."""
+    other = [k for k in res.varying() if k != "checkpoint.interval_h"]
+    out: dict[tuple[str, str], list[PointSummary]] = {}
+    for p in res.points:
+        extra = ", ".join(f"{k.split('.')[-1]}={_fmt(p.values[k])}" for k in other)
+        out.setdefault((p.strategy, extra), []).append(p)
+    for g in out.values():
+        g.sort(key=lambda p: p.interval_h)
+    return out
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else (json.dumps(v) if not isinstance(v, (int, str)) else str(v))
+
+
+def _interval_axis(ax: Any, xs: list[float]) -> None:
+    ax.set_xlabel("checkpoint interval τ (hours of progress)")
+    pos = [x for x in xs if x > 0 and math.isfinite(x)]
+    if pos and max(pos) / min(pos) >= 8:
+        from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, Any] | None = None,
+                  ax: Any = None):  # noqa: ANN201
+    """Overhead (mean and 95% CI band) against the interval, a line per strategy; the planner's
+    options as markers with their CIs, the recommended one as a star."""
+    if metric not in _METRIC_LABEL:
+        raise InputError(f"--metric must be one of {', '.join(_METRIC_LABEL)}, got {metric!r}")
+    fig, ax = new_axes(ax)
+    groups = _groups(res)
+    strategies = res.strategies
+    styles: dict[str, int] = {}
+    for (st, extra), pts in groups.items():
+        x = np.array([p.interval_h for p in pts])
+        m = np.array([p[metric].mean for p in pts]) * 100
+        lo = np.array([p[metric].lo for p in pts]) * 100
+        hi = np.array([p[metric].hi for p in pts]) * 100
+        c = colour(st, strategies)
+        ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
+        ax.plot(x, m, ls, marker="o", ms=3, color=c, label=st + (f" ({extra})" if extra else ""))
+        ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
+    plan = plan if plan is not None else res.plan
+    if plan is not None:
+        _mark_plan(ax, plan, metric, strategies)
+    _interval_axis(ax, [p.interval_h for p in res.points])
+    ax.set_ylabel(_METRIC_LABEL[metric])
+    ax.set_title(f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval (95% CI bands)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _mark_plan(ax: Any, plan: dict[str, Any], metric: str, strategies: list[str]) -> None:
+    markers = "Dsp^vh<>"
+    for i, o in enumerate(plan.get("options", [])):
+        e = o.get(metric)
+        if not e or e.get("mean") is None or o.get("interval_h") is None:
+            continue
+        rec = o["label"] == plan.get("recommended")
+        y = 100 * e["mean"]
+        lo, hi = (100 * v if v is not None else y for v in e.get("ci95", [None, None]))
+        ax.errorbar([o["interval_h"]], [y], yerr=[[y - lo], [hi - y]], fmt="*" if rec else markers[i % len(markers)],
+                    ms=15 if rec else 7, mfc=colour(o["strategy"], strategies), mec="black", ecolor="black",
+                    capsize=3, zorder=5,
+                    label=f"plan: {o['label']}, τ={o['interval_h']:.3g} h" + (" (recommended)" if rec else ""))
+
+
+def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None):  # noqa: ANN201
+    """PLS (mean, 95% CI band) against the interval for every strategy that loses updates, and the
+    PLS bound (the planner's, or given)."""
+    fig, ax = new_axes(ax)
+    plan = res.plan
+    if bound is None and plan is not None:
+        bound = plan.get("pls_bound")
+    groups = _groups(res)
+    drawn = 0
+    styles: dict[str, int] = {}
+    for (st, extra), pts in groups.items():
+        if all(p["pls"].mean == 0 for p in pts):
+            continue  # full recovery, ECRM without stripe loss: nothing lost
+        x = np.array([p.interval_h for p in pts])
+        c = colour(st, res.strategies)
+        ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
+        ax.plot(x, [p["pls"].mean for p in pts], ls, marker="o", ms=3, color=c,
+                label=st + (f" ({extra})" if extra else ""))
+        ax.fill_between(x, [p["pls"].lo for p in pts], [p["pls"].hi for p in pts], color=c, alpha=0.18, lw=0)
+        drawn += 1
+    if bound is not None and math.isfinite(bound):
+        ax.axhline(bound, color="black", ls="--", lw=1, label=f"PLS bound {bound:.3g}")
+    if not drawn:
+        ax.text(0.5, 0.5, "no strategy in these results loses updates (PLS = 0)", transform=ax.transAxes,
+                ha="center")
+    _interval_axis(ax, [p.interval_h for p in res.points])
+    ax.set_ylabel("PLS (portion of lost samples)")
+    ax.set_title(f"{res.name}: lost updates vs checkpoint interval (95% CI bands)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
+    """Stacked bars: the mean of each overhead component as % of W, per point; the 95% CI of the
+    total overhead as an error bar."""
+    pts = list(res.points)
+    if len(pts) > 40:
+        raise InputError(f"{res.source}: {len(pts)} points are too many bars; select some with --where")
+    fig, ax = new_axes(ax, (max(6.0, 0.55 * len(pts) + 2.5), 4.8))
+    varying = res.varying()
+    labels = []
+    for p in pts:
+        parts = [p.strategy] + [f"{k.split('.')[-1]}={_fmt(p.values[k])}" for k in varying
+                                if k != "checkpoint.interval_h"]
+        parts.append(f"τ={p.interval_h:g} h")
+        labels.append("\n".join(parts))
+    x = np.arange(len(pts))
+    bottom = np.zeros(len(pts))
+    W = np.array([p["useful_s"].mean for p in pts])
+    for key, label, c in COMPONENTS:
+        h = np.array([p[key].mean for p in pts]) / W * 100
+        ax.bar(x, h, 0.7, bottom=bottom, color=c, label=label)
+        bottom += h
+    tot = np.array([p["overhead"].mean for p in pts]) * 100
+    lo = np.array([p["overhead"].lo for p in pts]) * 100
+    hi = np.array([p["overhead"].hi for p in pts]) * 100
+    ax.errorbar(x, tot, yerr=[tot - lo, hi - tot], fmt="none", ecolor="black", capsize=3,
+                label="total overhead, 95% CI")
+    ax.set_xticks(x, labels, fontsize=7)
+    for tick, p in zip(ax.get_xticklabels(), pts):
+        tick.set_color(colour(p.strategy, res.strategies))
+    ax.set_ylabel("overhead (% of failure-free time W)")
+    ax.set_xlabel("strategy and setting")
+    ax.set_title(f"{res.name}: where the time goes (mean over replications)")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,174 @@
+"""Result files read back (for plots and notebooks): never re-runs a simulation.
+
+``load_results(PATH)`` accepts a sweep's output folder (or its ``results.csv``, even while the
+sweep still runs: only complete points are used) and a ``cprsim simulate --out`` folder (its
+``replications.csv`` becomes one point). Each point is summarized with the same estimator as
+``cprsim simulate`` (mean, 95% Student-t interval over replications).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cprsim.errors import InputError
+from cprsim.sim.replicate import METRICS, Estimate, estimate
+
+#: summarized per point: the simulator's metrics and the failure-free time W (useful_s)
+SUMMARIZED = (*METRICS, "useful_s")
+
+
+@dataclass(frozen=True)
+class PointSummary:
+    point: int
+    strategy: str
+    values: dict[str, Any]  #: grid key -> value
+    interval_h: float
+    n: int
+    metrics: dict[str, Estimate]
+
+    def __getitem__(self, metric: str) -> Estimate:
+        return self.metrics[metric]
+
+
+@dataclass(frozen=True)
+class SweepResults:
+    source: Path
+    keys: tuple[str, ...]
+    points: tuple[PointSummary, ...]
+    name: str = ""
+    plan: dict[str, Any] | None = None
+    failure_free_s: float | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def strategies(self) -> list[str]:
+        return list(dict.fromkeys(p.strategy for p in self.points))
+
+    def varying(self) -> list[str]:
+        """Grid keys that take more than one value among the points."""
+        return [k for k in self.keys if len({json.dumps(p.values[k]) for p in self.points}) > 1]
+
+    def where(self, conditions: dict[str, Any]) -> "SweepResults":
+        for k in conditions:
+            if k not in self.keys:
+                raise InputError(f"--where {k}: not a grid key of {self.source} (keys: {', '.join(self.keys) or 'none'})")
+        pts = tuple(p for p in self.points if all(_same(p.values[k], v) for k, v in conditions.items()))
+        if not pts:
+            raise InputError(f"{self.source}: no point has {', '.join(f'{k}={v}' for k, v in conditions.items())}")
+        return SweepResults(self.source, self.keys, pts, self.name, self.plan, self.failure_free_s, self.manifest)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-12)
+    return a == b
+
+
+def _value(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    data = path.read_bytes()
+    cut = data.rfind(b"\n")  # a sweep still running may have a torn last line
+    rows = list(csv.reader(data[: cut + 1].decode("utf-8").splitlines()))
+    if not rows:
+        raise InputError(f"{path}: empty results file")
+    return rows[0], rows[1:]
+
+
+def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[str],
+               expected_n: int | None) -> list[PointSummary]:
+    col = {c: i for i, c in enumerate(head)}
+    missing = [m for m in SUMMARIZED if m not in col]
+    if missing:
+        raise InputError(f"{path}: not a cprsim results table (no column {missing[0]})")
+    groups: dict[int, list[list[str]]] = {}
+    for line, r in enumerate(rows, start=2):
+        if len(r) != len(head):
+            raise InputError(f"{path}:{line}: expected {len(head)} columns, got {len(r)}")
+        groups.setdefault(int(r[col["point"]]) if "point" in col else 0, []).append(r)
+    out = []
+    for i in sorted(groups):
+        g = groups[i]
+        if expected_n is not None and len(g) < expected_n:
+            continue  # a point still running in a sweep's journal
+        first = g[0]
+        ests = {}
+        for m in SUMMARIZED:
+            try:
+                ests[m] = estimate([float(r[col[m]]) for r in g])
+            except ValueError:
+                raise InputError(f"{path}: column {m}: expected numbers") from None
+        out.append(PointSummary(
+            point=i, strategy=first[col["strategy"]] if "strategy" in col else "",
+            values={k: _value(first[col[k]]) for k in keys},
+            interval_h=float(first[col["interval_h"]]) if "interval_h" in col else math.nan,
+            n=len(g), metrics=ests))
+    return out
+
+
+def load_results(path: str | Path) -> SweepResults:
+    p = Path(path)
+    if p.is_file():
+        folder = p.parent
+        table = p
+    elif p.is_dir():
+        folder = p
+        table = p / "results.csv" if (p / "results.csv").exists() else p / "replications.csv"
+    else:
+        raise InputError(f"{p}: no such file or folder")
+    if not table.is_file():
+        raise InputError(f"{p}: no results.csv (a sweep's output) or replications.csv (cprsim simulate --out)")
+    head, rows = _read_csv(table)
+    plan = _json(folder / "plan.json")
+    if "point" in head:  # a sweep
+        manifest = _json(folder / "manifest.json") or {}
+        try:
+            keys = head[head.index("strategy") + 1: head.index("interval_h")]
+        except ValueError:
+            raise InputError(f"{table}: not a sweep's results table (needs strategy and interval_h columns)") from None
+        points = _summaries(table, head, rows, keys, manifest.get("replications"))
+        W = None
+        cfg = folder / "config.toml"
+        if cfg.is_file():
+            W = _failure_free_s(cfg)
+        return SweepResults(table, tuple(keys), tuple(points), manifest.get("name", folder.name), plan, W, manifest)
+    summary = _json(folder / "summary.json")
+    if summary is None:
+        raise InputError(f"{folder}: replications.csv without summary.json: not a `cprsim simulate --out` folder")
+    pts = _summaries(table, head, rows, [], None)
+    pt = pts[0]
+    pt = PointSummary(0, summary["strategy"], {}, float(summary["interval_h"]), pt.n, pt.metrics)
+    return SweepResults(table, (), (pt,), summary.get("scenario", folder.name), plan, summary.get("failure_free_s"))
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise InputError(f"{path}: invalid JSON") from None
+
+
+def _failure_free_s(cfg: Path) -> float | None:
+    from cprsim import scenario as sc
+
+    try:
+        return sc.load(str(cfg)).duration_s
+    except InputError:
+        return None

@@ -1,0 +1,208 @@
+"""A sweep file: a factorial grid over scenario keys x strategies x replications.
+
+::
+
+    name = "interval"                     # default: the file's stem
+    description = "overhead against the checkpoint interval"
+    scenario = "cpr-production"           # a built-in name, or a TOML file relative to this one
+    replications = 40                     # per point (default: the scenario's)
+    seed = 2021                           # default: the scenario's
+    strategies = ["full", "partial", { name = "mfu", top_fraction = 0.05, label = "mfu-5%" }]
+
+    [set]                                 # fixed overrides, applied to every point (like --set)
+    "storage.write_gbps" = 5.0
+
+    [grid]                                # every combination of these values (dotted keys, like --set)
+    "checkpoint.interval_h" = [0.5, 1, 2, 4]
+    "cluster.embedding_servers" = [18, 36]
+
+    [plan]                                # optional: the planner's choice on the base scenario -> plan.json
+    max_accuracy_loss = 0.001
+
+A strategy entry replaces the scenario's whole ``[strategy]`` table (its parameters are those
+given in the entry, else the strategy's defaults); ``label`` names it in the results (default:
+the name). Nested tables are flattened, so ``[grid.checkpoint] interval_h = [...]`` is the same
+as ``"checkpoint.interval_h" = [...]``. Points are numbered grid-major in file order, strategies
+innermost; every point is validated before anything runs, and an error names the sweep file, the
+point and the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cprsim import scenario as sc
+from cprsim.errors import InputError
+
+
+class SweepError(InputError):
+    """A bad sweep file: one line naming the file and the key."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlanSpec(_Model):
+    max_accuracy_loss: float = Field(..., gt=0, description="accuracy loss accepted (AUC or log-loss)")
+    metric: Literal["auc", "logloss"] = "auc"
+    strategies: tuple[str, ...] = ("partial", "mfu", "ssu")
+    replications: int | None = Field(None, ge=2)
+
+
+class SweepFile(_Model):
+    name: str | None = None
+    description: str = ""
+    scenario: str = Field(..., min_length=1, description="built-in scenario name or TOML file")
+    replications: int | None = Field(None, ge=1, le=1_000_000)
+    seed: int | None = Field(None, ge=0)
+    strategies: tuple[str | dict[str, Any], ...] = ()
+    set: dict[str, Any] = {}
+    grid: dict[str, Any] = {}
+    plan: PlanSpec | None = None
+
+    @field_validator("strategies")
+    @classmethod
+    def _entries(cls, v: tuple) -> tuple:
+        for i, e in enumerate(v):
+            if isinstance(e, dict) and not isinstance(e.get("name"), str):
+                raise ValueError(f"entry {i}: a strategy table needs `name`")
+        return v
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the grid with one strategy: ``replications`` replications of one scenario."""
+
+    index: int
+    strategy: str  #: label of the strategy entry
+    values: tuple[tuple[str, Any], ...]  #: the grid key values of this point, in grid order
+    raw: dict[str, Any]  #: the scenario's raw table with every override applied (validated)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    description: str
+    source: str
+    base_raw: dict[str, Any]
+    keys: tuple[str, ...]  #: grid keys, in file order
+    strategies: tuple[str, ...]  #: labels
+    points: tuple[Point, ...]
+    replications: int
+    seed: int
+    plan: PlanSpec | None
+    fingerprint: str  #: hash of everything that decides the numbers (resume checks it)
+
+    def scenario(self, point: Point) -> sc.Scenario:
+        return sc.validate(copy.deepcopy(point.raw), f"{self.source} (point {point.index})")
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _label(entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if isinstance(entry, str):
+        return entry, {"name": entry}
+    table = {k: v for k, v in entry.items() if k != "label"}
+    return str(entry.get("label", entry["name"])), table
+
+
+def _format(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+    return f"{source}: {loc}: {msg}" if loc else f"{source}: {msg}"
+
+
+def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
+    """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries."""
+    p = Path(path)
+    if not p.is_file():
+        raise SweepError(f"{p}: no such sweep file")
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise SweepError(f"{p}: invalid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise SweepError(f"{p}: not a UTF-8 text file") from None
+    try:
+        spec = SweepFile.model_validate(doc)
+    except ValidationError as e:
+        raise SweepError(_format(e, str(p))) from None
+    return expand(spec, p, overrides)
+
+
+def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None) -> Sweep:
+    source = str(path)
+    scen = spec.scenario
+    if sc._builtin_text(scen) is None and not Path(scen).is_absolute():  # noqa: SLF001
+        scen = str(path.parent / scen)
+    try:
+        base_raw, _ = sc.load_raw(scen)
+    except sc.ScenarioError as e:
+        raise SweepError(f"{source}: scenario: {e}") from None
+    fixed = _flatten(spec.set)
+    fixed.update(overrides or {})
+    if spec.seed is not None:
+        fixed["seed"] = spec.seed
+    if spec.replications is not None:
+        fixed["replications"] = spec.replications
+    base = copy.deepcopy(base_raw)
+    for k, v in fixed.items():
+        sc.set_dotted(base, k, v)
+    grid = _flatten(spec.grid)
+    for k, vals in grid.items():
+        if not isinstance(vals, list) or not vals:
+            raise SweepError(f"{source}: grid.{k}: expected a non-empty list of values")
+        if k.split(".")[0] == "strategy" and spec.strategies:
+            raise SweepError(f"{source}: grid.{k}: vary strategies with `strategies`, not in the grid")
+        if k in ("seed", "replications"):
+            raise SweepError(f"{source}: grid.{k}: seed and replications are the sweep's, not a grid axis")
+    entries = [_label(e) for e in spec.strategies] or [(None, None)]
+    labels = [lab for lab, _ in entries]
+    if len(set(labels)) != len(labels):
+        raise SweepError(f"{source}: strategies: two entries share the label; give each a distinct `label`")
+    keys = tuple(grid)
+    points: list[Point] = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        for label, table in entries:
+            raw = copy.deepcopy(base)
+            for k, v in zip(keys, combo):
+                sc.set_dotted(raw, k, v)
+            if table is not None:
+                raw["strategy"] = dict(table)
+            idx = len(points)
+            lab = label or str(raw.get("strategy", {}).get("name", "full"))
+            where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, combo))
+            try:
+                s = sc.validate(copy.deepcopy(raw), f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})")
+            except sc.ScenarioError as e:
+                raise SweepError(str(e)) from None
+            points.append(Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s)))
+    first = points[0].raw
+    fp = hashlib.sha256(json.dumps(
+        {"points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points]},
+        sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return Sweep(
+        name=spec.name or path.stem, description=spec.description, source=source, base_raw=base,
+        keys=keys, strategies=tuple(dict.fromkeys(pt.strategy for pt in points)), points=tuple(points),
+        replications=int(first["replications"]), seed=int(first["seed"]), plan=spec.plan, fingerprint=fp,
+    )
