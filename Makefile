@@ -30,7 +30,7 @@ test: $(VENV)/.installed-test
 
 ## make figures: regenerate every experiment's figures into experiments/*/out/
 figures: $(VENV)/.installed-test
-	@for d in experiments/*/; do [ -x $$d/run.sh ] && (cd $$d && ./run.sh) || true; done
+	@for d in experiments/*/; do if [ -x $$d/run.sh ]; then echo "== $$d"; $$d/run.sh || exit 1; fi; done
 
 ## make bench: the benchmarks (ratios against a baseline measured in the same run)
 bench: $(VENV)/.installed-test

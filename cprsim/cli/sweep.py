@@ -32,11 +32,13 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
     """
     from cprsim import scenario as sc
     from cprsim.sweep import load_sweep, run_sweep
+    from cprsim.sweep.runner import check_out
 
     if scheduler is not None and dask_local is not None:
         raise click.UsageError("give --scheduler or --dask-local, not both")
     sw = load_sweep(sweep_file, sc.parse_set(sets))
     out = out if out is not None else Path("out") / sw.name
+    check_out(sw, out, resume)
     n = len(sw.points)
     where = (f"Dask scheduler {scheduler}" if scheduler else f"Dask LocalCluster ({dask_local} workers)"
              if dask_local else f"{jobs} local process{'es' if jobs > 1 else ''}")

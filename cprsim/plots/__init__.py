@@ -43,11 +43,11 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 130) -> Path:
     # metadata without dates or versions: same data, same bytes
     meta = {"Creator": None, "Producer": None, "CreationDate": None} if fmt == "pdf" else \
         ({"Date": None, "Creator": None} if fmt == "svg" else {"Software": None})
-    if fmt == "svg":
-        import matplotlib
+    import matplotlib
 
-        matplotlib.rcParams["svg.hashsalt"] = "cprsim"
-    fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
+    # SVG: text stays text (editable, searchable), ids from a fixed salt (same bytes each run)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "cprsim"}):
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
     plt.close(fig)
     return atomic_write_bytes(p, buf.getvalue())
 

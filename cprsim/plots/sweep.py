@@ -134,7 +134,6 @@ def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
     pts = list(res.points)
     if len(pts) > 40:
         raise InputError(f"{res.source}: {len(pts)} points are too many bars; select some with --where")
-    fig, ax = new_axes(ax, (max(6.0, 0.55 * len(pts) + 2.5), 4.8))
     varying = res.varying()
     labels = []
     for p in pts:
@@ -142,6 +141,8 @@ def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
                                 if k != "checkpoint.interval_h"]
         parts.append(f"τ={p.interval_h:g} h")
         labels.append("\n".join(parts))
+    widest = max(len(x) for lab in labels for x in lab.split("\n"))
+    fig, ax = new_axes(ax, (max(6.0, len(pts) * max(0.55, 0.075 * widest) + 2.5), 4.8))
     x = np.arange(len(pts))
     bottom = np.zeros(len(pts))
     W = np.array([p["useful_s"].mean for p in pts])

@@ -190,18 +190,11 @@ def run_sweep(
     sweep_text: bytes | None = None,
 ) -> Outcome:
     """Run (or finish) a sweep into ``out``. Identical files whatever the backend."""
+    check_out(sweep, out, resume)
     out.mkdir(parents=True, exist_ok=True)
     head = header(sweep)
     journal = Journal(out / "results.csv", head, sweep.replications)
     manifest_path = out / "manifest.json"
-    if journal.path.exists() or manifest_path.exists():
-        if not resume:
-            raise SweepError(f"{out}: already holds a sweep's results; pass --resume to finish it, "
-                             f"or choose another --out")
-        old = _read_manifest(manifest_path)
-        if old.get("fingerprint") != sweep.fingerprint:
-            raise SweepError(f"{out}: its results come from a different sweep (fingerprint "
-                             f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another --out")
     manifest = {
         "cprsim_version": __version__, "name": sweep.name, "description": sweep.description,
         "source": sweep.source, "fingerprint": sweep.fingerprint, "seed": sweep.seed,
@@ -243,6 +236,19 @@ def run_sweep(
     if sweep.plan is not None and not (out / "plan.json").exists():
         _write_plan(sweep, out / "plan.json")
     return Outcome(out, len(sweep.points), len(todo), journal.path, out / "summary.csv")
+
+
+def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
+    """Refuse to overwrite another run's results, or to resume a different sweep."""
+    manifest_path = out / "manifest.json"
+    if (out / "results.csv").exists() or manifest_path.exists():
+        if not resume:
+            raise SweepError(f"{out}: already holds a sweep's results; pass --resume to finish it, "
+                             f"or choose another --out")
+        old = _read_manifest(manifest_path)
+        if old.get("fingerprint") != sweep.fingerprint:
+            raise SweepError(f"{out}: its results come from a different sweep (fingerprint "
+                             f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another --out")
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:

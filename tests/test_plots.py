@@ -1,0 +1,116 @@
+"""`cprsim plot`: every kind writes a valid image whose axes carry the expected labels."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pytest
+from click.testing import CliRunner
+
+from cprsim.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SWEEP = """
+name = "p"
+scenario = "toy"
+replications = 5
+strategies = ["full", "partial", { name = "mfu", top_fraction = 0.05, full_every = 4 }]
+[grid]
+"checkpoint.interval_h" = [0.25, 0.5, 1.0]
+"""
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plots")
+    (d / "s.toml").write_text(SWEEP)
+    assert run("sweep", d / "s.toml", "--out", d / "sweep").exit_code == 0
+    assert run("simulate", "toy", "-n", "3", "--strategy", "full", "--out", d / "sim").exit_code == 0
+    assert run("plan", "toy", "--max-accuracy-loss", "0.001", "-n", "4", "--out", d / "plan.json").exit_code == 0
+    r = run("fit", ROOT / "traces" / "examples" / "weibull-64.csv", "--bootstrap", "0", "--report", d / "fit.json")
+    assert r.exit_code == 0, r.output
+    return d
+
+
+def svg_text(path: Path) -> str:
+    root = ET.parse(path).getroot()  # a well-formed SVG document
+    assert root.tag.endswith("svg")
+    return " ".join(t for t in root.itertext())
+
+
+CASES = [
+    ("overhead", "sweep", ["--plan", "{d}/plan.json"],
+     ["checkpoint interval", "total overhead (% of failure-free time W)", "full", "partial", "mfu", "plan: "]),
+    ("overhead", "sweep", ["--metric", "ckpt_overhead"], ["checkpoint-related overhead (% of W)"]),
+    ("breakdown", "sweep", [], ["overhead (% of failure-free time W)", "checkpoint saves", "re-executed work",
+                                "rescheduling", "strategy and setting"]),
+    ("breakdown", "sim", [], ["checkpoint saves", "τ=0.5 h"]),
+    ("pls", "sweep", ["--pls-bound", "0.01"], ["PLS (portion of lost samples)", "PLS bound 0.01", "partial", "mfu"]),
+    ("fit", "fit.json", [], ["survival S(t)", "time between failures (h)", "Kaplan-Meier", "weibull",
+                             "Weibull probability plot"]),
+    ("calibration", str(ROOT / "cprsim" / "data" / "calibration.toml"), [],
+     ["PLS (portion of lost samples)", "AUC loss", "partial"]),
+    ("timeline", "sim", [], ["wall-clock time (hours)", "job", "compute", "save"]),
+]
+
+
+@pytest.mark.parametrize("kind, src, extra, labels", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_each_kind_writes_png_and_svg_with_its_labels(files, kind, src, extra, labels):
+    source = src if Path(src).is_absolute() else files / src
+    extra = [x.format(d=files) for x in extra]
+    png = files / f"{kind}-{abs(hash(tuple(extra)))}.png"
+    r = run("plot", kind, source, "--out", png, *extra)
+    assert r.exit_code == 0, r.output
+    img = mpimg.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 300
+    assert img[..., :3].std() > 0.01  # not a blank canvas
+    svg = png.with_suffix(".svg")
+    assert run("plot", kind, source, "--out", svg, *extra).exit_code == 0
+    text = svg_text(svg)
+    for label in labels:
+        assert label in text, (label, text[:400])
+
+
+def test_same_results_same_image_bytes(files):
+    a, b = files / "a.png", files / "b.png"
+    for out in (a, b):
+        assert run("plot", "overhead", files / "sweep", "--out", out).exit_code == 0
+    assert a.read_bytes() == b.read_bytes()
+    assert run("plot", "overhead", files / "sweep", "--out", files / "c.pdf").exit_code == 0
+    assert (files / "c.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_default_output_is_beside_the_results(files):
+    r = run("plot", "pls", files / "sweep")
+    assert r.exit_code == 0 and (files / "sweep" / "pls.png").is_file()
+
+
+def test_where_selects_points(files):
+    r = run("plot", "breakdown", files / "sweep", "--where", "checkpoint.interval_h=0.5", "-o", files / "w.svg")
+    assert r.exit_code == 0, r.output
+    text = svg_text(files / "w.svg")
+    assert "τ=0.5 h" in text and "τ=0.25 h" not in text
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["overhead", "{d}/none"], "no such file or folder"),
+    (["overhead", "{d}/sweep", "--out", "{d}/x.gif"], "unknown image format"),
+    (["overhead", "{d}/sweep", "--where", "cluster.trainers=3"], "not a grid key"),
+    (["overhead", "{d}/sweep", "--where", "checkpoint.interval_h=9"], "no point has"),
+    (["fit", "{d}/plan.json"], "not a fit report"),
+    (["calibration", "{d}/sweep"], "no such calibration file"),
+    (["timeline", "{d}/fit.json"], "expected a `cprsim simulate --out` folder"),
+    (["pls", "{d}/sim/events.csv"], "not a cprsim results table"),
+])
+def test_bad_input_is_a_one_line_error(files, args, expected):
+    r = run("plot", *[a.format(d=files) for a in args])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in r.output, r.output

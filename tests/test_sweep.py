@@ -1,0 +1,182 @@
+"""`cprsim sweep`: identical results whatever the backend, resume after kill -9, bad sweep files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cprsim.cli import main
+from cprsim.sweep import load_results, load_sweep
+
+SWEEP = """
+name = "t"
+scenario = "toy"
+replications = {reps}
+strategies = ["full", {{ name = "partial", label = "cpr" }}]
+[set]
+"storage.write_gbps" = 0.4
+[grid]
+"checkpoint.interval_h" = {intervals}
+"""
+
+
+def write_sweep(tmp_path: Path, reps: int = 6, intervals: str = "[0.25, 0.5, 1.0]", name: str = "s.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(SWEEP.format(reps=reps, intervals=intervals))
+    return p
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_line_error(r) -> str:
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
+    assert len(lines) == 1 and lines[0].startswith("Error:"), r.output
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def rows(path: Path) -> list[list[str]]:
+    with path.open(newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_expansion_is_grid_major_with_strategies_innermost(tmp_path):
+    sw = load_sweep(write_sweep(tmp_path))
+    assert [(p.values[0][1], p.strategy) for p in sw.points] == [
+        (0.25, "full"), (0.25, "cpr"), (0.5, "full"), (0.5, "cpr"), (1.0, "full"), (1.0, "cpr")]
+    assert all(p.raw["storage"]["write_gbps"] == 0.4 for p in sw.points)
+    assert sw.points[1].raw["strategy"]["name"] == "partial"
+
+
+def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path):
+    sweep = write_sweep(tmp_path)
+    outs = {}
+    for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("dask", ["--dask-local", "2"])):
+        out = tmp_path / label
+        r = run("sweep", sweep, "--out", out, *extra)
+        assert r.exit_code == 0, r.output
+        outs[label] = out
+    for name in ("results.csv", "summary.csv", "manifest.json", "config.toml", "sweep.toml"):
+        ref = (outs["j1"] / name).read_bytes()
+        assert (outs["j2"] / name).read_bytes() == ref, name
+        assert (outs["dask"] / name).read_bytes() == ref, name
+    table = rows(outs["j1"] / "results.csv")
+    assert len(table) == 1 + 6 * 6
+    keys = [(r[0], r[4]) for r in table[1:]]
+    assert len(set(keys)) == len(keys)  # no point x replication twice
+    # a point equals `cprsim simulate` of the same scenario, replication by replication
+    r = run("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy", "partial",
+            "-n", "6", "--out", tmp_path / "sim")
+    assert r.exit_code == 0, r.output
+    sim = rows(tmp_path / "sim" / "replications.csv")
+    point3 = [row for row in table[1:] if row[0] == "3"]
+    assert [row[4:] for row in point3] == sim[1:]
+
+
+def test_resume_after_kill_9_loses_nothing_and_duplicates_nothing(tmp_path):
+    sweep = write_sweep(tmp_path, reps=400, intervals="[0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0]")
+    ref = tmp_path / "ref"
+    assert run("sweep", sweep, "--out", ref).exit_code == 0
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "cprsim", "sweep", str(sweep), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    journal = out / "results.csv"
+    deadline = time.monotonic() + 120
+    before = 0
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if journal.exists():
+                before = len({r[0] for r in rows(journal)[1:]})
+                if before >= 2:
+                    break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
+    assert 2 <= before < 14
+    one_line_error(run("sweep", sweep, "--out", out))  # no silent overwrite without --resume
+    r = run("sweep", sweep, "--out", out, "--resume")
+    assert r.exit_code == 0, r.output
+    ran = int(r.output.split("(")[1].split()[0])
+    assert ran <= 14 - before  # the points complete before the kill were not run again
+    for name in ("results.csv", "summary.csv"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+
+
+def test_resume_discards_a_torn_tail_and_an_incomplete_point(tmp_path):
+    sweep = write_sweep(tmp_path)
+    ref = tmp_path / "ref"
+    assert run("sweep", sweep, "--out", ref).exit_code == 0
+    out = tmp_path / "torn"
+    out.mkdir()
+    for name in ("manifest.json", "config.toml"):
+        (out / name).write_bytes((ref / name).read_bytes())
+    lines = (ref / "results.csv").read_text().splitlines(keepends=True)
+    # points 0-1 whole, point 2 with 4 of its 6 rows, then half a line (a write cut by kill -9)
+    torn = lines[:1 + 12] + lines[13:17] + [lines[17][:25]]
+    (out / "results.csv").write_text("".join(torn))
+    r = run("sweep", sweep, "--out", out, "--resume")
+    assert r.exit_code == 0, r.output
+    assert "4 run now, 2 already done" in r.output
+    assert (out / "results.csv").read_bytes() == (ref / "results.csv").read_bytes()
+
+
+def test_resume_refuses_a_changed_sweep(tmp_path):
+    sweep = write_sweep(tmp_path)
+    out = tmp_path / "o"
+    assert run("sweep", sweep, "--out", out).exit_code == 0
+    changed = write_sweep(tmp_path, reps=7, name="s2.toml")
+    assert "different sweep" in one_line_error(run("sweep", changed, "--out", out, "--resume"))
+    r = run("sweep", sweep, "--out", out, "--resume")  # same sweep, complete: nothing to run
+    assert r.exit_code == 0 and "0 run now, 6 already done" in r.output
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('scenario = "toy"\n[grid\n', "invalid TOML"),
+    ('scenario = "toy"\nreplicatons = 3\n', "replicatons: unknown key"),
+    ('scenario = "toy"\n[grid]\n"checkpoint.interval_h" = 0.5\n', "grid.checkpoint.interval_h: expected a non-empty list"),
+    ('scenario = "toy"\n[grid]\n"cluster.trainers" = [2, -1]\n', "point 1 (cluster.trainers=-1"),
+    ('scenario = "toy"\n[grid]\n"cluster.trainres" = [2]\n', "cluster.trainres: unknown key"),
+    ('scenario = "nope"\n', "scenario: "),
+    ('scenario = "toy"\nstrategies = ["full", "nosuch"]\n', "nosuch"),
+    ('scenario = "toy"\nstrategies = ["full", "full"]\n', "share the label"),
+])
+def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    line = one_line_error(run("sweep", p, "--out", tmp_path / "o"))
+    assert str(p) in line and expected in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_sweep_file(tmp_path):
+    assert "no such sweep file" in one_line_error(run("sweep", tmp_path / "none.toml"))
+
+
+def test_results_read_back_match_the_summary(tmp_path):
+    sweep = write_sweep(tmp_path)
+    out = tmp_path / "o"
+    assert run("sweep", sweep, "--out", out).exit_code == 0
+    res = load_results(out)
+    summ = rows(out / "summary.csv")
+    head = summ[0]
+    assert [p.strategy for p in res.points] == [r[1] for r in summ[1:]]
+    for p, r in zip(res.points, summ[1:]):
+        assert p["overhead"].mean == float(r[head.index("overhead_mean")])
+        assert p["pls"].hi == float(r[head.index("pls_hi")])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["replications"] == 6 and len(manifest["points"]) == 6
