@@ -61,17 +61,22 @@ def test_expansion_is_grid_major_with_strategies_innermost(tmp_path):
 
 
 def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path):
+    from distributed import LocalCluster
+
     sweep = write_sweep(tmp_path)
     outs = {}
-    for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("dask", ["--dask-local", "2"])):
-        out = tmp_path / label
-        r = run("sweep", sweep, "--out", out, *extra)
-        assert r.exit_code == 0, r.output
-        outs[label] = out
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster:  # an existing scheduler, reached by address
+        for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("dask", ["--dask-local", "2"]),
+                             ("scheduler", ["--scheduler", cluster.scheduler_address])):
+            out = tmp_path / label
+            r = run("sweep", sweep, "--out", out, *extra)
+            assert r.exit_code == 0, r.output
+            outs[label] = out
     for name in ("results.csv", "summary.csv", "manifest.json", "config.toml", "sweep.toml"):
         ref = (outs["j1"] / name).read_bytes()
-        assert (outs["j2"] / name).read_bytes() == ref, name
-        assert (outs["dask"] / name).read_bytes() == ref, name
+        for label in ("j2", "dask", "scheduler"):
+            assert (outs[label] / name).read_bytes() == ref, (label, name)
     table = rows(outs["j1"] / "results.csv")
     assert len(table) == 1 + 6 * 6
     keys = [(r[0], r[4]) for r in table[1:]]
@@ -161,6 +166,12 @@ def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected):
     line = one_line_error(run("sweep", p, "--out", tmp_path / "o"))
     assert str(p) in line and expected in line, line
     assert not (tmp_path / "o").exists()
+
+
+def test_unreachable_scheduler_is_a_one_line_error(tmp_path):
+    line = one_line_error(run("sweep", write_sweep(tmp_path), "--out", tmp_path / "o",
+                              "--scheduler", "tcp://127.0.0.1:9"))
+    assert "cannot connect" in line
 
 
 def test_missing_sweep_file(tmp_path):

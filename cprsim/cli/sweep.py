@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -42,8 +43,9 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
     n = len(sw.points)
     where = (f"Dask scheduler {scheduler}" if scheduler else f"Dask LocalCluster ({dask_local} workers)"
              if dask_local else f"{jobs} local process{'es' if jobs > 1 else ''}")
-    click.echo(f"{sw.name}: {n} points ({len(sw.keys)} grid keys x {len(sw.strategies)} strategies) x "
-               f"{sw.replications} replications, seed {sw.seed}, on {where}", err=True)
+    if sys.stderr.isatty():
+        click.echo(f"{sw.name}: {n} points ({len(sw.keys)} grid keys x {len(sw.strategies)} strategies) x "
+                   f"{sw.replications} replications, seed {sw.seed}, on {where}", err=True)
     with progress_bar(n, f"sweep {sw.name}") as advance:
         res = run_sweep(sw, out, jobs=jobs, scheduler=scheduler, dask_local=dask_local, resume=resume,
                         progress=advance, sweep_text=sweep_file.read_bytes())

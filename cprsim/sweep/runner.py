@@ -101,7 +101,7 @@ def _dask(work: list[Task], scheduler: str | None, local_workers: int | None) ->
     try:
         if local_workers is not None:
             cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
             client = Client(cluster)
         else:
             try:
