@@ -19,6 +19,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the permissions open() would
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -31,6 +32,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             pass
         raise
     return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -56,3 +63,20 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 def atomic_write_csv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
     return atomic_write_text(path, csv_text(header, rows))
+
+
+def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
+    """A TOML file as a dict; a missing, undecodable or invalid file is a one-line ``InputError``."""
+    import tomllib
+
+    from cprsim.errors import InputError
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such {what}")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{p}: invalid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not a UTF-8 text file") from None

@@ -328,6 +328,10 @@ def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
 
 
+def is_builtin(name: str) -> bool:
+    return _builtin_text(name) is not None
+
+
 def _builtin_text(name: str) -> str | None:
     f = resources.files("cprsim") / "scenarios" / f"{name}.toml"
     return f.read_text() if f.is_file() else None
@@ -354,17 +358,23 @@ def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
 
 
 def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> None:
-    """Paths in a scenario are relative to its file; ``failures.model`` merges a fitted model file.
+    """Paths in a scenario are relative to its file and become absolute (so a sweep's worker in
+    another folder finds them); ``failures.model`` merges a fitted model file.
 
     A model file (``cprsim fit --out``) holds ``[failures.<type>]`` and ``[reschedule]`` tables;
     the scenario's own keys win over the model's.
     """
+    acc = raw.get("access")
+    if isinstance(acc, dict):
+        tab = acc.get("tables")
+        if isinstance(tab, str) and tab != "criteo-kaggle" and base is not None:
+            acc["tables"] = str((base / tab).resolve())
     fail = raw.get("failures")
     if not isinstance(fail, dict):
         return
     rep = fail.get("replay")
-    if isinstance(rep, str) and base is not None and not Path(rep).is_absolute():
-        fail["replay"] = str(base / rep)
+    if isinstance(rep, str) and base is not None:
+        fail["replay"] = str((base / rep).resolve())
     model = fail.pop("model", None)
     if model is None:
         return

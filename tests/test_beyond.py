@@ -165,3 +165,13 @@ def test_bad_strategy_parameters_are_one_line_errors(tmp_path, sets, needle):
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.output
+
+
+def test_lookahead_differential_without_throughput_is_a_scenario_error():
+    raw, _ = sc.load_raw("toy")
+    raw["job"] = {"duration_h": 10.0}
+    raw["strategy"] = {"name": "lookahead", "differential": True}
+    with pytest.raises(sc.ScenarioError, match="samples_per_s"):
+        sc.validate(raw, "toy")
+    raw["strategy"] = {"name": "lookahead"}
+    sc.validate(raw, "toy")  # without the differential part it needs no throughput

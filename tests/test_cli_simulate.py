@@ -7,22 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from cprsim import scenario as sc
-from cprsim.cli import main
+from cli_helpers import one_line_error, run
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(args))
-
-
-def one_line_error(r) -> str:
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
-    assert len(lines) == 1 and lines[0].startswith("Error:"), r.output
-    assert "Traceback" not in r.output
-    return lines[0]
 
 
 def test_scenarios_lists_the_builtins():
@@ -96,3 +85,18 @@ def test_missing_and_malformed_files(tmp_path):
 def test_python_dash_m_and_version():
     r = subprocess.run([sys.executable, "-m", "cprsim", "--version"], capture_output=True, text=True, check=True)
     assert r.stdout.startswith("cprsim, version")
+
+
+def test_output_files_get_the_usual_permissions(tmp_path):
+    """Atomic writes go through mkstemp (0600); the file then gets what open() would give it."""
+    import os
+    import stat
+
+    from cprsim.io import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        p = atomic_write_text(tmp_path / "x.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644

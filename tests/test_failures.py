@@ -183,3 +183,29 @@ def test_committed_fits_match_a_refit():
     assert rep.best.family == fitted["failures"]["embedding"]["family"]
     assert rep.best.scale_ == pytest.approx(fitted["failures"]["embedding"]["scale_h"], rel=1e-6)
     assert rep.n == fitted["provenance"]["lifetimes"] and rep.censored == fitted["provenance"]["censored"]
+
+
+def test_a_cause_filter_censors_the_other_causes_and_keeps_every_up_time(tmp_path):
+    """Competing risks: a failure of an excluded cause ends the up-time censored; the node's repair
+    brings it back at risk (the filter once dropped those repairs: one lifetime per node)."""
+    f = tmp_path / "t.csv"
+    f.write_text("node,node_type,event,time_h,cause\n"
+                 "a,node,fail,10,disk\na,node,repair,11,\n"
+                 "a,node,fail,20,psu\na,node,repair,22,\n"
+                 "a,node,fail,30,disk\na,node,repair,31,\n"
+                 "b,node,fail,5,psu\nb,node,repair,6,\n"
+                 "c,gpu,fail,7,disk\n")
+    tr = read_trace(f, "csv", {"cause": "disk"})
+    t, obs = tr.lifetimes()
+    # the horizon is the last event of the trace, 31 h
+    assert sorted(zip(t.tolist(), obs.tolist())) == sorted([
+        (10.0, True), (9.0, False), (8.0, True),  # node a
+        (5.0, False), (25.0, False),               # node b: psu failure censors; then up to the horizon 31
+        (7.0, True),                                # node c
+    ])
+    rt, robs = tr.repairs()
+    # only the disk failures' repairs; node c is still down at the horizon (censored)
+    assert sorted(zip(rt.tolist(), robs.tolist())) == [(1.0, True), (1.0, True), (24.0, False)]
+    assert tr.n_failures() == 3
+    only_gpu = read_trace(f, "csv", {"node_type": "gpu"})
+    assert list(only_gpu.nodes) == ["c"]

@@ -9,15 +9,10 @@ from click.testing import CliRunner
 
 from cprsim.cli import main
 
+from cli_helpers import one_line_error
+
 QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "2000", "--save-s", "120",
          "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20", "-n", "20"]
-
-
-def _one_line_error(r):
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
-    assert len(lines) == 1 and lines[0].startswith("Error:") and "Traceback" not in r.output
-    return lines[0]
 
 
 def test_quick_form_plans_and_writes_json(tmp_path):
@@ -51,11 +46,11 @@ def test_the_plan_says_when_it_rests_on_an_uncalibrated_model(tmp_path):
     (["--max-accuracy-loss", "0.001", "--metric", "accuracy"], "accuracy"),
 ])
 def test_plan_refuses_bad_input_in_one_line(args, needle):
-    assert needle in _one_line_error(CliRunner().invoke(main, QUICK + args))
+    assert needle in one_line_error(CliRunner().invoke(main, QUICK + args))
 
 
 def test_plan_without_scenario_or_quick_options_says_what_is_missing():
-    line = _one_line_error(CliRunner().invoke(main, ["plan", "--max-accuracy-loss", "0.001"]))
+    line = one_line_error(CliRunner().invoke(main, ["plan", "--max-accuracy-loss", "0.001"]))
     assert "--node-mtbf-h" in line
 
 
@@ -69,4 +64,4 @@ def test_access_prints_and_plots(tmp_path):
 
 @pytest.mark.parametrize("args", [["--skew", "0.01"], ["--skew", "0.5:0.1"], ["--counts", "missing.csv"]])
 def test_access_bad_input(args):
-    _one_line_error(CliRunner().invoke(main, ["access", *args]))
+    one_line_error(CliRunner().invoke(main, ["access", *args]))

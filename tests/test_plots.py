@@ -7,9 +7,8 @@ from pathlib import Path
 
 import matplotlib.image as mpimg
 import pytest
-from click.testing import CliRunner
 
-from cprsim.cli import main
+from cli_helpers import one_line_error, run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,9 +21,6 @@ strategies = ["full", "partial", { name = "mfu", top_fraction = 0.05, full_every
 "checkpoint.interval_h" = [0.25, 0.5, 1.0]
 """
 
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +106,4 @@ def test_where_selects_points(files):
     (["pls", "{d}/sim/events.csv"], "not a cprsim results table"),
 ])
 def test_bad_input_is_a_one_line_error(files, args, expected):
-    r = run("plot", *[a.format(d=files) for a in args])
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in r.output, r.output
+    assert expected in one_line_error(run("plot", *[a.format(d=files) for a in args]))

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from cprsim.cli import main
+from cli_helpers import one_line_error, run
 from cprsim.sweep import load_results, load_sweep
 
 SWEEP = """
@@ -35,16 +34,6 @@ def write_sweep(tmp_path: Path, reps: int = 6, intervals: str = "[0.25, 0.5, 1.0
     return p
 
 
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def one_line_error(r) -> str:
-    assert r.exit_code == 2, r.output
-    lines = [ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
-    assert len(lines) == 1 and lines[0].startswith("Error:"), r.output
-    assert "Traceback" not in r.output
-    return lines[0]
 
 
 def rows(path: Path) -> list[list[str]]:

@@ -17,13 +17,13 @@ through the origin. A strategy without its own fit uses ``partial``'s (vanilla C
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from cprsim.errors import InputError
+from cprsim.io import read_toml
 
 METRICS = ("auc", "logloss")
 
@@ -83,12 +83,7 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
         if path is None:
             return placeholder()
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file")
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{p}: {e}") from None
+    raw = read_toml(p, "calibration file")
     prov = raw.get("provenance")
     if not isinstance(prov, dict):
         raise InputError(f"{p}: missing [provenance]")

@@ -64,7 +64,8 @@ def _toml_table(name: str, d: dict) -> str:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write the fit figure (PNG/SVG/PDF).")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the fits and the Kaplan-Meier curve as JSON (for `cprsim plot fit`).")
-@click.option("--cluster-size", type=click.IntRange(min=1), help="Report the MTBF of this many nodes (with its CI).")
+@click.option("--cluster-size", type=click.IntRange(min=1), help="Report this many fresh nodes' mean time to the first failure (95% CI) "
+                   "and their long-run MTBF (node mean / N).")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=None,
               help="Parametric-bootstrap draws for the goodness-of-fit p-value (default 49; 0 for very large traces).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
@@ -87,8 +88,9 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
 
     doc = {"trace": str(trace), "format": fmt, "filters": [f"{k}={v}" for k, v in flt.items()], "unit": "h",
            "counts": tr.counts, **rep.as_dict(),
-           "cluster": None if cl is None else {"nodes": cluster_size, "mtbf_h": cl[0], "ci95": [cl[1], cl[2]],
-                                                "method": cl[3]}}
+           "cluster": None if cl is None else {
+               "nodes": cluster_size, "first_failure_h": cl[0], "ci95": [cl[1], cl[2]], "method": cl[3],
+               "renewal_mtbf_h": rep.best.mean_ / cluster_size}}
     if report is not None:
         atomic_write_json(report, doc)
     if as_json:
@@ -118,8 +120,9 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
             con.print(f"repairs: {rrep.n} ({rrep.censored} censored), best {rb.family} mean {rb.mean_:.3g} h "
                       f"(scale {rb.scale_:.3g} h{'' if rb.family == 'exponential' else f', shape {rb.shape_:.3g}'})")
         if cl is not None:
-            con.print(f"cluster of {cluster_size} nodes ({rep.best.family}): MTBF {cl[0]:.4g} h, 95% CI "
-                      f"[{cl[1]:.4g}, {cl[2]:.4g}] ({cl[3]})")
+            con.print(f"cluster of {cluster_size} fresh nodes ({rep.best.family}): mean time to the first failure "
+                      f"{cl[0]:.4g} h, 95% CI [{cl[1]:.4g}, {cl[2]:.4g}] ({cl[3]}); long-run MTBF of the cluster "
+                      f"(renewal, mean / N) {rep.best.mean_ / cluster_size:.4g} h")
     if out is not None:
         data = trace.read_bytes()
         prov = {"source": str(trace.resolve()), "format": fmt, "sha256": hashlib.sha256(data).hexdigest(),

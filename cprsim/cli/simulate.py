@@ -16,9 +16,16 @@ from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.replicate import run_replications
 
 
+def _strategy_names() -> list[str]:
+    from cprsim.sim import strategies
+
+    strategies.ensure_loaded()
+    return strategies.names()
+
+
 @click.command("simulate")
 @scenario_argument
-@click.option("--strategy", help="Recovery strategy (see `cprsim simulate --help-strategies`).")
+@click.option("--strategy", help=f"Recovery strategy: {', '.join(_strategy_names())} (parameters: the scenario's [strategy] table; see docs/concepts.md).")
 @click.option("--interval", type=DURATION, help="Checkpoint interval: 90s, 30m, 1.5h (bare number: hours).")
 @click.option("--replications", "-n", type=click.IntRange(min=1), help="Number of replications.")
 @click.option("--seed", type=click.IntRange(min=0), help="Root seed of every random stream.")

@@ -40,7 +40,12 @@ class NodeHistory:
     node_type: str
     start: float | None = None
     end: float | None = None
-    events: list[tuple[float, str, str]] = field(default_factory=list)  # (time_h, fail|repair, cause)
+    events: list[tuple[float, str, str]] = field(default_factory=list)  # (time_h, fail|repair|other, cause)
+
+
+#: a failure of a cause the filters exclude: the node goes down, but for the kept causes the
+#: up-time that it ends is right-censored (competing risks); its repair brings the node back up
+OTHER = "other"
 
 
 @dataclass
@@ -66,11 +71,11 @@ class Trace:
             end = hz if h.end is None else h.end
             up_since: float | None = start
             for t, ev, _ in h.events:
-                if ev == "fail":
+                if ev in ("fail", OTHER):
                     if up_since is not None:
                         if t > up_since:
                             dur.append(t - up_since)
-                            obs.append(True)
+                            obs.append(ev == "fail")
                         up_since = None
                 elif ev == "repair" and up_since is None:
                     up_since = t
@@ -89,7 +94,9 @@ class Trace:
             end = hz if h.end is None else h.end
             down_since: float | None = None
             for t, ev, _ in h.events:
-                if ev == "fail" and down_since is None:
+                if ev == OTHER:
+                    down_since = None  # repairs of excluded causes are not this cause's
+                elif ev == "fail" and down_since is None:
                     down_since = t
                 elif ev == "repair" and down_since is not None:
                     if t > down_since:
@@ -115,7 +122,7 @@ class Trace:
             if h.start is not None:
                 rows.append([name, h.node_type, "start", h.start, ""])
             for t, ev, cause in h.events:
-                rows.append([name, h.node_type, ev, t, cause])
+                rows.append([name, h.node_type, "fail" if ev == OTHER else ev, t, cause])
             if h.end is not None:
                 rows.append([name, h.node_type, "end", h.end, ""])
         return rows
@@ -160,13 +167,15 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
             else:
                 if h.end is not None:
                     raise InputError(f"{path}: line {line}: event after the node's `end`")
-                if ev == "repair" and not any(e == "fail" for _, e, _ in h.events):
+                if ev == "repair" and not any(e in ("fail", OTHER) for _, e, _ in h.events):
                     raise InputError(f"{path}: line {line}: repair before any failure of node {node}")
-                if _keep(filters, {"cause": cause, "node_type": h.node_type}):
-                    h.events.append((t, ev, cause))
+                if ev == "fail" and not _keep(filters, {"cause": cause}):
+                    ev = OTHER  # competing risk: ends this cause's lifetime, censored
+                h.events.append((t, ev, cause))
             n += 1
     if n == 0:
         raise InputError(f"{path}: no events")
+    nodes = {k: h for k, h in nodes.items() if _keep(filters, {"node_type": h.node_type})}
     return Trace(nodes, str(path), {"rows": n, "nodes": len(nodes)})
 
 

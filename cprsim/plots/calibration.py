@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cprsim.errors import InputError
+from cprsim.io import read_toml
 from cprsim.plots import new_axes
 from cprsim.plots.style import colour
 
@@ -20,12 +20,7 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         p = p / "calibration.toml"
-    if not p.is_file():
-        raise InputError(f"{p}: no such calibration file")
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{p}: invalid TOML: {e}") from None
+    doc = read_toml(p, "calibration file")
     if not isinstance(doc.get("points"), dict) or not isinstance(doc.get("fit"), dict):
         raise InputError(f"{p}: needs [fit.<strategy>] and [points.<strategy>] tables (written by cprsim calibrate)")
     return doc

@@ -13,7 +13,6 @@ STRATEGY_COLOURS = {
     "lookahead": "#8c564b",
     "ecrm": "#ff7f0e",
     "checknrun": "#17becf",
-    "mfu-differential": "#bcbd22",
 }
 _SPARE = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
 

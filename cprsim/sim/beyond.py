@@ -207,6 +207,12 @@ class Lookahead(MFU):
     Params = LookaheadParams
     needs_throughput = False
 
+    @classmethod
+    def check(cls, params, scenario) -> None:  # noqa: ANN001
+        super().check(params, scenario)
+        if params.differential and scenario.job.samples_per_s is None:
+            raise ValueError("strategy 'lookahead' with differential = true counts dirty rows: give job.samples_per_s")
+
     def __init__(self, params: LookaheadParams, run: "Run") -> None:
         super().__init__(params, run)
         self.cache_cov = access.from_config(run.scenario.access).coverage(params.cache_fraction) \

@@ -70,6 +70,12 @@ def run_point(index: int, prefix: tuple[Any, ...], raw: dict[str, Any]) -> tuple
     return index, csv_text([], rows).split("\n", 1)[1]
 
 
+def _version() -> str:
+    import cprsim
+
+    return cprsim.__version__
+
+
 # -- backends: each yields (index, rows) as points complete ---------------------------------------
 def _serial(work: list[Task]) -> Iterator[tuple[int, str]]:
     for t in work:
@@ -109,6 +115,10 @@ def _dask(work: list[Task], scheduler: str | None, local_workers: int | None) ->
             except OSError as e:
                 raise InputError(f"--scheduler {scheduler}: cannot connect ({e})") from None
         try:
+            versions = {str(v) for v in client.run(_version).values()}
+            if versions != {__version__}:
+                raise InputError(f"Dask workers run cprsim {', '.join(sorted(versions)) or '(none)'}, this client "
+                                 f"{__version__}: install the same version on every worker")
             futures = [client.submit(run_point, *t, pure=False) for t in work]
             for f in dask_completed(futures):
                 yield f.result()

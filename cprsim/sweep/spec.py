@@ -33,15 +33,16 @@ import copy
 import hashlib
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError
+from cprsim.io import read_toml
 
 
 class SweepError(InputError):
@@ -103,9 +104,6 @@ class Sweep:
     plan: PlanSpec | None
     fingerprint: str  #: hash of everything that decides the numbers (resume checks it)
 
-    def scenario(self, point: Point) -> sc.Scenario:
-        return sc.validate(copy.deepcopy(point.raw), f"{self.source} (point {point.index})")
-
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -135,14 +133,7 @@ def _format(err: ValidationError, source: str) -> str:
 def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
     """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries."""
     p = Path(path)
-    if not p.is_file():
-        raise SweepError(f"{p}: no such sweep file")
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise SweepError(f"{p}: invalid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise SweepError(f"{p}: not a UTF-8 text file") from None
+    doc = read_toml(p, "sweep file")
     try:
         spec = SweepFile.model_validate(doc)
     except ValidationError as e:
@@ -153,7 +144,7 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Swe
 def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None) -> Sweep:
     source = str(path)
     scen = spec.scenario
-    if sc._builtin_text(scen) is None and not Path(scen).is_absolute():  # noqa: SLF001
+    if not sc.is_builtin(scen) and not Path(scen).is_absolute():
         scen = str(path.parent / scen)
     try:
         base_raw, _ = sc.load_raw(scen)
@@ -199,7 +190,7 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None)
             points.append(Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s)))
     first = points[0].raw
     fp = hashlib.sha256(json.dumps(
-        {"points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points]},
+        {"cprsim": __version__, "points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points]},
         sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Sweep(
         name=spec.name or path.stem, description=spec.description, source=source, base_raw=base,
