@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any
 
@@ -118,14 +120,16 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
 
     t = Table(title=f"{s.name}: {metric} loss <= {max_accuracy_loss:g} -> PLS <= {plan.pls_bound:.4g}; "
               f"{plan.failure_rate_per_h:.3g} failures/h; {plan.replications} replications, seed {plan.seed}")
-    for col in ("option", "interval", "overhead (95% CI)", "ckpt-related", "PLS (95% CI)", f"{metric} loss", "meets"):
+    for col in ("option", "interval", "overhead (95% CI)", "ckpt-related", "PLS (95% CI)", "PLS bound",
+                f"{metric} loss", "meets"):
         t.add_column(col, justify="left" if col == "option" else "right")
     for o in plan.options:
         star = " *" if o.label == plan.recommended else ""
         t.add_row(o.label + star, f"{o.interval_s / HOUR:.3g} h",
                   f"{100 * o.overhead.mean:.2f}% [{100 * o.overhead.lo:.2f}, {100 * o.overhead.hi:.2f}]",
                   f"{100 * o.ckpt_overhead.mean:.2f}%",
-                  f"{o.pls.mean:.4f} [{o.pls.lo:.4f}, {o.pls.hi:.4f}]", f"{o.accuracy_loss:.2g}",
+                  f"{o.pls.mean:.4f} [{o.pls.lo:.4f}, {o.pls.hi:.4f}]",
+                  "-" if math.isinf(o.pls_bound) else f"{o.pls_bound:.4g}", f"{o.accuracy_loss:.2g}",
                   "yes" if o.meets_bound else "NO")
     con = console()
     con.print(t)

@@ -55,8 +55,9 @@ class Option:
     ckpt_overhead: Estimate
     pls: Estimate
     accuracy_loss: float
-    meets_bound: bool
+    meets_bound: bool  #: mean simulated PLS <= pls_bound (the strategy's own bound)
     note: str = ""
+    pls_bound: float = math.inf  #: this strategy's PLS bound (its own calibration slope); inf for full
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -227,7 +228,7 @@ def make_plan(
         loss = calibration.accuracy_loss(pls.mean, metric, strategy) if pls.mean > 0 else 0.0
         meets = strategy == "full" or pls.mean <= pls_bound * (1 + 1e-9)
         return Option(label, strategy, tau, params, a_over, e_pls, est["overhead"], est["ckpt_overhead"],
-                      pls, loss, meets, note)
+                      pls, loss, meets, note, math.inf if strategy == "full" else pls_bound)
 
     # -- full recovery --------------------------------------------------------------------------
     R_full = resched + c.load_s

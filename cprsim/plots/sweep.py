@@ -10,7 +10,7 @@ import numpy as np
 
 from cprsim.errors import InputError
 from cprsim.plots import new_axes
-from cprsim.plots.style import COMPONENTS, colour
+from cprsim.plots.style import COMPONENTS, base_name, colour
 from cprsim.sweep.results import PointSummary, SweepResults
 
 _METRIC_LABEL = {
@@ -100,7 +100,7 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None):  # 
     fig, ax = new_axes(ax)
     plan = res.plan
     if bound is None and plan is not None:
-        bound = plan.get("pls_bound")
+        bound = plan.get("pls_bound")  # CPR-vanilla's; MFU/SSU have their own, drawn below
     groups = _groups(res)
     drawn = 0
     styles: dict[str, int] = {}
@@ -116,6 +116,13 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None):  # 
         drawn += 1
     if bound is not None and math.isfinite(bound):
         ax.axhline(bound, color="black", ls="--", lw=1, label=f"PLS bound {bound:.3g}")
+    if plan is not None:  # each strategy's own bound (its calibration slope), where it differs
+        shown = {base_name(st) for st, _ in groups}
+        for o in plan.get("options", []):
+            b = o.get("pls_bound")
+            if b is not None and o["strategy"] in shown and (bound is None or abs(b - bound) > 1e-12):
+                ax.axhline(b, color=colour(o["strategy"], res.strategies), ls=":", lw=1,
+                           label=f"PLS bound for {o['label']}: {b:.3g}")
     if not drawn:
         ax.text(0.5, 0.5, "no strategy in these results loses updates (PLS = 0)", transform=ax.transAxes,
                 ha="center")
