@@ -272,6 +272,8 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
         nxt = cur.get(p)
         if nxt is None:
             nxt = cur[p] = {}
+        elif isinstance(nxt, tuple):  # a dumped model holds arrays of tables as tuples
+            nxt = cur[p] = list(nxt)
         elif not isinstance(nxt, (dict, list)):
             raise ScenarioError(f"--set {key}: `{p}` is a value, not a table")
         cur = nxt

@@ -100,3 +100,9 @@ def test_output_files_get_the_usual_permissions(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(p.stat().st_mode) == 0o644
+
+
+def test_with_updates_reaches_list_items():
+    s = sc.load("cpr-production")
+    t = s.with_updates({"failures.domains.0.failure.mtbf_h": 5.0})
+    assert t.failures.domains[0].failure.mtbf_h == 5.0 and s.failures.domains[0].failure.mtbf_h == 10.0

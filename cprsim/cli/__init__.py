@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 
 import click
 
@@ -40,6 +41,8 @@ def main(verbose: int, quiet: bool) -> None:
     Failures, checkpoints, full vs partial recovery (CPR), MFU/SSU, erasure coding and more,
     on a SimPy model of trainers and embedding servers.
     """
+    # figures are files here: no GUI backend (a library caller, e.g. a notebook, keeps its own)
+    os.environ.setdefault("MPLBACKEND", "Agg")
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 

@@ -64,9 +64,6 @@ def command(tables: str, table_scale: float, skew: str, alpha: float | None, cou
         t2.add_row(f"{n:.0e}", f"{f:.5f}")
     con.print(t2)
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         from cprsim.plots import figure_format, save_figure

@@ -1,5 +1,6 @@
 """Figures from result files; matplotlib is imported inside the functions (Agg backend).
 
+The library never chooses a matplotlib backend (the CLI uses Agg; a notebook keeps inline).
 Every function takes ``ax=None`` (draws into a new figure) and returns the Figure. Colours are
 fixed per strategy (``style.colour``) so a strategy looks the same in every figure.
 
@@ -53,9 +54,6 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 130) -> Path:
 
 
 def new_axes(ax: Any = None, size: tuple[float, float] = (7.5, 4.5)) -> tuple[Any, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
     if ax is None:

@@ -12,9 +12,6 @@ from cprsim.failures.fit import FitReport
 
 def plot_fit(report: FitReport, title: str = "", unit: str = "h", ax: Any = None):  # noqa: ANN201
     """Returns the matplotlib Figure (two axes unless ``ax`` is a pair of axes)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     if ax is None:
