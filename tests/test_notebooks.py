@@ -36,9 +36,10 @@ def test_stored_without_outputs(path: Path) -> None:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        assert cell.outputs == [], f"{path.name}: cell {i} has stored outputs (clear them before committing)"
-        assert cell.execution_count is None, f"{path.name}: cell {i} has an execution count"
-        assert "execution" not in cell.metadata, f"{path.name}: cell {i} has execution timing metadata"
+        where = f"{path.name}: cell {i}"
+        assert cell.outputs == [], f"{where} has stored outputs (clear them before committing)"
+        assert cell.execution_count is None, f"{where} has an execution count"
+        assert "execution" not in cell.metadata, f"{where} has execution timing metadata"
 
 
 @pytest.fixture(scope="module")
