@@ -11,7 +11,7 @@ from cprsim.cli.common import load_scenario, progress_bar
 
 @click.command("calibrate")
 @click.option("--preset", type=click.Choice(["quick", "standard", "paper"]), default="quick",
-              show_default=True, help="Size of the experiment (quick ~1 min, standard ~10 min, paper hours).")
+              show_default=True, help="Size of the experiment (quick ~1 min, standard ~15 min, paper ~2.3 h on 2 cores; docs/calibration.md).")
 @click.option("--from-sim", "from_sim", metavar="NAME|FILE",
               help="Take the failure schedule from simulating this scenario with partial recovery.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/calibrate"),

@@ -55,8 +55,9 @@ def plot_calibration(doc: dict[str, Any], metric: str = "auc", ax: Any = None): 
     ax.set_xlabel("PLS (portion of lost samples)")
     ax.set_ylabel("AUC loss (baseline − with failures)" if metric == "auc" else "log-loss increase (with failures − baseline)")
     prov = doc.get("provenance", {})
-    ax.set_title(f"accuracy loss vs PLS ({prov.get('preset', '?')} preset, {prov.get('model', 'DLRM')})"[:90],
-                 fontsize=9)
+    seeds = prov.get("seeds", [])
+    ax.set_title(f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
+                 + ("" if prov.get("calibrated", True) else " (placeholder, not measured)"), fontsize=10)
     ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
