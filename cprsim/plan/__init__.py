@@ -205,9 +205,15 @@ def make_plan(
         weak = [f"{st} [{f.get(metric + '_slope_lo', 0):.2g}, {f.get(metric + '_slope_hi', 0):.2g}]"
                 for st, f in fits.items() if isinstance(f, dict) and f.get(f"{metric}_slope_lo", 1.0) <= 0]
         if weak:
+            preset = calibration.provenance.get("preset", "?")
+            bigger = {"quick": "standard", "standard": "paper"}.get(preset)
             notes.append(f"the calibrated {metric} loss per unit PLS is not significantly above zero for "
-                         f"{', '.join(weak)} (95% CIs; preset {calibration.provenance.get('preset', '?')}): "
-                         "the PLS bound is uncertain; run `cprsim calibrate --preset standard`")
+                         f"{', '.join(weak)} (95% CIs; preset {preset}): the plan uses the upper ends, and "
+                         f"the PLS bound is uncertain"
+                         + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else ""))
+        notes.append("the accuracy model was measured by `cprsim calibrate` on a small DLRM "
+                     f"({calibration.provenance.get('preset', '?')} preset): check that its loss per unit PLS "
+                     "holds for your model before trusting a long partial-recovery interval")
     if not rates.exponential:
         notes.append("failures are not exponential: analytic figures are first-order guides; "
                      "intervals are refined and every figure confirmed by simulation")
