@@ -113,7 +113,7 @@ def test_loader_errors_name_file_and_key(tmp_path):
     p.write_text(to_toml(d))
     with pytest.raises(InputError, match=r"c.toml: fit.mfu.auc_slope"):
         load_calibration(p)
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match=r"nope.toml: no such calibration file"):
         load_calibration(tmp_path / "nope.toml")
     with pytest.raises(InputError, match="metric"):
         placeholder().accuracy_loss(0.1, "acc")
