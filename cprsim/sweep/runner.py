@@ -83,8 +83,11 @@ def _serial(work: list[Task]) -> Iterator[tuple[int, str]]:
 
 
 def _processes(work: list[Task], jobs: int) -> Iterator[tuple[int, str]]:
-    # spawn: workers start clean (no threads or locks inherited from the parent)
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+    # forkserver: workers fork from a clean server process that has imported the simulator once,
+    # so they start fast and inherit no threads or locks from this process (a progress bar's, dask's)
+    ctx = get_context("forkserver")
+    ctx.set_forkserver_preload(["cprsim.sweep.runner"])
+    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
     try:
         futures = [ex.submit(run_point, *t) for t in work]
         for f in as_completed(futures):
