@@ -71,7 +71,10 @@ def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, A
     if plan is not None:
         _mark_plan(ax, plan, metric, strategies)
     _interval_axis(ax, [p.interval_h for p in res.points])
-    ax.set_ylabel(_METRIC_LABEL[metric])
+    ys = [100 * p[metric].mean for p in res.points if p[metric].mean > 0]
+    if ys and max(ys) / min(ys) > 300:  # an interval far too long for full recovery blows up
+        ax.set_yscale("log")
+    ax.set_ylabel(_METRIC_LABEL[metric] + (", log scale" if ax.get_yscale() == "log" else ""))
     ax.set_title(f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval (95% CI bands)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
