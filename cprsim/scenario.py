@@ -184,6 +184,10 @@ class Failures(_Model):
     domains: tuple[Domain, ...] = ()
     injected: tuple[Injected, ...] = ()
     replay: str | None = Field(None, description="failure trace file (CSV schema in traces/README.md)")
+    start: Literal["fresh", "stationary"] = Field(
+        "fresh", description="at t=0 every node (and failure domain) starts a fresh lifetime, or is "
+        "observed in steady state: its first failure comes after the equilibrium residual life "
+        "(density S(t)/mean), so that failures arrive at the long-run rate 1/mean from the start")
     # `model = "fitted.toml"` is also accepted in a scenario file: merged at load (see load_raw)
 
 
@@ -235,6 +239,13 @@ class Scenario(_Model):
             total = self.cluster.trainers if d.node_type == "trainer" else self.cluster.embedding_servers
             if d.nodes > total:
                 raise ValueError(f"failures.domains[{d.name}].nodes ({d.nodes}) exceeds the {total} {d.node_type} nodes")
+        if self.failures.start == "stationary":
+            specs = [("failures.trainer", self.failures.trainer), ("failures.embedding", self.failures.embedding)]
+            specs += [(f"failures.domains[{d.name}].failure", d.failure) for d in self.failures.domains]
+            for where, spec in specs:
+                if spec is not None and not math.isfinite(spec.dist.mean()):
+                    raise ValueError(f"{where}: a lifetime with an infinite mean has no stationary start "
+                                     "(failures.start = \"stationary\")")
         for i, inj in enumerate(self.failures.injected):
             total = self.cluster.trainers if inj.node_type == "trainer" else self.cluster.embedding_servers
             if inj.nodes > total:

@@ -105,6 +105,33 @@ class Distribution:
         """Draw from this distribution with ``rng`` (a scalar float when ``size`` is None)."""
         return _SAMPLERS[self.family](rng, self.scale, self.shape, size)
 
+    def sample_residual(self, rng: np.random.Generator) -> float:
+        """A draw of the *equilibrium residual life* (density ``S(t) / mean``): the time to the next
+        failure of a renewal process observed at a random instant long after it started.
+
+        ``R = U x L`` with ``U`` uniform on (0, 1) and ``L`` the length-biased lifetime (density
+        ``t f(t) / mean``), which has a closed form for every family: exponential -> itself;
+        Weibull(k, s) -> ``s G^(1/k)``, ``G ~ Gamma(1/k)`` directly; gamma(a, s) -> ``L ~ Gamma(a+1, s)``;
+        lognormal(sigma, e^mu) -> ``L ~ lognormal(mu + sigma^2, sigma)``; log-logistic(k, s), k > 1
+        -> ``L = s (Y / (1 - Y))^(1/k)``, ``Y ~ Beta(1 + 1/k, 1 - 1/k)``; constant c -> ``U c``.
+        """
+        f, s, k = self.family, self.scale, self.shape
+        if f == "exponential":
+            return float(rng.exponential(s))
+        if f == "weibull":
+            return float(s * rng.gamma(1.0 / k) ** (1.0 / k))
+        u = rng.random()
+        if f == "gamma":
+            return float(u * rng.gamma(k + 1.0, s))
+        if f == "lognormal":
+            return float(u * rng.lognormal(math.log(s) + k * k, k))
+        if f == "loglogistic":
+            if k <= 1:
+                raise ValueError("a log-logistic lifetime with shape <= 1 has no mean: no stationary start")
+            y = rng.beta(1.0 + 1.0 / k, 1.0 - 1.0 / k)
+            return float(u * s * (y / (1.0 - y)) ** (1.0 / k))
+        return float(u * s)
+
     def describe(self, unit: str = "h") -> str:
         div = 3600.0 if unit == "h" else 1.0
         extra = f", {SHAPED[self.family]}={self.shape:.4g}" if self.family in SHAPED else ""

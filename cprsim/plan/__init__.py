@@ -217,6 +217,10 @@ def make_plan(
     if not rates.exponential:
         notes.append("failures are not exponential: analytic figures are first-order guides; "
                      "intervals are refined and every figure confirmed by simulation")
+        if s.failures.start == "fresh":
+            notes.append("the simulation starts every node with a fresh lifetime (failures.start = \"fresh\"), "
+                         "so early failures come faster or slower than the long-run rate the analytic figures "
+                         "use; failures.start = \"stationary\" starts the cluster in steady state")
     options: list[Option] = []
     floor = max(60.0, 2 * c.save_s)
     counting = ("mfu", "ssu", "checknrun", "ecrm")

@@ -304,8 +304,13 @@ class Run:
 
 # ---------------------------------------------------------------------------------------------------
 def _node_process(run: Run, node: int, dist: Distribution, resched: Distribution,
-                  rng: np.random.Generator) -> Iterator[simpy.Event]:
+                  rng: np.random.Generator, stationary: bool = False) -> Iterator[simpy.Event]:
     env = run.env
+    if stationary:  # observed in steady state: the first lifetime is already partly used
+        yield _urgent_timeout(env, dist.sample_residual(rng))
+        rho = resched.sample(rng)
+        run.fail((node,), (rho,))
+        yield _urgent_timeout(env, rho)
     while True:
         yield _urgent_timeout(env, dist.sample(rng))
         rho = resched.sample(rng)
@@ -314,11 +319,14 @@ def _node_process(run: Run, node: int, dist: Distribution, resched: Distribution
 
 
 def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribution,
-                    resched: Distribution, rng: np.random.Generator) -> Iterator[simpy.Event]:
+                    resched: Distribution, rng: np.random.Generator,
+                    stationary: bool = False) -> Iterator[simpy.Event]:
     env = run.env
     constant = resched.family == "constant"
+    first_draw = stationary
     while True:
-        yield _urgent_timeout(env, dist.sample(rng))
+        yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
+        first_draw = False
         picked = pick(rng, count, take, first)
         rhos = (resched.scale,) * take if constant else tuple(resched.sample(rng, take).tolist())
         run.fail(picked, rhos)
@@ -372,16 +380,17 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     run.strategy = cls(cls.Params.model_validate(s.strategy.params), run)
     resched = s.reschedule.dist
     f = s.failures
+    stationary = f.start == "stationary"
     for node_type, spec, first, count in (("trainer", f.trainer, 0, nt), ("embedding", f.embedding, nt, ne)):
         if spec is None:
             continue
         dist = spec.dist
         for n in range(first, first + count):
-            env.process(_node_process(run, n, dist, resched, stream(s.seed, rep, "node", n)))
+            env.process(_node_process(run, n, dist, resched, stream(s.seed, rep, "node", n), stationary))
     for i, d in enumerate(f.domains):
         first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
         env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, resched,
-                                    stream(s.seed, rep, "domain", i)))
+                                    stream(s.seed, rep, "domain", i), stationary))
     sched = injected_schedule(s, rep) if f.injected else []
     if f.replay:
         from cprsim.failures.replay import replay_schedule
