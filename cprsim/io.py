@@ -57,7 +57,8 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
     for r in rows:
-        w.writerow([repr(x) if isinstance(x, float) else x for x in r])
+        # float(x): numpy's float64 is a float whose repr is "np.float64(...)"
+        w.writerow([repr(float(x)) if isinstance(x, float) else x for x in r])
     return buf.getvalue()
 
 

@@ -180,3 +180,16 @@ def test_results_read_back_match_the_summary(tmp_path):
         assert p["pls"].hi == float(r[head.index("pls_hi")])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["replications"] == 6 and len(manifest["points"]) == 6
+
+
+def test_a_sweep_over_a_replayed_trace_writes_plain_numbers(tmp_path):
+    trace = Path(__file__).resolve().parents[1] / "traces" / "examples" / "exponential-16.csv"
+    p = tmp_path / "replay.toml"
+    p.write_text(f'scenario = "toy"\nreplications = 3\n[set]\n"failures.replay" = "{trace}"\n'
+                 '[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n')
+    r = run("sweep", p, "--out", tmp_path / "o")
+    assert r.exit_code == 0, r.output
+    for name in ("results.csv", "summary.csv"):
+        text = (tmp_path / "o" / name).read_text()
+        assert "np." not in text and "float64" not in text, name
+    assert len(load_results(tmp_path / "o").points) == 2

@@ -217,7 +217,9 @@ def make_plan(
     if not rates.exponential:
         notes.append("failures are not exponential: analytic figures are first-order guides; "
                      "intervals are refined and every figure confirmed by simulation")
-        if s.failures.start == "fresh":
+        renewal = [x for x in (s.failures.trainer, s.failures.embedding) if x is not None]
+        renewal += [d.failure for d in s.failures.domains]
+        if s.failures.start == "fresh" and any(x.family != "exponential" for x in renewal):
             notes.append("the simulation starts every node with a fresh lifetime (failures.start = \"fresh\"), "
                          "so early failures come faster or slower than the long-run rate the analytic figures "
                          "use; failures.start = \"stationary\" starts the cluster in steady state")
