@@ -52,10 +52,12 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, dumps_json(obj))
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def csv_text(header: Sequence[str] | None, rows: Iterable[Sequence[Any]]) -> str:
+    """CSV text (floats as their shortest exact repr); ``header=None`` for rows alone."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
+    if header is not None:
+        w.writerow(header)
     for r in rows:
         # float(x): numpy's float64 is a float whose repr is "np.float64(...)"
         w.writerow([repr(float(x)) if isinstance(x, float) else x for x in r])

@@ -311,7 +311,8 @@ def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return out
 
 
-def _format_error(err: ValidationError, source: str) -> str:
+def format_error(err: ValidationError, source: str) -> str:
+    """A pydantic error as one line: ``source: key.path: message (got value)``."""
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
     msg = first["msg"]
@@ -331,7 +332,7 @@ def validate(raw: dict[str, Any], source: str) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as e:
-        raise ScenarioError(_format_error(e, source)) from None
+        raise ScenarioError(format_error(e, source)) from None
     except ScenarioError:
         raise
 

@@ -38,7 +38,7 @@ from cprsim import scenario as sc
 from cprsim.errors import InputError
 from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text
 from cprsim.sim.records import ReplicationResult
-from cprsim.sim.replicate import METRICS, run_replications, summarize
+from cprsim.sim.replicate import METRICS, estimate, run_replications
 from cprsim.sweep.spec import Point, Sweep, SweepError
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def header(sweep: Sweep) -> list[str]:
     return ["point", "strategy", *sweep.keys, "interval_h", "replication", *RESULT_METRICS]
 
 
-def tasks(sweep: Sweep, points: Sequence[Point]) -> list[Task]:
+def tasks(points: Sequence[Point]) -> list[Task]:
     return [(p.index, (p.index, p.strategy, *(_cell(v) for _, v in p.values), p.raw["checkpoint"]["interval_h"]),
              p.raw) for p in points]
 
@@ -67,7 +67,7 @@ def run_point(index: int, prefix: tuple[Any, ...], raw: dict[str, Any]) -> tuple
     s = sc.validate(dict(raw), f"point {index}")
     results, _ = run_replications(s)
     rows = ([*prefix, r.replication, *(getattr(r, c) for c in RESULT_METRICS)] for r in results)
-    return index, csv_text([], rows).split("\n", 1)[1]
+    return index, csv_text(None, rows)
 
 
 def _version() -> str:
@@ -229,7 +229,7 @@ def run_sweep(
     todo = [p for p in sweep.points if p.index not in done]
     if progress is not None and done:
         progress(len(done))
-    work = tasks(sweep, todo)
+    work = tasks(todo)
     if scheduler is not None or dask_local is not None:
         stream = _dask(work, scheduler, dask_local)
     elif jobs > 1 and len(work) > 1:
@@ -286,21 +286,12 @@ def _write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -
     rows = []
     for p in sweep.points:
         recs = done[p.index]
-        results = [ReplicationResult(int(r[k0]), *(_num(x) for x in r[k0 + 1:])) for r in recs]
-        est = summarize(results)
-        row: list[Any] = [*recs[0][:k0], len(results)]
+        row: list[Any] = [*recs[0][:k0], len(recs)]  # point, strategy, grid values, interval as written
         for m in METRICS:
-            e = est[m]
+            e = estimate([float(r[head.index(m)]) for r in recs])
             row += [e.mean, e.lo, e.hi]
         rows.append(row)
     atomic_write_text(path, csv_text(summary_header(sweep), rows))
-
-
-def _num(x: str) -> float | int:
-    try:
-        return int(x)
-    except ValueError:
-        return float(x)
 
 
 def _write_plan(sweep: Sweep, path: Path) -> None:

@@ -123,13 +123,6 @@ def _label(entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(entry.get("label", entry["name"])), table
 
 
-def _format(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-    return f"{source}: {loc}: {msg}" if loc else f"{source}: {msg}"
-
-
 def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
     """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries."""
     p = Path(path)
@@ -137,7 +130,7 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Swe
     try:
         spec = SweepFile.model_validate(doc)
     except ValidationError as e:
-        raise SweepError(_format(e, str(p))) from None
+        raise SweepError(sc.format_error(e, str(p))) from None
     return expand(spec, p, overrides)
 
 
