@@ -24,7 +24,7 @@ import numpy as np
 class ShardLedger:
     """Per-shard, per-tier markers and weights, and the lost-update total."""
 
-    __slots__ = ("markers", "weights", "tiers", "lost")
+    __slots__ = ("markers", "weights", "tiers", "lost", "losses")
 
     def __init__(self, n_shards: int, weights: np.ndarray | None = None,
                  tiers: Sequence[float] = (1.0,)) -> None:
@@ -38,6 +38,7 @@ class ShardLedger:
             raise ValueError("tier fractions must be non-negative and sum to 1")
         self.markers = np.zeros((len(self.tiers), n_shards))
         self.lost = 0.0
+        self.losses: list[tuple[float, float, float]] = []  #: (from, to, lost per unit progress)
 
     def saved(self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None) -> None:
         """Shards (all by default) saved at ``progress``: every tier, or only ``tier``.
@@ -59,8 +60,34 @@ class ShardLedger:
         ages = np.maximum(0.0, progress - self.markers[:, shard])
         lost = float(w * np.dot(self.tiers, ages))
         self.lost += lost
+        for t, a in enumerate(ages):
+            if a > 0:
+                self.losses.append((progress - a, progress, float(w * self.tiers[t])))
         self.markers[:, shard] = progress
         return lost
+
+    def rollback(self, progress: float) -> float:
+        """The whole job went back to a full checkpoint taken at ``progress``.
+
+        Every shard is whole as of ``progress`` again; updates lost after it will be re-executed,
+        so they are no longer lost (those before it stay lost: the checkpoint holds the gap).
+        Returns the amount forgiven.
+        """
+        self.markers[:] = progress
+        if not self.losses:
+            return 0.0
+        healed = 0.0
+        kept = []
+        for a, b, rate in self.losses:
+            if b > progress:
+                healed += rate * (b - max(a, progress))
+                if a < progress:
+                    kept.append((a, progress, rate))
+            else:
+                kept.append((a, b, rate))
+        self.losses = kept
+        self.lost = max(0.0, self.lost - healed)
+        return healed
 
     def pls(self, total: float) -> float:
         return self.lost / total

@@ -19,10 +19,12 @@ ROWS = (
     ("degraded_s", "degraded / slowed", "time"),
     ("failures_trainer", "trainer failures", "count"),
     ("failures_embedding", "embedding-server failures", "count"),
+    ("failures_job", "job-level interruptions", "count"),
     ("checkpoints", "checkpoints completed", "count"),
     ("pls", "PLS (portion of lost samples)", "frac"),
     ("overhead", "total overhead", "pct"),
     ("ckpt_overhead", "checkpoint-related overhead", "pct"),
+    ("ettr", "ETTR (useful / wall)", "frac"),
 )
 
 
@@ -36,11 +38,14 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "seed": s.seed,
         "replications": len(results),
         "failure_free_s": s.duration_s,
-        "metrics": {k: {"mean": e.mean, "ci95": [e.lo, e.hi], "sd": e.sd} for k, e in est.items()},
+        "failure_start": s.failures.start,
+        "metrics": {k: e.as_dict() for k, e in est.items()},
         "definitions": {
             "overhead": "(wall - W) / W, W the failure-free training time",
             "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "
                              "and recovery strategy control (rescheduling excluded: every strategy pays it)",
+            "ettr": "effective training time ratio: W / wall",
+            "p50/p90/p99": "percentiles of single replications (the spread of runs; ci95 is the mean's)",
             "pls": "sum over failures of samples since the failed shard's last save x the shard's share "
                    "of updates, divided by the samples of the job",
         },

@@ -178,14 +178,24 @@ class Injected(_Model):
     nodes: int = Field(1, ge=1, description="nodes taken down by each failure")
 
 
+class JobFailure(FailureDist):
+    """Job-level interruptions: a software crash, a NaN or loss spike, a network or storage outage,
+    a preemption. No node is lost, but the job's state cannot be trusted: every strategy rolls back
+    to its last *full* (globally consistent) checkpoint, restarts and reloads it in full."""
+
+    restart_s: float | None = Field(None, gt=0, description="time to restart the job (s); default: "
+                                    "a draw of the [reschedule] distribution")
+
+
 class Failures(_Model):
     trainer: FailureDist | None = Field(None, description="per-trainer inter-failure time")
     embedding: FailureDist | None = Field(None, description="per-embedding-server inter-failure time")
     domains: tuple[Domain, ...] = ()
     injected: tuple[Injected, ...] = ()
+    job: JobFailure | None = Field(None, description="job-level interruptions (rollback to the last full checkpoint)")
     replay: str | None = Field(None, description="failure trace file (CSV schema in traces/README.md)")
     start: Literal["fresh", "stationary"] = Field(
-        "fresh", description="at t=0 every node (and failure domain) starts a fresh lifetime, or is "
+        "stationary", description="at t=0 every node (and failure domain) starts a fresh lifetime, or is "
         "observed in steady state: its first failure comes after the equilibrium residual life "
         "(density S(t)/mean), so that failures arrive at the long-run rate 1/mean from the start")
     # `model = "fitted.toml"` is also accepted in a scenario file: merged at load (see load_raw)
@@ -242,6 +252,7 @@ class Scenario(_Model):
         if self.failures.start == "stationary":
             specs = [("failures.trainer", self.failures.trainer), ("failures.embedding", self.failures.embedding)]
             specs += [(f"failures.domains[{d.name}].failure", d.failure) for d in self.failures.domains]
+            specs += [("failures.job", self.failures.job)]
             for where, spec in specs:
                 if spec is not None and not math.isfinite(spec.dist.mean()):
                     raise ValueError(f"{where}: a lifetime with an infinite mean has no stationary start "

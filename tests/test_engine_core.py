@@ -62,6 +62,9 @@ def scenarios(draw):
     }
     if strategy == "ecrm":
         upd["strategy"].update({"k": 1, "m": 1, "parity_slowdown": 0.02})
+    if draw(st.booleans()):
+        upd["failures.job"] = {"family": "exponential", "mtbf_h": draw(st.floats(20.0, 200.0)),
+                               **({"restart_s": draw(st.floats(1, 1000))} if draw(st.booleans()) else {})}
     return scen(**upd)
 
 
@@ -75,8 +78,9 @@ def test_accounting_identity_and_pls_bounds(s, rep):
     assert min(r.save_s, r.load_s, r.lost_s, r.reschedule_s) >= 0 and r.degraded_s >= -1e-9 * r.wall_s
     if s.strategy.name in ("full", "checknrun"):
         assert r.pls == 0
-    if s.strategy.name in ("partial", "mfu", "ssu", "lookahead"):
+    if s.strategy.name in ("partial", "mfu", "ssu", "lookahead") and r.failures_job == 0:
         assert r.lost_s == 0
+    assert r.ettr == pytest.approx(r.useful_s / r.wall_s, rel=1e-12)
 
 
 # -- exact cases ------------------------------------------------------------------------------------------

@@ -124,6 +124,9 @@ class ECRM(Strategy):
             t = max(t, self.costs.dense_copy_s)
         return t
 
+    def on_rollback(self, run: "Run") -> None:
+        self.rebuild_end.clear()  # every node reloads the checkpoint: no rebuild from parity goes on
+
     def _rebuilding(self, now: float) -> bool:
         return any(t > now for t in self.rebuild_end.values())
 
@@ -189,6 +192,9 @@ class CheckNRun(Strategy):
         c = self.costs
         share = self.q * (1.0 + self.since_baseline * self.dirty)
         return c.latency_s + self.s_per_byte * share * c.bytes_total
+
+    def full_load_s(self, run: "Run") -> float:
+        return self.load_s(run, set())
 
     def bytes_per_save(self) -> float:
         return self.q * ((1.0 + (self.K - 1) * self.dirty) / self.K) * self.costs.embedding_bytes

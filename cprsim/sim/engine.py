@@ -30,6 +30,7 @@ import simpy
 from simpy.core import URGENT
 
 from cprsim.costs import Costs, costs_of
+from cprsim.errors import InputError
 from cprsim.failures.distributions import Distribution
 from cprsim.pls import ShardLedger
 from cprsim.scenario import Scenario
@@ -38,6 +39,15 @@ from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.streams import stream
 
 COMPUTE, SAVE, RESCHED, LOAD, IDLE = range(5)
+
+#: runaway guards: a replication that needs more failure events or checkpoints than this is
+#: stopped with a one-line error (the regime is hopeless, or the interval absurdly short)
+MAX_FAILURE_EVENTS = 200_000
+MAX_CHECKPOINTS = 2_000_000
+
+
+class Runaway(InputError):
+    """A replication that would run (nearly) forever: one line saying why."""
 
 #: a scheduled failure: (wall time s, node ids, rescheduling time per node s)
 Scheduled = tuple[float, tuple[int, ...], tuple[float, ...]]
@@ -85,7 +95,9 @@ class Run:
     checkpoints: int = 0
     fails_trainer: int = 0
     fails_embedding: int = 0
+    fails_job: int = 0
     fail_events: int = 0
+    job_node: int = -2  #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
     events: list[Event] = field(default_factory=list)
     strategy: strategies.Strategy | None = None
     job: simpy.Process | None = None
@@ -96,7 +108,11 @@ class Run:
             self.events.append(Event(self.env.now if t is None else t, kind, node, value))
 
     def rollback(self) -> None:
-        """Full recovery: the work since the last durable checkpoint must be re-executed."""
+        """Full recovery: the work since the last durable full checkpoint must be re-executed.
+
+        Updates that partial recoveries lost after that checkpoint are re-executed too: the
+        ledger forgets them (what was lost before it stays lost: the checkpoint holds it).
+        """
         lost = self.progress - self.ckpt_progress
         if lost > 0:
             self.lost_s += lost
@@ -104,6 +120,7 @@ class Run:
         self.progress = self.ckpt_progress
         self.next_ckpt = self.ckpt_progress + self.tau
         self.pending = None
+        self.ledger.rollback(self.ckpt_progress)
 
     def lose_shard(self, j: int, weight: float | None = None) -> None:
         """Partial recovery of embedding shard ``j``: its updates since its last save are lost."""
@@ -123,11 +140,19 @@ class Run:
             new.append(n)
             if n < self.n_trainers:
                 self.fails_trainer += 1
+            elif n == self.job_node:
+                self.fails_job += 1
             else:
                 self.fails_embedding += 1
             self.log("fail", n, r)
         if new and self.job is not None and self.job.is_alive:
             self.fail_events += 1
+            if self.fail_events > MAX_FAILURE_EVENTS:
+                raise Runaway(
+                    f"{self.scenario.name}: stopped after {MAX_FAILURE_EVENTS:,} failure events at "
+                    f"{self.progress / 3600:.3g} h of {self.W / 3600:.3g} h of progress ({now / 3600:.3g} h of wall "
+                    "time): failures come faster than the job can save and recover; give nodes a longer MTBF, "
+                    "or shorter saves and restarts (`cprsim plan` says whether the job can finish)")
             self._settle(strict=True)
             self.job.interrupt(new)
 
@@ -169,6 +194,10 @@ class Run:
                     yield timeout(strat.save_s(self))
                     self.save_s += env.now - now
                     self.checkpoints += 1
+                    if self.checkpoints > MAX_CHECKPOINTS:
+                        raise Runaway(f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
+                                      f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
+                                      "choose a longer checkpoint.interval_h")
                     strat.on_commit(self, progress)
                     if rec:
                         self.log("save_end", -1, progress)
@@ -212,7 +241,7 @@ class Run:
             self.log("resched_end")
         self.phase = IDLE
         self.down.clear()
-        dt = strat.load_s(self, self.episode)
+        dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
         self.phase, self.phase_start = LOAD, env.now
         self.log("load_start", -1, dt)
         yield env.timeout(dt)
@@ -265,8 +294,14 @@ class Run:
         elif self.phase == LOAD:
             self.load_s += elapsed
         self.phase = IDLE
-        stall = self.strategy.on_failure(self, nodes)  # type: ignore[union-attr]
-        stall = nodes if stall is None else stall
+        strat = self.strategy
+        assert strat is not None
+        node_failures = [n for n in nodes if n != self.job_node]
+        ret = strat.on_failure(self, node_failures) if node_failures else set()
+        stall = set(node_failures) if ret is None else set(ret)
+        if len(node_failures) < len(nodes):  # a job-level interruption: back to the last full checkpoint
+            strat.on_job_failure(self)
+            stall.add(self.job_node)
         for n in stall:
             self.down[n] = max(self.down.get(n, now), self.up_at.get(n, now))
         if stall:
@@ -294,11 +329,13 @@ class Run:
             degraded_s=degraded,
             failures_trainer=self.fails_trainer,
             failures_embedding=self.fails_embedding,
+            failures_job=self.fails_job,
             failure_events=self.fail_events,
             checkpoints=self.checkpoints,
             pls=self.ledger.pls(self.W),
             overhead=(wall - useful) / useful,
             ckpt_overhead=(self.save_s + self.load_s + lost + degraded) / useful,
+            ettr=useful / wall if wall > 0 else 1.0,
         )
 
 
@@ -316,6 +353,19 @@ def _node_process(run: Run, node: int, dist: Distribution, resched: Distribution
         rho = resched.sample(rng)
         run.fail((node,), (rho,))
         yield _urgent_timeout(env, rho)  # down until rescheduled; then a fresh lifetime
+
+
+def _job_failure_process(run: Run, dist: Distribution, restart: float | None, resched: Distribution,
+                         rng: np.random.Generator, stationary: bool = False) -> Iterator[simpy.Event]:
+    """Job-level interruptions: a renewal process whose events roll the job back (no node lost)."""
+    env = run.env
+    first_draw = stationary
+    while True:
+        yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
+        first_draw = False
+        rho = restart if restart is not None else float(resched.sample(rng))
+        run.fail((run.job_node,), (rho,))
+        yield _urgent_timeout(env, rho)  # restarting: a further interruption restarts nothing new
 
 
 def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribution,
@@ -391,6 +441,10 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
         first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
         env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, resched,
                                     stream(s.seed, rep, "domain", i), stationary))
+    run.job_node = nt + ne
+    if f.job is not None:
+        env.process(_job_failure_process(run, f.job.dist, f.job.restart_s, resched,
+                                         stream(s.seed, rep, "job", 0), stationary))
     sched = injected_schedule(s, rep) if f.injected else []
     if f.replay:
         from cprsim.failures.replay import replay_schedule

@@ -80,6 +80,9 @@ class MFU(Partial):
         else:
             run.ledger.saved(progress, tier=0)
 
+    def on_rollback(self, run: "Run") -> None:
+        self.saves -= self.saves % self.K  # back at a full save: the next K - 1 saves are partial
+
 
 @register
 class SSU(MFU):

@@ -37,11 +37,13 @@ class ReplicationResult:
     degraded_s: float
     failures_trainer: int
     failures_embedding: int
+    failures_job: int  #: job-level interruptions (crash, NaN, outage, preemption): roll back to a full checkpoint
     failure_events: int
     checkpoints: int
     pls: float
     overhead: float  #: (wall - useful) / useful
     ckpt_overhead: float  #: (save + load + lost + degraded) / useful: the terms the strategy controls
+    ettr: float  #: effective training time ratio: useful / wall
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -66,6 +66,18 @@ class Strategy:
     def load_s(self, run: "Run", nodes: set[int]) -> float:
         return self.costs.load_s
 
+    # job-level interruptions: every strategy rolls back to its last full (consistent) checkpoint
+    def on_job_failure(self, run: "Run") -> None:
+        run.rollback()
+        self.on_rollback(run)
+
+    def on_rollback(self, run: "Run") -> None:
+        """Progress went back to the last full checkpoint (a strategy resets its own counters)."""
+
+    def full_load_s(self, run: "Run") -> float:
+        """Every node reloads the last full checkpoint (after a job-level interruption)."""
+        return self.costs.load_s
+
 
 REGISTRY: dict[str, type[Strategy]] = {}
 

@@ -17,7 +17,13 @@ CONCERNS = {
     "injected": 3,  # injected failures (times, nodes)
     "replay": 4,  # trace replay: which node histories are resampled
     "strategy": 5,  # a strategy's own randomness (e.g. SSU sub-sampling noise)
+    "job": 6,  # job-level interruptions (failures.job)
 }
+
+#: replication numbers are the first part of every stream name. The planner searches on
+#: replications 0, 1, ... (the ones `cprsim simulate` shows) and confirms its choice on a block
+#: that no search or simulate run reaches, so a promise is proven on failures it never saw.
+REPLICATION_BLOCKS = {"search": 0, "confirm": 1 << 40, "validate": 1 << 41}
 
 
 def stream(seed: int, rep: int, concern: str, index: int = 0) -> np.random.Generator:
