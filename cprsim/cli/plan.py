@@ -12,14 +12,15 @@ import click
 from cprsim.cli.common import console
 
 from cprsim import scenario as sc
-from cprsim.cli.common import load_scenario, progress_bar, set_option
+from cprsim.cli.common import DURATION, load_scenario, progress_bar, set_option
 from cprsim.io import atomic_write_json, dumps_json
 from cprsim.scenario import HOUR
 
 
 def quick_scenario(embedding_servers: int, trainers: int, node_mtbf_h: float, save_s: float, load_s: float,
                    reschedule_s: float, shard_load_s: float | None, duration_h: float,
-                   samples_per_s: float | None, replications: int, seed: int) -> sc.Scenario:
+                   samples_per_s: float | None, replications: int, seed: int,
+                   job_mtbf_h: float | None = None) -> sc.Scenario:
     """A scenario from the handful of numbers an operator knows (per-node exponential failures)."""
     raw: dict[str, Any] = {
         "name": "quick",
@@ -37,16 +38,57 @@ def quick_scenario(embedding_servers: int, trainers: int, node_mtbf_h: float, sa
     }
     if samples_per_s is not None:
         raw["job"]["samples_per_s"] = samples_per_s
+    if job_mtbf_h is not None:
+        raw["failures"]["job"] = {"family": "exponential", "mtbf_h": job_mtbf_h}
     return sc.validate(raw, "cprsim plan (quick options)")
+
+
+class Confidence(click.ParamType):
+    """A probability in [0.5, 1) that a single run meets the bound, or ``mean``."""
+
+    name = "q|mean"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        if value is None or isinstance(value, float):
+            return value
+        if str(value).strip().lower() == "mean":
+            return None
+        try:
+            q = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a probability like 0.9, nor 'mean'", param, ctx)
+        if not (0.5 <= q < 1):
+            self.fail(f"{value!r} must be in [0.5, 1) (or 'mean')", param, ctx)
+        return q
+
+
+def _accuracy_bound(ctx, param, value):  # noqa: ANN001, ANN202
+    if value is not None and not (math.isfinite(value) and 0 < value < 0.5):
+        raise click.BadParameter(f"{value!r} must be a finite loss in (0, 0.5), e.g. 0.001", ctx, param)
+    return value
 
 
 @click.command("plan")
 @click.argument("scenario", metavar="[NAME|FILE]", required=False)
-@click.option("--max-accuracy-loss", type=float, required=True,
+@click.option("--max-accuracy-loss", type=float, required=True, callback=_accuracy_bound,
               help="The accuracy loss you accept, e.g. 0.001 (AUC points or log-loss).")
 @click.option("--metric", type=click.Choice(["auc", "logloss"]), default="auc", show_default=True)
 @set_option
-@click.option("--replications", "-n", type=click.IntRange(min=2), help="Replications confirming each option.")
+@click.option("--confidence", type=Confidence(), default="0.9", show_default=True,
+              help="The bound holds per run: P(a run's PLS <= bound) >= q, proven by a 95% Clopper-Pearson "
+                   "lower bound on fresh replications; `mean` bounds only the mean PLS.")
+@click.option("--objective", type=click.Choice(["mean", "p90"]), default="mean", show_default=True,
+              help="Rank options by mean or by P90 total overhead.")
+@click.option("--max-checkpoint-age", type=DURATION, metavar="DURATION",
+              help="No row older than this: every option keeps full checkpoints at most this far apart (e.g. 6h).")
+@click.option("--allow-extrapolation", is_flag=True,
+              help="Plan to the accuracy bound even beyond twice the PLS range the calibration measured.")
+@click.option("--allow-no-full-checkpoint", is_flag=True,
+              help="Without job-level interruptions or an age cap, allow plans that take no full checkpoint.")
+@click.option("--replications", "-n", type=click.IntRange(min=2),
+              help="Fresh replications confirming each option (default: the scenario's).")
+@click.option("--search-replications", type=click.IntRange(min=2),
+              help="Replications the interval search uses (default max(200, n/2)); never those that confirm.")
 @click.option("--strategies", default="partial,mfu,ssu", show_default=True,
               help="Strategies to rank besides full recovery (comma-separated, or `all`: "
                    "partial, mfu, ssu, lookahead, ecrm, checknrun).")
@@ -67,18 +109,25 @@ def quick_scenario(embedding_servers: int, trainers: int, node_mtbf_h: float, sa
               help="Quick form: failure-free training time (h).")
 @click.option("--samples-per-s", type=click.FloatRange(min=0, min_open=True),
               help="Quick form: throughput (needed for MFU/SSU).")
+@click.option("--job-mtbf-h", type=click.FloatRange(min=0, min_open=True),
+              help="Quick form: mean time between job-level interruptions (crash, NaN, outage, preemption; h).")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True, help="Quick form: seed.")
 def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: tuple[str, ...],
-            replications: int | None, strategies: str, calibration: Path | None, as_json: bool, out: Path | None,
+            confidence: float | None, objective: str, max_checkpoint_age: float | None, allow_extrapolation: bool,
+            allow_no_full_checkpoint: bool, replications: int | None, search_replications: int | None,
+            strategies: str, calibration: Path | None, as_json: bool, out: Path | None,
             embedding_servers: int | None, trainers: int, node_mtbf_h: float | None, save_s: float | None,
             load_s: float | None, shard_load_s: float | None, reschedule_s: float, duration_h: float,
-            samples_per_s: float | None, seed: int) -> None:
-    """Pick the checkpoint interval and recovery strategy for an accuracy bound.
+            samples_per_s: float | None, job_mtbf_h: float | None, seed: int) -> None:
+    """Pick the checkpoint intervals and recovery strategy for an accuracy bound.
 
     Compares full recovery (Young, Daly, simulated optimum) with CPR partial recovery
-    (vanilla, MFU, SSU), each confirmed by simulation with 95% CIs.
+    (vanilla, MFU, SSU; more with --strategies). The bound is a promise per run
+    (--confidence), searched on one set of replications and proven on fresh ones; every partial
+    option keeps full checkpoints (against job-level interruptions, [failures.job]). The table
+    shows means with 95% CIs, P90s and ETTR.
     Without a scenario, give the quick options: --embedding-servers, --node-mtbf-h, --save-s,
-    --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s).
+    --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
     from cprsim.plan import make_plan
 
@@ -88,7 +137,7 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
         if missing:
             raise click.UsageError(f"give a scenario, or the quick options (missing: {', '.join(missing)})")
         s = quick_scenario(embedding_servers, trainers, node_mtbf_h, save_s, load_s, reschedule_s,  # type: ignore[arg-type]
-                           shard_load_s, duration_h, samples_per_s, replications or 100, seed)
+                           shard_load_s, duration_h, samples_per_s, replications or 100, seed, job_mtbf_h)
         if sets:
             s = s.with_updates(sc.parse_set(sets))
     else:
@@ -106,33 +155,61 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
     if unknown:
         raise click.BadParameter(f"unknown {', '.join(unknown)} (choose from {', '.join(ALL_STRATEGIES)}, or all)",
                                  param_hint="--strategies")
-    with progress_bar(30, f"planning {s.name}") as advance:
+    with progress_bar(40, f"planning {s.name}") as advance:
         plan = make_plan(s, max_accuracy_loss, metric, calibration=cal, replications=replications,
-                         strategies=strats, progress=advance)
+                         search_replications=search_replications, strategies=strats, confidence=confidence,
+                         objective=objective, max_checkpoint_age_h=max_checkpoint_age,
+                         allow_extrapolation=allow_extrapolation, allow_no_full_checkpoint=allow_no_full_checkpoint,
+                         progress=advance)
     d = plan.as_dict()
     if out is not None:
         atomic_write_json(out, d)
     if as_json:
         click.echo(dumps_json(d), nl=False)
         return
-    from rich.console import Console
+    from rich.markup import escape
+
+    con = console()
+    con.print(plan_table(plan))
+    con.print(f"[bold]Recommendation:[/bold] {escape(plan.message)}")
+    for n in plan.notes:
+        con.print(f"[yellow]note:[/yellow] {escape(n)}")
+    for o in plan.options:
+        if o.extrapolation:
+            con.print(f"[yellow]warning:[/yellow] {escape(o.label)}: {escape(o.extrapolation)}")
+
+
+def plan_table(plan):  # noqa: ANN001, ANN201
+    """The plan's options as a rich table: intervals, overhead (mean, CI, P90), ETTR, PLS, accuracy."""
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{s.name}: {metric} loss <= {max_accuracy_loss:g} -> PLS <= {plan.pls_bound:.4g}; "
-              f"{plan.failure_rate_per_h:.3g} failures/h; {plan.replications} replications, seed {plan.seed}")
-    for col in ("option", "interval", "overhead (95% CI)", "ckpt-related", "PLS (95% CI)", "PLS bound",
-                f"{metric} loss", "meets"):
+    m = plan.metric
+    promise = "mean PLS" if plan.confidence is None else f"PLS in {100 * plan.confidence:g}% of runs"
+    title = (f"{plan.scenario}: {m} loss <= {plan.accuracy_bound:g}, {promise}; "
+             f"{plan.failure_rate_per_h:.3g} failure events/h (start: {plan.failure_start}); "
+             f"search {plan.search_replications} / confirm {plan.replications} fresh replications, seed {plan.seed}")
+    t = Table(title=escape(title), caption="* recommended, = tied with it within the 95% CIs; (!) PLS beyond the "
+              "calibrated range; P90: of single runs; runs within: share of fresh runs with PLS <= bound "
+              "(its 95% lower bound)")
+    cols = ("option", "saves", "full saves", "overhead ±95% CI", "P90", "ckpt-rel.", "ETTR",
+            "PLS mean / P90", "PLS bound", "runs within (lo)", f"{m} loss", "meets")
+    for col in cols:
         t.add_column(col, justify="left" if col == "option" else "right")
     for o in plan.options:
-        star = " *" if o.label == plan.recommended else ""
-        t.add_row(o.label + star, f"{o.interval_s / HOUR:.3g} h",
-                  f"{100 * o.overhead.mean:.2f}% [{100 * o.overhead.lo:.2f}, {100 * o.overhead.hi:.2f}]",
-                  f"{100 * o.ckpt_overhead.mean:.2f}%",
-                  f"{o.pls.mean:.4f} [{o.pls.lo:.4f}, {o.pls.hi:.4f}]",
-                  "-" if math.isinf(o.pls_bound) else f"{o.pls_bound:.4g}", f"{o.accuracy_loss:.2g}",
-                  "yes" if o.meets_bound else "NO")
-    con = console()
-    con.print(t)
-    con.print(f"[bold]Recommendation:[/bold] {plan.message}")
-    for n in plan.notes:
-        con.print(f"[yellow]note:[/yellow] {n}")
+        mark = " *" if o.label == plan.recommended else (" =" if o.tied else "")
+        if o.oracle:
+            mark += " (oracle)"
+        label = o.label.replace("full (simulated optimum)", "full (sim. optimum)")
+        pls_part = o.pls_bound < float("inf")
+        t.add_row(
+            escape(label + mark), f"{o.interval_s / HOUR:.3g} h", f"{o.full_interval_s / HOUR:.3g} h",
+            f"{100 * o.overhead.mean:.2f}% ±{100 * o.overhead.half_width:.2f}",
+            f"{100 * o.overhead.p90:.2f}%", f"{100 * o.ckpt_overhead.mean:.2f}%",
+            f"{o.ettr.mean:.4f}" if o.ettr is not None else "-",
+            f"{o.pls.mean:.3f} / {o.pls.p90:.3f}" if pls_part else "0",
+            f"{o.pls_bound:.4g}" if pls_part else "-",
+            f"{100 * o.within:.1f}% ({100 * o.within_lo:.1f}%)" if pls_part else "-",
+            f"{o.accuracy_loss:.2g}" if pls_part else "0",
+            ("yes" if o.meets_bound else "NO") + (" (!)" if o.extrapolation else ""))
+    return t

@@ -1,167 +1,77 @@
-"""The CPR planner: is partial recovery worth it, and at which checkpoint interval?
+"""The CPR planner: is partial recovery worth it, at which intervals, with which guarantee?
 
-Given a scenario and an accuracy bound (AUC or log-loss loss the user accepts):
+Given a scenario and an accuracy bound (the AUC or log-loss loss a user accepts):
 
-1. the bound becomes a PLS bound through the accuracy model (the calibration file, measured on a
-   real DLRM by ``cprsim calibrate``; a placeholder is labelled as such in every report), taken
-   at the upper end of its slope's 95% CI so that the bound also covers the calibration's noise;
-2. **full recovery**: Young's and Daly's intervals from the cluster's failure-event rate, and the
-   simulated optimum over a grid around Daly's (common random numbers: every grid point sees the
-   same failures);
-3. **CPR-vanilla** (partial recovery): the largest interval whose expected PLS meets the bound,
-   first from the analytic form, then refined by simulation (the largest grid interval whose
-   simulated mean PLS meets it; this matters for non-exponential failures);
-4. **CPR-MFU / CPR-SSU**: the same, over a small grid of saved fraction ``r`` and full-save period
-   ``K``, keeping the combination with the least analytic overhead;
-5. every option is confirmed by simulation (overhead and PLS with 95% CIs, same seed), and the
-   cheapest option that meets the bound is recommended, with its saving over the best full
-   recovery — or "partial recovery does not pay here", with the reason.
+1. **Accuracy** (``accuracy.py``): the bound becomes a PLS bound through the calibration (one
+   slope pooled over strategies unless an F-test says they differ), at the upper end of the
+   slope's 95% CI; the PLS range the calibration measured limits how far the plan trusts it.
+2. **Full checkpoints stay mandatory.** Job-level interruptions (``[failures.job]``) roll every
+   strategy back to its last full checkpoint, so every partial-recovery option keeps a full
+   checkpoint at least every ``T_F``: Daly's interval against those interruptions, capped by the
+   user's maximum checkpoint age, and by ``W/2`` when nothing else sets it (at least one
+   consistent checkpoint before the job's middle) unless the user allows none.
+3. **Full recovery**: Young's and Daly's intervals and the simulated optimum over a grid around
+   Daly's (common random numbers), extended downwards when the optimum is at its edge.
+4. **Partial recovery** (every strategy whose ``plan_kind`` is ``"pls"``: CPR-vanilla, MFU, SSU,
+   the lookahead oracle): the parameter variant with the least analytic overhead, then the
+   largest grid interval whose PLS meets the bound *per run* at the plan's confidence
+   (``search.py``), proven on fresh replications.
+5. **Strategies that lose no update** (``"rollback"``: ECRM, Check-N-Run): the simulated optimum
+   over intervals and variants.
+6. **Recommendation** (``report.py``): the cheapest option (mean or P90 overhead) that meets its
+   bound; options whose CIs overlap the cheapest are tied and the simplest wins; oracles and
+   options beyond the calibrated range are never recommended by default.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from cprsim import analytic
-from cprsim.costs import costs_of
+from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError
+from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
+from cprsim.plan.rates import Rates, failure_rates
+from cprsim.plan.records import Option, Plan, finite
+from cprsim.plan.report import recommend
+from cprsim.plan.search import PlsSearch, grid_below, judge, min_replications, simulate
 from cprsim.scenario import HOUR, Scenario
-from cprsim.sim.prioritized import coverage_of
-from cprsim.sim.replicate import Estimate, run_replications, summarize
+from cprsim.sim import strategies as registry
+from cprsim.sim.replicate import estimate
+
+__all__ = ["make_plan", "Plan", "Option", "Rates", "failure_rates", "ALL_STRATEGIES", "LABELS", "finite",
+           "AccuracyModel"]
 
 
-class AccuracyModel(Protocol):
-    calibrated: bool
-    provenance: dict
-
-    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = "partial") -> float: ...
-
-    def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial") -> float: ...
+def _pls_and_rollback() -> tuple[str, ...]:
+    registry.ensure_loaded()
+    return tuple(n for n in ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun") if n in registry.REGISTRY) + \
+        tuple(sorted(n for n in registry.REGISTRY if n not in ("full", "partial", "mfu", "ssu", "lookahead",
+                                                                 "ecrm", "checknrun")))
 
 
-@dataclass(frozen=True)
-class Option:
-    label: str
-    strategy: str
-    interval_s: float
-    params: dict[str, Any]
-    analytic_overhead: float
-    expected_pls: float
-    overhead: Estimate
-    ckpt_overhead: Estimate
-    pls: Estimate
-    accuracy_loss: float
-    meets_bound: bool  #: mean simulated PLS <= pls_bound (the strategy's own bound)
-    note: str = ""
-    pls_bound: float = math.inf  #: this strategy's PLS bound (its own calibration slope); inf for full
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("overhead", "ckpt_overhead", "pls"):
-            e = getattr(self, k)
-            d[k] = {"mean": e.mean, "ci95": [e.lo, e.hi]}
-        d["interval_h"] = self.interval_s / HOUR
-        return d
+ALL_STRATEGIES = _pls_and_rollback()
+LABELS = {n: (registry.get(n).plan_label or n) for n in ("full", *ALL_STRATEGIES)}
 
 
-@dataclass(frozen=True)
-class Plan:
-    scenario: str
+@dataclass
+class _Context:
+    s: Scenario
+    bound: float
     metric: str
-    accuracy_bound: float
-    pls_bound: float
-    calibrated: bool
-    calibration: dict
-    failure_rate_per_h: float
-    options: tuple[Option, ...]
-    recommended: str
-    saving: float  #: best full recovery's overhead minus the recommended option's (fraction of W)
-    message: str
-    replications: int
-    seed: int
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def option(self, label: str) -> Option:
-        return next(o for o in self.options if o.label == label)
-
-    def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k != "options"}
-        d["options"] = [o.as_dict() for o in self.options]
-        d["notes"] = list(self.notes)
-        return _finite(d)
-
-
-def _finite(x: Any) -> Any:
-    """JSON has no inf/nan: an unbounded PLS or a missing analytic figure becomes null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
-
-
-# ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Rates:
-    total: float  #: failure events that interrupt the job, per second
-    embedding: float  #: events that take down embedding servers, per second
-    k: float  #: embedding servers per such event (mean)
-    exponential: bool
-
-
-def failure_rates(s: Scenario) -> Rates:
-    """Long-run failure-event rates of the scenario's failure processes (renewal rate = 1/mean)."""
-    f, c = s.failures, s.cluster
-    tot = emb = emb_nodes = 0.0
-    expo = True
-    if f.trainer is not None:
-        tot += c.trainers / f.trainer.dist.mean()
-        expo &= f.trainer.family == "exponential"
-    if f.embedding is not None:
-        r = c.embedding_servers / f.embedding.dist.mean()
-        tot += r
-        emb += r
-        emb_nodes += r
-        expo &= f.embedding.family == "exponential"
-    for d in f.domains:
-        r = 1.0 / d.failure.dist.mean()
-        tot += r
-        expo &= d.failure.family == "exponential"
-        if d.node_type == "embedding":
-            emb += r
-            emb_nodes += r * d.nodes
-    for inj in f.injected:
-        r = inj.count / s.duration_s
-        tot += r
-        if inj.node_type == "embedding":
-            emb += r
-            emb_nodes += r * inj.nodes
-    if f.replay:
-        expo = False
-        res, _ = run_replications(s.with_updates({"strategy.name": "partial"}), 20)
-        wall = sum(r.wall_s for r in res)
-        tot = sum(r.failure_events for r in res) / wall
-        emb = tot
-        emb_nodes = sum(r.failures_embedding for r in res) / wall
-    k = emb_nodes / emb if emb > 0 else 1.0
-    return Rates(tot, emb, k, expo)
-
-
-def _sim(s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: int) -> dict[str, Estimate]:
-    upd = {"checkpoint.interval_h": min(tau, s.duration_s) / HOUR, "strategy": {"name": strategy, **params}}
-    res, _ = run_replications(s.with_updates(upd), n)
-    return summarize(res)
-
-
-def _grid(center: float, lo: float, hi: float, points: int, W: float, floor: float) -> list[float]:
-    g = center * np.geomspace(lo, hi, points)
-    return sorted({float(min(W, max(floor, x))) for x in g})
+    acc: PlanAccuracy
+    q: float | None
+    n: int
+    ns: int
+    c: Costs
+    rates: Rates
+    tick: Callable[[int], None]
+    allow_extrapolation: bool
+    notes: list[str]
 
 
 def make_plan(
@@ -171,277 +81,366 @@ def make_plan(
     *,
     calibration: AccuracyModel | None = None,
     replications: int | None = None,
-    grid_replications: int | None = None,
+    search_replications: int | None = None,
     strategies: Sequence[str] = ("partial", "mfu", "ssu"),
-    top_fractions: Sequence[float] = (0.01, 0.05, 0.1, 0.2),
-    full_every: Sequence[int] = (4, 8, 16),
-    sample_rate: float = 0.01,
+    confidence: float | None = 0.9,
+    objective: str = "mean",
+    max_checkpoint_age_h: float | None = None,
+    allow_extrapolation: bool = False,
+    allow_no_full_checkpoint: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Plan:
-    if not (isinstance(accuracy_bound, (int, float)) and math.isfinite(accuracy_bound) and accuracy_bound > 0):
-        raise InputError(f"--max-accuracy-loss must be a finite number > 0, got {accuracy_bound!r}")
-    if metric not in ("auc", "logloss"):
-        raise InputError(f"--metric must be auc or logloss, got {metric!r}")
-    if accuracy_bound >= 0.5:
-        raise InputError(f"--max-accuracy-loss {accuracy_bound} is not a meaningful {metric} loss (expected e.g. 0.001)")
+    """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module doc)."""
+    _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
     if calibration is None:
         from cprsim.calibrate.calibration import load_calibration
 
         calibration = load_calibration()
-    calibration = _Conservative(calibration)
+    acc = plan_accuracy(calibration, metric)
     n = replications or s.replications
-    ng = grid_replications or max(20, n // 4)  # grids locate; the chosen options are confirmed with n
+    ns = search_replications or max(200, n // 2)
+    if confidence is not None:
+        need = min_replications(confidence)
+        if n < need or ns < need:
+            raise InputError(f"proving P(PLS <= bound) >= {confidence:g} takes at least {need} replications "
+                             f"(got {min(n, ns)}); even a perfect record of fewer cannot prove it")
     tick = progress or (lambda k=1: None)
     W = s.duration_s
     c = costs_of(s)
     rates = failure_rates(s)
-    lam = rates.total
-    resched = s.reschedule.dist.mean()
+    if rates.total <= 0:
+        raise InputError(f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)")
+    notes = _accuracy_notes(acc, calibration, metric)
+    notes += _failure_notes(s, rates)
+    _check_feasible(s, rates, c)
+    ctx = _Context(s, accuracy_bound, metric, acc, confidence, n, ns, c, rates, tick, allow_extrapolation, notes)
+
+    age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
+    T_F = _full_interval(s, rates, c, age, allow_no_full_checkpoint, notes)
+
+    options = _full_options(ctx, age)
+    best_full = min(options, key=lambda o: o.overhead.mean)
+    for name in strategies:
+        cls = registry.get(name)
+        if cls.needs_throughput and s.job.samples_per_s is None:
+            notes.append(f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s")
+            continue
+        if cls.plan_kind == "pls":
+            o = _pls_option(ctx, cls, T_F, best_full)
+        else:
+            o = _rollback_option(ctx, cls, min(age, W))
+        if o is not None:
+            options.append(o)
+    options, rec, tied, message = recommend(options, ctx.bound, metric, objective, acc,
+                                                allow_extrapolation)
+    if max_checkpoint_age_h is not None:
+        notes.append(f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
+                     "(the maximum checkpoint age asked for)")
+    best_full = min((o for o in options if o.strategy == "full"), key=lambda o: o.overhead.mean)
+    pls_bound = acc.pls_bound(accuracy_bound, "partial") if "partial" in strategies else math.nan
+    return Plan(s.name, metric, accuracy_bound, pls_bound, acc.calibrated, dict(acc.provenance),
+                rates.total * HOUR, tuple(options), rec.label, best_full.overhead.mean - rec.overhead.mean, message,
+                n, s.seed, tuple(notes), confidence, objective, ns, T_F, acc.description, s.failures.start, tied)
+
+
+# -- inputs and notes ---------------------------------------------------------------------------------
+def _check_inputs(bound: float, metric: str, q: float | None, objective: str, age: float | None) -> None:
+    if not (isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0):
+        raise InputError(f"the accuracy bound must be a finite number > 0, got {bound!r}")
+    if metric not in ("auc", "logloss"):
+        raise InputError(f"the metric must be auc or logloss, got {metric!r}")
+    if bound >= 0.5:
+        raise InputError(f"an accuracy bound of {bound} is not a meaningful {metric} loss (expected e.g. 0.001)")
+    if q is not None and not (isinstance(q, (int, float)) and 0.5 <= q < 1):
+        raise InputError(f"the confidence must be a probability in [0.5, 1), or 'mean', got {q!r}")
+    if objective not in ("mean", "p90"):
+        raise InputError(f"the objective must be mean or p90, got {objective!r}")
+    if age is not None and not (math.isfinite(age) and age > 0):
+        raise InputError(f"the maximum checkpoint age must be a finite number of hours > 0, got {age!r}")
+
+
+def _accuracy_notes(acc: PlanAccuracy, model: Any, metric: str) -> list[str]:
     notes: list[str] = []
-    if not calibration.calibrated:
+    if not acc.calibrated:
         notes.append("accuracy figures rest on an UNCALIBRATED placeholder model (run `cprsim calibrate`)")
-    else:
-        fits = getattr(calibration, "raw", {}).get("fit", {})
-        weak = [f"{st} [{f.get(metric + '_slope_lo', 0):.2g}, {f.get(metric + '_slope_hi', 0):.2g}]"
-                for st, f in fits.items() if isinstance(f, dict) and f.get(f"{metric}_slope_lo", 1.0) <= 0]
-        if weak:
-            preset = calibration.provenance.get("preset", "?")
-            bigger = {"quick": "standard", "standard": "paper"}.get(preset)
-            notes.append(f"the calibrated {metric} loss per unit PLS is not significantly above zero for "
-                         f"{', '.join(weak)} (95% CIs; preset {preset}): the plan uses the upper ends, and "
-                         f"the PLS bound is uncertain"
-                         + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else ""))
-        notes.append("the accuracy model was measured by `cprsim calibrate` on a small DLRM "
-                     f"({calibration.provenance.get('preset', '?')} preset): check that its loss per unit PLS "
-                     "holds for your model before trusting a long partial-recovery interval")
+        return notes
+    notes.append(f"accuracy model: {acc.description}")
+    weak = [f"{st} [{f.lo:.2g}, {f.hi:.2g}]" for st, f in acc.slopes.items() if f.lo <= 0]
+    if weak:
+        preset = acc.provenance.get("preset", "?")
+        bigger = {"quick": "standard", "standard": "paper"}.get(preset)
+        notes.append(f"the calibrated {metric} loss per unit PLS is not significantly above zero for "
+                     f"{', '.join(sorted(set(weak)))} (95% CIs; preset {preset}): the plan uses the upper ends"
+                     + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else ""))
+    notes.append("the accuracy model was measured by `cprsim calibrate` on a small DLRM "
+                 f"({acc.provenance.get('preset', '?')} preset): check that its loss per unit PLS holds for your "
+                 "model before trusting a long partial-recovery interval")
+    return notes
+
+
+def _failure_notes(s: Scenario, rates: Rates) -> list[str]:
+    notes = []
     if not rates.exponential:
         notes.append("failures are not exponential: analytic figures are first-order guides; "
-                     "intervals are refined and every figure confirmed by simulation")
-        renewal = [x for x in (s.failures.trainer, s.failures.embedding) if x is not None]
-        renewal += [d.failure for d in s.failures.domains]
-        if s.failures.start == "fresh" and any(x.family != "exponential" for x in renewal):
-            notes.append("the simulation starts every node with a fresh lifetime (failures.start = \"fresh\"), "
-                         "so early failures come faster or slower than the long-run rate the analytic figures "
-                         "use; failures.start = \"stationary\" starts the cluster in steady state")
-    options: list[Option] = []
-    floor = max(60.0, 2 * c.save_s)
-    counting = ("mfu", "ssu", "checknrun", "ecrm")
-    if s.job.samples_per_s is None and any(x in counting for x in strategies):
-        strategies = [x for x in strategies if x not in counting]
-        notes.append("MFU/SSU/Check-N-Run/ECRM skipped: they count samples, give job.samples_per_s")
-    no_pls = [x for x in strategies if x in ("ecrm", "checknrun")]
-    strategies = [x for x in strategies if x not in no_pls]
+                     "intervals are searched and every figure confirmed by simulation")
+    renewal = [x for x in (s.failures.trainer, s.failures.embedding, s.failures.job) if x is not None]
+    renewal += [d.failure for d in s.failures.domains]
+    if any(x.family != "exponential" for x in renewal):
+        notes.append(f"failures.start = \"{s.failures.start}\": " + (
+            "nodes start in steady state, so failures come at the long-run rate the analytic figures use"
+            if s.failures.start == "stationary" else
+            "every node starts a fresh lifetime, so early failures come faster or slower than the long-run rate"))
+    return notes
 
-    def confirm(label: str, strategy: str, tau: float, params: dict[str, Any], a_over: float,
-                e_pls: float, pls_bound: float, note: str = "") -> Option:
-        est = _sim(s, tau, strategy, params, n)
-        tick(1)
-        pls = est["pls"]
-        loss = calibration.accuracy_loss(pls.mean, metric, strategy) if pls.mean > 0 else 0.0
-        meets = strategy == "full" or pls.mean <= pls_bound * (1 + 1e-9)
-        return Option(label, strategy, tau, params, a_over, e_pls, est["overhead"], est["ckpt_overhead"],
-                      pls, loss, meets, note, math.inf if strategy == "full" else pls_bound)
 
-    # -- full recovery --------------------------------------------------------------------------
-    R_full = resched + c.load_s
-    if lam <= 0:
-        raise InputError(f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)")
-    M = 1.0 / lam
-    t_young = min(W, analytic.young(c.save_s, M))
-    t_daly = min(W, analytic.daly(c.save_s, M))
-    grid = _grid(t_daly, 0.35, 2.8, 9, W, floor)
-    sims = []
-    for t in grid:
-        sims.append(_sim(s, t, "full", {}, ng)["overhead"].mean)
-        tick(1)
-    t_sim = grid[int(np.argmin(sims))]
-    for label, t in (("full (Young)", t_young), ("full (Daly)", t_daly), ("full (simulated optimum)", t_sim)):
-        options.append(confirm(label, "full", t, {}, analytic.full_overhead(W, t, c.save_s, lam, R_full), 0.0, 0.0,
-                               "grid of 9 intervals around Daly's, common random numbers" if "simulated" in label else ""))
-    best_full = min(options, key=lambda o: o.overhead.mean)
+def _check_feasible(s: Scenario, rates: Rates, c: Costs) -> None:
+    """Refuse a hopeless regime before simulating it (failures faster than save + recovery)."""
+    W = s.duration_s
+    R = s.reschedule.dist.mean() + c.load_s
+    lam = rates.total
+    ratio, tau = _best_full_ratio(W, c.save_s, lam, R)
+    if ratio > 100.0:
+        M = 1.0 / lam
+        raise InputError(
+            f"{s.name}: hopeless: the cluster fails every {_dur(M)} on average while a save takes {_dur(c.save_s)} "
+            f"and a recovery {_dur(R)}; even full recovery at its best interval ({_dur(tau)}) would need about "
+            f"{ratio:.3g}x the job's {_dur(W)} of work. A job finishes only when the cluster's MTBF is well above "
+            "save + recovery: fewer or more reliable nodes, faster saves or restarts")
 
-    # -- partial recovery ------------------------------------------------------------------------
-    k = rates.k
-    n_e = s.cluster.embedding_servers
-    lam_e = rates.embedding
-    R_part = resched + c.shard_load_s(max(1, round(k)))
-    pls_bounds = {}
-    rejected: dict[str, str] = {}
-    for strat in strategies:
-        pls_bound = float(calibration.max_pls(accuracy_bound, metric, strat))
-        pls_bounds[strat] = pls_bound
-        if not (pls_bound > 0):
-            notes.append(f"{strat}: the accuracy model allows no lost samples at this bound")
+
+def _best_full_ratio(W: float, delta: float, lam: float, R: float) -> tuple[float, float]:
+    best = (math.inf, W)
+    for tau in np.geomspace(max(1.0, delta / 100.0), W, 60):
+        x = lam * (tau + delta)
+        if x > 700 or lam * R > 700:
             continue
-        if strat == "partial":
-            cands = [({}, _vanilla_tau(pls_bound, W, c.save_s, lam_e, k, n_e))]
-        else:
-            rate = {"mfu": 1.0, "ssu": sample_rate, "lookahead": math.inf}[strat]
-            cands = []
-            for r in top_fractions:
-                for K in full_every:
-                    tau = _prioritized_tau(s, pls_bound, lam_e, k, n_e, r, K, rate)
-                    params: dict[str, Any] = {"top_fraction": r, "full_every": K}
-                    if strat == "ssu":
-                        params["sample_rate"] = sample_rate
-                    cands.append((params, tau))
-        scored = []
-        for params, tau in cands:
-            if tau <= 0:
-                continue
-            tau = min(tau, W)
-            scored.append((_analytic_partial(s, strat, params, tau, lam, R_part, c), params, tau))
-        label = LABELS.get(strat, strat)
-        if not scored:
-            rejected[label] = f"{label} cannot keep PLS <= {pls_bound:.3g} at any interval"
-            notes.append(rejected[label])
-            continue
-        a_over, params, tau_a = min(scored, key=lambda x: x[0])
-        if tau_a < floor or a_over > 2 * best_full.overhead.mean + 0.01:
-            # not simulated: checkpointing this often is hopeless (or shorter than a save)
-            rejected[label] = (f"{label} would have to checkpoint every {tau_a:.3g} s to keep PLS <= "
-                               f"{pls_bound:.3g}, costing about {100 * a_over:.3g}% (analytic)")
-            notes.append(rejected[label] + ": not simulated")
-            continue
-        # refine by simulation: the largest interval on a grid around the analytic one whose mean PLS meets the bound
-        tau_ok, note = tau_a, "analytic interval"
-        for t in sorted(_grid(tau_a, 0.75, 1.3, 4, W, 1.0), reverse=True):
-            pls_mean = _sim(s, t, strat, params, ng)["pls"].mean
-            tick(1)
-            if pls_mean <= pls_bound:
-                tau_ok, note = t, "largest grid interval whose simulated mean PLS meets the bound"
-                break
-        e_pls = _expected_pls(s, strat, params, tau_ok, lam_e, k, n_e)
-        options.append(confirm(label, strat, tau_ok, params, _analytic_partial(s, strat, params, tau_ok, lam, R_part, c),
-                               e_pls, pls_bound, note))
+        r = analytic.full_wall(W, float(tau), delta, lam, R) / W
+        if r < best[0]:
+            best = (r, float(tau))
+    return best
 
-    # strategies that lose no updates (ECRM falls back to a checkpoint on stripe loss; Check-N-Run
-    # is full recovery): the simulated optimum over a grid of intervals, for a few variants
-    for strat in no_pls:
-        variants = ([{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}] if strat == "ecrm"
-                    else [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}])
-        hi = 12.0 if strat == "ecrm" else 3.0
-        best_opt = None
-        for params in variants:
-            try:
-                s.with_updates({"strategy": {"name": strat, **params}})
-            except InputError as e:  # e.g. k + m larger than the cluster
-                notes.append(f"{strat} {params}: {e}")
-                continue
-            grid_t = _grid(t_daly, 0.5, hi, 5, W, floor)
-            means = []
-            for t in grid_t:
-                means.append(_sim(s, t, strat, params, ng)["overhead"].mean)
-                tick(1)
-            i = int(np.argmin(means))
-            if best_opt is None or means[i] < best_opt[0]:
-                best_opt = (means[i], params, grid_t[i])
-        if best_opt is not None:
-            _, params, t = best_opt
-            label = f"{LABELS[strat]} ({_fmt_params(params)})"
-            options.append(confirm(label, strat, t, params, math.nan, 0.0, 0.0,
-                                   "simulated optimum over intervals and variants" +
-                                   ("; quantization's accuracy cost is not modelled" if strat == "checknrun" else "")))
 
-    ok = [o for o in options if o.meets_bound]
-    best = min(ok, key=lambda o: o.overhead.mean)
-    saving = best_full.overhead.mean - best.overhead.mean
-    if best.strategy == "full":
-        partial_opts = [o for o in options if o.strategy != "full"]
-        if partial_opts:
-            p = min(partial_opts, key=lambda o: o.overhead.mean)
-            why = (f"to keep the {metric} loss under {accuracy_bound:g} (PLS <= {pls_bounds.get(p.strategy, 0):.3g}), "
-                   f"{p.label} must checkpoint every {p.interval_s / HOUR:.3g} h, costing "
-                   f"{100 * p.overhead.mean:.2f}% vs {100 * best_full.overhead.mean:.2f}% for {best_full.label}")
-        elif rejected:
-            why = "; ".join(rejected.values()) + f", vs {100 * best_full.overhead.mean:.2f}% for {best_full.label}"
-        else:
-            why = "no partial-recovery interval meets the bound"
-        message = f"partial recovery does not pay here: {why}; use {best.label} every {best.interval_s / HOUR:.3g} h"
+def _dur(sec: float) -> str:
+    if sec < 120:
+        return f"{sec:.3g} s"
+    if sec < 2 * HOUR:
+        return f"{sec / 60:.3g} min"
+    return f"{sec / HOUR:.3g} h"
+
+
+def _full_interval(s: Scenario, rates: Rates, c: Costs, age: float, allow_none: bool, notes: list[str]) -> float:
+    """T_F: the full-checkpoint interval every partial option keeps."""
+    W = s.duration_s
+    if rates.job > 0:
+        T = analytic.daly(c.save_s, 1.0 / rates.job)
+        why = f"Daly's interval against job-level interruptions (one every {_dur(1.0 / rates.job)})"
     else:
-        rel = saving / best_full.overhead.mean if best_full.overhead.mean > 0 else 0.0
-        every = (f"every {best.interval_s / HOUR:.3g} h" if best.interval_s < W
-                 else "with no checkpoint before the job ends (the failures lose fewer updates than the bound)")
-        message = (f"use {best.label} {every}"
-                   + (f" ({_fmt_params(best.params)})" if best.params else "")
-                   + f": overhead {100 * best.overhead.mean:.2f}% vs {100 * best_full.overhead.mean:.2f}% for "
-                   f"{best_full.label}, a saving of {100 * saving:.2f} points ({100 * rel:.0f}% of it), at PLS "
-                   f"{best.pls.mean:.4f} (expected {metric} loss {best.accuracy_loss:.2g} <= {accuracy_bound:g})")
-    return Plan(s.name, metric, accuracy_bound, pls_bounds.get("partial", math.nan), calibration.calibrated,
-                dict(calibration.provenance), lam * HOUR, tuple(options), best.label, saving, message, n, s.seed,
-                tuple(notes))
+        T, why = math.inf, ""
+    if age < T:
+        T, why = age, "the maximum checkpoint age asked for"
+    if T >= W:
+        if allow_none:
+            T, why = W, "no full checkpoint needed (allowed: no job-level interruption is modelled)"
+        else:
+            T = W / 2.0
+            why = ("W/2: the scenario models no job-level interruption ([failures.job]) and no maximum checkpoint "
+                   "age was given, so one consistent checkpoint is kept by the job's middle")
+    notes.append(f"partial-recovery options keep a full checkpoint at least every {_dur(T)} of progress: {why}")
+    return T
 
 
-LABELS = {"partial": "CPR-vanilla", "mfu": "CPR-MFU", "ssu": "CPR-SSU", "lookahead": "Lookahead",
-          "ecrm": "ECRM", "checknrun": "Check-N-Run"}
-ALL_STRATEGIES = ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun")
+# -- options -------------------------------------------------------------------------------------------
+def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str, Any], a_over: float, e_pls: float,
+             bound: float, note: str, steps: Sequence[float] = (),
+             params_at: Callable[[float], dict[str, Any]] | None = None) -> Option:
+    """Simulate on the confirmation block; step down ``steps`` (descending) while the bound fails."""
+    stepped = 0
+    while True:
+        res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
+        ctx.tick(1)
+        v = judge([r.pls for r in res], bound, ctx.q)
+        if v.passed or cls.plan_kind != "pls" or stepped >= len(steps):
+            break
+        tau = steps[stepped]
+        params = params_at(tau) if params_at is not None else params
+        stepped += 1
+    est = {k: estimate([getattr(r, k) for r in res]) for k in ("overhead", "ckpt_overhead", "pls", "ettr")}
+    pls = est["pls"]
+    strat = cls.name
+    loss, loss_lo, loss_hi = ctx.acc.loss(pls.mean, strat) if cls.plan_kind == "pls" else (0.0, 0.0, 0.0)
+    # the PLS the promise is about: the mean, or the confidence-quantile of single runs
+    bounded = pls.mean if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
+    tail = ctx.acc.loss(bounded, strat)[2] if cls.plan_kind == "pls" else 0.0
+    extrap = ""
+    rng = ctx.acc.measured_range(strat) if cls.plan_kind == "pls" else None
+    stat_name = "mean PLS" if ctx.q is None else f"P{100 * ctx.q:g} PLS"
+    if rng is not None and bounded > rng:
+        how = "beyond twice" if bounded > 2 * rng else "beyond"
+        extrap = (f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
+                  f"(up to {rng:.3g})")
+    if stepped:
+        note += (f"; the confirmation stepped the interval down {stepped} grid step(s) "
+                 "(the search's choice failed on fresh replications)")
+    full_int = cls.plan_full_interval(params, tau)
+    return Option(label, strat, tau, params, a_over, e_pls, est["overhead"], est["ckpt_overhead"], pls, loss,
+                  v.passed if cls.plan_kind == "pls" else True, note,
+                  bound if cls.plan_kind == "pls" else math.inf, min(full_int, ctx.s.duration_s), est["ettr"],
+                  v.within, v.within_lo, (loss_lo, loss_hi), tail, cls.plan_oracle, extrap, False, stepped,
+                  cls.plan_rank)
 
 
-class _Conservative:
-    """The accuracy model at the upper end of its slope's 95% CI, where the calibration has one.
+def _full_options(ctx: _Context, age: float) -> list[Option]:
+    s, c, rates = ctx.s, ctx.c, ctx.rates
+    W = s.duration_s
+    cap = min(W, age)
+    lam = rates.total
+    M = 1.0 / lam
+    t_young = min(cap, analytic.young(c.save_s, M))
+    t_daly = min(cap, analytic.daly(c.save_s, M))
+    R = s.reschedule.dist.mean() + c.load_s
+    ng = max(20, ctx.ns // 4)
+    full = registry.get("full")
+    means: dict[float, float] = {}
 
-    A bound promised to a user must hold for the calibration's uncertainty too: a noisy fit
-    (even a negative point slope) must not turn into an unbounded PLS.
-    """
+    def sim_mean(t: float) -> float:
+        if t not in means:
+            means[t] = float(np.mean([r.overhead for r in simulate(s, t, "full", {}, ng)]))
+            ctx.tick(1)
+        return means[t]
 
-    def __init__(self, model: AccuracyModel) -> None:
-        self.model = model
-        self.calibrated = model.calibrated
-        self.provenance = model.provenance
-        self.raw = getattr(model, "raw", {})
+    lo_limit = max(1.0, c.save_s / 20.0)
+    grid = sorted({float(min(cap, max(lo_limit, x))) for x in t_daly * np.geomspace(0.35, 2.8, 9)})
+    for _ in range(4):  # the optimum at the grid's lower edge: extend the grid downwards
+        vals = [sim_mean(t) for t in grid]
+        i = int(np.argmin(vals))
+        if i > 0 or grid[0] <= lo_limit * (1 + 1e-9):
+            break
+        grid = sorted({float(max(lo_limit, x)) for x in grid[0] * np.geomspace(0.2, 0.8, 4)} | set(grid))
+    t_sim = grid[int(np.argmin([sim_mean(t) for t in grid]))]
+    out = []
+    for label, t, note in (("full (Young)", t_young, ""), ("full (Daly)", t_daly, ""),
+                           ("full (simulated optimum)", t_sim,
+                            f"grid of {len(grid)} intervals around Daly's, common random numbers")):
+        out.append(_confirm(ctx, label, full, t, {}, _safe(lambda: analytic.full_overhead(W, t, c.save_s, lam, R)),
+                            0.0, math.inf, note))
+    return out
 
-    def _call(self, name: str, *args: Any) -> float:
-        fn = getattr(self.model, name)
+
+def _safe(f: Callable[[], float]) -> float:
+    try:
+        return float(f())
+    except (OverflowError, ValueError, ZeroDivisionError):
+        return math.inf
+
+
+def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Option | None:
+    s, c, rates = ctx.s, ctx.c, ctx.rates
+    W = s.duration_s
+    label = cls.plan_label or cls.name
+    bound = ctx.acc.pls_bound(ctx.bound, cls.name)
+    if not (bound > 0):
+        ctx.notes.append(f"{label}: the accuracy model allows no lost samples at this bound")
+        return None
+    rng = ctx.acc.measured_range(cls.name)
+    if rng is not None and math.isfinite(rng) and bound > 2 * rng:
+        if ctx.allow_extrapolation:
+            ctx.notes.append(f"{label}: planned to PLS {bound:.3g}, beyond twice the PLS range the calibration "
+                             f"measured for {cls.name} (up to {rng:.3g}): allowed by allow_extrapolation")
+        else:
+            ctx.notes.append(f"{label}: the accuracy bound would allow PLS {bound:.3g}, but the calibration measured "
+                             f"{cls.name} only up to PLS {rng:.3g}; the plan stays within twice that range "
+                             f"(PLS <= {2 * rng:.3g}); --allow-extrapolation plans to the bound")
+            bound = 2 * rng
+    lo = max(60.0, 2.0 * c.latency_s)
+    cands = grid_below(T_F, lo)
+
+    def analytic_tau(params: dict[str, Any]) -> float:
+        """Largest candidate whose first-order E[PLS] meets the bound (binary search on the grid)."""
+        a, b = 0, len(cands) - 1
+        if cls.plan_expected_pls(s, cls.plan_with_full_interval(params, cands[0], T_F), cands[0], rates) > bound:
+            return 0.0
+        while a < b:
+            m = (a + b + 1) // 2
+            t = cands[m]
+            if cls.plan_expected_pls(s, cls.plan_with_full_interval(params, t, T_F), t, rates) <= bound:
+                a = m
+            else:
+                b = m - 1
+        return cands[a]
+
+    scored = []
+    for v in cls.plan_variants(s):
+        tau = analytic_tau(v)
+        if tau <= 0:
+            continue
+        p = cls.plan_with_full_interval(v, tau, T_F)
         try:
-            return fn(*args, conservative=True)
-        except TypeError:  # a model without confidence intervals
-            return fn(*args)
+            s.with_updates({"strategy": {"name": cls.name, **p}})
+        except InputError as e:
+            ctx.notes.append(f"{label} {_fmt_params(p)}: {e}")
+            continue
+        scored.append((_safe(lambda: cls.plan_expected_overhead(s, p, tau, rates, c)), v, tau))
+    if not scored:
+        ctx.notes.append(f"{label} cannot keep PLS <= {bound:.3g} at any interval of {_dur(cands[0])} or more")
+        return None
+    a_over, variant, tau_a = min(scored, key=lambda x: x[0])
+    if a_over > 2 * best_full.overhead.mean + 0.01:
+        ctx.notes.append(f"{label} would have to checkpoint every {_dur(tau_a)} to keep PLS <= {bound:.3g}, costing "
+                         f"about {100 * a_over:.3g}% (analytic): not simulated")
+        return None
 
-    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = "partial") -> float:
-        return self._call("accuracy_loss", pls, metric, strategy)
+    def params_at(t: float) -> dict[str, Any]:
+        return cls.plan_with_full_interval(variant, t, T_F)
 
-    def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial") -> float:
-        return self._call("max_pls", bound, metric, strategy)
+    search = PlsSearch(s, cls.name, params_at, bound, ctx.q, ctx.ns, ctx.tick)
+    tau = search.run(cands, tau_a)
+    if tau is None:
+        ctx.notes.append(f"{label}: no interval of {_dur(cands[0])} or more keeps PLS <= {bound:.3g} "
+                         + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs"))
+        return None
+    i = cands.index(tau)
+    steps = list(reversed(cands[max(0, i - 3):i]))
+    crit = "mean PLS" if ctx.q is None else f"PLS in {100 * ctx.q:g}% of runs (95% lower bound)"
+    note = (f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications; "
+            f"confirmed on {ctx.n} fresh ones")
+    if cls.plan_oracle:
+        note += "; ORACLE: ranks rows by future accesses, an upper reference, not a deployable strategy"
+    o = _confirm(ctx, label, cls, tau, params_at(tau), _safe(lambda: cls.plan_expected_overhead(
+        s, params_at(tau), tau, rates, c)), _safe(lambda: cls.plan_expected_pls(s, params_at(tau), tau, rates)),
+        bound, note, steps, params_at)
+    return o
+
+
+def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
+    s, c, rates = ctx.s, ctx.c, ctx.rates
+    ng = max(20, ctx.ns // 4)
+    t_daly = min(cap, analytic.daly(c.save_s, 1.0 / rates.total))
+    lo_f, hi_f = cls.plan_interval_range
+    best = None
+    for params in cls.plan_variants(s):
+        try:
+            s.with_updates({"strategy": {"name": cls.name, **params}})
+        except InputError as e:  # e.g. k + m larger than the cluster
+            ctx.notes.append(f"{cls.plan_label or cls.name} {_fmt_params(params)}: {e}")
+            continue
+        grid_t = sorted({float(min(cap, max(1.0, x))) for x in t_daly * np.geomspace(lo_f, hi_f, 5)})
+        means = []
+        for t in grid_t:
+            means.append(float(np.mean([r.overhead for r in simulate(s, t, cls.name, params, ng)])))
+            ctx.tick(1)
+        i = int(np.argmin(means))
+        if best is None or means[i] < best[0]:
+            best = (means[i], params, grid_t[i])
+    if best is None:
+        return None
+    _, params, t = best
+    label = f"{cls.plan_label or cls.name} ({_fmt_params(params)})"
+    note = "simulated optimum over intervals and variants"
+    if cls.name == "checknrun":
+        note += "; quantization's accuracy cost is not modelled"
+    return _confirm(ctx, label, cls, t, params, _safe(lambda: cls.plan_expected_overhead(s, params, t, rates, c))
+                    if cls.name == "full" else math.nan, 0.0, math.inf, note)
 
 
 def _fmt_params(p: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in p.items())
-
-
-def _vanilla_tau(bound: float, W: float, delta: float, lam_e: float, k: float, n_e: int) -> float:
-    return analytic.interval_for_pls(bound, W, delta, lam_e, k, n_e)
-
-
-def _prioritized_tau(s: Scenario, bound: float, lam_e: float, k: float, n_e: int, r: float, K: int,
-                     rate: float) -> float:
-    """Largest tau with first-order E[PLS] <= bound; the coverage depends on tau (counts per interval)."""
-    W = s.duration_s
-    cov = coverage_of(s, min(W, 3600.0), r, rate)
-    tau = W
-    for _ in range(3):  # fixed point: coverage grows slowly with tau
-        per = analytic.expected_pls_prioritized(W, 1.0, lam_e, k, n_e, cov, K)
-        tau = min(W, bound / per) if per > 0 else W
-        cov = coverage_of(s, tau, r, rate)
-    return tau
-
-
-def _expected_pls(s: Scenario, strat: str, params: dict[str, Any], tau: float, lam_e: float, k: float,
-                  n_e: int) -> float:
-    if strat == "partial":
-        return analytic.expected_pls(s.duration_s, tau, costs_of(s).save_s, lam_e, k, n_e)
-    rate = math.inf if strat == "lookahead" else params.get("sample_rate", 1.0)
-    cov = coverage_of(s, tau, params["top_fraction"], rate)
-    return analytic.expected_pls_prioritized(s.duration_s, tau, lam_e, k, n_e, cov, params["full_every"])
-
-
-def _analytic_partial(s: Scenario, strat: str, params: dict[str, Any], tau: float, lam: float, R: float,
-                      c) -> float:  # noqa: ANN001
-    W = s.duration_s
-    if strat == "partial":
-        return analytic.partial_overhead(W, tau, c.save_s, lam, R)
-    from cprsim.sim.prioritized import MFUParams
-
-    counter = 0.0 if strat == "lookahead" else \
-        MFUParams.model_fields["counter_overhead"].default * params.get("sample_rate", 1.0)
-    return analytic.prioritized_overhead(W, tau, c.save_s, c.save_fraction_s(params["top_fraction"]),
-                                         params["full_every"], lam, R, counter)
+    return ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in p.items())

@@ -60,6 +60,13 @@ class ECRM(Strategy):
     name = "ecrm"
     summary = "ECRM: erasure-coded embedding servers; rebuild from parity while training continues"
     Params = ECRMParams
+    plan_label = "ECRM"
+    plan_rank = 5
+    plan_interval_range = (0.5, 12.0)
+
+    @classmethod
+    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+        return [{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}]
 
     def __init__(self, params: ECRMParams, run: "Run") -> None:
         super().__init__(params, run)
@@ -160,6 +167,12 @@ class CheckNRun(Strategy):
     summary = "Check-N-Run: differential (dirty rows only) and quantized checkpoints, full baseline every K; full recovery"
     Params = CheckNRunParams
     needs_throughput = True
+    plan_label = "Check-N-Run"
+    plan_rank = 2
+
+    @classmethod
+    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+        return [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}]
 
     def __init__(self, params: CheckNRunParams, run: "Run") -> None:
         super().__init__(params, run)
@@ -212,6 +225,13 @@ class Lookahead(MFU):
     summary = "BagPipe-style: partial saves of the rows the next window will use (no ranking noise); trainer caches"
     Params = LookaheadParams
     needs_throughput = False
+    plan_label = "Lookahead"
+    plan_rank = 90
+    plan_oracle = True
+
+    @classmethod
+    def _plan_rate(cls, params) -> float:  # noqa: ANN001
+        return math.inf
 
     @classmethod
     def check(cls, params, scenario) -> None:  # noqa: ANN001

@@ -48,6 +48,48 @@ class MFU(Partial):
     summary = "CPR-MFU: partial recovery; partial saves of the top-r rows by exact access counts, a full save every K"
     Params = MFUParams
     needs_throughput = True
+    plan_label = "CPR-MFU"
+    plan_rank = 3
+    #: the saved fractions the planner tries; the full-save period follows from the full interval
+    plan_top_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
+
+    @classmethod
+    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+        return [{"top_fraction": r} for r in cls.plan_top_fractions]
+
+    @classmethod
+    def plan_with_full_interval(cls, params, tau, full_interval) -> dict:  # noqa: ANN001
+        return {**params, "full_every": max(1, min(10_000, int(math.floor(full_interval / tau * (1 + 1e-9)))))}
+
+    @classmethod
+    def plan_full_interval(cls, params, tau) -> float:  # noqa: ANN001
+        return tau * params.get("full_every", MFUParams.model_fields["full_every"].default)
+
+    @classmethod
+    def _plan_rate(cls, params) -> float:  # noqa: ANN001
+        return 1.0
+
+    @classmethod
+    def plan_expected_pls(cls, s, params, tau, rates) -> float:  # noqa: ANN001
+        from cprsim import analytic
+
+        K = params.get("full_every", MFUParams.model_fields["full_every"].default)
+        cov = coverage_of(s, tau, params["top_fraction"], cls._plan_rate(params))
+        return analytic.expected_pls_prioritized(s.duration_s, tau, rates.embedding, rates.k,
+                                                 s.cluster.embedding_servers, cov, K)
+
+    @classmethod
+    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
+        from cprsim import analytic
+        from cprsim.sim.strategies import job_level_overhead
+
+        K = params.get("full_every", MFUParams.model_fields["full_every"].default)
+        rate = cls._plan_rate(params)
+        counter = cls.Params.model_fields["counter_overhead"].default * (1.0 if math.isinf(rate) else rate)
+        R = s.reschedule.dist.mean() + costs.shard_load_s(max(1, round(rates.k)))
+        node = analytic.prioritized_overhead(s.duration_s, tau, costs.save_s,
+                                             costs.save_fraction_s(params["top_fraction"]), K, rates.nodes, R, counter)
+        return node + job_level_overhead(s, K * tau, rates, costs)
 
     def __init__(self, params: MFUParams, run: "Run") -> None:
         super().__init__(params, run)
@@ -89,6 +131,16 @@ class SSU(MFU):
     name = "ssu"
     summary = "CPR-SSU: as MFU, but rows ranked by counts from a sub-sample (rate s) of the inputs"
     Params = SSUParams
+    plan_label = "CPR-SSU"
+    plan_rank = 4
+
+    @classmethod
+    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+        return [{**v, "sample_rate": 0.01} for v in super().plan_variants(s)]
+
+    @classmethod
+    def _plan_rate(cls, params) -> float:  # noqa: ANN001
+        return params.get("sample_rate", SSUParams.model_fields["sample_rate"].default)
 
     @property
     def sample_rate(self) -> float:

@@ -16,7 +16,8 @@ pydantic model of its scenario parameters (``[strategy]`` table), validated stri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+import math
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -34,6 +35,44 @@ class Strategy:
     Params: ClassVar[type[BaseModel]] = NoParams
     needs_throughput: ClassVar[bool] = False  #: counts samples: the job must give samples_per_s
     rate: float = 1.0
+
+    # -- planning hooks (read by cprsim.plan: a new strategy is planned without editing it) -------
+    plan_label: ClassVar[str] = ""  #: its name in plans (default: the registry name)
+    #: "rollback": loses no update, its interval minimises overhead; "pls": loses updates, its
+    #: interval is the largest that keeps PLS within the bound
+    plan_kind: ClassVar[Literal["rollback", "pls"]] = "rollback"
+    plan_rank: ClassVar[int] = 50  #: simplicity: options tied within their CIs go to the lowest
+    plan_oracle: ClassVar[bool] = False  #: knows the future: labelled, never recommended
+    plan_interval_range: ClassVar[tuple[float, float]] = (0.5, 3.0)  #: "rollback": grid x Daly's
+
+    @classmethod
+    def plan_variants(cls, s) -> list[dict[str, Any]]:  # noqa: ANN001
+        """The parameter sets the planner tries (each validated against the scenario)."""
+        return [{}]
+
+    @classmethod
+    def plan_with_full_interval(cls, params: dict[str, Any], tau: float, full_interval: float) -> dict[str, Any]:
+        """The parameters that keep a full (consistent) checkpoint at least every ``full_interval``
+        when saving every ``tau`` (every save of a plain strategy is a full one)."""
+        return dict(params)
+
+    @classmethod
+    def plan_full_interval(cls, params: dict[str, Any], tau: float) -> float:
+        """Progress between two full checkpoints at interval ``tau``."""
+        return tau
+
+    @classmethod
+    def plan_expected_pls(cls, s, params: dict[str, Any], tau: float, rates) -> float:  # noqa: ANN001
+        """First-order E[PLS] (0 for strategies that lose no update)."""
+        return 0.0
+
+    @classmethod
+    def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:  # noqa: ANN001
+        """First-order E[wall]/W - 1 (rates: cprsim.plan.rates.Rates; every failure rolls back)."""
+        from cprsim import analytic
+
+        return analytic.full_overhead(s.duration_s, tau, costs.save_s, rates.total,
+                                      s.reschedule.dist.mean() + costs.load_s)
 
     def __init__(self, params: BaseModel, run: "Run") -> None:
         self.params = params
@@ -110,6 +149,8 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
 class Full(Strategy):
     name = "full"
     summary = "any failure: reschedule, every node reloads the last checkpoint, re-execute since it"
+    plan_label = "full"
+    plan_rank = 0
 
 
 @register
@@ -119,6 +160,26 @@ class Partial(Strategy):
         "CPR partial recovery: only failed nodes are restored (an embedding server from its shard's "
         "checkpoint, a trainer from a peer); nothing is re-executed; lost updates count as PLS"
     )
+    plan_label = "CPR-vanilla"
+    plan_kind = "pls"
+    plan_rank = 1
+
+    @classmethod
+    def plan_expected_pls(cls, s, params, tau, rates) -> float:  # noqa: ANN001
+        from cprsim import analytic
+        from cprsim.costs import costs_of
+
+        return analytic.expected_pls(s.duration_s, tau, costs_of(s).save_s, rates.embedding, rates.k,
+                                     s.cluster.embedding_servers)
+
+    @classmethod
+    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
+        from cprsim import analytic
+
+        W = s.duration_s
+        R = s.reschedule.dist.mean() + costs.shard_load_s(max(1, round(rates.k)))
+        node = analytic.partial_overhead(W, tau, costs.save_s, rates.nodes, R)
+        return node + job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         for n in nodes:
@@ -132,6 +193,14 @@ class Partial(Strategy):
         if len(nodes) > k:
             t = max(t, self.costs.dense_copy_s)
         return t
+
+
+def job_level_overhead(s, full_interval: float, rates, costs) -> float:  # noqa: ANN001
+    """First order: each job-level interruption re-executes half a full interval, restarts, reloads."""
+    if rates.job <= 0:
+        return 0.0
+    restart = s.failures.job.restart_s if s.failures.job.restart_s is not None else s.reschedule.dist.mean()
+    return rates.job * (min(full_interval, s.duration_s) / 2.0 + restart + costs.load_s)
 
 
 def names() -> list[str]:

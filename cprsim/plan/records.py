@@ -1,0 +1,95 @@
+"""What a plan says: its options, each confirmed on fresh replications, and its recommendation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cprsim.scenario import HOUR
+from cprsim.sim.replicate import Estimate
+
+
+@dataclass(frozen=True)
+class Option:
+    label: str
+    strategy: str
+    interval_s: float  #: checkpoint interval (for MFU/SSU: the partial-save interval)
+    params: dict[str, Any]
+    analytic_overhead: float
+    expected_pls: float  #: first-order analytic E[PLS]
+    overhead: Estimate  #: total overhead (wall - W) / W on the confirmation replications
+    ckpt_overhead: Estimate
+    pls: Estimate
+    accuracy_loss: float  #: at the mean PLS, with the plan's slope for this strategy
+    meets_bound: bool  #: confirmed on fresh replications (per run at the plan's confidence, or on the mean)
+    note: str = ""
+    pls_bound: float = math.inf  #: this option's PLS bound; inf: loses no update
+    full_interval_s: float = math.nan  #: progress between two full (consistent) checkpoints
+    ettr: Estimate | None = None
+    within: float = 1.0  #: share of confirmation runs whose PLS <= the bound
+    within_lo: float = 1.0  #: its one-sided 95% Clopper-Pearson lower bound
+    accuracy_loss_ci: tuple[float, float] = (0.0, 0.0)  #: from the slope's 95% CI
+    accuracy_loss_tail: float = 0.0  #: at the PLS quantile the plan bounds (its confidence), upper slope
+    oracle: bool = False  #: knows the future: never recommended
+    extrapolation: str = ""  #: "", "beyond the calibrated range", ...
+    tied: bool = False  #: within the CI of the cheapest option
+    stepped_down: int = 0  #: grid steps the confirmation took down from the search's interval
+    rank: int = 50  #: simplicity (ties go to the lowest)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("overhead", "ckpt_overhead", "pls", "ettr"):
+            e = getattr(self, k)
+            d[k] = e.as_dict() if e is not None else None
+        d["interval_h"] = self.interval_s / HOUR
+        d["full_interval_h"] = self.full_interval_s / HOUR
+        d["accuracy_loss_ci"] = list(self.accuracy_loss_ci)
+        return d
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenario: str
+    metric: str
+    accuracy_bound: float
+    pls_bound: float  #: CPR-vanilla's PLS bound (each option carries its own)
+    calibrated: bool
+    calibration: dict
+    failure_rate_per_h: float
+    options: tuple[Option, ...]
+    recommended: str
+    saving: float  #: best full recovery's overhead minus the recommended option's (fraction of W)
+    message: str
+    replications: int  #: confirmation replications per option (fresh: never searched with)
+    seed: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    confidence: float | None = 0.9  #: P(a run's PLS <= bound) promised; None: on the mean
+    objective: str = "mean"
+    search_replications: int = 0
+    full_interval_s: float = math.nan  #: the full-checkpoint interval every partial option keeps
+    accuracy_model: str = ""
+    failure_start: str = "stationary"
+    tied: tuple[str, ...] = ()
+
+    def option(self, label: str) -> Option:
+        return next(o for o in self.options if o.label == label)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "options"}
+        d["options"] = [o.as_dict() for o in self.options]
+        d["notes"] = list(self.notes)
+        d["tied"] = list(self.tied)
+        d["full_interval_h"] = self.full_interval_s / HOUR
+        return finite(d)
+
+
+def finite(x: Any) -> Any:
+    """JSON has no inf/nan: an unbounded PLS or a missing analytic figure becomes null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x

@@ -1,0 +1,90 @@
+"""The recommendation: the cheapest option that meets its bound, ties to the simplest, in words."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from cprsim.plan.accuracy import PlanAccuracy
+from cprsim.plan.records import Option
+from cprsim.scenario import HOUR
+
+
+def quantile_ci(values: Any, p: float, level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the p-quantile from order statistics (binomial), clipped to the data."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = x.size
+    lo_k = int(stats.binom.ppf((1 - level) / 2, n, p))
+    hi_k = int(stats.binom.ppf(1 - (1 - level) / 2, n, p))
+    return float(x[max(0, lo_k - 1)]), float(x[min(n - 1, hi_k)])
+
+
+def _value(o: Option, objective: str) -> tuple[float, float, float]:
+    e = o.overhead
+    if objective == "p90":
+        # the order-statistic CI needs the runs; from the summary, a normal-theory interval of the
+        # quantile with the percentile spread (P99 - P50) as the scale is the stand-in
+        h = 1.96 * max(e.p99 - e.p50, 0.0) * math.sqrt(0.9 * 0.1 / max(e.n, 1)) / 0.5
+        return e.p90, e.p90 - h, e.p90 + h
+    return e.mean, e.lo, e.hi
+
+
+def recommend(options: list[Option], bound: float, metric: str, objective: str, acc: PlanAccuracy,
+              allow_extrapolation: bool = False) -> tuple[list[Option], Option, tuple[str, ...], str]:
+    """Mark ties, pick the recommended option and say why (oracles never; options beyond twice
+    the calibrated PLS range only when extrapolation is allowed)."""
+    eligible = [o for o in options if o.meets_bound and not o.oracle
+                and (allow_extrapolation or "twice" not in o.extrapolation)]
+    if not eligible:
+        eligible = [o for o in options if o.strategy == "full"]
+    best = min(eligible, key=lambda o: _value(o, objective)[0])
+    _, blo, bhi = _value(best, objective)
+    tied = [o for o in eligible if _value(o, objective)[1] <= bhi and _value(o, objective)[2] >= blo]
+    rec = min(tied, key=lambda o: (o.rank, _value(o, objective)[0]))
+    tied_labels = tuple(o.label for o in tied if o.label != rec.label)
+    options = [replace(o, tied=o in tied and len(tied) > 1) for o in options]
+    best_full = min((o for o in options if o.strategy == "full"), key=lambda o: _value(o, objective)[0])
+    what = "P90 overhead" if objective == "p90" else "overhead"
+    v_rec, v_full = _value(rec, objective)[0], _value(best_full, objective)[0]
+    if rec.strategy == "full":
+        partial = [o for o in options if o.strategy != "full" and o.pls_bound < math.inf]
+        if partial:
+            p = min(partial, key=lambda o: _value(o, objective)[0])
+            why = (f"{p.label} every {p.interval_s / HOUR:.3g} h costs {100 * _value(p, objective)[0]:.2f}% "
+                   f"vs {100 * v_full:.2f}% for {best_full.label}"
+                   + ("" if p.meets_bound else " and does not meet the bound on fresh replications")
+                   + (" (tied within the CIs: the simpler wins)" if p.label in tied_labels else ""))
+        else:
+            why = "no partial-recovery option meets the bound"
+        message = (f"partial recovery does not pay here: {why}; use {rec.label} every "
+                   f"{rec.interval_s / HOUR:.3g} h ({what} {100 * v_rec:.2f}%, ETTR {_ettr(rec)})")
+    else:
+        saving = v_full - v_rec
+        rel = saving / v_full if v_full > 0 else 0.0
+        two = (f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h" if
+               rec.full_interval_s > rec.interval_s * (1 + 1e-9) else "")
+        guarantee = (f"PLS <= {rec.pls_bound:.3g} in {100 * rec.within:.1f}% of fresh runs (95% lower bound "
+                     f"{100 * rec.within_lo:.1f}%)")
+        message = (f"use {rec.label} with saves every {rec.interval_s / HOUR:.3g} h{two}"
+                   + (f" ({_fmt(rec.params)})" if rec.params else "")
+                   + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
+                   f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}; {guarantee}; expected "
+                   f"{metric} loss {rec.accuracy_loss:.2g} [{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}]"
+                   f" (<= {bound:g} at the bounded quantile: {rec.accuracy_loss_tail:.2g})")
+    if tied_labels:
+        message += f"; tied within the 95% CIs: {', '.join(tied_labels)} (the simplest is recommended)"
+    if rec.extrapolation:
+        message += f"; WARNING: {rec.extrapolation}"
+    return options, rec, tied_labels, message
+
+
+def _ettr(o: Option) -> str:
+    return f"{o.ettr.mean:.4f}" if o.ettr is not None else "-"
+
+
+def _fmt(p: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in p.items())

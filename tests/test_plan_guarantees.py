@@ -1,0 +1,180 @@
+"""What the planner promises, through the CLI: stable answers, full checkpoints, honest accuracy."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cprsim import scenario as sc
+from cprsim.cli import main
+from cprsim.plan import make_plan
+from cprsim.plan.accuracy import fit_through_origin, plan_accuracy
+from cprsim.plan.search import GRID_RATIO
+from cprsim.scenario import HOUR
+from cprsim.sim.replicate import estimate, run_replications
+
+from cli_helpers import one_line_error
+from planner_helpers import LinearAccuracy
+
+QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
+         "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20"]
+
+
+def _plan(args):
+    r = CliRunner().invoke(main, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def _opt(d, label):
+    return next(o for o in d["options"] if o["label"] == label)
+
+
+def test_the_same_plan_at_100_200_400_confirmations_lands_within_one_grid_step():
+    taus = []
+    for n in (100, 200, 400):
+        d = _plan(["plan", "cpr-production", "--max-accuracy-loss", "0.001", "--strategies", "partial", "-n", str(n)])
+        o = _opt(d, "CPR-vanilla")
+        assert o["meets_bound"] and o["within_lo"] >= 0.9
+        taus.append(o["interval_h"])
+    assert max(taus) / min(taus) <= GRID_RATIO * (1 + 1e-9), taus
+
+
+def _calibration(path, slopes, ranges, n=12, seed=0):
+    """A calibration file with points: loss = slope x PLS + noise, PLS up to each strategy's range."""
+    rng = np.random.default_rng(seed)
+    lines = ["[provenance]", "calibrated = true", 'preset = "test"', ""]
+    for st, b in slopes.items():
+        x = np.linspace(ranges[st] / n, ranges[st], n)
+        y = b * x + rng.normal(0, 0.02 * b * ranges[st], n)
+        f, _ = fit_through_origin(x, y)
+        lines += [f"[fit.{st}]"] + [f"{m}_slope{s} = {v!r}" for m in ("auc", "logloss")
+                                    for s, v in (("", f.slope), ("_lo", f.lo), ("_hi", f.hi))] + [""]
+        lines += [f"[points.{st}]", f"pls = {list(map(float, x))!r}", f"d_auc = {list(map(float, y))!r}",
+                  f"d_logloss = {list(map(float, y))!r}", ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+def test_one_pooled_slope_unless_the_strategies_differ(tmp_path):
+    from cprsim.calibrate.calibration import load_calibration
+
+    same = load_calibration(_calibration(tmp_path / "same.toml", {"partial": 0.01, "mfu": 0.01}, {"partial": 0.2, "mfu": 0.05}))
+    acc = plan_accuracy(same, "auc")
+    assert acc.pooled and acc.p_value > 0.05
+    pts = same.raw["points"]
+    x = np.concatenate([pts[s]["pls"] for s in ("partial", "mfu")])
+    y = np.concatenate([pts[s]["d_auc"] for s in ("partial", "mfu")])
+    assert acc.slopes["mfu"].slope == pytest.approx(float(np.linalg.lstsq(x[:, None], y, rcond=None)[0][0]))
+    assert acc.measured_range("mfu") == pytest.approx(0.05) and acc.measured_range("partial") == pytest.approx(0.2)
+    differ = load_calibration(_calibration(tmp_path / "differ.toml", {"partial": 0.01, "mfu": 0.03},
+                                           {"partial": 0.2, "mfu": 0.05}))
+    acc2 = plan_accuracy(differ, "auc")
+    assert not acc2.pooled and acc2.p_value < 0.05
+    assert acc2.slopes["mfu"].slope > 2 * acc2.slopes["partial"].slope
+
+
+def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_path):
+    cal = _calibration(tmp_path / "cal.toml", {"partial": 0.002, "mfu": 0.002}, {"partial": 0.5, "mfu": 0.01})
+    args = QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial,mfu", "--calibration", str(cal),
+                    "-n", "60", "--search-replications", "60"]
+    d = _plan(args)
+    assert any("--allow-extrapolation" in n and "0.01" in n and "CPR-MFU" in n for n in d["notes"]), d["notes"]
+    mfu = _opt(d, "CPR-MFU")
+    assert mfu["pls_bound"] <= 2 * 0.01 * (1 + 1e-9)
+    r = CliRunner().invoke(main, args)  # the table run prints the refusal and the flag
+    assert "--allow-extrapolation" in " ".join(r.output.split())
+    d2 = _plan(args + ["--allow-extrapolation"])
+    mfu2 = _opt(d2, "CPR-MFU")
+    assert mfu2["pls_bound"] > 2 * 0.01
+    if mfu2["extrapolation"]:
+        assert "0.01" in mfu2["extrapolation"]
+
+
+def test_lookahead_is_an_oracle_and_never_recommended():
+    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial,lookahead", "-n", "60",
+                       "--search-replications", "60"])
+    la = _opt(d, "Lookahead")
+    assert la["oracle"] and "ORACLE" in la["note"]
+    assert d["recommended"] != "Lookahead"
+
+
+def test_confidence_mean_and_objective_p90():
+    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial", "--confidence", "mean",
+                       "--objective", "p90", "-n", "40", "--search-replications", "40"])
+    assert d["confidence"] is None and d["objective"] == "p90"
+    o = _opt(d, "CPR-vanilla")
+    assert o["pls"]["mean"] <= o["pls_bound"] * (1 + 1e-9) or not o["meets_bound"]
+    assert "P90 overhead" in d["message"] or "partial recovery does not pay" in d["message"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--confidence", "1.5"], "[0.5, 1)"),
+    (["--confidence", "x"], "mean"),
+    (["--objective", "p50"], "p50"),
+    (["--max-checkpoint-age", "-3h"], "duration"),
+])
+def test_bad_plan_options_are_one_line_errors(args, needle):
+    assert needle in one_line_error(CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", *args]))
+
+
+def test_too_few_replications_to_prove_the_confidence_is_refused():
+    line = one_line_error(CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "-n", "10"]))
+    assert "29" in line  # (1 - 0.95)^(1/n) >= 0.9 needs n >= 29
+
+
+def test_max_checkpoint_age_is_honoured_by_every_option():
+    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial,mfu", "--max-checkpoint-age", "2h",
+                       "-n", "40", "--search-replications", "40"])
+    for o in d["options"]:
+        assert o["interval_h"] <= 2 + 1e-9 and o["full_interval_h"] <= 2 + 1e-9, o["label"]
+
+
+# -- job-level interruptions ---------------------------------------------------------------------------
+JOBBED = {
+    "name": "jobbed", "seed": 5, "replications": 60,
+    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
+    "job": {"duration_h": 40.0, "samples_per_s": 10_000.0},
+    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
+    "reschedule": {"family": "constant", "mean_s": 120.0},
+    "failures": {"embedding": {"family": "exponential", "mtbf_h": 200.0},
+                 "job": {"family": "exponential", "mtbf_h": 8.0, "restart_s": 300.0}},
+}
+
+
+def test_a_plan_without_full_checkpoints_needs_asking():
+    s = sc.validate({**JOBBED, "failures": {"embedding": JOBBED["failures"]["embedding"]}}, "t")
+    p = make_plan(s, 0.05, calibration=LinearAccuracy(0.01), replications=40, search_replications=40,
+                  strategies=["partial"])
+    assert all(o.full_interval_s < s.duration_s for o in p.options if o.strategy != "full")
+    p2 = make_plan(s, 0.05, calibration=LinearAccuracy(0.01), replications=40, search_replications=40,
+                   strategies=["partial"], allow_no_full_checkpoint=True)
+    assert p2.full_interval_s == s.duration_s
+
+
+def test_two_interval_plan_against_a_brute_force_grid():
+    """With job-level interruptions and a loose PLS bound, CPR-vanilla's interval is the full-checkpoint
+    interval; no grid interval that keeps PLS within the bound is significantly cheaper (paired CRN)."""
+    s = sc.validate(JOBBED, "t")
+    p = make_plan(s, 0.05, calibration=LinearAccuracy(0.01), replications=100, search_replications=100,
+                  strategies=["partial", "mfu"])
+    van = p.option("CPR-vanilla")
+    assert van.meets_bound and van.full_interval_s == pytest.approx(van.interval_s)
+    mfu = p.option("CPR-MFU")
+    assert mfu.full_interval_s <= p.full_interval_s * (1 + 1e-9)
+    mine = np.array([r.overhead for r in run_replications(s.with_updates(
+        {"checkpoint.interval_h": van.interval_s / HOUR, "strategy.name": "partial"}), 200)[0]])
+    best = None
+    for tau_h in np.geomspace(0.25, 16, 13):
+        res, _ = run_replications(s.with_updates({"checkpoint.interval_h": float(tau_h), "strategy.name": "partial"}), 200)
+        if np.quantile([r.pls for r in res], 0.9) > van.pls_bound:
+            continue
+        ov = np.array([r.overhead for r in res])
+        if best is None or ov.mean() < best.mean():
+            best = ov
+    d = estimate(mine - best)
+    assert d.lo <= 0.0, f"the plan's interval is significantly worse than the grid's best: {d}"
