@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import numpy as np
 import pytest
 
 from cli_helpers import one_line_error, run
+from cprsim.plots.sweep import band_edges, plot_overhead, plot_pls
+from cprsim.sweep import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +33,7 @@ def files(tmp_path_factory):
     (d / "s.toml").write_text(SWEEP)
     assert run("sweep", d / "s.toml", "--out", d / "sweep").exit_code == 0
     assert run("simulate", "toy", "-n", "3", "--strategy", "full", "--out", d / "sim").exit_code == 0
-    assert run("plan", "toy", "--max-accuracy-loss", "0.001", "-n", "4", "--out", d / "plan.json").exit_code == 0
+    assert run("plan", "toy", "--max-accuracy-loss", "0.001", "-n", "30", "--out", d / "plan.json").exit_code == 0
     r = run("fit", ROOT / "traces" / "examples" / "weibull-64.csv", "--bootstrap", "0", "--report", d / "fit.json")
     assert r.exit_code == 0, r.output
     return d
@@ -43,12 +47,15 @@ def svg_text(path: Path) -> str:
 
 CASES = [
     ("overhead", "sweep", ["--plan", "{d}/plan.json"],
-     ["checkpoint interval", "total overhead (% of failure-free time W)", "full", "partial", "mfu", "plan: "]),
+     ["checkpoint interval", "total overhead (% of failure-free time W)", "full", "partial", "mfu", "plan: ",
+      "band: 95% CI of the mean"]),
+    ("overhead", "sweep", ["--band", "p90"], ["band: P50–P90 of single runs", "(mean, P50–P90 of single runs)"]),
     ("overhead", "sweep", ["--metric", "ckpt_overhead"], ["checkpoint-related overhead (% of W)"]),
     ("breakdown", "sweep", [], ["overhead (% of failure-free time W)", "checkpoint saves", "re-executed work",
                                 "rescheduling", "strategy and setting"]),
     ("breakdown", "sim", [], ["checkpoint saves", "τ=0.5 h"]),
     ("pls", "sweep", ["--pls-bound", "0.01"], ["PLS (portion of lost samples)", "PLS bound 0.01", "partial", "mfu"]),
+    ("pls", "sweep", ["--band", "p90"], ["PLS (portion of lost samples)", "band: P50–P90 of single runs"]),
     ("fit", "fit.json", [], ["survival S(t)", "time between failures (h)", "Kaplan-Meier", "weibull",
                              "Weibull probability plot"]),
     ("calibration", str(ROOT / "cprsim" / "data" / "calibration.toml"), [],
@@ -95,6 +102,54 @@ def test_where_selects_points(files):
     assert "τ=0.5 h" in text and "τ=0.25 h" not in text
 
 
+def point_rows(folder: Path) -> dict[int, list[dict[str, str]]]:
+    with (folder / "results.csv").open(newline="") as f:
+        recs = list(csv.DictReader(f))
+    return {i: [r for r in recs if int(r["point"]) == i] for i in sorted({int(r["point"]) for r in recs})}
+
+
+@pytest.mark.parametrize("metric", ["overhead", "pls"])
+def test_p90_band_is_p50_to_p90_of_the_runs_not_the_ci(files, metric):
+    res = load_results(files / "sweep")
+    by_point = point_rows(files / "sweep")
+    pts = list(res.points)
+    lo, hi = band_edges(pts, metric, "p90")
+    for p, a, b in zip(pts, lo, hi):
+        x = np.array([float(r[metric]) for r in by_point[p.point]])
+        assert len(x) == 5
+        assert a == pytest.approx(np.percentile(x, 50), rel=1e-12, abs=0)
+        assert b == pytest.approx(np.percentile(x, 90), rel=1e-12, abs=0)
+    ci_lo, ci_hi = band_edges(pts, metric, "ci")
+    assert not (np.allclose(lo, ci_lo) and np.allclose(hi, ci_hi))
+    assert np.all(lo <= hi)
+
+
+def band_polygons_y(fig) -> set[float]:
+    ax = fig.axes[0]
+    return {round(float(y), 9) for c in ax.collections for path in c.get_paths() for y in path.vertices[:, 1]}
+
+
+def test_the_figure_draws_the_band_asked_for(files):
+    import matplotlib.pyplot as plt
+
+    res = load_results(files / "sweep")
+    partial = [p for p in res.points if p.strategy == "partial"]
+    for band in ("ci", "p90"):
+        fig = plot_overhead(res, band=band)
+        ys = band_polygons_y(fig)
+        lo, hi = band_edges(partial, "overhead", band)
+        assert {round(100 * float(v), 9) for v in (*lo, *hi)} <= ys, band
+        plt.close(fig)
+        fig = plot_pls(res, band=band)
+        lo, hi = band_edges(partial, "pls", band)
+        assert {round(float(v), 9) for v in (*lo, *hi)} <= band_polygons_y(fig), band
+        plt.close(fig)
+    fig = plot_overhead(res, band="p90")
+    ci_lo, ci_hi = band_edges(partial, "overhead", "ci")
+    assert not {round(100 * float(v), 9) for v in (*ci_lo, *ci_hi)} <= band_polygons_y(fig)
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("args, expected", [
     (["overhead", "{d}/none"], "no such file or folder"),
     (["overhead", "{d}/sweep", "--out", "{d}/x.gif"], "unknown image format"),
@@ -107,3 +162,14 @@ def test_where_selects_points(files):
 ])
 def test_bad_input_is_a_one_line_error(files, args, expected):
     assert expected in one_line_error(run("plot", *[a.format(d=files) for a in args]))
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["breakdown", "{d}/sweep", "--band", "p90"], "'p90' does not apply to breakdown"),
+    (["overhead", "{d}/sweep", "--band", "p95"], "Invalid value for '--band': 'p95' is not one of"),
+])
+def test_a_bad_option_is_a_usage_error(files, args, expected):
+    r = run("plot", *[a.format(d=files) for a in args])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and expected in errors[0], r.output

@@ -11,10 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cli_helpers import one_line_error, run
+from cprsim.sim.replicate import METRICS
 from cprsim.sweep import load_results, load_sweep
+from cprsim.sweep.runner import SUMMARY_STATS
 
 SWEEP = """
 name = "t"
@@ -178,8 +181,37 @@ def test_results_read_back_match_the_summary(tmp_path):
     for p, r in zip(res.points, summ[1:]):
         assert p["overhead"].mean == float(r[head.index("overhead_mean")])
         assert p["pls"].hi == float(r[head.index("pls_hi")])
+        for m in ("ettr", "failures_job", "overhead"):  # the journal's new columns round-trip
+            for stat in SUMMARY_STATS:
+                assert getattr(p[m], stat) == float(r[head.index(f"{m}_{stat}")]), (m, stat)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["replications"] == 6 and len(manifest["points"]) == 6
+
+
+def test_summary_carries_percentiles_of_single_runs_and_ettr(tmp_path):
+    out = tmp_path / "o"
+    assert run("sweep", write_sweep(tmp_path), "--out", out).exit_code == 0
+    table = rows(out / "results.csv")
+    col = {c: i for i, c in enumerate(table[0])}
+    assert {"failures_job", "ettr"} <= set(col) and {"failures_job", "ettr"} <= set(METRICS)
+    summ = rows(out / "summary.csv")
+    head = summ[0]
+    for m in METRICS:
+        assert [c for c in head if c.startswith(f"{m}_")][:6] == [f"{m}_{s}" for s in SUMMARY_STATS], m
+    spread = 0
+    for r in summ[1:]:
+        point = [row for row in table[1:] if row[0] == r[0]]
+        assert len(point) == 6 == int(r[head.index("n")])
+        for row in point:  # ETTR is W / wall, replication by replication
+            assert float(row[col["ettr"]]) == pytest.approx(float(row[col["useful_s"]]) / float(row[col["wall_s"]]))
+        for m in ("overhead", "ettr", "pls", "wall_s", "failures_job"):
+            x = np.array([float(row[col[m]]) for row in point])
+            for q in (50, 90, 99):
+                assert float(r[head.index(f"{m}_p{q}")]) == pytest.approx(np.percentile(x, q), rel=1e-12, abs=0)
+            assert float(r[head.index(f"{m}_mean")]) == pytest.approx(x.mean(), rel=1e-12, abs=0)
+        p50, p90 = (float(r[head.index(f"overhead_p{q}")]) for q in (50, 90))
+        spread += p90 > p50
+    assert spread > 0  # the runs differ, so the percentiles are not the mean under another name
 
 
 def test_a_sweep_over_a_replayed_trace_writes_plain_numbers(tmp_path):

@@ -9,10 +9,11 @@ import click
 
 #: kind -> (what RESULTS is, default file name)
 KINDS = {
-    "overhead": "a sweep's --out folder (or its results.csv): overhead vs interval per strategy, CI bands, "
-                "the planner's choices (plan.json, or --plan) marked",
+    "overhead": "a sweep's --out folder (or its results.csv): overhead vs interval per strategy, "
+                "CI or P50-P90 bands (--band), the planner's choices (plan.json, or --plan) marked",
     "breakdown": "a sweep's --out folder or a `cprsim simulate --out` folder: stacked overhead components",
-    "pls": "a sweep's --out folder: PLS vs interval per strategy, with the PLS bound",
+    "pls": "a sweep's --out folder: PLS vs interval per strategy, CI or P50-P90 bands (--band), "
+           "with the PLS bound",
     "fit": "a `cprsim fit --report` JSON file: Kaplan-Meier vs the fitted families",
     "calibration": "a `cprsim calibrate --out` folder or its calibration.toml: accuracy loss vs PLS",
     "timeline": "a `cprsim simulate --out` folder (events.csv, config.toml): Gantt of replication 0",
@@ -41,14 +42,17 @@ def _where(items: tuple[str, ...]) -> dict[str, object]:
               help="A `cprsim plan --out` JSON whose options are marked (default: the sweep's plan.json).")
 @click.option("--pls-bound", type=click.FloatRange(min=0, min_open=True),
               help="pls: draw this PLS bound (default: the plan's).")
+@click.option("--band", type=click.Choice(["ci", "p90"]),
+              help="overhead, pls: the band around each mean: ci = 95% CI of the mean (default), "
+                   "p90 = P50 to P90 of single replications (from results.csv).")
 def command(kind: str, results: Path, out: Path | None, metric: str | None, where: tuple[str, ...],
-            plan_file: Path | None, pls_bound: float | None) -> None:
+            plan_file: Path | None, pls_bound: float | None, band: str | None) -> None:
     """Draw a figure of KIND from RESULTS.
 
     \b
-    overhead     sweep folder -> overhead vs interval, 95% CI bands, planner's choice marked
+    overhead     sweep folder -> overhead vs interval, CI or P50-P90 bands, planner's choice marked
     breakdown    sweep or simulate folder -> stacked bars: save, load, re-executed, rescheduling
-    pls          sweep folder -> PLS vs interval with the bound
+    pls          sweep folder -> PLS vs interval with the bound, CI or P50-P90 bands
     fit          `cprsim fit --report` JSON -> survival: Kaplan-Meier vs fitted families
     calibration  `cprsim calibrate --out` folder -> accuracy loss vs PLS, per strategy
     timeline     `cprsim simulate --out` folder -> Gantt of one replication
@@ -65,6 +69,9 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
         ok = ("overhead", "ckpt_overhead") if kind == "overhead" else ("auc", "logloss") if kind == "calibration" else ()
         if metric not in ok:
             raise click.BadParameter(f"{metric!r} does not apply to {kind}", param_hint="--metric")
+    if band is not None and kind not in ("overhead", "pls"):
+        raise click.BadParameter(f"{band!r} does not apply to {kind} (only to overhead and pls)",
+                                 param_hint="--band")
     if kind in ("overhead", "breakdown", "pls"):
         from cprsim.plots import sweep as P
         from cprsim.sweep.results import load_results
@@ -79,9 +86,9 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
                     plan = json.loads(plan_file.read_text())
                 except json.JSONDecodeError:
                     raise InputError(f"{plan_file}: invalid JSON (expected `cprsim plan --out` output)") from None
-            fig = P.plot_overhead(res, metric or "overhead", plan)
+            fig = P.plot_overhead(res, metric or "overhead", plan, band=band or "ci")
         elif kind == "pls":
-            fig = P.plot_pls(res, pls_bound)
+            fig = P.plot_pls(res, pls_bound, band=band or "ci")
         else:
             fig = P.plot_breakdown(res)
     elif kind == "fit":

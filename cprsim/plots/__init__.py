@@ -4,11 +4,11 @@ The library never chooses a matplotlib backend (the CLI uses Agg; a notebook kee
 Every function takes ``ax=None`` (draws into a new figure) and returns the Figure. Colours are
 fixed per strategy (``style.colour``) so a strategy looks the same in every figure.
 
-* ``sweep.plot_overhead``: overhead against the checkpoint interval, 95% CI bands, the
-  planner's choices marked;
+* ``sweep.plot_overhead``: overhead against the checkpoint interval, bands of the 95% CI of
+  the mean or of P50-P90 of single runs (``band=``), the planner's choices marked;
 * ``sweep.plot_breakdown``: where the time goes (save, load, re-executed, rescheduling,
   degraded) as stacked bars;
-* ``sweep.plot_pls``: PLS against the interval, with the PLS bound;
+* ``sweep.plot_pls``: PLS against the interval (the same bands), with the PLS bound;
 * ``fit.plot_fit``: Kaplan-Meier against the fitted survival curves;
 * ``calibration.plot_calibration``: accuracy loss against PLS, per strategy;
 * ``gantt.plot_timeline``: one replication's timeline (phases, nodes down).

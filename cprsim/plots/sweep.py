@@ -1,4 +1,9 @@
-"""Sweep figures: overhead and PLS against the checkpoint interval, and the time breakdown."""
+"""Sweep figures: overhead and PLS against the checkpoint interval, and the time breakdown.
+
+The lines are means over replications; the band around each (``band=``) is either the 95% CI
+of the mean (``"ci"``) or the spread of single runs from their median to their 90th percentile
+(``"p90"``: P50 to P90 of the point's replications, read from results.csv / replications.csv).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,36 @@ _METRIC_LABEL = {
     "ckpt_overhead": "checkpoint-related overhead (% of W)",
 }
 _LINESTYLES = ("-", "--", ":", "-.")
+
+#: band kind -> what it shows (legend and title) and the ``Estimate`` fields of its edges
+BANDS = {
+    "ci": ("95% CI of the mean", ("lo", "hi")),
+    "p90": ("P50–P90 of single runs", ("p50", "p90")),
+}
+
+
+def _band_fields(band: str) -> tuple[str, str]:
+    if band not in BANDS:
+        raise InputError(f"--band must be one of {', '.join(BANDS)}, got {band!r}")
+    return BANDS[band][1]
+
+
+def band_edges(pts: list[PointSummary], metric: str,
+               band: str = "ci") -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper edges of the band (``BANDS``) around a line of points, in metric units."""
+    lo, hi = _band_fields(band)
+    return (np.array([getattr(p[metric], lo) for p in pts], dtype=float),
+            np.array([getattr(p[metric], hi) for p in pts], dtype=float))
+
+
+def _legend(ax: Any, band: str | None) -> None:
+    """The legend, with a grey swatch saying what the bands show (``band=None``: none drawn)."""
+    from matplotlib.patches import Patch
+
+    handles, _ = ax.get_legend_handles_labels()
+    if band is not None:
+        handles.append(Patch(color="grey", alpha=0.3, lw=0, label=f"band: {BANDS[band][0]}"))
+    ax.legend(handles=handles, fontsize=7)
 
 
 def _groups(res: SweepResults) -> dict[tuple[str, str], list[PointSummary]]:
@@ -49,11 +84,12 @@ def _interval_axis(ax: Any, xs: list[float]) -> None:
 
 
 def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, Any] | None = None,
-                  ax: Any = None):  # noqa: ANN201
-    """Overhead (mean and 95% CI band) against the interval, a line per strategy; the planner's
-    options as markers with their CIs, the recommended one as a star."""
+                  ax: Any = None, band: str = "ci"):  # noqa: ANN201
+    """Overhead (mean, and a band: ``BANDS``) against the interval, a line per strategy; the
+    planner's options as markers with their 95% CIs, the recommended one as a star."""
     if metric not in _METRIC_LABEL:
         raise InputError(f"--metric must be one of {', '.join(_METRIC_LABEL)}, got {metric!r}")
+    _band_fields(band)
     fig, ax = new_axes(ax)
     groups = _groups(res)
     strategies = res.strategies
@@ -61,8 +97,7 @@ def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, A
     for (st, extra), pts in groups.items():
         x = np.array([p.interval_h for p in pts])
         m = np.array([p[metric].mean for p in pts]) * 100
-        lo = np.array([p[metric].lo for p in pts]) * 100
-        hi = np.array([p[metric].hi for p in pts]) * 100
+        lo, hi = (edge * 100 for edge in band_edges(pts, metric, band))
         c = colour(st, strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
         ax.plot(x, m, ls, marker="o", ms=3, color=c, label=st + (f" ({extra})" if extra else ""))
@@ -75,9 +110,10 @@ def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, A
     if ys and max(ys) / min(ys) > 300:  # an interval far too long for full recovery blows up
         ax.set_yscale("log")
     ax.set_ylabel(_METRIC_LABEL[metric] + (", log scale" if ax.get_yscale() == "log" else ""))
-    ax.set_title(f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval (95% CI bands)")
+    ax.set_title(f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval "
+                 f"(mean, {BANDS[band][0]})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _legend(ax, band)
     fig.tight_layout()
     return fig
 
@@ -97,9 +133,12 @@ def _mark_plan(ax: Any, plan: dict[str, Any], metric: str, strategies: list[str]
                     label=f"plan: {o['label']}, τ={o['interval_h']:.3g} h" + (" (recommended)" if rec else ""))
 
 
-def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None):  # noqa: ANN201
-    """PLS (mean, 95% CI band) against the interval for every strategy that loses updates, and the
-    PLS bound (the planner's, or given)."""
+def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None,
+             band: str = "ci"):  # noqa: ANN201
+    """PLS (mean, and a band: ``BANDS``; ``"p90"`` shows whether one run in ten exceeds the bound)
+    against the interval for every strategy that loses updates, and the PLS bound (the planner's,
+    or given)."""
+    _band_fields(band)
     fig, ax = new_axes(ax)
     plan = res.plan
     if bound is None and plan is not None:
@@ -115,7 +154,7 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None):  # 
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
         ax.plot(x, [p["pls"].mean for p in pts], ls, marker="o", ms=3, color=c,
                 label=st + (f" ({extra})" if extra else ""))
-        ax.fill_between(x, [p["pls"].lo for p in pts], [p["pls"].hi for p in pts], color=c, alpha=0.18, lw=0)
+        ax.fill_between(x, *band_edges(pts, "pls", band), color=c, alpha=0.18, lw=0)
         drawn += 1
     if bound is not None and math.isfinite(bound):
         ax.axhline(bound, color="black", ls="--", lw=1, label=f"PLS bound {bound:.3g}")
@@ -131,9 +170,9 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None):  # 
                 ha="center")
     _interval_axis(ax, [p.interval_h for p in res.points])
     ax.set_ylabel("PLS (portion of lost samples)")
-    ax.set_title(f"{res.name}: lost updates vs checkpoint interval (95% CI bands)")
+    ax.set_title(f"{res.name}: lost updates vs checkpoint interval (mean, {BANDS[band][0]})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _legend(ax, band if drawn else None)
     fig.tight_layout()
     return fig
 

@@ -2,8 +2,9 @@
 
 ``load_results(PATH)`` accepts a sweep's output folder (or its ``results.csv``, even while the
 sweep still runs: only complete points are used) and a ``cprsim simulate --out`` folder (its
-``replications.csv`` becomes one point). Each point is summarized with the same estimator as
-``cprsim simulate`` (mean, 95% Student-t interval over replications).
+``replications.csv`` becomes one point). Each point is summarized from its replication rows with
+the same estimator as ``cprsim simulate`` and the sweep's ``summary.csv`` (mean, 95% Student-t
+interval over replications, P50/P90/P99 of single replications).
 """
 
 from __future__ import annotations

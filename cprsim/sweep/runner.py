@@ -6,7 +6,9 @@
   point's rows are appended with a single ``write`` + ``fsync`` as soon as the point completes, in
   completion order. When every point is done it is rewritten (temp file + rename) sorted by point
   and replication, so the bytes do not depend on ``--jobs`` or the scheduler.
-* ``summary.csv``: one row per point: mean and 95% CI of every metric (written at the end).
+* ``summary.csv``: one row per point: for every metric (ETTR included), the mean and its 95% CI
+  (``<metric>_mean``, ``_lo``, ``_hi``) and the P50/P90/P99 of single replications
+  (``_p50``, ``_p90``, ``_p99``: the spread of runs, not of the mean); written at the end.
 * ``manifest.json``: the sweep's fingerprint, points, seed, version; ``sweep.toml``: the sweep file
   as given; ``config.toml``: the effective config of point 0; ``plan.json`` if the sweep asks.
 
@@ -273,10 +275,14 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise SweepError(f"{path}: not a cprsim sweep manifest (invalid JSON)") from None
 
 
+#: summary.csv's columns of each metric: ``<metric>_<stat>``, the ``Estimate`` field of that name
+SUMMARY_STATS = ("mean", "lo", "hi", "p50", "p90", "p99")
+
+
 def summary_header(sweep: Sweep) -> list[str]:
     cols = ["point", "strategy", *sweep.keys, "interval_h", "n"]
     for m in METRICS:
-        cols += [f"{m}_mean", f"{m}_lo", f"{m}_hi"]
+        cols += [f"{m}_{s}" for s in SUMMARY_STATS]
     return cols
 
 
@@ -289,7 +295,7 @@ def _write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -
         row: list[Any] = [*recs[0][:k0], len(recs)]  # point, strategy, grid values, interval as written
         for m in METRICS:
             e = estimate([float(r[head.index(m)]) for r in recs])
-            row += [e.mean, e.lo, e.hi]
+            row += [getattr(e, s) for s in SUMMARY_STATS]
         rows.append(row)
     atomic_write_text(path, csv_text(summary_header(sweep), rows))
 

@@ -68,7 +68,7 @@ def main() -> None:
         for n_e in servers:
             s = scenario(n_e, w, a.replications)
             plan = make_plan(s, a.max_accuracy_loss, strategies=ALL_STRATEGIES, replications=a.replications,
-                             grid_replications=max(10, a.replications // 3))
+                             search_replications=max(40, a.replications))
             notes.update(plan.notes)
             full = min((o for o in plan.options if o.strategy == "full"), key=lambda o: o.overhead.mean)
             for o in plan.options:
