@@ -310,5 +310,6 @@ def _write_plan(sweep: Sweep, path: Path) -> None:
     p = sweep.plan
     assert p is not None
     plan = make_plan(base, p.max_accuracy_loss, p.metric, replications=p.replications,
-                     strategies=list(p.strategies))
+                     strategies=list(p.strategies), confidence=None if p.confidence == "mean" else p.confidence,
+                     objective=p.objective, max_checkpoint_age_h=p.max_checkpoint_age_h)
     atomic_write_json(path, plan.as_dict())

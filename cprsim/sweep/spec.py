@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import model_validator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cprsim import __version__
 from cprsim import scenario as sc
@@ -54,10 +54,24 @@ class _Model(BaseModel):
 
 
 class PlanSpec(_Model):
-    max_accuracy_loss: float = Field(..., gt=0, description="accuracy loss accepted (AUC or log-loss)")
+    max_accuracy_loss: float = Field(..., gt=0, lt=0.5, description="accuracy loss accepted (AUC or log-loss)")
     metric: Literal["auc", "logloss"] = "auc"
     strategies: tuple[str, ...] = ("partial", "mfu", "ssu")
     replications: int | None = Field(None, ge=2)
+    confidence: float | Literal["mean"] = Field(0.9, description="P(a run's PLS <= bound) promised, or 'mean'")
+    objective: Literal["mean", "p90"] = "mean"
+    max_checkpoint_age_h: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _known(self) -> "PlanSpec":
+        from cprsim.plan import ALL_STRATEGIES
+
+        bad = [x for x in self.strategies if x not in ALL_STRATEGIES]
+        if bad:
+            raise ValueError(f"unknown strategy {bad[0]!r} (known: {', '.join(ALL_STRATEGIES)})")
+        if self.confidence != "mean" and not (0.5 <= float(self.confidence) < 1):
+            raise ValueError(f"confidence must be in [0.5, 1) or 'mean', got {self.confidence!r}")
+        return self
 
 
 class SweepFile(_Model):
