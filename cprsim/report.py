@@ -28,6 +28,27 @@ ROWS = (
 )
 
 
+def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None) -> dict[str, Any] | None:
+    """The accuracy loss implied by the runs' PLS (the shipped calibration unless given), or None
+    when the strategy lost no update. Mean with the slope's 95% range, and at the P90 PLS."""
+    if not (est["pls"].mean > 0):
+        return None
+    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.plan.accuracy import plan_accuracy
+
+    model = calibration if calibration is not None else load_calibration()
+    out: dict[str, Any] = {"calibrated": bool(getattr(model, "calibrated", False)),
+                           "preset": getattr(model, "provenance", {}).get("preset")}
+    for metric in ("auc", "logloss"):
+        acc = plan_accuracy(model, metric)
+        m, lo, hi = acc.loss(est["pls"].mean, s.strategy.name)
+        rng = acc.measured_range(s.strategy.name)
+        out[metric] = {"mean": m, "ci95": [lo, hi], "p90": acc.loss(est["pls"].p90, s.strategy.name)[0],
+                       "model": acc.description, "calibrated_pls_range": [0.0, rng] if rng is not None else None,
+                       "extrapolated": rng is not None and est["pls"].p90 > rng}
+    return out
+
+
 def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str, Any]:
     est = summarize(results)
     return {
@@ -40,6 +61,7 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "failure_free_s": s.duration_s,
         "failure_start": s.failures.start,
         "metrics": {k: e.as_dict() for k, e in est.items()},
+        "accuracy_loss": accuracy(s, est),
         "definitions": {
             "overhead": "(wall - W) / W, W the failure-free training time",
             "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "
@@ -71,7 +93,30 @@ def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str 
     t.add_column("metric")
     t.add_column("mean", justify="right")
     t.add_column("95% CI", justify="right")
+    for q in ("P50", "P90", "P99"):
+        t.add_column(q, justify="right")
     for key, label, kind in ROWS:
-        m, ci = _fmt(est[key], kind, s.duration_s)
-        t.add_row(label, m, ci)
+        e = est[key]
+        m, ci = _fmt(e, kind, s.duration_s)
+        t.add_row(label, m, ci, *(_pct(e.percentile(q), kind) for q in (50, 90, 99)))
+    acc = accuracy(s, est)
+    if acc is not None:
+        t.caption = ("accuracy: the shipped calibration's slope x PLS; (!) the P90 PLS lies beyond the PLS range "
+                     "the calibration measured")
+        for metric in ("auc", "logloss"):
+            a = acc[metric]
+            name = "AUC loss" if metric == "auc" else "log-loss increase"
+            t.add_row(f"{name} implied by PLS" + ("" if acc["calibrated"] else " (UNCALIBRATED)"),
+                      f"{a['mean']:.2g}", f"[{a['ci95'][0]:.2g}, {a['ci95'][1]:.2g}] (slope's CI)",
+                      "", f"{a['p90']:.2g}" + (" (!)" if a["extrapolated"] else ""), "")
     return t
+
+
+def _pct(v: float, kind: str) -> str:
+    if kind == "time":
+        return f"{v / HOUR:.3f} h"
+    if kind == "pct":
+        return f"{100 * v:.3f}%"
+    if kind == "frac":
+        return f"{v:.5f}"
+    return f"{v:.2f}"

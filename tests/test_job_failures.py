@@ -125,3 +125,28 @@ def test_non_negative_metrics_never_get_a_negative_lower_bound():
     assert e.lo == 0.0 and e.hi > 0
     e2 = estimate([-1.0, 1.0, 2.0])
     assert e2.lo < 0  # signed quantities keep their interval
+
+
+def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
+    from click.testing import CliRunner
+
+    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.cli import main
+    from cprsim.plan.accuracy import plan_accuracy
+
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["simulate", "cpr-production", "--strategy", "partial", "--interval", "6h",
+                                  "-n", "30", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "AUC loss implied by PLS" in r.output and "P90" in r.output
+    import json
+
+    d = json.loads((out / "summary.json").read_text())
+    acc = plan_accuracy(load_calibration(), "auc")
+    f = acc.slopes["partial"]
+    pls = d["metrics"]["pls"]
+    a = d["accuracy_loss"]["auc"]
+    assert a["mean"] == pytest.approx(f.slope * pls["mean"])
+    assert a["ci95"] == pytest.approx([max(0.0, f.lo * pls["mean"]), f.hi * pls["mean"]])
+    full = CliRunner().invoke(main, ["simulate", "cpr-production", "-n", "5", "--json"])
+    assert json.loads(full.output)["accuracy_loss"] is None  # full recovery loses no update
