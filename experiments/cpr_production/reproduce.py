@@ -76,7 +76,7 @@ def main() -> None:
     md = [f"# CPR headline on cpr-production (AUC loss bound {a.max_accuracy_loss:g}, {a.replications} fresh "
           f"replications per option, seed {base.seed})", "",
           "checkpoint-related = save + load + re-executed + counting slowdown; total adds rescheduling.", "",
-          "| failures | option | saves / full (h) | 4-server failures per 50 h | checkpoint-related | total (P90) | "
+          "| failures | option | saves / full (h) | servers failed / 4, per 50 h of wall time | checkpoint-related | total (P90) | "
           "ETTR | PLS mean (P90) | removed vs full |",
           "|---|---|---|---|---|---|---|---|---|"]
     for pattern in patterns:
