@@ -412,7 +412,7 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
         m = tomllib.loads(mp.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{mp}: invalid TOML: {e}") from None
-    for key in ("trainer", "embedding"):
+    for key in ("trainer", "embedding", "job"):
         if key in m.get("failures", {}) and key not in fail:
             fail[key] = m["failures"][key]
     if "reschedule" in m and "reschedule" not in raw:

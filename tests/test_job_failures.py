@@ -150,3 +150,28 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
     assert a["ci95"] == pytest.approx([max(0.0, f.lo * pls["mean"]), f.hi * pls["mean"]])
     full = CliRunner().invoke(main, ["simulate", "cpr-production", "-n", "5", "--json"])
     assert json.loads(full.output)["accuracy_loss"] is None  # full recovery loses no update
+
+
+def test_fit_as_job_writes_a_job_level_process_a_scenario_can_use(tmp_path):
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from cprsim.cli import main
+    from cprsim.failures.fit import fit_all
+    from cprsim.failures.traces import read_trace
+
+    trace = Path(__file__).resolve().parents[1] / "traces" / "examples" / "weibull-64.csv"
+    out = tmp_path / "job.toml"
+    r = CliRunner().invoke(main, ["fit", str(trace), "--as", "job", "--cluster-size", "38", "--bootstrap", "0",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    t, obs = read_trace(trace, "csv", {}, None).lifetimes(None)
+    best = fit_all(t, obs, bootstrap=0).best
+    scen = tmp_path / "s.toml"
+    scen.write_text('name = "j"\n[job]\nduration_h = 50.0\n[failures]\nmodel = "job.toml"\n')
+    s = sc.load(str(scen))
+    assert s.failures.job is not None and s.failures.job.family == "exponential"
+    assert s.failures.job.mtbf_h == pytest.approx(best.mean_ / 38, rel=1e-9)
+    bad = CliRunner().invoke(main, ["fit", str(trace), "--as", "job", "--out", str(tmp_path / "x.toml")])
+    assert bad.exit_code == 2 and "--cluster-size" in bad.output

@@ -58,8 +58,10 @@ def _toml_table(name: str, d: dict) -> str:
               help="infinitehbd: level/class/desc; lanl: system/cause; titan: cause; philly: min_gpus; csv: cause/node_type.")
 @click.option("--node-count", type=click.IntRange(min=1), help="InfiniteHBD: nodes in the cluster (default 400).")
 @click.option("--node-type", help="Fit only this node type of the trace.")
-@click.option("--as", "as_type", type=click.Choice(["embedding", "trainer", "both"]), default="both", show_default=True,
-              help="Which scenario node type(s) the model file describes.")
+@click.option("--as", "as_type", type=click.Choice(["embedding", "trainer", "both", "job"]), default="both",
+              show_default=True,
+              help="Which scenario failure process the model file describes; `job`: job-level interruptions "
+                   "([failures.job]) from the selected causes of --cluster-size nodes (Poisson superposition).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write a failure-model TOML here.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write the fit figure (PNG/SVG/PDF).")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path),
@@ -74,6 +76,9 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
             as_type: str, out: Path | None, plot: Path | None, cluster_size: int | None, bootstrap: int | None,
             seed: int, as_json: bool, report: Path | None) -> None:
     """Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."""
+    if as_type == "job" and out is not None and cluster_size is None:
+        raise click.BadParameter("job-level interruptions come from every node of the job: give --cluster-size",
+                                 param_hint="--as job")
     flt = _filters(filters)
     check_filters(fmt, flt)
     tr = read_trace(trace, fmt, flt, node_count)
@@ -133,9 +138,16 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
             prov["node_count"] = node_count
         text = f"# failure model fitted by `cprsim fit` ({rep.best.family}, best by AIC); use it from a scenario\n" \
                f"# with  [failures] model = \"{out.name}\"\n\n" + _toml_table("provenance", prov)
-        types = ("trainer", "embedding") if as_type == "both" else (as_type,)
-        for ty in types:
-            text += "\n" + _toml_table(f"failures.{ty}", _params(rep.best, "h"))
+        if as_type == "job":
+            # N independent renewal processes superpose to about a Poisson process of rate N / mean
+            # (Palm-Khintchine): the job is interrupted whenever any of its nodes has such a fault
+            text += ("\n# job-level interruptions: any of the cluster's nodes with one of the selected causes;\n"
+                     f"# {cluster_size} nodes x 1 / {rep.best.mean_:.6g} h, a Poisson superposition (Palm-Khintchine)\n")
+            text += _toml_table("failures.job", {"family": "exponential", "mtbf_h": rep.best.mean_ / cluster_size})
+        else:
+            types = ("trainer", "embedding") if as_type == "both" else (as_type,)
+            for ty in types:
+                text += "\n" + _toml_table(f"failures.{ty}", _params(rep.best, "h"))
         if rrep is not None:
             text += "\n" + _toml_table("reschedule", _params(rrep.best, "s"))
         atomic_write_text(out, text)
