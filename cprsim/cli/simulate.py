@@ -35,12 +35,20 @@ def _strategy_names() -> list[str]:
 @click.option("--timeline", type=click.Path(dir_okay=False, path_type=Path),
               help="Write replication 0 as a Chrome/Perfetto trace JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of a table.")
+@click.option("--force", is_flag=True,
+              help="Simulate even a regime the analytic check calls hopeless (each replication still stops "
+                   "after 200,000 failure events).")
 def command(scenario: str, strategy: str | None, interval: float | None, replications: int | None,
             seed: int | None, sets: tuple[str, ...], out: Path | None, timeline: Path | None,
-            as_json: bool) -> None:
+            as_json: bool, force: bool) -> None:
     """Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown."""
     s = load_scenario(scenario, sets, {"strategy.name": strategy, "checkpoint.interval_h": interval,
                                        "replications": replications, "seed": seed})
+    if not force and not s.failures.replay:
+        from cprsim.plan import feasibility
+        from cprsim.sim import strategies as registry
+
+        feasibility.check(s, registry.get(s.strategy.name).plan_kind)
     record = out is not None or timeline is not None
     with progress_bar(s.replications, f"simulating {s.name}") as advance:
         results, events = run_replications(s, record_first=record, progress=advance)

@@ -34,6 +34,7 @@ import numpy as np
 from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError
+from cprsim.plan import feasibility
 from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
 from cprsim.plan.rates import Rates, failure_rates
 from cprsim.plan.records import Option, Plan, finite
@@ -112,7 +113,7 @@ def make_plan(
         raise InputError(f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)")
     notes = _accuracy_notes(acc, calibration, metric)
     notes += _failure_notes(s, rates)
-    _check_feasible(s, rates, c)
+    feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
     ctx = _Context(s, accuracy_bound, metric, acc, confidence, n, ns, c, rates, tick, allow_extrapolation, notes)
 
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
@@ -191,33 +192,6 @@ def _failure_notes(s: Scenario, rates: Rates) -> list[str]:
             if s.failures.start == "stationary" else
             "every node starts a fresh lifetime, so early failures come faster or slower than the long-run rate"))
     return notes
-
-
-def _check_feasible(s: Scenario, rates: Rates, c: Costs) -> None:
-    """Refuse a hopeless regime before simulating it (failures faster than save + recovery)."""
-    W = s.duration_s
-    R = s.reschedule.dist.mean() + c.load_s
-    lam = rates.total
-    ratio, tau = _best_full_ratio(W, c.save_s, lam, R)
-    if ratio > 100.0:
-        M = 1.0 / lam
-        raise InputError(
-            f"{s.name}: hopeless: the cluster fails every {_dur(M)} on average while a save takes {_dur(c.save_s)} "
-            f"and a recovery {_dur(R)}; even full recovery at its best interval ({_dur(tau)}) would need about "
-            f"{ratio:.3g}x the job's {_dur(W)} of work. A job finishes only when the cluster's MTBF is well above "
-            "save + recovery: fewer or more reliable nodes, faster saves or restarts")
-
-
-def _best_full_ratio(W: float, delta: float, lam: float, R: float) -> tuple[float, float]:
-    best = (math.inf, W)
-    for tau in np.geomspace(max(1.0, delta / 100.0), W, 60):
-        x = lam * (tau + delta)
-        if x > 700 or lam * R > 700:
-            continue
-        r = analytic.full_wall(W, float(tau), delta, lam, R) / W
-        if r < best[0]:
-            best = (r, float(tau))
-    return best
 
 
 def _dur(sec: float) -> str:

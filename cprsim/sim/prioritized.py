@@ -86,10 +86,11 @@ class MFU(Partial):
         K = params.get("full_every", MFUParams.model_fields["full_every"].default)
         rate = cls._plan_rate(params)
         counter = cls.Params.model_fields["counter_overhead"].default * (1.0 if math.isinf(rate) else rate)
-        R = s.reschedule.dist.mean() + costs.shard_load_s(max(1, round(rates.k)))
-        node = analytic.prioritized_overhead(s.duration_s, tau, costs.save_s,
-                                             costs.save_fraction_s(params["top_fraction"]), K, rates.nodes, R, counter)
-        return node + job_level_overhead(s, K * tau, rates, costs)
+        from cprsim.sim.strategies import partial_node_overhead
+
+        delta = analytic.prioritized_save_s(costs.save_s, costs.save_fraction_s(params["top_fraction"]), K)
+        node = partial_node_overhead(s, tau, delta, rates, costs)
+        return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
 
     def __init__(self, params: MFUParams, run: "Run") -> None:
         super().__init__(params, run)

@@ -169,17 +169,16 @@ class Partial(Strategy):
         from cprsim import analytic
         from cprsim.costs import costs_of
 
-        return analytic.expected_pls(s.duration_s, tau, costs_of(s).save_s, rates.embedding, rates.k,
-                                     s.cluster.embedding_servers)
+        c = costs_of(s)
+        k = max(1, round(rates.k))
+        stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), rates.nodes)
+        return analytic.expected_pls(s.duration_s, tau, c.save_s, rates.embedding, rates.k,
+                                     s.cluster.embedding_servers, stall_s=stall, lam_stall=rates.nodes)
 
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
-        from cprsim import analytic
-
-        W = s.duration_s
-        R = s.reschedule.dist.mean() + costs.shard_load_s(max(1, round(rates.k)))
-        node = analytic.partial_overhead(W, tau, costs.save_s, rates.nodes, R)
-        return node + job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
+        return partial_node_overhead(s, tau, costs.save_s, rates, costs) + \
+            job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         for n in nodes:
@@ -193,6 +192,19 @@ class Partial(Strategy):
         if len(nodes) > k:
             t = max(t, self.costs.dense_copy_s)
         return t
+
+
+def partial_node_overhead(s, tau: float, delta: float, rates, costs) -> float:  # noqa: ANN001
+    """Exact-Poisson form of partial recovery's node failures: an embedding failure costs
+    rescheduling + a shard load, a trainer failure rescheduling + a dense copy from a peer."""
+    from cprsim import analytic
+
+    W = s.duration_s
+    wait = s.reschedule.dist.mean()
+    lam_tr = max(0.0, rates.nodes - rates.embedding)
+    wall = analytic.partial_wall_split(W, tau, delta, rates.embedding, wait + costs.shard_load_s(max(1, round(rates.k))),
+                                       lam_tr, wait + costs.dense_copy_s, wait_s=wait)
+    return wall / W - 1.0
 
 
 def job_level_overhead(s, full_interval: float, rates, costs) -> float:  # noqa: ANN001

@@ -1,0 +1,65 @@
+"""Hopeless regimes, detected analytically before anything is simulated.
+
+A job whose failures come faster than it can save and recover never finishes in any useful
+sense, and simulating it costs about ``lam x ratio x W`` failure events per replication. Before
+simulating, the exact Poisson forms (``analytic.hopeless``, at the best interval) say whether the
+expected wall time exceeds ``limit`` times the work, and ``analytic.mtbf_for_ratio`` what MTBF
+would let the job finish within twice its work.
+
+* strategies that roll back on every failure (``plan_kind = "rollback"``): every failure event;
+* partial recovery: only job-level interruptions roll back; node failures cost a recovery each
+  (``W x exp(lam x R)``, which is hopeless when the cluster fails faster than it recovers).
+"""
+
+from __future__ import annotations
+
+import math
+
+from cprsim import analytic
+from cprsim.costs import Costs, costs_of
+from cprsim.errors import InputError
+from cprsim.plan.rates import failure_rates
+from cprsim.scenario import HOUR, Scenario
+
+LIMIT = 10.0  #: expected wall / W beyond which a regime is hopeless
+
+
+def _dur(sec: float) -> str:
+    if sec < 120:
+        return f"{sec:.3g} s"
+    if sec < 2 * HOUR:
+        return f"{sec / 60:.3g} min"
+    return f"{sec / HOUR:.3g} h"
+
+
+def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit: float = LIMIT) -> None:
+    """Raise a one-line InputError (why, and what would let the job finish) for a hopeless regime."""
+    c = costs or costs_of(s)
+    rates = failure_rates(s)
+    W = s.duration_s
+    resched = s.reschedule.dist.mean()
+    if kind == "rollback":
+        lam, R, what = rates.total, resched + c.load_s, "every failure rolls the job back"
+    else:
+        lam = rates.job
+        restart = s.failures.job.restart_s if s.failures.job is not None and s.failures.job.restart_s else resched
+        R, what = restart + c.load_s, "job-level interruptions roll the job back"
+        R_node = resched + c.shard_load_s(1)
+        if rates.nodes * R_node > math.log(limit):
+            raise InputError(
+                f"{s.name}: hopeless: node failures come every {_dur(1 / rates.nodes)} while each recovery takes "
+                f"{_dur(R_node)}: the job would need about {math.exp(min(rates.nodes * R_node, 700)):.3g}x its "
+                f"{_dur(W)} of work. It finishes only when the cluster's MTBF is well above a recovery "
+                f"(fewer or more reliable nodes, faster rescheduling)")
+    if lam <= 0:
+        return
+    f = analytic.hopeless(W, c.save_s, lam, R, limit=limit)
+    if not f.hopeless:
+        return
+    need = analytic.mtbf_for_ratio(W, c.save_s, R, ratio=2.0)
+    ratio = f"{f.ratio:.3g}x" if math.isfinite(f.ratio) else f"10^{f.log10_ratio:.3g} times"
+    raise InputError(
+        f"{s.name}: hopeless: {what} and they come every {_dur(1 / lam)} while a save takes {_dur(c.save_s)} and a "
+        f"recovery {_dur(R)}; even at its best interval ({_dur(f.tau)}) the job would need about {ratio} its "
+        f"{_dur(W)} of work. It would finish within 2x its work with an MTBF of {_dur(need)} or more between "
+        "those events (fewer or more reliable nodes), or with faster saves and restarts")
