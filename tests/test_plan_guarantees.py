@@ -178,3 +178,15 @@ def test_two_interval_plan_against_a_brute_force_grid():
             best = ov
     d = estimate(mine - best)
     assert d.lo <= 0.0, f"the plan's interval is significantly worse than the grid's best: {d}"
+
+
+def test_p90_quantile_ci_covers_the_true_quantile_at_its_level():
+    """Order-statistic CI of the P90: covers the exponential's true P90 in ~95% of samples."""
+    from cprsim.plan.report import quantile_ci
+
+    rng = np.random.default_rng(3)
+    true = -math.log(0.1)
+    trials = 400
+    hits = sum(lo <= true <= hi for lo, hi in (quantile_ci(rng.exponential(size=200), 0.9) for _ in range(trials)))
+    # binomial 99.9% band around 0.95 for 400 trials (the order-statistic CI is conservative: >= 95%)
+    assert hits >= trials * 0.95 - 3.29 * math.sqrt(trials * 0.95 * 0.05)

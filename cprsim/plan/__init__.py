@@ -38,7 +38,7 @@ from cprsim.plan import feasibility
 from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
 from cprsim.plan.rates import Rates, failure_rates
 from cprsim.plan.records import Option, Plan, finite
-from cprsim.plan.report import recommend
+from cprsim.plan.report import quantile_ci, recommend
 from cprsim.plan.search import PlsSearch, grid_below, judge, min_replications, simulate
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim import strategies as registry
@@ -260,7 +260,7 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
                   v.passed if cls.plan_kind == "pls" else True, note,
                   bound if cls.plan_kind == "pls" else math.inf, min(full_int, ctx.s.duration_s), est["ettr"],
                   v.within, v.within_lo, (loss_lo, loss_hi), tail, cls.plan_oracle, extrap, False, stepped,
-                  cls.plan_rank)
+                  cls.plan_rank, quantile_ci([r.overhead for r in res], 0.9))
 
 
 def _full_options(ctx: _Context, age: float) -> list[Option]:

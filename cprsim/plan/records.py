@@ -36,6 +36,7 @@ class Option:
     tied: bool = False  #: within the CI of the cheapest option
     stepped_down: int = 0  #: grid steps the confirmation took down from the search's interval
     rank: int = 50  #: simplicity (ties go to the lowest)
+    overhead_p90_ci: tuple[float, float] = (math.nan, math.nan)  #: order-statistic 95% CI of the P90
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -45,6 +46,7 @@ class Option:
         d["interval_h"] = self.interval_s / HOUR
         d["full_interval_h"] = self.full_interval_s / HOUR
         d["accuracy_loss_ci"] = list(self.accuracy_loss_ci)
+        d["overhead_p90_ci"] = list(self.overhead_p90_ci)
         return d
 
 
