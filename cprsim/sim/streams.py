@@ -15,7 +15,7 @@ CONCERNS = {
     "node": 1,  # per-node failure renewal process and its rescheduling times
     "domain": 2,  # per failure-domain process (which nodes it takes down, their rescheduling)
     "injected": 3,  # injected failures (times, nodes)
-    "replay": 4,  # trace replay: which node histories are resampled
+    "replay": 4,  # trace replay, per copy of the trace's cluster: node permutation, block starts, repairs
     "strategy": 5,  # a strategy's own randomness (e.g. SSU sub-sampling noise)
     "job": 6,  # job-level interruptions (failures.job)
 }
