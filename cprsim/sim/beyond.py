@@ -99,6 +99,11 @@ class ECRM(Strategy):
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         now = run.env.now
+        if run.dense_lost(nodes):  # no trainer left to copy the dense part from: the last checkpoint
+            self.fallback = True
+            run.rollback()
+            self.on_rollback(run)
+            return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
         emb = [n for n in nodes if n >= run.n_trainers]
         trainers = {n for n in nodes if n < run.n_trainers}
         for n in emb:

@@ -129,6 +129,14 @@ class Run:
         if lost > 0:
             self.log("pls", self.n_trainers + j, lost / self.W)
 
+    def dense_lost(self, nodes: Iterable[int]) -> bool:
+        """The failure of ``nodes`` left no trainer up: no peer holds the dense parameters, so
+        they come from the last checkpoint (a partial strategy cannot copy them from a replica)."""
+        if not any(n < self.n_trainers for n in nodes):
+            return False
+        now = self.env.now
+        return all(self.up_at.get(t, -1.0) > now for t in range(self.n_trainers))
+
     # -- failure side -------------------------------------------------------------------------------
     def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
         now = self.env.now

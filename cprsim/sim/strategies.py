@@ -180,13 +180,28 @@ class Partial(Strategy):
         return partial_node_overhead(s, tau, costs.save_s, rates, costs) + \
             job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
 
+    full_restore = False  #: the next restore is a full load (no trainer survived to copy from)
+
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
+        if run.dense_lost(nodes):  # no surviving replica of the dense part: back to the last full checkpoint
+            return self.restore_all(run)
         for n in nodes:
             if n >= run.n_trainers:
                 run.lose_shard(n - run.n_trainers)
         return None
 
+    def restore_all(self, run: "Run") -> set[int]:
+        """Roll back to the last full checkpoint; the job waits for every node still down."""
+        run.rollback()
+        self.on_rollback(run)
+        self.full_restore = True
+        now = run.env.now
+        return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
+
     def load_s(self, run: "Run", nodes: set[int]) -> float:
+        if self.full_restore:
+            self.full_restore = False
+            return self.full_load_s(run)
         k = sum(1 for n in nodes if n >= run.n_trainers)
         t = self.costs.shard_load_s(k) if k else 0.0
         if len(nodes) > k:
