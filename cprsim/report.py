@@ -49,6 +49,16 @@ def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None) -> 
     return out
 
 
+def footprint(s: Scenario) -> dict[str, float] | None:
+    """What the strategy writes and stores against full checkpoints (strategies that say: Check-N-Run)."""
+    from cprsim.costs import costs_of
+    from cprsim.sim import strategies
+
+    cls = strategies.get(s.strategy.name)
+    describe = getattr(cls, "describe", None)
+    return describe(s, costs_of(s)) if describe is not None else None
+
+
 def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str, Any]:
     est = summarize(results)
     return {
@@ -62,6 +72,7 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "failure_start": s.failures.start,
         "metrics": {k: e.as_dict() for k, e in est.items()},
         "accuracy_loss": accuracy(s, est),
+        "strategy_footprint": footprint(s),
         "definitions": {
             "overhead": "(wall - W) / W, W the failure-free training time",
             "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "

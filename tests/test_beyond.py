@@ -87,7 +87,8 @@ def test_ecrm_stripe_loss_falls_back_to_checkpoint_or_partial_recovery():
 
 # -- Check-N-Run ----------------------------------------------------------------------------------------
 def test_differential_bytes_grow_with_the_interval_and_stay_below_full():
-    s0 = _scen(**{"strategy": {"name": "checknrun", "bits": 32, "full_every": 4}, "access.table_scale": 100.0})
+    s0 = _scen(**{"strategy": {"name": "checknrun", "bits": 32, "full_every": 4, "policy": "one-shot"},
+                  "access.table_scale": 100.0})
     full_bytes = costs_of(s0).embedding_bytes
     prev = 0.0
     for tau_h in (0.01, 0.1, 1.0, 5.0):
@@ -98,18 +99,78 @@ def test_differential_bytes_grow_with_the_interval_and_stay_below_full():
     assert q == pytest.approx(_strategy(s0).bytes_per_save() / 4)
 
 
-def test_checknrun_restore_reads_baseline_and_increments():
-    s = _scen(**{"strategy": {"name": "checknrun", "bits": 16, "full_every": 4}, "access.table_scale": 1000.0,
-                 "checkpoint.interval_h": 1.0})
-    # a failure after the 3rd save (baseline at save 0, increments 1 and 2)
+@pytest.mark.parametrize("policy", ["one-shot", "consecutive"])
+def test_checknrun_restore_reads_what_its_policy_kept(policy):
+    """Hand-computed: a failure after the 3rd save (baseline, increments 1 and 2). One-shot reads the
+    baseline and increment 2 (rows touched in 2 intervals); consecutive reads the baseline and both
+    increments; the dense part once, unquantized; the quantized rows are dequantized."""
+    s = _scen(**{"strategy": {"name": "checknrun", "bits": 16, "full_every": 4, "policy": policy},
+                 "access.table_scale": 1000.0, "checkpoint.interval_h": 1.0})
     t = 3 * HOUR + 3 * 60.0
     res, ev = simulate_one(s, 0, record=True, schedule=[(t, (0,), (60.0,))])
-    st = _strategy(s)
     c = costs_of(s)
-    expect = c.latency_s + (c.load_s - c.latency_s) * st.q * (1 + 2 * st.dirty)
+    from cprsim import access
+
+    model = access.from_config(s.access)
+    R = s.job.samples_per_s * s.interval_s
+    d1, d2 = float(model.touched(R)), float(model.touched(2 * R))
+    share = 1 + (2 * d1 if policy == "consecutive" else d2)
+    per_byte = (c.load_s - c.latency_s) / (c.embedding_bytes + c.dense_bytes)
+    expect = c.latency_s + per_byte * (0.5 * share * c.embedding_bytes + c.dense_bytes) \
+        + share * c.embedding_bytes / (2e9 * s.cluster.embedding_servers)
     loads = [e.value for e in ev if e.kind == "load_end"]
     assert loads == [pytest.approx(expect, rel=1e-12)]
     assert res.pls == 0 and res.lost_s > 0
+    saves = [e.time_s for e in ev if e.kind in ("save_start", "save_end")]
+    durations = [b - a for a, b in zip(saves[0::2], saves[1::2])]
+    inc = [c.save_fraction_s(0.5 * x) for x in ((d1, d1) if policy == "consecutive" else (d1, d2))]
+    assert durations[:3] == [pytest.approx(c.save_fraction_s(0.5)), pytest.approx(inc[0]), pytest.approx(inc[1])]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1000.0])
+@pytest.mark.parametrize("tau_h", [0.25, 0.7, 2.0])
+def test_intermittent_checknrun_is_never_costlier_than_full(scale, tau_h):
+    """Same failures (common random numbers), same interval: not significantly costlier (paired CI),
+    whether nearly every row is dirty (Criteo-sized tables) or few are (tables / 1000)."""
+    s = _scen(**{"failures.embedding": {"family": "exponential", "mtbf_h": 20.0}, "access.table_scale": scale,
+                 "checkpoint.interval_h": tau_h})
+    full, _ = run_replications(s, 150)
+    cnr, _ = run_replications(s.with_updates({"strategy": {"name": "checknrun"}}), 150)
+    d = estimate([a.overhead - b.overhead for a, b in zip(cnr, full)])
+    assert d.lo <= 0.0, f"Check-N-Run costs more than full recovery at {tau_h} h (scale {scale}): {d}"
+
+
+def test_one_shot_checknrun_beats_consecutive_when_restores_matter():
+    s = _scen(**{"failures.embedding": {"family": "exponential", "mtbf_h": 5.0}, "access.table_scale": 1000.0,
+                 "checkpoint.interval_h": 0.5})
+    one, _ = run_replications(s.with_updates({"strategy": {"name": "checknrun", "policy": "one-shot"}}), 150)
+    con, _ = run_replications(s.with_updates({"strategy": {"name": "checknrun", "policy": "consecutive"}}), 150)
+    assert np.mean([r.load_s for r in one]) < np.mean([r.load_s for r in con])
+
+
+def test_checknrun_reports_write_and_capacity_ratios(tmp_path):
+    import json
+
+    s = _scen(**{"strategy": {"name": "checknrun", "bits": 8, "full_every": 4, "policy": "one-shot"},
+                 "access.table_scale": 1000.0})
+    st = _strategy(s)
+    c = costs_of(s)
+    from cprsim import access
+
+    R = s.job.samples_per_s * s.interval_s
+    d = [float(access.from_config(s.access).touched(j * R)) for j in (1, 2, 3)]
+    E, D = c.embedding_bytes, c.dense_bytes
+    written = [0.25 * E + D] + [0.25 * x * E + D for x in d]
+    f = st.footprint()
+    assert f["write_ratio"] == pytest.approx((E + D) / (sum(written) / 4))
+    assert f["capacity_ratio"] == pytest.approx((E + D) / (0.25 * (1 + d[2]) * E + 2 * D))
+    assert f["write_ratio"] > 1 and f["capacity_ratio"] > 1
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["simulate", "toy", "--strategy", "checknrun", "--set", "strategy.bits=8",
+                                  "-n", "3", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    info = json.loads((out / "summary.json").read_text())["strategy_footprint"]
+    assert info["write_ratio"] > 1 and "capacity_ratio" in info
 
 
 # -- lookahead and trainer caches -------------------------------------------------------------------------

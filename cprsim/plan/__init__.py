@@ -410,6 +410,12 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
     _, params, t = best
     label = f"{cls.plan_label or cls.name} ({_fmt_params(params)})"
     note = "simulated optimum over intervals and variants"
+    describe = getattr(cls, "describe", None)
+    if describe is not None:
+        f = describe(s.with_updates({"checkpoint.interval_h": min(t, s.duration_s) / HOUR,
+                                     "strategy": {"name": cls.name, **params}}), c)
+        note += (f"; writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
+                 "checkpoints at this interval")
     if cls.name == "checknrun":
         note += "; quantization's accuracy cost is not modelled"
     return _confirm(ctx, label, cls, t, params, _safe(lambda: cls.plan_expected_overhead(s, params, t, rates, c))

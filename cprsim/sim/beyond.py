@@ -157,7 +157,16 @@ class ECRM(Strategy):
 class CheckNRunParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     bits: int = Field(32, description="quantization of saved rows: 32 (none), 16, 8 or 4 bits")
-    full_every: int = Field(8, ge=1, le=10_000, description="every K-th checkpoint is a full baseline")
+    full_every: int = Field(8, ge=1, le=10_000, description="a full baseline at least every K-th checkpoint")
+    policy: Literal["intermittent", "one-shot", "consecutive"] = Field(
+        "intermittent", description="one-shot: each increment holds every row modified since the baseline "
+        "(restore = baseline + latest increment); consecutive: rows modified since the previous checkpoint "
+        "(restore = baseline + every increment); intermittent: one-shot, re-baselined by a rule")
+    rebaseline_at: float | None = Field(
+        None, gt=0, le=1, description="intermittent: a new baseline when the increment would exceed this share "
+        "of the rows; unset: when a baseline is expected to cost less (save + failure rate x interval x restore)")
+    dequant_gbps: float = Field(2.0, gt=0, description="dequantization per embedding server, GB/s of restored "
+                                "rows (assumed; quantized restores only)")
 
     @model_validator(mode="after")
     def _bits(self) -> "CheckNRunParams":
@@ -168,8 +177,24 @@ class CheckNRunParams(BaseModel):
 
 @register
 class CheckNRun(Strategy):
+    """Check-N-Run (Eisenman et al., NSDI 2022): differential + quantized checkpoints, full recovery.
+
+    Increment ``j`` after a baseline holds the rows modified since the baseline (one-shot,
+    intermittent: ``touched(j tau R)`` of the rows) or since the previous checkpoint (consecutive:
+    ``touched(tau R)``), quantized to ``bits``; the dense part is written whole (unquantized) by
+    every checkpoint. A save of embedding share ``x`` costs ``latency + (delta - latency) x
+    (q x E + D) / (E + D)``; a restore reads the baseline and the latest increment (one-shot,
+    intermittent) or every increment (consecutive), plus the dense part once, at the full load's
+    bandwidth, and dequantizes the rows read (``dequant_gbps`` per server). The intermittent rule
+    writes a baseline when ``save_full - save_increment <= lam x tau x (restore_increment -
+    restore_full)``: the save it spares does not pay for the longer restore it risks before the
+    next checkpoint (``lam`` the rate of failure events, all of which roll back), or, with
+    ``rebaseline_at``, when the increment would exceed that share of the rows.
+    """
+
     name = "checknrun"
-    summary = "Check-N-Run: differential (dirty rows only) and quantized checkpoints, full baseline every K; full recovery"
+    summary = ("Check-N-Run: differential (dirty rows only) and quantized checkpoints; one-shot, consecutive "
+               "or intermittent re-baselining; full recovery")
     Params = CheckNRunParams
     needs_throughput = True
     plan_label = "Check-N-Run"
@@ -181,25 +206,78 @@ class CheckNRun(Strategy):
 
     def __init__(self, params: CheckNRunParams, run: "Run") -> None:
         super().__init__(params, run)
-        s = run.scenario
-        model = access.from_config(s.access)
-        self.dirty = float(model.touched(run.tau * s.job.throughput))
+        self._setup(run.scenario, run.tau, params)
+        self.since = 0  # increments since the baseline, as of the last committed checkpoint
+        self.has_baseline = False
+        self.next_baseline = True
+
+    def _setup(self, s, tau: float, params: CheckNRunParams) -> None:  # noqa: ANN001
+        self.model = access.from_config(s.access)
+        self.samples_per_interval = tau * s.job.throughput
+        self.tau = tau
         self.q = params.bits / 32.0
         self.K = params.full_every
-        self.saves = 0
-        self.since_baseline = 0  # increments written since the last baseline
+        self.policy = params.policy
+        self.rebaseline_at = params.rebaseline_at
         c = self.costs
-        self.full_s = c.save_fraction_s(self.q)
-        self.incr_s = c.save_fraction_s(self.q * self.dirty)
+        self.E, self.D = c.embedding_bytes, c.dense_bytes
         self.s_per_byte = (c.load_s - c.latency_s) / c.bytes_total if c.bytes_total else 0.0
+        self.dequant_bps = params.dequant_gbps * 1e9 * s.cluster.embedding_servers
+        self._dirty: dict[int, float] = {}
+        self.lam = 0.0
+        if self.policy == "intermittent" and self.rebaseline_at is None and not s.failures.replay:
+            from cprsim.failures.rates import failure_rates
 
+            self.lam = failure_rates(s).total
+
+    # -- the byte model ------------------------------------------------------------------------------
+    def dirty(self, j: int) -> float:
+        """Share of the rows modified during j intervals of progress."""
+        if j not in self._dirty:
+            self._dirty[j] = float(self.model.touched(j * self.samples_per_interval))
+        return self._dirty[j]
+
+    def increment_share(self, j: int) -> float:
+        """Embedding share (of the rows) written by increment j >= 1 after the baseline."""
+        return self.dirty(1) if self.policy == "consecutive" else self.dirty(j)
+
+    def restore_share(self, j: int) -> float:
+        """Embedding share read to restore the checkpoint that is increment j (0: the baseline)."""
+        if j == 0:
+            return 1.0
+        return 1.0 + (j * self.dirty(1) if self.policy == "consecutive" else self.dirty(j))
+
+    def save_time(self, share: float) -> float:
+        return self.costs.save_fraction_s(self.q * share)
+
+    def load_time(self, share: float) -> float:
+        c = self.costs
+        t = c.latency_s + self.s_per_byte * (self.q * share * self.E + self.D)
+        if self.q < 1.0:
+            t += share * self.E / self.dequant_bps
+        return t
+
+    def baseline_next(self, since: int) -> bool:
+        """Is the checkpoint after ``since`` increments a new baseline?"""
+        j = since + 1
+        if j >= self.K:
+            return True
+        if self.policy != "intermittent":
+            return False
+        if self.rebaseline_at is not None:
+            return self.increment_share(j) > self.rebaseline_at
+        spared = self.save_time(1.0) - self.save_time(self.increment_share(j))
+        risk = self.lam * self.tau * (self.load_time(self.restore_share(j)) - self.load_time(1.0))
+        return spared <= risk
+
+    # -- the strategy ------------------------------------------------------------------------------
     def save_s(self, run: "Run") -> float:
-        # saves are numbered from 0: save 0, K, 2K, ... are full baselines
-        return self.full_s if self.saves % self.K == 0 else self.incr_s
+        self.next_baseline = not self.has_baseline or self.baseline_next(self.since)
+        return self.save_time(1.0) if self.next_baseline else self.save_time(self.increment_share(self.since + 1))
 
     def on_commit(self, run: "Run", progress: float) -> None:
-        self.since_baseline = 0 if self.saves % self.K == 0 else self.since_baseline + 1
-        self.saves += 1
+        self.since = 0 if self.next_baseline else self.since + 1
+        self.has_baseline = True
         super().on_commit(run, progress)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
@@ -207,15 +285,47 @@ class CheckNRun(Strategy):
         return None
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
-        c = self.costs
-        share = self.q * (1.0 + self.since_baseline * self.dirty)
-        return c.latency_s + self.s_per_byte * share * c.bytes_total
+        return self.load_time(self.restore_share(self.since))
 
     def full_load_s(self, run: "Run") -> float:
         return self.load_s(run, set())
 
+    # -- what it saves against full checkpoints --------------------------------------------------------
+    def cycle(self) -> list[float]:
+        """Embedding shares written by the checkpoints of one baseline cycle (failure-free)."""
+        shares, since = [1.0], 0
+        while len(shares) < self.K and not self.baseline_next(since):
+            since += 1
+            shares.append(self.increment_share(since))
+        return shares
+
+    def footprint(self) -> dict[str, float]:
+        """Write bandwidth and storage capacity against full checkpoints at the same interval.
+
+        Written: mean bytes per checkpoint over a baseline cycle. Stored: the most bytes kept to be
+        able to restore the latest checkpoint (one-shot/intermittent: the baseline and the latest
+        increment; consecutive: the baseline and every increment), against one full checkpoint.
+        """
+        shares = self.cycle()
+        full = self.E + self.D
+        written = [self.q * x * self.E + self.D for x in shares]
+        stored = max(self.q * self.restore_share(j) * self.E + self.D * (2 if j else 1) for j in range(len(shares)))
+        return {"cycle_checkpoints": float(len(shares)), "write_ratio": full / (sum(written) / len(written)),
+                "capacity_ratio": full / stored, "dirty_per_interval": self.dirty(1)}
+
+    @classmethod
+    def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001
+        """The footprint of a scenario's Check-N-Run, without a simulation."""
+        self = cls.__new__(cls)
+        self.params = cls.Params.model_validate(s.strategy.params)
+        self.costs = costs
+        self._setup(s, s.interval_s, self.params)
+        return self.footprint()
+
     def bytes_per_save(self) -> float:
-        return self.q * ((1.0 + (self.K - 1) * self.dirty) / self.K) * self.costs.embedding_bytes
+        """Mean embedding bytes written per checkpoint over a baseline cycle (failure-free)."""
+        shares = self.cycle()
+        return self.q * sum(shares) / len(shares) * self.E
 
 
 class LookaheadParams(MFUParams):

@@ -1,0 +1,63 @@
+"""Long-run failure-event rates of a scenario (renewal rate = 1 / mean), by what they interrupt.
+
+Used by the planner (analytic figures) and by strategies that weigh expected restore costs
+(Check-N-Run's re-baselining rule). A replayed trace has no closed-form rate: it is estimated
+from 20 replications (the planner only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cprsim.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Rates:
+    total: float  #: every event that interrupts the job (node and job-level), per second
+    nodes: float  #: node failure events (trainers and embedding servers), per second
+    embedding: float  #: events that take down embedding servers, per second
+    k: float  #: embedding servers per such event (mean)
+    job: float  #: job-level interruptions (roll every strategy back to its last full checkpoint)
+    exponential: bool
+
+
+def failure_rates(s: Scenario) -> Rates:
+    f, c = s.failures, s.cluster
+    nodes = emb = emb_nodes = job = 0.0
+    expo = True
+    if f.trainer is not None:
+        nodes += c.trainers / f.trainer.dist.mean()
+        expo &= f.trainer.family == "exponential"
+    if f.embedding is not None:
+        r = c.embedding_servers / f.embedding.dist.mean()
+        nodes += r
+        emb += r
+        emb_nodes += r
+        expo &= f.embedding.family == "exponential"
+    for d in f.domains:
+        r = 1.0 / d.failure.dist.mean()
+        nodes += r
+        expo &= d.failure.family == "exponential"
+        if d.node_type == "embedding":
+            emb += r
+            emb_nodes += r * d.nodes
+    for inj in f.injected:
+        r = inj.count / s.duration_s
+        nodes += r
+        if inj.node_type == "embedding":
+            emb += r
+            emb_nodes += r * inj.nodes
+    if f.job is not None:
+        job = 1.0 / f.job.dist.mean()
+        expo &= f.job.family == "exponential"
+    if f.replay:
+        from cprsim.sim.replicate import run_replications
+
+        expo = False
+        res, _ = run_replications(s.with_updates({"strategy.name": "partial", "failures.replay": f.replay}), 20)
+        wall = sum(r.wall_s for r in res)
+        nodes = sum(r.failure_events - r.failures_job for r in res) / wall
+        emb = nodes
+        emb_nodes = sum(r.failures_embedding for r in res) / wall
+    k = emb_nodes / emb if emb > 0 else 1.0
+    return Rates(nodes + job, nodes, emb, k, job, expo)
