@@ -160,9 +160,11 @@ def test_readers_count_what_the_sources_say():
     ih = read_trace(PUBLIC / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd")
     assert ih.counts["events"] == 1168 and ih.counts["fault_start"] == 584 and ih.counts["fault_end"] == 584
     assert ih.counts["levels"] == {"Hardware": 298, "Other": 262, "Software": 24}
-    assert ih.counts["faulty_nodes"] == 231 and len(ih.nodes) == 400
+    assert ih.counts["faulty_nodes"] == 231 and len(ih.nodes) == 400 and ih.counts["never_failed_nodes"] == 169
     lanl = read_trace(PUBLIC / "SimEDC" / "trace.csv", "lanl")
-    assert lanl.counts["records"] == 23739
+    assert lanl.counts["records"] == 23739 and lanl.counts["systems"] == 23
+    # each system's `nodes` column: 3,577 nodes fail, 1,430 never do (system 17 gives no count)
+    assert lanl.counts["failed_nodes"] == 3577 and lanl.counts["never_failed_nodes"] == 1430 and len(lanl.nodes) == 5007
     ti = read_trace(PUBLIC / "TitanGPULife" / "gc_summary_loc.csv", "titan")
     assert ti.counts["rows"] == 30207 and ti.counts["dead"] == 5089 and ti.counts["censored"] == 25118
     ph = read_trace(PUBLIC / "philly-traces" / "jobs.json", "philly")

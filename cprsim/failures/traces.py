@@ -10,10 +10,21 @@ those up-times are the observed lifetimes; the last up-time of every node is rig
 its window end (nodes that never failed contribute their whole window, censored). A failure
 that strikes while the node is already down (an overlapping fault) starts no new lifetime. The
 repair time of a failure runs to the next repair of the node; an unrepaired failure is censored
-at the window end.
+at the window end. ``Trace.failure_intervals`` gives the failure-to-failure times instead: from
+the window start or a failure's start to the node's next failure start (the last one censored).
 
 Readers (``read_trace(path, fmt, ...)``): ``infinitehbd``, ``lanl``, ``titan``, ``philly``,
-``csv``. Each returns a ``Trace`` plus the raw counts its source reports, for checking.
+``csv``. Each returns a ``Trace`` plus the raw counts its source reports, for checking. Where a
+log says how many nodes there are (InfiniteHBD: ``--node-count``; LANL: the ``nodes`` column of
+each system) the nodes that never failed enter too, censored over their whole window.
+
+**Filters** (``filters={column: value}``): any column a format exposes (``COLUMNS``; names are
+case-insensitive, a parenthesised suffix and punctuation ignored: ``node_prod`` = ``node prod``,
+``prob_started`` = ``Prob Started (mm/dd/yy hh:mm)``). A value matches exactly (case-insensitive),
+except the named substring filters (``cause``; InfiniteHBD ``level``/``class``/``desc``; the
+schema's ``node_type``) and Philly's ``min_gpus`` (at least). A filter on a node's column keeps
+the matching nodes; a filter on a failure's column (its cause, its times) keeps the matching
+failures and turns the others into competing risks (``OTHER``; InfiniteHBD ignores them).
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +58,9 @@ class NodeHistory:
 #: a failure of a cause the filters exclude: the node goes down, but for the kept causes the
 #: up-time that it ends is right-censored (competing risks); its repair brings the node back up
 OTHER = "other"
+
+#: what ``cprsim fit`` takes as a lifetime (``Trace.intervals``)
+INTERARRIVALS = ("repair-to-failure", "failure-to-failure")
 
 
 @dataclass
@@ -108,6 +123,42 @@ class Trace:
                 obs.append(False)
         return np.asarray(dur, float), np.asarray(obs, bool)
 
+    def failure_intervals(self, node_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(failure-to-failure times in hours, observed flag): between consecutive failure starts.
+
+        The clock starts at the node's window start (a renewal, as for the up-times) and restarts
+        at every failure start, whether the node was up or already down (every recorded failure
+        counts; failures at the same instant count once). An interval that ends in a failure of
+        an excluded cause (``OTHER``) is censored there; the last one is censored at the window
+        end, so a node that never failed contributes its whole window, censored.
+        """
+        dur, obs = [], []
+        hz = self.horizon()
+        for h in self.nodes.values():
+            if node_type and h.node_type != node_type:
+                continue
+            last = 0.0 if h.start is None else h.start
+            end = hz if h.end is None else h.end
+            for t, ev, _ in h.events:
+                if ev in ("fail", OTHER):
+                    if t > last:
+                        dur.append(t - last)
+                        obs.append(ev == "fail")
+                    last = max(last, t)
+            if end > last:
+                dur.append(end - last)
+                obs.append(False)
+        return np.asarray(dur, float), np.asarray(obs, bool)
+
+    def intervals(self, interarrival: str = "repair-to-failure",
+                  node_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The lifetimes ``cprsim fit`` fits: ``repair-to-failure`` (up-times) or ``failure-to-failure``."""
+        if interarrival == "repair-to-failure":
+            return self.lifetimes(node_type)
+        if interarrival == "failure-to-failure":
+            return self.failure_intervals(node_type)
+        raise InputError(f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}")
+
     def node_types(self) -> list[str]:
         return sorted({h.node_type for h in self.nodes.values()})
 
@@ -130,6 +181,10 @@ class Trace:
 
 # -- the schema's reader ---------------------------------------------------------------------------
 def read_csv(path: Path, filters: dict[str, str]) -> Trace:
+    """The schema. Filters: ``node`` (exact), ``node_type`` and ``cause`` (substrings; ``cause``
+    selects failures, the others are competing risks)."""
+    cause_flt = {k: v for k, v in filters.items() if k == "cause"}
+    node_flt = {k: v for k, v in filters.items() if k != "cause"}
     nodes: dict[str, NodeHistory] = {}
     last: dict[str, float] = {}
     with _open(path) as f:
@@ -169,13 +224,14 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
                     raise InputError(f"{path}: line {line}: event after the node's `end`")
                 if ev == "repair" and not any(e in ("fail", OTHER) for _, e, _ in h.events):
                     raise InputError(f"{path}: line {line}: repair before any failure of node {node}")
-                if ev == "fail" and not _keep(filters, {"cause": cause}):
+                if ev == "fail" and not _match(cause_flt, {"cause": cause}, substring=("cause",)):
                     ev = OTHER  # competing risk: ends this cause's lifetime, censored
                 h.events.append((t, ev, cause))
             n += 1
     if n == 0:
         raise InputError(f"{path}: no events")
-    nodes = {k: h for k, h in nodes.items() if _keep(filters, {"node_type": h.node_type})}
+    nodes = {k: h for k, h in nodes.items()
+             if _match(node_flt, {"node": h.node, "node_type": h.node_type}, substring=("node_type",))}
     return Trace(nodes, str(path), {"rows": n, "nodes": len(nodes)})
 
 
@@ -196,11 +252,14 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
 
     Only faulty nodes appear; ``node_count`` (default 400, from the repository's README) adds the
     never-faulty ones, censored over the whole window. Filters: ``level``, ``class``, ``desc``
-    (case-insensitive substrings).
+    (case-insensitive substrings; faults that do not match are ignored), ``node`` (a node id: the
+    never-faulty nodes, whose ids the file does not give, are then left out).
     """
     raw = _json(path)
     if not isinstance(raw, list):
         raise InputError(f"{path}: expected a JSON list of events")
+    fault_flt = {k: v for k, v in filters.items() if k != "node"}
+    node_flt = {k: v for k, v in filters.items() if k == "node"}
     window_h = 348.0 * 24
     nodes: dict[str, NodeHistory] = {}
     open_faults: dict[str, dict[str, float]] = {}
@@ -219,7 +278,7 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
             raise InputError(f"{path}: event {i}: events are not sorted by time")
         prev = t
         h = nodes.setdefault(node, NodeHistory(node, "node", 0.0, window_h))
-        keep = _keep(filters, {"level": level, "class": klass, "desc": desc})
+        keep = _match(fault_flt, {"level": level, "class": klass, "desc": desc}, substring=("level", "class", "desc"))
         cause = f"{level}/{klass}/{desc}"
         if kind == "fault_start":
             starts += 1
@@ -244,114 +303,267 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
     total = 400 if node_count is None else node_count
     if total < faulty:
         raise InputError(f"{path}: --node-count {total} is less than the {faulty} nodes in the trace")
-    for k in range(total - faulty):
-        name = f"never-faulty-{k:04d}"
-        nodes[name] = NodeHistory(name, "node", 0.0, window_h)
+    nodes = {k: h for k, h in nodes.items() if _match(node_flt, {"node": k})}
+    if not node_flt:
+        for k in range(total - faulty):
+            name = f"never-faulty-{k:04d}"
+            nodes[name] = NodeHistory(name, "node", 0.0, window_h)
     return Trace(nodes, str(path), {"events": starts + ends, "fault_start": starts, "fault_end": ends,
-                                    "faulty_nodes": faulty, "nodes": total, "levels": levels})
+                                    "faulty_nodes": faulty, "nodes": len(nodes), "node_count": total,
+                                    "never_failed_nodes": 0 if node_flt else total - faulty, "levels": levels})
 
 
-def _lanl_month(text: str, path: Path, line: int) -> datetime | None:
-    """LANL install/production/decommission dates: 'Jan-97', '5-Jun' (2005), or 'current'."""
+LANL_CAUSES = ("Facilities", "Hardware", "Human Error", "Network", "Undetermined", "Software")
+#: the columns that describe a node (LA-UR-05-7318 record layout); ``nodes`` is the system's node count
+LANL_NODE_COLUMNS = ("System", "machine type", "nodes", "procstot", "procsinnode", "nodenum", "nodenumz",
+                     "node install", "node prod", "node decom", "fru type", "mem", "cputype", "memtype",
+                     "num intercon", "purpose")
+#: the columns that describe one failure record
+LANL_RECORD_COLUMNS = ("Prob Started (mm/dd/yy hh:mm)", "Prob Fixed (mm/dd/yy hh:mm)", "Down Time", *LANL_CAUSES,
+                       "Same Event")
+_LANL_STARTED, _LANL_FIXED = LANL_RECORD_COLUMNS[:2]
+#: a node's own identity: the nodes that never failed do not share it with the logged ones
+_LANL_IDENTITY = ("node", "nodenum", "nodenumz")
+
+
+def _lanl_month(text: str, path: Path, line: int, *, end: bool = False) -> datetime | None:
+    """LANL install/production/decommission dates: 'Jan-97', '5-Jun' (2005), or 'current'.
+
+    Month precision: a production month counts from its first day; with ``end`` (a decommission
+    month, when the node was still in service) up to its last, i.e. the first day of the next.
+    """
     t = text.strip()
     if t.lower() in ("current", "", "before tracking"):  # open-ended: the data's own bounds
         return None
     a, _, b = t.partition("-")
     try:
         if a.isdigit():  # '5-Jun' = June 2005
-            return datetime.strptime(f"{2000 + int(a)}-{b}", "%Y-%b")
-        yy = int(b)
-        return datetime.strptime(f"{(1900 if yy >= 50 else 2000) + yy}-{a}", "%Y-%b")
+            d = datetime.strptime(f"{2000 + int(a)}-{b}", "%Y-%b")
+        else:
+            yy = int(b)
+            d = datetime.strptime(f"{(1900 if yy >= 50 else 2000) + yy}-{a}", "%Y-%b")
     except ValueError:
         raise InputError(f"{path}: line {line}: date {text!r} is not like Jan-97 or 5-Jun") from None
+    if end:
+        d = datetime(d.year + d.month // 12, d.month % 12 + 1, 1)
+    return d
+
+
+@dataclass
+class _LanlRecord:
+    line: int
+    system: str
+    node: str
+    t0: datetime
+    t1: datetime
+    cause: str
+    detail: str
+    prod: datetime | None
+    decom: datetime | None  # the end of the decommission month
+    cols: dict[str, str]  # every column by its filter key, with `node` and `cause`
 
 
 def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
     """LANL LA-UR-05-7318 (SimEDC trace.csv): one record per node interruption.
 
-    Node = (System, nodenum); window = its production date to its decommission date ('current':
-    the end of the data). Filters: ``system`` (exact), ``cause`` (Facilities, Hardware, Human
-    Error, Network, Undetermined, Software; case-insensitive).
+    Node = (System, nodenum); its window = its production month to its decommission month
+    ('current', or a decommission after the log ends: the end of the log, i.e. its last repair;
+    'before tracking': the start of the log, its first failure or production date).
+
+    **Nodes that never failed.** The log lists only failures, but every record carries its
+    system's node count (column ``nodes``): a system with ``nodes`` = 512 and 400 different
+    failing nodes had 112 nodes that never failed. They enter as whole windows, censored: the
+    *system's* window, from the earliest production month of its logged nodes to the latest
+    decommission month (the end of the log if any is 'current'). They take the system-wide
+    columns (those equal on every record of the system); a column that varies within the system
+    is unknown for them, so a filter on it leaves them out (``counts['never_failed_unknown']``).
+
+    Filters: any column (``COLUMNS['lanl']``); ``cause`` (Facilities, Hardware, Human Error,
+    Network, Undetermined, Software) is a case-insensitive substring of the record's category.
+    Node columns select nodes; record columns select failures, the others are competing risks.
     """
-    causes = ("Facilities", "Hardware", "Human Error", "Network", "Undetermined", "Software")
-    recs = []
+    recs: list[_LanlRecord] = []
     with _open(path) as f:
         reader = csv.DictReader(f)
-        need = {"System", "nodenum", "node prod", "node decom", "Prob Started (mm/dd/yy hh:mm)",
-                "Prob Fixed (mm/dd/yy hh:mm)", *causes}
-        if reader.fieldnames is None or not need <= set(reader.fieldnames):
-            raise InputError(f"{path}: line 1: not a LANL failure file (missing {sorted(need - set(reader.fieldnames or []))})")
-        for line, r in enumerate(reader, start=2):
+        header = [h for h in (reader.fieldnames or [])]
+        need = {"System", "nodenum", "node prod", "node decom", _LANL_STARTED, _LANL_FIXED, *LANL_CAUSES}
+        if not need <= set(header):
+            raise InputError(f"{path}: line 1: not a LANL failure file (missing {sorted(need - set(header))})")
+        keys = {column_key(h): h for h in header} | {"node": "node", "cause": "cause"}
+        for k in filters:
+            if k not in keys:
+                raise InputError(f"{path}: --filter {k}: no such column in this file "
+                                 f"(columns: {', '.join(sorted(keys))})")
+        for line, raw in enumerate(reader, start=2):
+            r = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
             try:
-                t0 = datetime.strptime(r["Prob Started (mm/dd/yy hh:mm)"].strip(), "%m/%d/%Y %H:%M")
-                t1 = datetime.strptime(r["Prob Fixed (mm/dd/yy hh:mm)"].strip(), "%m/%d/%Y %H:%M")
+                t0 = datetime.strptime(r[_LANL_STARTED], "%m/%d/%Y %H:%M")
+                t1 = datetime.strptime(r[_LANL_FIXED], "%m/%d/%Y %H:%M")
             except ValueError:
                 raise InputError(f"{path}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54") from None
             if t1 < t0:
                 raise InputError(f"{path}: line {line}: repair before failure")
-            cause = next((c for c in causes if r[c].strip()), "Undetermined")
-            recs.append((r["System"].strip(), r["nodenum"].strip(), t0, t1, cause, r[cause].strip(),
-                         _lanl_month(r["node prod"], path, line), _lanl_month(r["node decom"], path, line)))
+            if not r["System"]:
+                raise InputError(f"{path}: line {line}: empty System")
+            cause = next((c for c in LANL_CAUSES if r[c]), "Undetermined")
+            node = f"{r['System']}/{r['nodenum']}"
+            cols = {column_key(k): v for k, v in r.items()} | {"node": node, "cause": cause}
+            recs.append(_LanlRecord(line, r["System"], node, t0, t1, cause, r[cause],
+                                    _lanl_month(r["node prod"], path, line),
+                                    _lanl_month(r["node decom"], path, line, end=True), cols))
     if not recs:
         raise InputError(f"{path}: no records")
-    origin = min(min(r[2] for r in recs), min((r[6] for r in recs if r[6]), default=min(r[2] for r in recs)))
-    end_of_data = max(r[3] for r in recs)
+    node_keys = {column_key(c) for c in LANL_NODE_COLUMNS} | {"node"}
+    node_flt = {k: v for k, v in filters.items() if k in node_keys}
+    rec_flt = {k: v for k, v in filters.items() if k not in node_keys}
+    origin = min(min(r.t0 for r in recs), min((r.prod for r in recs if r.prod), default=recs[0].t0))
+    end_of_log = max(r.t1 for r in recs)
     hours = lambda d: (d - origin).total_seconds() / 3600.0  # noqa: E731
+
+    by_node: dict[str, list[_LanlRecord]] = {}
+    by_system: dict[str, list[_LanlRecord]] = {}
+    for r in recs:
+        by_node.setdefault(r.node, []).append(r)
+        by_system.setdefault(r.system, []).append(r)
+
+    def window(rs: list[_LanlRecord]) -> tuple[float, float]:
+        """From the earliest production to the latest decommission (or the end of the log)."""
+        start = 0.0 if any(r.prod is None for r in rs) else hours(min(r.prod for r in rs))  # type: ignore[type-var]
+        end = hours(end_of_log) if any(r.decom is None for r in rs) else \
+            min(hours(max(r.decom for r in rs)), hours(end_of_log))  # type: ignore[type-var]
+        return min(start, min(hours(r.t0) for r in rs)), max(end, max(hours(r.t1) for r in rs))
+
     nodes: dict[str, NodeHistory] = {}
-    systems = set()
-    for sysid, nn, t0, t1, cause, detail, prod, decom in sorted(recs, key=lambda r: (r[0], r[1], r[2])):
-        systems.add(sysid)
-        if not _keep(filters, {"system": sysid, "cause": cause}, exact=("system",)):
+    for name, rs in sorted(by_node.items()):
+        first = rs[0]
+        if not _match(node_flt, {k: first.cols.get(k, "") for k in node_flt}):
             continue
-        name = f"{sysid}/{nn}"
-        start = hours(prod) if prod else 0.0
-        end = hours(decom) if decom else hours(end_of_data)
-        h = nodes.setdefault(name, NodeHistory(name, f"lanl-{sysid}", min(start, hours(t0)), max(end, hours(t1))))
-        h.events.append((hours(t0), "fail", f"{cause}: {detail}"))
-        h.events.append((hours(t1), "repair", ""))
-    for h in nodes.values():  # repairs may overlap the next failure: keep time order
-        h.events.sort(key=lambda e: (e[0], e[1] != "fail"))
-    return Trace(nodes, str(path), {"records": len(recs), "systems": len(systems)})
+        h = NodeHistory(name, f"lanl-{first.system}", *window(rs))
+        for r in rs:
+            ev = "fail" if _match(rec_flt, {k: r.cols.get(k, "") for k in rec_flt}, substring=("cause",)) else OTHER
+            h.events.append((hours(r.t0), ev, f"{r.cause}: {r.detail}"))
+            h.events.append((hours(r.t1), "repair", ""))
+        h.events.sort(key=lambda e: (e[0], e[1] == "repair"))  # repairs may overlap the next failure
+        nodes[name] = h
+    failed = len(nodes)
+
+    never = unknown = 0
+    no_count: list[str] = []
+    per_system: dict[str, dict[str, int | None]] = {}
+    for sysid, rs in sorted(by_system.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        logged = len({r.node for r in rs})
+        # the system-wide columns: equal on every record of the system (unknown otherwise)
+        shared: dict[str, str | None] = {}
+        for k in node_keys:
+            vals = {r.cols.get(k, "") for r in rs}
+            shared[k] = None if k in _LANL_IDENTITY or len(vals) != 1 else vals.pop()
+        selected = _match(node_flt, {k: shared[k] for k in node_flt if shared[k] is not None})
+        counts_seen = sorted({r.cols.get("nodes", "") for r in rs} - {""})
+        if len(counts_seen) > 1:
+            raise InputError(f"{path}: system {sysid}: the nodes column varies ({', '.join(counts_seen)})")
+        if not counts_seen:
+            if selected:
+                no_count.append(sysid)
+            per_system[sysid] = {"in_log": logged, "nodes": None}
+            continue
+        try:
+            count = int(counts_seen[0])
+        except ValueError:
+            line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
+            raise InputError(f"{path}: line {line}: nodes {counts_seen[0]!r} is not a whole number") from None
+        if count < logged:
+            raise InputError(f"{path}: system {sysid}: {logged} different nodes fail in the log, "
+                             f"but its nodes column says {count}")
+        per_system[sysid] = {"in_log": logged, "nodes": count}
+        if count == logged:
+            continue
+        if not _match(node_flt, {k: shared[k] for k in node_flt}):
+            if selected:  # only because a filtered column is unknown for them
+                unknown += count - logged
+            continue
+        start, end = window(rs)
+        for i in range(count - logged):
+            name = f"{sysid}/never-failed-{i:04d}"
+            nodes[name] = NodeHistory(name, f"lanl-{sysid}", start, end)
+        never += count - logged
+    return Trace(nodes, str(path), {"records": len(recs), "systems": len(by_system), "nodes": len(nodes),
+                                    "failed_nodes": failed, "never_failed_nodes": never,
+                                    "never_failed_unknown": unknown, "systems_without_node_count": no_count,
+                                    "end_of_log": end_of_log.isoformat(sep=" ", timespec="minutes"),
+                                    "per_system": per_system})
+
+
+TITAN_COLUMNS = ("SN", "time", "nlife", "nloc", "last", "col", "row", "cage", "slot", "node", "max_loc_events",
+                 "time_max_loc", "dbe", "dbe_loc", "otb", "otb_loc", "out", "batch", "days", "years", "dead",
+                 "dead_otb", "dead_dbe")
 
 
 def read_titan(path: Path, filters: dict[str, str]) -> Trace:
     """Titan GPU lifetimes (gc_summary_loc.csv): one lifetime per GPU, ``dead`` FALSE = censored.
 
-    Filter ``cause=dbe|otb`` keeps only deaths of that cause (others become censored).
+    Every GPU of the log is a row, those that never died included (censored). Filters: any
+    column (``batch=old``, ``cage=1``, ``node`` is the file's own column, the node in the slot),
+    and ``location`` (``c11-2c1s4n1``, as in gc_full.csv: column-row, cage, slot, node) select
+    GPUs; ``cause=dbe|otb`` keeps only deaths of that cause (the others become censored).
     """
     nodes: dict[str, NodeHistory] = {}
-    dead = 0
+    dead = rows = 0
     want = filters.get("cause", "").lower()
+    if want not in ("", "dbe", "otb"):
+        raise InputError(f"--filter cause={filters['cause']}: Titan causes are dbe and otb")
+    gpu_flt = {k: v for k, v in filters.items() if k != "cause"}
     with _open(path) as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames is None or not {"SN", "time", "dead", "dead_dbe", "dead_otb"} <= set(reader.fieldnames):
+        header = list(reader.fieldnames or [])
+        if not {"SN", "time", "dead", "dead_dbe", "dead_otb"} <= set(header):
             raise InputError(f"{path}: line 1: expected Titan columns SN,time,...,dead,dead_otb,dead_dbe")
-        for line, r in enumerate(reader, start=2):
+        keys = {column_key(h) for h in header} | {"cause"}
+        if {"col", "row", "cage", "slot", "node"} <= set(header):
+            keys.add("location")
+        for k in filters:
+            if k not in keys:
+                raise InputError(f"{path}: --filter {k}: no such column in this file "
+                                 f"(columns: {', '.join(sorted(keys))})")
+        for line, raw in enumerate(reader, start=2):
+            r = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
             t = _time(r["time"], path, line) / 3600.0
-            is_dead = r["dead"].strip().upper() == "TRUE"
+            is_dead = r["dead"].upper() == "TRUE"
             dead += is_dead
+            rows += 1
+            if gpu_flt:
+                cols = {column_key(k): v for k, v in r.items()}
+                if "location" in keys:
+                    cols["location"] = f"c{r['col']}-{r['row']}c{r['cage']}s{r['slot']}n{r['node']}"
+                if not _match(gpu_flt, cols):
+                    continue
             if want:
-                is_dead = is_dead and r.get(f"dead_{want}", "").strip().upper() == "TRUE"
+                is_dead = is_dead and r.get(f"dead_{want}", "").upper() == "TRUE"
             h = NodeHistory(r["SN"], "gpu", 0.0, t)
             if is_dead:
-                h.events.append((t, "fail", "dbe" if r["dead_dbe"].strip().upper() == "TRUE" else "otb"))
+                h.events.append((t, "fail", "dbe" if r["dead_dbe"].upper() == "TRUE" else "otb"))
             nodes[r["SN"] + f"#{line}"] = h
     if not nodes:
-        raise InputError(f"{path}: no rows")
-    return Trace(nodes, str(path), {"rows": len(nodes), "dead": dead, "censored": len(nodes) - dead})
+        raise InputError(f"{path}: no rows{' after the filters' if gpu_flt else ''}")
+    return Trace(nodes, str(path), {"rows": rows, "gpus": len(nodes), "dead": dead, "censored": rows - dead})
 
 
 def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     """Philly job attempts (jobs.json): a new attempt = an interruption; the last attempt is censored.
 
     Each job is a 'node' of type ``job``; an attempt's end followed by another attempt is a
-    failure, the gap to the next attempt its repair. Filter ``min_gpus=N``.
+    failure, the gap to the next attempt its repair. Every job of the log is here, those never
+    interrupted included (censored). Filters: a job's ``id`` (or ``node``), ``num_gpus``,
+    ``runtime``, ``submitted_time``; ``min_gpus=N`` keeps jobs of at least N GPUs.
     """
     raw = _json(path)
     if not isinstance(raw, list):
         raise InputError(f"{path}: expected a JSON list of jobs")
     fmt = "%Y-%m-%d %H:%M:%S"
-    min_gpus = int(filters.get("min_gpus", 0))
+    try:
+        min_gpus = int(filters.get("min_gpus", 0))
+    except ValueError:
+        raise InputError(f"--filter min_gpus={filters['min_gpus']}: expected a whole number") from None
+    job_flt = {k: v for k, v in filters.items() if k != "min_gpus"}
     parsed = []
     for i, j in enumerate(raw):
         try:
@@ -362,22 +574,28 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
             raise InputError(f"{path}: job {i}: expected id, num_gpus and attempts with start_time/end_time") from None
         if not att:
             raise InputError(f"{path}: job {i}: no attempts")
-        parsed.append((jid, gpus, att))
-    origin = min(a[0][0] for _, _, a in parsed)
+        cols = {k: str(v) for k, v in j.items() if k != "attempts"} | {"node": jid, "id": jid, "num_gpus": str(gpus)}
+        parsed.append((jid, gpus, att, _match(job_flt, {k: cols.get(k, "") for k in job_flt})))
+    if not parsed:
+        raise InputError(f"{path}: no jobs")
+    origin = min(a[0][0] for _, _, a, _ in parsed)
     hours = lambda d: (d - origin).total_seconds() / 3600.0  # noqa: E731
     nodes: dict[str, NodeHistory] = {}
     multi = reattempts = 0
-    for jid, gpus, att in parsed:
+    for jid, gpus, att, keep in parsed:
         multi += len(att) > 1
         reattempts += len(att) - 1
-        if gpus < min_gpus:
+        if gpus < min_gpus or not keep:
             continue
         h = NodeHistory(jid, "job", hours(att[0][0]), hours(att[-1][1]))
         for (s0, e0), (s1, _) in zip(att, att[1:]):
             h.events.append((hours(e0), "fail", "attempt ended"))
             h.events.append((max(hours(s1), hours(e0)), "repair", ""))
         nodes[jid] = h
-    return Trace(nodes, str(path), {"jobs": len(parsed), "multi_attempt_jobs": multi, "reattempts": reattempts})
+    if not nodes:
+        raise InputError(f"{path}: no jobs after the filters")
+    return Trace(nodes, str(path), {"jobs": len(raw), "selected_jobs": len(nodes), "multi_attempt_jobs": multi,
+                                    "reattempts": reattempts})
 
 
 READERS = ("infinitehbd", "lanl", "titan", "philly", "csv")
@@ -388,7 +606,9 @@ def read_trace(path: str | Path, fmt: str, filters: dict[str, str] | None = None
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
-    filters = dict(filters or {})
+    if fmt not in READERS:
+        raise InputError(f"--format must be one of {', '.join(READERS)}, got {fmt!r}")
+    filters = check_filters(fmt, dict(filters or {}))
     if fmt == "infinitehbd":
         return read_infinitehbd(p, filters, node_count)
     if node_count is not None:
@@ -429,22 +649,46 @@ def _time(text: str, path: Path, line: int) -> float:
     return t
 
 
-def _keep(filters: dict[str, str], fields: dict[str, str], exact: Iterable[str] = ()) -> bool:
+def column_key(name: str) -> str:
+    """A column's filter key: lower case, a parenthesised part dropped, punctuation runs as ``_``."""
+    name = re.sub(r"\(.*?\)", " ", name)
+    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
+
+
+#: the columns each format can filter on (before ``column_key``)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "csv": ("node", "node_type", "cause"),
+    "infinitehbd": ("node", "level", "class", "desc"),
+    "lanl": ("node", *LANL_NODE_COLUMNS, "cause", *LANL_RECORD_COLUMNS),
+    "titan": (*TITAN_COLUMNS, "location", "cause"),
+    "philly": ("node", "id", "num_gpus", "runtime", "submitted_time", "min_gpus"),
+}
+
+
+def _match(filters: dict[str, str], fields: dict[str, str | None], substring: Iterable[str] = ()) -> bool:
+    """Whether ``fields`` pass the filters on them: equal ignoring case, or contain the value for
+    the ``substring`` keys; a field that is None (unknown) passes no filter."""
     for key, want in filters.items():
         if key not in fields:
             continue
         have = fields[key]
-        if key in exact:
-            if have != want:
+        if have is None:
+            return False
+        if key in substring:
+            if want.strip().lower() not in have.lower():
                 return False
-        elif want.lower() not in have.lower():
+        elif have.strip().lower() != want.strip().lower():
             return False
     return True
 
 
-def check_filters(fmt: str, filters: dict[str, str]) -> None:
-    allowed = {"infinitehbd": {"level", "class", "desc"}, "lanl": {"system", "cause"}, "titan": {"cause"},
-               "philly": {"min_gpus"}, "csv": {"cause", "node_type"}}[fmt]
-    bad = set(filters) - allowed
-    if bad:
-        raise InputError(f"--filter {sorted(bad)[0]}: not a filter of --format {fmt} (use {', '.join(sorted(allowed))})")
+def check_filters(fmt: str, filters: dict[str, str]) -> dict[str, str]:
+    """The filters by their column keys; a column the format does not have is an error naming it."""
+    allowed = {column_key(c) for c in COLUMNS[fmt]}
+    out: dict[str, str] = {}
+    for key, value in filters.items():
+        k = column_key(key)
+        if k not in allowed:
+            raise InputError(f"--filter {key}: not a column of --format {fmt} (columns: {', '.join(sorted(allowed))})")
+        out[k] = value
+    return out
