@@ -162,12 +162,25 @@ class Checkpoint(_Model):
 
 
 class Domain(_Model):
-    """A failure process that takes down ``nodes`` randomly chosen nodes of one type at once."""
+    """Failure domains: groups of nodes of one type that fail together (hosts, racks, power, ToR).
+
+    ``membership = "fixed"`` (default): the type's nodes, in id order, form consecutive groups of
+    ``nodes`` (the last one smaller when they do not divide), each group a failure domain with its
+    own renewal process (``failure``) that takes down all its members. ``"random"``: one process
+    for the whole cluster, each failure taking ``nodes`` randomly chosen nodes (the CPR paper's
+    "failures of 4 randomly selected servers").
+    """
 
     name: str = Field(..., min_length=1)
     node_type: Literal["trainer", "embedding"]
-    nodes: int = Field(1, ge=1, description="nodes taken down by one failure")
+    nodes: int = Field(1, ge=1, description="nodes per domain (fixed), or taken down by one failure (random)")
     failure: FailureDist
+    membership: Literal["fixed", "random"] = Field("fixed", description="fixed groups of named nodes, or "
+                                                   "random nodes at each failure")
+
+    def groups(self, total: int) -> list[tuple[int, int]]:
+        """(first index, size) of each fixed group among ``total`` nodes of the type."""
+        return [(g, min(self.nodes, total - g)) for g in range(0, total, self.nodes)]
 
 
 class Injected(_Model):

@@ -38,7 +38,7 @@ def test_a_one_trainer_cluster_restores_the_dense_part_from_the_checkpoint(strat
 
 def test_all_trainers_down_at_once_rolls_partial_recovery_back():
     raw = {**BASE, "cluster": {**BASE["cluster"], "trainers": 3},
-           "failures": {"domains": [{"name": "trainer-rack", "node_type": "trainer", "nodes": 3,
+           "failures": {"domains": [{"name": "trainer-rack", "node_type": "trainer", "nodes": 3, "membership": "random",
                                      "failure": {"family": "constant", "mtbf_h": 5.5}}], "start": "fresh"},
            "strategy": {"name": "partial"}}
     s = sc.validate(raw, "t")

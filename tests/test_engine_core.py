@@ -56,13 +56,14 @@ def scenarios(draw):
         "failures.embedding": {"family": f, "mtbf_h": draw(st.floats(2.0, 200.0)), **extra},
         "failures.trainer": {"family": "exponential", "mtbf_h": draw(st.floats(2.0, 200.0))},
         "failures.domains": [{"name": "rack", "node_type": "embedding", "nodes": draw(st.integers(1, ne)),
+                              "membership": draw(st.sampled_from(["fixed", "random"])),
                               "failure": {"family": "exponential", "mtbf_h": draw(st.floats(1.0, 50.0))}}],
         "failures.injected": [{"count": draw(st.integers(0, 4)), "node_type": "trainer", "nodes": 1}],
         "strategy": {"name": strategy},
         "seed": draw(st.integers(0, 2**32 - 1)),
     }
     if strategy == "ecrm":
-        upd["strategy"].update({"k": 1, "m": 1, "parity_slowdown": 0.02})
+        upd["strategy"].update({"k": 1, "m": 1, "parity_slowdown": 0.02, "placement": "contiguous"})
     if draw(st.booleans()):
         upd["failures.job"] = {"family": "exponential", "mtbf_h": draw(st.floats(20.0, 200.0)),
                                **({"restart_s": draw(st.floats(1, 1000))} if draw(st.booleans()) else {})}
@@ -159,7 +160,7 @@ LAM_H = 0.4  # failure events per hour
 
 def poisson_scen(strategy: str, tau_h: float, seed: int = 5) -> sc.Scenario:
     """Failure events form a Poisson process: one domain that takes down 1 embedding server."""
-    return scen(**{"failures.domains": [{"name": "d", "node_type": "embedding", "nodes": 1,
+    return scen(**{"failures.domains": [{"name": "d", "node_type": "embedding", "nodes": 1, "membership": "random",
                                          "failure": {"family": "exponential", "mtbf_h": 1 / LAM_H}}],
                    "strategy.name": strategy, "checkpoint.interval_h": tau_h, "seed": seed,
                    "cluster.embedding_servers": 40})

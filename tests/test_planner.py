@@ -32,7 +32,7 @@ def base():
 @pytest.fixture(scope="module")
 def poisson(base):
     """cpr-production with exponential failure events: the setting of the analytic oracles."""
-    return base.with_updates({"failures.domains": [{"name": "ps-group", "node_type": "embedding", "nodes": 4,
+    return base.with_updates({"failures.domains": [{"name": "ps-group", "node_type": "embedding", "nodes": 4, "membership": "random",
                                                     "failure": {"family": "exponential", "mtbf_h": 10.0}}]})
 
 

@@ -35,12 +35,15 @@ def failure_rates(s: Scenario) -> Rates:
         emb_nodes += r
         expo &= f.embedding.family == "exponential"
     for d in f.domains:
-        r = 1.0 / d.failure.dist.mean()
-        nodes += r
+        total = c.trainers if d.node_type == "trainer" else c.embedding_servers
+        sizes = [d.nodes] if d.membership == "random" else [size for _, size in d.groups(total)]
         expo &= d.failure.family == "exponential"
-        if d.node_type == "embedding":
-            emb += r
-            emb_nodes += r * d.nodes
+        for size in sizes:
+            r = 1.0 / d.failure.dist.mean()
+            nodes += r
+            if d.node_type == "embedding":
+                emb += r
+                emb_nodes += r * size
     for inj in f.injected:
         r = inj.count / s.duration_s
         nodes += r

@@ -53,6 +53,29 @@ class ECRMParams(BaseModel):
     update_bytes_per_sample: float = Field(26 * 64 * 4.0, gt=0, description="embedding gradient bytes per sample")
     rebuild_throughput: float = Field(0.9, gt=0, le=1, description="training speed while a server is rebuilt")
     stripe_loss: Literal["full", "partial"] = Field("full", description="recovery when > m servers of a stripe are down")
+    placement: Literal["domain-aware", "contiguous"] = Field(
+        "domain-aware", description="a stripe's servers in distinct fixed failure domains (the embedding servers' "
+        "first fixed [[failures.domains]]), or consecutive servers")
+
+
+def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:  # noqa: ANN001
+    """The stripe of each embedding server (index 0 .. N_e - 1).
+
+    Contiguous: servers in id order, cut into stripes of ``k + m``. Domain-aware: the servers are
+    ordered by their position inside their fixed failure domain, then by domain (the first server
+    of every domain, then the second of every domain, ...), and that order is cut into stripes, so
+    ``k + m`` consecutive servers come from ``k + m`` distinct domains whenever there are that many.
+    """
+    ne = s.cluster.embedding_servers
+    size = k + m
+    order = list(range(ne))
+    dom = next((d for d in s.failures.domains if d.node_type == "embedding" and d.membership == "fixed"), None)
+    if placement == "domain-aware" and dom is not None:
+        order = sorted(range(ne), key=lambda j: (j % dom.nodes, j // dom.nodes))
+    stripe = [0] * ne
+    for pos, j in enumerate(order):
+        stripe[j] = pos // size
+    return stripe
 
 
 @register
@@ -82,6 +105,8 @@ class ECRM(Strategy):
         self.rebuild_s = params.k * self.costs.shard_bytes / self.costs.node_bps
         self.rebuild_end: dict[int, float] = {}  # embedding node -> end of its rebuild
         self.fallback = False
+        layout = stripe_layout(s, params.k, params.m, params.placement)
+        self.stripe_of = {run.n_trainers + j: st for j, st in enumerate(layout)}
 
     @classmethod
     def check(cls, params: ECRMParams, s) -> None:  # noqa: ANN001
@@ -93,9 +118,26 @@ class ECRM(Strategy):
         if params.parity_slowdown is None and s.job.samples_per_s is None:
             raise ValueError("strategy 'ecrm' derives its parity slowdown from job.samples_per_s: "
                              "give it, or strategy.parity_slowdown")
+        dom = next((d for d in s.failures.domains if d.node_type == "embedding" and d.membership == "fixed"), None)
+        if params.placement == "domain-aware" and dom is not None:
+            n_dom = len(dom.groups(ne))
+            if params.k + params.m > n_dom:
+                raise ValueError(f"strategy.k + strategy.m ({params.k + params.m}) exceeds the {n_dom} embedding "
+                                 f"failure domains of {dom.name!r}: a stripe cannot span distinct domains; "
+                                 "set strategy.placement = \"contiguous\"")
 
     def stripe(self, run: "Run", node: int) -> int:
-        return (node - run.n_trainers) // self.stripe_size
+        return self.stripe_of[node]
+
+    @classmethod
+    def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001
+        """Extra memory m/k of the parity, and the steady parity-update slowdown."""
+        p = cls.Params.model_validate(s.strategy.params)
+        ne = s.cluster.embedding_servers
+        slow = p.parity_slowdown if p.parity_slowdown is not None else min(
+            0.99, p.m * s.job.throughput * p.update_bytes_per_sample / (ne * costs.node_bps))
+        return {"memory_overhead": p.m / p.k, "parity_slowdown": slow,
+                "rebuild_s": p.k * costs.shard_bytes / costs.node_bps}
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         now = run.env.now
@@ -124,7 +166,8 @@ class ECRM(Strategy):
             return trainers | victims
         self.fallback = True
         run.rollback()
-        return trainers | victims | {n for n, t in run.up_at.items() if t > now}
+        self.rebuild_end.clear()  # every server reloads the checkpoint: no rebuild from parity goes on
+        return trainers | victims | {n for n, t in run.up_at.items() if t > now and n != run.job_node}
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
         if self.fallback:

@@ -390,6 +390,24 @@ def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribut
         run.fail(picked, rhos)
 
 
+#: stream index of group g of domain i: STRIDE x i + g (groups of one domain never collide)
+DOMAIN_GROUP_STRIDE = 1 << 20
+
+
+def _group_process(run: Run, members: tuple[int, ...], dist: Distribution, resched: Distribution,
+                   rng: np.random.Generator, stationary: bool = False) -> Iterator[simpy.Event]:
+    """A fixed failure domain: a renewal process that takes down all its members at once."""
+    env = run.env
+    first_draw = stationary
+    k = len(members)
+    while True:
+        yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
+        first_draw = False
+        rhos = tuple(float(x) for x in resched.sample(rng, k))
+        run.fail(members, rhos)
+        yield _urgent_timeout(env, max(rhos))  # the domain is down until its members are back
+
+
 def pick(rng: np.random.Generator, count: int, take: int, first: int) -> tuple[int, ...]:
     """``take`` distinct nodes of ``first .. first+count-1`` (5x cheaper than choice(replace=False))."""
     return tuple((rng.permutation(count)[:take] + first).tolist())
@@ -447,8 +465,14 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
             env.process(_node_process(run, n, dist, resched, stream(s.seed, rep, "node", n), stationary))
     for i, d in enumerate(f.domains):
         first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
-        env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, resched,
-                                    stream(s.seed, rep, "domain", i), stationary))
+        if d.membership == "random":
+            env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, resched,
+                                        stream(s.seed, rep, "domain", i), stationary))
+            continue
+        for g, (start, size) in enumerate(d.groups(count)):  # each fixed group: its own process and stream
+            env.process(_group_process(run, tuple(range(first + start, first + start + size)), d.failure.dist,
+                                       resched, stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g),
+                                       stationary))
     run.job_node = nt + ne
     if f.job is not None:
         env.process(_job_failure_process(run, f.job.dist, f.job.restart_s, resched,
