@@ -35,6 +35,7 @@ from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError
 from cprsim.plan import feasibility
+from cprsim.plan.feasibility import dur_text
 from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
 from cprsim.plan.rates import Rates, failure_rates
 from cprsim.plan.records import Option, Plan, finite
@@ -194,20 +195,12 @@ def _failure_notes(s: Scenario, rates: Rates) -> list[str]:
     return notes
 
 
-def _dur(sec: float) -> str:
-    if sec < 120:
-        return f"{sec:.3g} s"
-    if sec < 2 * HOUR:
-        return f"{sec / 60:.3g} min"
-    return f"{sec / HOUR:.3g} h"
-
-
 def _full_interval(s: Scenario, rates: Rates, c: Costs, age: float, allow_none: bool, notes: list[str]) -> float:
     """T_F: the full-checkpoint interval every partial option keeps."""
     W = s.duration_s
     if rates.job > 0:
         T = analytic.daly(c.save_s, 1.0 / rates.job)
-        why = f"Daly's interval against job-level interruptions (one every {_dur(1.0 / rates.job)})"
+        why = f"Daly's interval against job-level interruptions (one every {dur_text(1.0 / rates.job)})"
     else:
         T, why = math.inf, ""
     if age < T:
@@ -219,7 +212,7 @@ def _full_interval(s: Scenario, rates: Rates, c: Costs, age: float, allow_none: 
             T = W / 2.0
             why = ("W/2: the scenario models no job-level interruption ([failures.job]) and no maximum checkpoint "
                    "age was given, so one consistent checkpoint is kept by the job's middle")
-    notes.append(f"partial-recovery options keep a full checkpoint at least every {_dur(T)} of progress: {why}")
+    notes.append(f"partial-recovery options keep a full checkpoint at least every {dur_text(T)} of progress: {why}")
     return T
 
 
@@ -355,11 +348,11 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
             continue
         scored.append((_safe(lambda: cls.plan_expected_overhead(s, p, tau, rates, c)), v, tau))
     if not scored:
-        ctx.notes.append(f"{label} cannot keep PLS <= {bound:.3g} at any interval of {_dur(cands[0])} or more")
+        ctx.notes.append(f"{label} cannot keep PLS <= {bound:.3g} at any interval of {dur_text(cands[0])} or more")
         return None
     a_over, variant, tau_a = min(scored, key=lambda x: x[0])
     if a_over > 2 * best_full.overhead.mean + 0.01:
-        ctx.notes.append(f"{label} would have to checkpoint every {_dur(tau_a)} to keep PLS <= {bound:.3g}, costing "
+        ctx.notes.append(f"{label} would have to checkpoint every {dur_text(tau_a)} to keep PLS <= {bound:.3g}, costing "
                          f"about {100 * a_over:.3g}% (analytic): not simulated")
         return None
 
@@ -369,7 +362,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     search = PlsSearch(s, cls.name, params_at, bound, ctx.q, ctx.ns, ctx.tick)
     tau = search.run(cands, tau_a)
     if tau is None:
-        ctx.notes.append(f"{label}: no interval of {_dur(cands[0])} or more keeps PLS <= {bound:.3g} "
+        ctx.notes.append(f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
                          + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs"))
         return None
     i = cands.index(tau)

@@ -24,7 +24,7 @@ from cprsim.scenario import HOUR, Scenario
 LIMIT = 10.0  #: expected wall / W beyond which a regime is hopeless
 
 
-def _dur(sec: float) -> str:
+def dur_text(sec: float) -> str:
     if sec < 120:
         return f"{sec:.3g} s"
     if sec < 2 * HOUR:
@@ -47,9 +47,9 @@ def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit
         R_node = resched + c.shard_load_s(1)
         if rates.nodes * R_node > math.log(limit):
             raise InputError(
-                f"{s.name}: hopeless: node failures come every {_dur(1 / rates.nodes)} while each recovery takes "
-                f"{_dur(R_node)}: the job would need about {math.exp(min(rates.nodes * R_node, 700)):.3g}x its "
-                f"{_dur(W)} of work. It finishes only when the cluster's MTBF is well above a recovery "
+                f"{s.name}: hopeless: node failures come every {dur_text(1 / rates.nodes)} while each recovery takes "
+                f"{dur_text(R_node)}: the job would need about {math.exp(min(rates.nodes * R_node, 700)):.3g}x its "
+                f"{dur_text(W)} of work. It finishes only when the cluster's MTBF is well above a recovery "
                 f"(fewer or more reliable nodes, faster rescheduling)")
     if lam <= 0:
         return
@@ -59,7 +59,7 @@ def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit
     need = analytic.mtbf_for_ratio(W, c.save_s, R, ratio=2.0)
     ratio = f"{f.ratio:.3g}x" if math.isfinite(f.ratio) else f"10^{f.log10_ratio:.3g} times"
     raise InputError(
-        f"{s.name}: hopeless: {what} and they come every {_dur(1 / lam)} while a save takes {_dur(c.save_s)} and a "
-        f"recovery {_dur(R)}; even at its best interval ({_dur(f.tau)}) the job would need about {ratio} its "
-        f"{_dur(W)} of work. It would finish within 2x its work with an MTBF of {_dur(need)} or more between "
+        f"{s.name}: hopeless: {what} and they come every {dur_text(1 / lam)} while a save takes {dur_text(c.save_s)} and a "
+        f"recovery {dur_text(R)}; even at its best interval ({dur_text(f.tau)}) the job would need about {ratio} its "
+        f"{dur_text(W)} of work. It would finish within 2x its work with an MTBF of {dur_text(need)} or more between "
         "those events (fewer or more reliable nodes), or with faster saves and restarts")
