@@ -194,7 +194,7 @@ def test_partial_recovery_charges_trainer_failures_a_dense_copy():
              failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu_e / HOUR},
                        "trainer": {"family": "exponential", "mtbf_h": 1 / mu_t / HOUR}},
              costs={"save_s": d, "shard_load_s": shard}, checkpoint={"interval_h": 1.0},
-             strategy={"name": "partial"})
+             strategy={"name": "partial", "trainer_degraded": False})
     c = costs_of(s)
     assert c.dense_copy_s < 0.01 * shard
     res, _ = run_replications(s, 2000)

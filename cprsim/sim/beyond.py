@@ -406,7 +406,7 @@ class Lookahead(MFU):
         return coverage_of(s, tau, r, math.inf)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
-        super().on_failure(run, nodes)
+        stall = super().on_failure(run, nodes)  # the nodes partial recovery waits for (not degraded trainers)
         if self.cache_cov > 0:
             wb = self.params.writeback_s  # type: ignore[attr-defined]
             for n in nodes:
@@ -415,4 +415,4 @@ class Lookahead(MFU):
                     lost = age * self.cache_cov / run.n_trainers
                     run.ledger.lost += lost
                     run.log("pls", n, lost / run.W)
-        return None
+        return stall

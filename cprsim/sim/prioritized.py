@@ -13,6 +13,10 @@ finite counts make even MFU's ranking imperfect. A failed shard then loses, weig
 ``c x (progress since the last save) + (1 - c) x (progress since the last full save)``: two tiers
 of the PLS ledger. A partial save costs ``latency + (delta - latency) x bytes share``; counting
 slows every iteration by ``counter_overhead`` (MFU) or ``counter_overhead x s`` (SSU).
+
+Failures are recovered as by ``Partial``: with ``trainer_degraded`` (the default) a failed trainer
+slows the job to ``(N_t - k)/N_t`` of its rate until its replacement has copied the dense part,
+on top of the counting slowdown (the two multiply).
 """
 
 from __future__ import annotations
@@ -20,18 +24,19 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from cprsim import access
 from cprsim.pls import ShardLedger
-from cprsim.sim.strategies import Partial, register
+from cprsim.sim.strategies import Partial, PartialParams, register
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
 
 
-class MFUParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class MFUParams(PartialParams):
+    """CPR-MFU's parameters; ``trainer_degraded`` comes from ``PartialParams``."""
+
     top_fraction: float = Field(0.05, gt=0, le=1, description="share r of rows written by a partial save")
     full_every: int = Field(8, ge=1, le=10_000, description="every K-th save is a full one")
     counter_overhead: float = Field(0.002, ge=0, lt=1, description="slowdown of counting every access")
@@ -81,7 +86,7 @@ class MFU(Partial):
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
         from cprsim import analytic
-        from cprsim.sim.strategies import job_level_overhead
+        from cprsim.sim.strategies import degraded_trainers, job_level_overhead
 
         K = params.get("full_every", MFUParams.model_fields["full_every"].default)
         rate = cls._plan_rate(params)
@@ -89,7 +94,7 @@ class MFU(Partial):
         from cprsim.sim.strategies import partial_node_overhead
 
         delta = analytic.prioritized_save_s(costs.save_s, costs.save_fraction_s(params["top_fraction"]), K)
-        node = partial_node_overhead(s, tau, delta, rates, costs)
+        node = partial_node_overhead(s, tau, delta, rates, costs, degraded=degraded_trainers(s, params))
         return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
 
     def __init__(self, params: MFUParams, run: "Run") -> None:

@@ -14,7 +14,8 @@ class Event(NamedTuple):
     (value = progress), ``persist_end`` (two-phase: the checkpoint became durable), ``rollback``
     (value = seconds of work to re-execute), ``pls`` (value = portion of samples lost),
     ``resched_start``/``resched_end``, ``load_start``/``load_end`` (value = load seconds),
-    ``done``.
+    ``degraded`` (a trainer out under partial recovery: value = end of its window), ``stripe_loss``,
+    ``rebuild_start``, ``done``.
     """
 
     time_s: float

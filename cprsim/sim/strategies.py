@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
@@ -27,6 +27,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PartialParams(BaseModel):
+    """Parameters of every partial-recovery strategy (MFU/SSU/lookahead's parameters extend them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    trainer_degraded: bool = Field(
+        True, description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
+        "until its replacement has copied the dense parameters (false: the job stalls until it has)")
 
 
 class Strategy:
@@ -155,11 +164,29 @@ class Full(Strategy):
 
 @register
 class Partial(Strategy):
+    """CPR's partial recovery.
+
+    An embedding-server failure stalls the job until the server is rescheduled and its shard is
+    reloaded from its last save (its updates since then count as PLS). A trainer failure, with
+    ``trainer_degraded`` (the default), does not stall it while another trainer holds the dense
+    parameters: the job goes on with the trainers that are up, at ``(N_t - k)/N_t`` of its rate
+    (``k`` trainers down or still copying), from the failure until the replacement is up and has
+    copied the dense part from a peer (``up + dense_copy_s``); with ``trainer_degraded = false`` the
+    job waits for the replacement and the copy. A failure that leaves no trainer holding the dense
+    part (every other trainer down or still copying it; always with one trainer) rolls back to the
+    last full checkpoint and reloads in full (``restore_all``); so does a job-level interruption.
+
+    A subclass that overrides ``on_failure`` must return what ``super().on_failure`` returned
+    (``None`` would stall on every failed node, degraded trainers included).
+    """
+
     name = "partial"
     summary = (
         "CPR partial recovery: only failed nodes are restored (an embedding server from its shard's "
-        "checkpoint, a trainer from a peer); nothing is re-executed; lost updates count as PLS"
+        "checkpoint, a trainer from a peer while the others train on); nothing is re-executed; lost "
+        "updates count as PLS"
     )
+    Params = PartialParams
     plan_label = "CPR-vanilla"
     plan_kind = "pls"
     plan_rank = 1
@@ -171,55 +198,198 @@ class Partial(Strategy):
 
         c = costs_of(s)
         k = max(1, round(rates.k))
-        stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), rates.nodes)
+        # events that stall the job: degraded trainers do not
+        lam_stall = rates.embedding if degraded_trainers(s, params) else rates.nodes
+        stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), lam_stall)
         return analytic.expected_pls(s.duration_s, tau, c.save_s, rates.embedding, rates.k,
-                                     s.cluster.embedding_servers, stall_s=stall, lam_stall=rates.nodes)
+                                     s.cluster.embedding_servers, stall_s=stall, lam_stall=lam_stall)
 
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
-        return partial_node_overhead(s, tau, costs.save_s, rates, costs) + \
+        return partial_node_overhead(s, tau, costs.save_s, rates, costs, degraded=degraded_trainers(s, params)) + \
             job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
 
     full_restore = False  #: the next restore is a full load (no trainer survived to copy from)
 
+    def __init__(self, params: BaseModel, run: "Run") -> None:
+        super().__init__(params, run)
+        #: trainers fail without stalling the job (a cluster of one trainer has no peer to train on)
+        self.trainer_degraded = bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
+        #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
+        self.degraded: dict[int, float] = {}
+        self._load_end = -math.inf  # when the restore under way ends
+        self._load_left: float | None = None  # what is left of a restore a degraded trainer interrupted
+
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
-        if run.dense_lost(nodes):  # no surviving replica of the dense part: back to the last full checkpoint
+        if self._dense_lost(run, nodes):  # no surviving replica of the dense part: back to the last full checkpoint
             return self.restore_all(run)
+        now = run.env.now
+        stall: set[int] = set()
         for n in nodes:
             if n >= run.n_trainers:
                 run.lose_shard(n - run.n_trainers)
-        return None
+                stall.add(n)
+            elif self.trainer_degraded:  # the others train on; it copies the dense part once it is back
+                end = run.up_at.get(n, now) + self.costs.dense_copy_s
+                self.degraded[n] = end
+                run.log("degraded", n, end)
+            else:
+                stall.add(n)
+        # a degraded trainer failing while shards are restored (the job is recovering, waits for no
+        # node: it is loading) does not restart their load: the engine restarts it, so the next load
+        # is what was left; a failure the job waits for starts a new one, as before
+        self._load_left = max(0.0, self._load_end - now) if (
+            not stall and run.recovering and not run.down and self._load_end > now) else None
+        return stall
+
+    def _dense_lost(self, run: "Run", nodes: list[int]) -> bool:
+        """No trainer holds the dense part any more: every one is down, or up but still copying it."""
+        if run.dense_lost(nodes):
+            return True
+        if not self.degraded or not any(n < run.n_trainers for n in nodes):
+            return False
+        now = run.env.now
+        up_at, deg = run.up_at, self.degraded
+        return all(up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers))
 
     def restore_all(self, run: "Run") -> set[int]:
-        """Roll back to the last full checkpoint; the job waits for every node still down."""
+        """Roll back to the last full checkpoint; the job waits for every node still down (every
+        node then reloads the checkpoint: no trainer is degraded any more)."""
         run.rollback()
         self.on_rollback(run)
         self.full_restore = True
+        self.degraded.clear()
+        self._load_left = None
         now = run.env.now
         return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
 
+    def on_job_failure(self, run: "Run") -> None:
+        """Roll back; every node up reloads the last full checkpoint, so a trainer that was still
+        copying the dense part is done with it. A trainer still down stays degraded: the job restarts
+        without it, and it copies the dense part from a peer once it is back."""
+        super().on_job_failure(run)
+        self._load_left = None  # every node reloads from the start
+        now = run.env.now
+        self.degraded = {n: end for n, end in self.degraded.items() if run.up_at.get(n, -1.0) > now}
+
+    def rate_at(self, run: "Run", now: float) -> float:
+        """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
+        r = super().rate_at(run, now)
+        if self.degraded:
+            k = sum(1 for end in self.degraded.values() if end > now)
+            if k:
+                r *= (run.n_trainers - k) / run.n_trainers
+        return r
+
+    def next_rate_change(self, run: "Run", now: float) -> float:
+        t = super().next_rate_change(run, now)
+        if self.degraded:
+            live = {n: end for n, end in self.degraded.items() if end > now}
+            if len(live) < len(self.degraded):
+                self.degraded = live
+            if live:
+                t = min(t, min(live.values()))
+        return t
+
     def load_s(self, run: "Run", nodes: set[int]) -> float:
+        if self._load_left is not None:  # the rest of a restore a degraded trainer's failure interrupted
+            return self._resume(run)
         if self.full_restore:
             self.full_restore = False
             return self.full_load_s(run)
         k = sum(1 for n in nodes if n >= run.n_trainers)
         t = self.costs.shard_load_s(k) if k else 0.0
-        if len(nodes) > k:
+        # a trainer the job waited for copies the dense part before the job resumes; a degraded
+        # one copies it while the others train (its copy is in its degraded window, not a stall)
+        if any(n < run.n_trainers and n not in self.degraded for n in nodes):
             t = max(t, self.costs.dense_copy_s)
+        self._load_end = run.env.now + t
+        return t
+
+    def full_load_s(self, run: "Run") -> float:
+        if self._load_left is not None:
+            return self._resume(run)
+        t = super().full_load_s(run)
+        self._load_end = run.env.now + t
+        return t
+
+    def _resume(self, run: "Run") -> float:
+        t, self._load_left = self._load_left, None
+        assert t is not None
+        self._load_end = run.env.now + t
         return t
 
 
-def partial_node_overhead(s, tau: float, delta: float, rates, costs) -> float:  # noqa: ANN001
-    """Exact-Poisson form of partial recovery's node failures: an embedding failure costs
-    rescheduling + a shard load, a trainer failure rescheduling + a dense copy from a peer."""
+def degraded_trainers(s, params: dict[str, Any]) -> bool:  # noqa: ANN001
+    """Do failed trainers leave the job running (``trainer_degraded``, and a peer to train on)?"""
+    return bool(params.get("trainer_degraded", True)) and s.cluster.trainers > 1
+
+
+def trainer_node_rate(s, rates) -> float:  # noqa: ANN001
+    """Trainer nodes failing per second (a trainer domain event takes down several)."""
+    f, c = s.failures, s.cluster
+    if f.replay:
+        return max(0.0, rates.nodes - rates.embedding)
+    r = c.trainers / f.trainer.dist.mean() if f.trainer is not None else 0.0
+    for d in f.domains:
+        if d.node_type == "trainer":
+            sizes = [d.nodes] if d.membership == "random" else [size for _, size in d.groups(c.trainers)]
+            r += sum(size for size in sizes) / d.failure.dist.mean()
+    for inj in f.injected:
+        if inj.node_type == "trainer":
+            r += inj.count * inj.nodes / s.duration_s
+    return r
+
+
+def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: bool = False) -> float:  # noqa: ANN001
+    """E[wall]/W - 1 of partial recovery's node failures.
+
+    ``degraded = False`` (``trainer_degraded = false``, or a single trainer): the exact-Poisson form
+    ``analytic.partial_wall_split``: an embedding failure costs rescheduling + a shard load, a
+    trainer failure rescheduling + a dense copy from a peer, both as stalls.
+
+    ``degraded = True`` (the default of the partial strategies): a trainer failure does not stall
+    the job; it slows it to ``(N_t - 1)/N_t`` for ``rho + dense_copy_s`` (rescheduling, then the
+    copy from a peer), so each one costs ``(rho + dense_copy_s)/N_t`` of extra compute, first
+    order. Trainers fail independently of the job's phase, so during compute ``lam_tr x (rho +
+    dense_copy_s)`` of them are degraded on average (Little's law; ``lam_tr`` trainer nodes failing
+    per second; overlapping windows add up exactly, the rate being linear in the trainers out): the
+    job computes at ``1 - x``, ``x = lam_tr (rho + dense_copy_s)/N_t``, and its ``W`` of work takes
+    ``W/(1 - x)`` of compute (``~ W + lam_tr W (rho + dense_copy_s)/N_t``). Embedding failures strike
+    that compute as usual, and a trainer failure still restarts a save (the engine aborts a save on
+    any failure)::
+
+        wall = W/(1 - x) (1 + lam_emb E[rec_emb]) + n_saves (exp(lam delta) - 1)(1 + lam_emb E[rec_emb])/lam
+
+    (``lam = lam_emb + lam_tr`` events). A degraded window that overlaps a stall or a save costs
+    nothing for that part: the ``1 - x`` applies to compute only. Not counted: trainer failures that
+    leave no trainer with the dense part (a rollback; rare unless trainers are few and slow to come
+    back).
+    """
     from cprsim import analytic
 
     W = s.duration_s
     wait = s.reschedule.dist.mean()
     lam_tr = max(0.0, rates.nodes - rates.embedding)
-    wall = analytic.partial_wall_split(W, tau, delta, rates.embedding, wait + costs.shard_load_s(max(1, round(rates.k))),
-                                       lam_tr, wait + costs.dense_copy_s, wait_s=wait)
-    return wall / W - 1.0
+    R_emb = wait + costs.shard_load_s(max(1, round(rates.k)))
+    if not degraded:
+        wall = analytic.partial_wall_split(W, tau, delta, rates.embedding, R_emb, lam_tr, wait + costs.dense_copy_s,
+                                           wait_s=wait)
+        return wall / W - 1.0
+    lam_e = rates.embedding
+    lam = lam_e + lam_tr
+    x = trainer_node_rate(s, rates) * (wait + costs.dense_copy_s) / s.cluster.trainers
+    if x >= 1.0:
+        return math.inf
+    per_event = lam_e * analytic.split_recovery_times([lam_e], [R_emb - wait], wait)[0] if lam_e > 0 else 0.0
+    wall = W / (1.0 - x) * (1.0 + per_event)
+    n = analytic.n_saves(W, tau)
+    if n:  # a save is retried after any failure; an embedding failure during it also costs its recovery
+        try:
+            wall += n * (delta if lam <= 0 else math.expm1(lam * delta) * (1.0 + per_event) / lam)
+        except OverflowError:
+            return math.inf
+    return wall / W - 1.0 if math.isfinite(wall) else math.inf
 
 
 def job_level_overhead(s, full_interval: float, rates, costs) -> float:  # noqa: ANN001
