@@ -15,3 +15,10 @@ for mtbf in 10.0 5.0; do
   done
 done
 "${CPRSIM[@]}" plot breakdown out/sweep --where checkpoint.interval_h=0.7 --out out/breakdown_0.7h.png
+# the same with fixed 4-server hosts as failure domains (ECRM stripes placed across hosts)
+rm -rf out/sweep-hosts
+"${CPRSIM[@]}" sweep sweep-hosts.toml --out out/sweep-hosts --jobs "${JOBS:-2}"
+for mtbf in 50.0 25.0; do
+  w=(--where "failures.domains.0.failure.mtbf_h=$mtbf" --where "storage.write_gbps=10.0")
+  "${CPRSIM[@]}" plot overhead out/sweep-hosts "${w[@]}" --out "out/hosts_overhead_mtbf${mtbf%.0}h_write10gbps.png"
+done
