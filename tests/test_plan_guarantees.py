@@ -190,3 +190,13 @@ def test_p90_quantile_ci_covers_the_true_quantile_at_its_level():
     hits = sum(lo <= true <= hi for lo, hi in (quantile_ci(rng.exponential(size=200), 0.9) for _ in range(trials)))
     # binomial 99.9% band around 0.95 for 400 trials (the order-statistic CI is conservative: >= 95%)
     assert hits >= trials * 0.95 - 3.29 * math.sqrt(trials * 0.95 * 0.05)
+
+
+def test_every_strategy_is_plannable_and_says_what_it_costs_beyond_time():
+    """--strategies all reaches ECRM and Check-N-Run, each with its own note (memory, bytes)."""
+    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "all", "-n", "30",
+                       "--search-replications", "30"])
+    strategies = {o["strategy"]: o for o in d["options"]}
+    assert {"full", "partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun"} <= set(strategies)
+    assert "extra memory" in strategies["ecrm"]["note"]
+    assert "less than full checkpoints" in strategies["checknrun"]["note"]

@@ -112,7 +112,7 @@ def make_plan(
     rates = failure_rates(s)
     if rates.total <= 0:
         raise InputError(f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)")
-    notes = _accuracy_notes(acc, calibration, metric)
+    notes = _accuracy_notes(acc, metric)
     notes += _failure_notes(s, rates)
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
     ctx = _Context(s, accuracy_bound, metric, acc, confidence, n, ns, c, rates, tick, allow_extrapolation, notes)
@@ -133,12 +133,10 @@ def make_plan(
             o = _rollback_option(ctx, cls, min(age, W))
         if o is not None:
             options.append(o)
-    options, rec, tied, message = recommend(options, ctx.bound, metric, objective, acc,
-                                                allow_extrapolation)
+    options, rec, tied, message = recommend(options, ctx.bound, metric, objective, allow_extrapolation)
     if max_checkpoint_age_h is not None:
         notes.append(f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
                      "(the maximum checkpoint age asked for)")
-    best_full = min((o for o in options if o.strategy == "full"), key=lambda o: o.overhead.mean)
     pls_bound = acc.pls_bound(accuracy_bound, "partial") if "partial" in strategies else math.nan
     return Plan(s.name, metric, accuracy_bound, pls_bound, acc.calibrated, dict(acc.provenance),
                 rates.total * HOUR, tuple(options), rec.label, best_full.overhead.mean - rec.overhead.mean, message,
@@ -161,7 +159,7 @@ def _check_inputs(bound: float, metric: str, q: float | None, objective: str, ag
         raise InputError(f"the maximum checkpoint age must be a finite number of hours > 0, got {age!r}")
 
 
-def _accuracy_notes(acc: PlanAccuracy, model: Any, metric: str) -> list[str]:
+def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
     notes: list[str] = []
     if not acc.calibrated:
         notes.append("accuracy figures rest on an UNCALIBRATED placeholder model (run `cprsim calibrate`)")
@@ -402,17 +400,10 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
         return None
     _, params, t = best
     label = f"{cls.plan_label or cls.name} ({_fmt_params(params)})"
-    note = "simulated optimum over intervals and variants"
-    describe = getattr(cls, "describe", None)
-    if describe is not None:
-        f = describe(s.with_updates({"checkpoint.interval_h": min(t, s.duration_s) / HOUR,
-                                     "strategy": {"name": cls.name, **params}}), c)
-        note += (f"; writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
-                 "checkpoints at this interval")
-    if cls.name == "checknrun":
-        note += "; quantization's accuracy cost is not modelled"
-    return _confirm(ctx, label, cls, t, params, _safe(lambda: cls.plan_expected_overhead(s, params, t, rates, c))
-                    if cls.name == "full" else math.nan, 0.0, math.inf, note)
+    extra = cls.plan_note(s.with_updates({"checkpoint.interval_h": min(t, s.duration_s) / HOUR,
+                                          "strategy": {"name": cls.name, **params}}), c)
+    note = "simulated optimum over intervals and variants" + (f"; {extra}" if extra else "")
+    return _confirm(ctx, label, cls, t, params, math.nan, 0.0, math.inf, note)
 
 
 def _fmt_params(p: dict[str, Any]) -> str:

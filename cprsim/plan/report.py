@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from cprsim.plan.accuracy import PlanAccuracy
 from cprsim.plan.records import Option
 from cprsim.scenario import HOUR
 
@@ -30,7 +29,7 @@ def _value(o: Option, objective: str) -> tuple[float, float, float]:
     return e.mean, e.lo, e.hi
 
 
-def recommend(options: list[Option], bound: float, metric: str, objective: str, acc: PlanAccuracy,
+def recommend(options: list[Option], bound: float, metric: str, objective: str,
               allow_extrapolation: bool = False) -> tuple[list[Option], Option, tuple[str, ...], str]:
     """Mark ties, pick the recommended option and say why (oracles never; options beyond twice
     the calibrated PLS range only when extrapolation is allowed)."""

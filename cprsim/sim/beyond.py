@@ -130,6 +130,12 @@ class ECRM(Strategy):
         return self.stripe_of[node]
 
     @classmethod
+    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+        f = cls.describe(s, costs)
+        return (f"parity takes {100 * f['memory_overhead']:.3g}% extra memory and slows training by "
+                f"{100 * f['parity_slowdown']:.3g}%; a server is rebuilt in {f['rebuild_s']:.3g} s")
+
+    @classmethod
     def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001
         """Extra memory m/k of the parity, and the steady parity-update slowdown."""
         p = cls.Params.model_validate(s.strategy.params)
@@ -355,6 +361,12 @@ class CheckNRun(Strategy):
         stored = max(self.q * self.restore_share(j) * self.E + self.D * (2 if j else 1) for j in range(len(shares)))
         return {"cycle_checkpoints": float(len(shares)), "write_ratio": full / (sum(written) / len(written)),
                 "capacity_ratio": full / stored, "dirty_per_interval": self.dirty(1)}
+
+    @classmethod
+    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+        f = cls.describe(s, costs)
+        return (f"writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
+                "checkpoints at this interval; quantization's accuracy cost is not modelled")
 
     @classmethod
     def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001

@@ -76,6 +76,11 @@ class Strategy:
         return 0.0
 
     @classmethod
+    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+        """What the plan should say about this strategy at the scenario's interval and parameters."""
+        return ""
+
+    @classmethod
     def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:  # noqa: ANN001
         """First-order E[wall]/W - 1 (rates: cprsim.plan.rates.Rates; every failure rolls back)."""
         from cprsim import analytic
