@@ -120,3 +120,21 @@ def test_ecrm_fallback_stops_every_rebuild():
 def test_domain_aware_placement_needs_enough_domains():
     with pytest.raises(InputError, match="placement"):
         scen(**{"strategy": {"name": "ecrm", "k": 4, "m": 1, "parity_slowdown": 0.0}})
+
+
+def test_a_failure_ecrm_rebuilds_does_not_restart_a_restore_under_way():
+    """Hand-computed: after a stripe loss the job reloads the checkpoint in full (L); a server of
+    another stripe failing halfway through is rebuilt from parity and the reload simply finishes
+    (load = L, not L/2 + a new load)."""
+    s = scen(**{"strategy": {"name": "ecrm", "k": 3, "m": 1, "parity_slowdown": 0.0, "placement": "contiguous"},
+                "failures.domains": [{**BASE["failures"]["domains"][0], "failure": {"family": "constant",
+                                                                                   "mtbf_h": 1e6}}],
+                "failures.start": "fresh"})
+    from cprsim.costs import costs_of
+
+    L = costs_of(s).load_s
+    t = 2.5 * HOUR
+    sched = [(t, (4,), (300.0,)), (t + 10.0, (5,), (300.0,)), (t + 310.0 + L / 2, (12,), (300.0,))]
+    r, ev = simulate_one(s, 0, record=True, schedule=sched)
+    assert any(e.kind == "stripe_loss" for e in ev)
+    assert r.load_s == pytest.approx(L, rel=1e-12)

@@ -98,6 +98,8 @@ class Run:
     fails_job: int = 0
     fail_events: int = 0
     job_node: int = -2  #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
+    load_until: float = 0.0  #: when the restore under way ends
+    load_left: float | None = None  #: the rest of a restore that a failure nobody waits for interrupted
     events: list[Event] = field(default_factory=list)
     strategy: strategies.Strategy | None = None
     job: simpy.Process | None = None
@@ -249,7 +251,11 @@ class Run:
             self.log("resched_end")
         self.phase = IDLE
         self.down.clear()
-        dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
+        if self.load_left is not None:  # resume a restore that a failure nobody waits for interrupted
+            dt, self.load_left = self.load_left, None
+        else:
+            dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
+        self.load_until = env.now + dt
         self.phase, self.phase_start = LOAD, env.now
         self.log("load_start", -1, dt)
         yield env.timeout(dt)
@@ -291,6 +297,7 @@ class Run:
     def _interrupted(self, nodes: list[int]) -> None:
         now = self.env.now
         elapsed = now - self.phase_start
+        was_loading = self.phase == LOAD
         if self.phase == COMPUTE:
             self.compute_s += elapsed
             self.progress = min(self.W, self.progress + elapsed * self.phase_rate)
@@ -310,6 +317,9 @@ class Run:
         if len(node_failures) < len(nodes):  # a job-level interruption: back to the last full checkpoint
             strat.on_job_failure(self)
             stall.add(self.job_node)
+        # a failure the job does not wait for (a degraded trainer, a server ECRM rebuilds) leaves a
+        # restore under way to finish; one it waits for starts a new restore once the nodes are back
+        self.load_left = max(0.0, self.load_until - now) if was_loading and not stall else None
         for n in stall:
             self.down[n] = max(self.down.get(n, now), self.up_at.get(n, now))
         if stall:

@@ -222,8 +222,6 @@ class Partial(Strategy):
         self.trainer_degraded = bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
         #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
         self.degraded: dict[int, float] = {}
-        self._load_end = -math.inf  # when the restore under way ends
-        self._load_left: float | None = None  # what is left of a restore a degraded trainer interrupted
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         if self._dense_lost(run, nodes):  # no surviving replica of the dense part: back to the last full checkpoint
@@ -240,11 +238,6 @@ class Partial(Strategy):
                 run.log("degraded", n, end)
             else:
                 stall.add(n)
-        # a degraded trainer failing while shards are restored (the job is recovering, waits for no
-        # node: it is loading) does not restart their load: the engine restarts it, so the next load
-        # is what was left; a failure the job waits for starts a new one, as before
-        self._load_left = max(0.0, self._load_end - now) if (
-            not stall and run.recovering and not run.down and self._load_end > now) else None
         return stall
 
     def _dense_lost(self, run: "Run", nodes: list[int]) -> bool:
@@ -264,7 +257,6 @@ class Partial(Strategy):
         self.on_rollback(run)
         self.full_restore = True
         self.degraded.clear()
-        self._load_left = None
         now = run.env.now
         return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
 
@@ -273,7 +265,6 @@ class Partial(Strategy):
         copying the dense part is done with it. A trainer still down stays degraded: the job restarts
         without it, and it copies the dense part from a peer once it is back."""
         super().on_job_failure(run)
-        self._load_left = None  # every node reloads from the start
         now = run.env.now
         self.degraded = {n: end for n, end in self.degraded.items() if run.up_at.get(n, -1.0) > now}
 
@@ -297,8 +288,6 @@ class Partial(Strategy):
         return t
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
-        if self._load_left is not None:  # the rest of a restore a degraded trainer's failure interrupted
-            return self._resume(run)
         if self.full_restore:
             self.full_restore = False
             return self.full_load_s(run)
@@ -308,20 +297,6 @@ class Partial(Strategy):
         # one copies it while the others train (its copy is in its degraded window, not a stall)
         if any(n < run.n_trainers and n not in self.degraded for n in nodes):
             t = max(t, self.costs.dense_copy_s)
-        self._load_end = run.env.now + t
-        return t
-
-    def full_load_s(self, run: "Run") -> float:
-        if self._load_left is not None:
-            return self._resume(run)
-        t = super().full_load_s(run)
-        self._load_end = run.env.now + t
-        return t
-
-    def _resume(self, run: "Run") -> float:
-        t, self._load_left = self._load_left, None
-        assert t is not None
-        self._load_end = run.env.now + t
         return t
 
 
