@@ -23,7 +23,7 @@ repairs and checkpoints: never per iteration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import simpy
@@ -358,32 +358,21 @@ class Run:
 
 
 # ---------------------------------------------------------------------------------------------------
-def _node_process(run: Run, node: int, dist: Distribution, resched: Distribution,
-                  rng: np.random.Generator, stationary: bool = False) -> Iterator[simpy.Event]:
-    env = run.env
-    if stationary:  # observed in steady state: the first lifetime is already partly used
-        yield _urgent_timeout(env, dist.sample_residual(rng))
-        rho = resched.sample(rng)
-        run.fail((node,), (rho,))
-        yield _urgent_timeout(env, rho)
-    while True:
-        yield _urgent_timeout(env, dist.sample(rng))
-        rho = resched.sample(rng)
-        run.fail((node,), (rho,))
-        yield _urgent_timeout(env, rho)  # down until rescheduled; then a fresh lifetime
-
-
-def _job_failure_process(run: Run, dist: Distribution, restart: float | None, resched: Distribution,
-                         rng: np.random.Generator, stationary: bool = False) -> Iterator[simpy.Event]:
-    """Job-level interruptions: a renewal process whose events roll the job back (no node lost)."""
+def _renewal_process(run: Run, members: tuple[int, ...], dist: Distribution,
+                     down: Callable[[np.random.Generator], tuple[float, ...]], rng: np.random.Generator,
+                     stationary: bool = False) -> Iterator[simpy.Event]:
+    """A renewal process that takes ``members`` down together (a node, a fixed failure domain, or
+    the job's pseudo node for job-level interruptions): a lifetime, a failure, ``down(rng)`` seconds
+    per member until they are back, then a fresh lifetime. ``stationary``: the first lifetime is
+    already partly used (a draw of the equilibrium residual life)."""
     env = run.env
     first_draw = stationary
     while True:
         yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
         first_draw = False
-        rho = restart if restart is not None else float(resched.sample(rng))
-        run.fail((run.job_node,), (rho,))
-        yield _urgent_timeout(env, rho)  # restarting: a further interruption restarts nothing new
+        rhos = down(rng)
+        run.fail(members, rhos)
+        yield _urgent_timeout(env, max(rhos))  # down until every member is back
 
 
 def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribution,
@@ -402,20 +391,6 @@ def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribut
 
 #: stream index of group g of domain i: STRIDE x i + g (groups of one domain never collide)
 DOMAIN_GROUP_STRIDE = 1 << 20
-
-
-def _group_process(run: Run, members: tuple[int, ...], dist: Distribution, resched: Distribution,
-                   rng: np.random.Generator, stationary: bool = False) -> Iterator[simpy.Event]:
-    """A fixed failure domain: a renewal process that takes down all its members at once."""
-    env = run.env
-    first_draw = stationary
-    k = len(members)
-    while True:
-        yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
-        first_draw = False
-        rhos = tuple(float(x) for x in resched.sample(rng, k))
-        run.fail(members, rhos)
-        yield _urgent_timeout(env, max(rhos))  # the domain is down until its members are back
 
 
 def pick(rng: np.random.Generator, count: int, take: int, first: int) -> tuple[int, ...]:
@@ -472,7 +447,8 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
             continue
         dist = spec.dist
         for n in range(first, first + count):
-            env.process(_node_process(run, n, dist, resched, stream(s.seed, rep, "node", n), stationary))
+            env.process(_renewal_process(run, (n,), dist, lambda rng: (resched.sample(rng),),
+                                         stream(s.seed, rep, "node", n), stationary))
     for i, d in enumerate(f.domains):
         first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
         if d.membership == "random":
@@ -480,13 +456,16 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
                                         stream(s.seed, rep, "domain", i), stationary))
             continue
         for g, (start, size) in enumerate(d.groups(count)):  # each fixed group: its own process and stream
-            env.process(_group_process(run, tuple(range(first + start, first + start + size)), d.failure.dist,
-                                       resched, stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g),
-                                       stationary))
+            env.process(_renewal_process(run, tuple(range(first + start, first + start + size)), d.failure.dist,
+                                         lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
+                                         stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g), stationary))
     run.job_node = nt + ne
     if f.job is not None:
-        env.process(_job_failure_process(run, f.job.dist, f.job.restart_s, resched,
-                                         stream(s.seed, rep, "job", 0), stationary))
+        restart = f.job.restart_s
+        env.process(_renewal_process(run, (run.job_node,), f.job.dist,
+                                     (lambda rng: (restart,)) if restart is not None
+                                     else (lambda rng: (float(resched.sample(rng)),)),
+                                     stream(s.seed, rep, "job", 0), stationary))
     sched = injected_schedule(s, rep) if f.injected else []
     if f.replay:
         from cprsim.failures.replay import replay_schedule
