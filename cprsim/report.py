@@ -95,7 +95,9 @@ def _fmt(e: Estimate, kind: str, W: float) -> tuple[str, str]:
     return f"{e.mean:.2f}", f"[{e.lo:.2f}, {e.hi:.2f}]"
 
 
-def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str | None = None):  # noqa: ANN201
+def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str | None = None,  # noqa: ANN201
+                  summary: dict[str, Any] | None = None):
+    """The runs as a table; ``summary`` (from ``summary_dict``) spares recomputing the accuracy."""
     from rich.table import Table
 
     est = summarize(results)
@@ -110,7 +112,7 @@ def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str 
         e = est[key]
         m, ci = _fmt(e, kind, s.duration_s)
         t.add_row(label, m, ci, *(_pct(e.percentile(q), kind) for q in (50, 90, 99)))
-    acc = accuracy(s, est)
+    acc = summary["accuracy_loss"] if summary is not None else accuracy(s, est)
     if acc is not None:
         t.caption = ("accuracy: the shipped calibration's slope x PLS; (!) the P90 PLS lies beyond the PLS range "
                      "the calibration measured")

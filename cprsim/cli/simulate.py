@@ -64,7 +64,7 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
     else:
         from rich.console import Console
 
-        console().print(summary_table(s, results))
+        console().print(summary_table(s, results, summary=summary))
 
 
 def write_run(out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event],

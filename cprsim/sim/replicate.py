@@ -21,9 +21,6 @@ METRICS = (
     "ettr",
 )
 
-#: metrics that are never negative: their confidence intervals are clipped at 0
-NON_NEGATIVE = frozenset(METRICS) - {"degraded_s"}
-
 #: the percentiles reported beside every mean (the spread of single runs, not of the mean)
 PERCENTILES = (50, 90, 99)
 
