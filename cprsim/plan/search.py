@@ -19,6 +19,7 @@ steps down the grid until it passes (at most ``max_steps`` times).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -53,6 +54,7 @@ def cp_lower(successes: int, n: int, level: float = LEVEL) -> float:
     return float(stats.beta.ppf(1.0 - level, successes, n - successes + 1))
 
 
+@functools.lru_cache(maxsize=256)  # asked for the same (n, q) at every interval of a search
 def min_successes(n: int, q: float, level: float = LEVEL) -> int | None:
     """The fewest runs within the bound (of n) whose lower bound reaches q (None: n is too small)."""
     lo, hi = 0, n

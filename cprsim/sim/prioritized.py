@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from cprsim import access
+from cprsim import access, analytic
 from cprsim.pls import ShardLedger
-from cprsim.sim.strategies import Partial, PartialParams, register
+from cprsim.sim.strategies import (Partial, PartialParams, degraded_trainers, job_level_overhead,
+                                   partial_node_overhead, register)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
@@ -76,8 +77,6 @@ class MFU(Partial):
 
     @classmethod
     def plan_expected_pls(cls, s, params, tau, rates) -> float:  # noqa: ANN001
-        from cprsim import analytic
-
         K = params.get("full_every", MFUParams.model_fields["full_every"].default)
         cov = coverage_of(s, tau, params["top_fraction"], cls._plan_rate(params))
         return analytic.expected_pls_prioritized(s.duration_s, tau, rates.embedding, rates.k,
@@ -85,14 +84,9 @@ class MFU(Partial):
 
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
-        from cprsim import analytic
-        from cprsim.sim.strategies import degraded_trainers, job_level_overhead
-
         K = params.get("full_every", MFUParams.model_fields["full_every"].default)
         rate = cls._plan_rate(params)
         counter = cls.Params.model_fields["counter_overhead"].default * (1.0 if math.isinf(rate) else rate)
-        from cprsim.sim.strategies import partial_node_overhead
-
         delta = analytic.prioritized_save_s(costs.save_s, costs.save_fraction_s(params["top_fraction"]), K)
         node = partial_node_overhead(s, tau, delta, rates, costs, degraded=degraded_trainers(s, params))
         return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
