@@ -1,10 +1,14 @@
 """Checkpoint cost models: bytes to seconds.
 
-All nodes write their part of a checkpoint in parallel; a transfer of ``b`` bytes by ``n`` nodes
-runs at ``min(storage bandwidth, n x node bandwidth)`` plus a fixed latency:
+All nodes write their part of a checkpoint in parallel. The embedding bytes move through the
+embedding servers only (each its shard, ``N_e`` node links) and the dense part through the
+trainers; both share the storage's aggregate bandwidth, so a transfer takes the longest of the
+three bottlenecks, plus a fixed latency:
 
-* save      ``delta = latency + (E + D) * m / min(write, (N_e + 1) * node)``
-* full load ``L = latency + (E + D) * m / min(read, (N_e + N_t) * node)``
+* save      ``delta = latency + max((E + D) m / write, E m / (N_e node), D m / node)``
+  (one trainer writes the dense part)
+* full load ``L = latency + max((E + N_t D) m / read, E m / (N_e node), D m / node)``
+  (every trainer reads its own copy of the dense part)
 * shard load (k servers at once) ``latency + k * E * m / N_e / min(read, k * node)``
 * trainer restore: the dense parameters copied from a peer trainer, ``D * m / node``
 * measured costs in the scenario's ``[costs]`` table replace the derived ones;
@@ -58,8 +62,9 @@ def costs_of(s: Scenario) -> Costs:
     emb = c.embedding_gb * GB * m
     dense = c.dense_gb * GB * m
     node = st.node_gbps * GB
-    save = st.latency_s + (emb + dense) / min(st.write_gbps * GB, (c.embedding_servers + 1) * node)
-    load = st.latency_s + (emb + dense) / min(st.read_gbps * GB, (c.embedding_servers + c.trainers) * node)
+    ne, nt = c.embedding_servers, c.trainers
+    save = st.latency_s + max((emb + dense) / (st.write_gbps * GB), emb / (ne * node), dense / node)
+    load = st.latency_s + max((emb + nt * dense) / (st.read_gbps * GB), emb / (ne * node), dense / node)
     shard = emb / c.embedding_servers
     snap = max(shard, dense) / (s.checkpoint.snapshot_gbps * GB)
     o = s.costs
