@@ -32,7 +32,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special
 
 from cprsim.errors import InputError
 
@@ -43,7 +43,7 @@ CRITEO_KAGGLE = (
 )
 
 _EXACT = 512
-_SC_CACHE: dict[tuple, float] = {}
+_SC_CACHE: dict[tuple, "RankedShare"] = {}
 _RATIO = 1.02
 
 
@@ -67,6 +67,25 @@ def gen_harmonic(k: np.ndarray | float, a: float) -> np.ndarray:
             + a * (a + 1) * (a + 2) / 720.0 * (kb ** (-a - 3) - m ** (-a - 3))
         out[big] = head[-1] + em
     return out
+
+
+@dataclass(frozen=True)
+class RankedShare:
+    """What a save of the top rows ranked by a window's counts protects.
+
+    ``in_sample``: the share of *that window's* accesses (all of them, counted or not) that land
+    on the selected rows: what a partial save at the end of the window protects of the window's
+    updates (MFU's and SSU's protected share). It is at least the population coverage for MFU
+    (the top counts of a sample over-represent their rows) and at least ``r`` for any ranking that
+    counts something.
+
+    ``out_of_sample``: the share of an *independent* window's accesses (the population share) on
+    the selected rows; at most ``coverage(r)`` (a noisy ranking picks some colder rows). This is
+    what a ranking by future accesses (lookahead) protects of the past window's updates.
+    """
+
+    in_sample: float
+    out_of_sample: float
 
 
 @dataclass(frozen=True)
@@ -197,42 +216,69 @@ class AccessModel:
         return float(out[0]) if np.ndim(n_samples) == 0 else out
 
     def sampled_coverage(self, r: float, m_samples: float) -> float:
-        """Expected access share of the top fraction r of rows ranked by counts of m samples."""
-        key = (self.tables, self.alpha, float(r), float(m_samples))
-        if key not in _SC_CACHE:
+        """Expected access share (out of sample) of the top fraction r of rows ranked by counts of m samples."""
+        return self.ranked_share(r, m_samples).out_of_sample
+
+    def in_sample_coverage(self, r: float, m_samples: float, sample_rate: float = 1.0) -> float:
+        """Expected share of a window's accesses on the top fraction r of rows ranked by the counts
+        of that window (MFU) or of a sub-sample of it at ``sample_rate`` (SSU)."""
+        return self.ranked_share(r, m_samples, sample_rate).in_sample
+
+    def ranked_share(self, r: float, m_samples: float, sample_rate: float = 1.0) -> "RankedShare":
+        """The access shares of the top fraction ``r`` of rows ranked by counting the accesses of
+        ``m_samples x sample_rate`` of a window's ``m_samples`` samples (see :class:`RankedShare`)."""
+        key = (self.tables, self.alpha, float(r), float(m_samples), float(sample_rate))
+        got = _SC_CACHE.get(key)
+        if got is None:
             if len(_SC_CACHE) > 4096:
                 _SC_CACHE.clear()
-            _SC_CACHE[key] = self._sampled_coverage(r, m_samples)
-        return _SC_CACHE[key]
+            got = _SC_CACHE[key] = self._ranked_share(float(r), float(m_samples), float(sample_rate))
+        return got
 
-    def _sampled_coverage(self, r: float, m_samples: float) -> float:
+    def _ranked_share(self, r: float, m: float, s: float) -> "RankedShare":
         if not 0 <= r <= 1:
             raise InputError(f"top fraction must be in [0, 1], got {r}")
-        if r == 0:
-            return 0.0
-        if r == 1:
-            return 1.0
+        if not 0 < s <= 1:
+            raise InputError(f"sample rate must be in (0, 1], got {s}")
+        if not (math.isfinite(m) and m >= 0):
+            raise InputError(f"samples must be a finite number >= 0, got {m}")
+        if r in (0.0, 1.0) or m == 0:  # nothing or everything, or a ranking by nothing (random rows)
+            return RankedShare(r, r)
         p, c = self.bins
-        mu = m_samples * p
+        mu = m * s * p  # counted accesses per row: Y ~ Poisson(mu)
         want = r * self.rows
 
-        def selected(k: int) -> tuple[float, float, float, float]:
-            gt = stats.poisson.sf(k, mu)  # P(X > k)
-            eq = stats.poisson.pmf(k, mu)
-            return float(np.sum(c * gt)), float(np.sum(c * eq)), float(np.sum(p * c * gt)), float(np.sum(p * c * eq))
+        def above(k: int) -> float:  # E[# rows with Y > k]
+            return float(np.sum(c * special.pdtrc(k, mu)))
 
-        # the threshold count k: rows with count > k are in, a share q of rows with count == k too
-        hi = int(max(1, mu.max() * 4 + 50))
-        lo = 0
-        while lo < hi:  # smallest k with E[#rows with X > k] <= want
+        # the threshold count k: rows with Y > k are in, a share q of the rows with Y == k too
+        # bracket: near the count expected of the population's threshold row (rows are sorted by p)
+        at = min(int(np.searchsorted(np.cumsum(c), want)), len(mu) - 1)
+        k0, spread = float(mu[at]), 8.0 * math.sqrt(float(mu[at])) + 8.0
+        lo, hi = max(0, int(k0 - spread)), int(k0 + spread) + 1
+        if lo > 0 and above(lo) <= want:
+            lo = 0
+        if above(hi) > want:
+            hi = int(float(mu.max()) + 10.0 * math.sqrt(float(mu.max())) + 50.0)
+        while lo < hi:  # smallest k with E[# rows with Y > k] <= want
             mid = (lo + hi) // 2
-            if selected(mid)[0] <= want:
+            if above(mid) <= want:
                 hi = mid
             else:
                 lo = mid + 1
-        n_gt, n_eq, s_gt, s_eq = selected(lo)
-        q = 0.0 if n_eq <= 0 else min(1.0, (want - n_gt) / n_eq)
-        return (s_gt + q * s_eq) / self.n_tables
+        k = lo
+        gt = special.pdtrc(k, mu)  # P(Y > k)
+        eq = np.exp(special.xlogy(k, mu) - mu - special.gammaln(k + 1.0))  # P(Y = k)
+        ge = gt + eq  # P(Y >= k)
+        n_gt, n_eq = float(np.sum(c * gt)), float(np.sum(c * eq))
+        q = 0.0 if n_eq <= 0 else min(1.0, max(0.0, (want - n_gt) / n_eq))
+        sel = gt + q * eq  # P(row selected)
+        out = float(np.sum(c * p * sel)) / self.n_tables
+        # E[X; selected] with X = Y + Z, Z ~ Poisson((1 - s) m p) the uncounted accesses:
+        # E[Y; Y > k] = mu P(Y >= k), E[Y; Y = k] = k P(Y = k)
+        counted = mu * ge + q * k * eq
+        inside = float(np.sum(c * (counted + (1.0 - s) * m * p * sel))) / (m * self.n_tables)
+        return RankedShare(min(1.0, inside), min(1.0, out))
 
     def describe(self) -> str:
         return (f"Zipf alpha={self.alpha:.4f} over {self.n_tables} tables, {self.rows:,} rows; "
@@ -240,6 +286,10 @@ class AccessModel:
 
 
 _CACHE: dict[tuple, AccessModel] = {}
+
+#: the embedding dimension assumed when the rows come from the bytes and no ``access.dim`` is given
+#: (production DLRMs use 64-256; DLRM's Criteo Terabyte configuration uses 64)
+DEFAULT_DIM = 64
 
 
 def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
@@ -269,11 +319,69 @@ def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
     return tuple(max(1, int(round(n / scale))) for n in base)
 
 
-def from_config(cfg) -> AccessModel:  # noqa: ANN001 - cprsim.scenario.Access
-    """The access model a scenario's ``[access]`` table describes (cached)."""
-    key = (cfg.tables, cfg.table_scale, cfg.top_fraction, cfg.top_share, cfg.alpha)
+def scaled_to(shape: tuple[int, ...], total: int) -> tuple[int, ...]:
+    """The table sizes ``shape`` scaled to ``total`` rows in all (each at least one row; the
+    rounding remainder goes to the largest table, so the sum is exactly ``total``)."""
+    if total < len(shape):
+        raise InputError(f"access: {total:,} rows cannot fill {len(shape)} tables")
+    f = total / sum(shape)
+    out = [max(1, int(round(n * f))) for n in shape]
+    big = max(range(len(out)), key=out.__getitem__)
+    out[big] += total - sum(out)
+    if out[big] < 1:  # pragma: no cover - only when nearly every table is one row
+        raise InputError(f"access: {total:,} rows cannot fill {len(shape)} tables")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Rows and bytes of the embedding tables, as a scenario implies them."""
+
+    tables: tuple[int, ...]
+    dim: float  #: parameters per row (derived when the rows are given)
+    bytes_per_param: float
+    embedding_bytes: float  #: parameters only
+    derived: str  #: what was derived: "rows" (from the bytes and dim) or "dim" (from the bytes and rows)
+
+    @property
+    def rows(self) -> int:
+        return int(sum(self.tables))
+
+    @property
+    def row_bytes(self) -> float:
+        """Parameter bytes of one row (the optimizer state multiplies what a checkpoint writes)."""
+        return self.dim * self.bytes_per_param
+
+
+def layout(s) -> Layout:  # noqa: ANN001 - cprsim.scenario.Scenario
+    """The table layout of a scenario: rows from ``embedding_gb / (dim x bytes_per_param)`` unless
+    the scenario gives the rows (``access.rows``, or a tables file)."""
+    from cprsim.scenario import GB
+
+    a = s.access
+    emb = s.cluster.embedding_gb * GB
+    if a.tables != "criteo-kaggle" and a.rows is None:
+        tabs = table_sizes(a.tables, a.table_scale)
+        return Layout(tabs, emb / (sum(tabs) * a.bytes_per_param), a.bytes_per_param, emb, "dim")
+    shape = table_sizes(a.tables, a.table_scale)
+    if a.rows is not None:
+        return Layout(scaled_to(shape, a.rows), emb / (a.rows * a.bytes_per_param), a.bytes_per_param, emb, "dim")
+    dim = a.dim if a.dim is not None else DEFAULT_DIM
+    total = int(round(emb / (dim * a.bytes_per_param)))
+    if total < len(shape):
+        raise InputError(f"access: cluster.embedding_gb = {s.cluster.embedding_gb:g} at dim {dim} x "
+                         f"{a.bytes_per_param:g} bytes is {total:,} rows, fewer than the {len(shape)} tables")
+    return Layout(scaled_to(shape, total), float(dim), a.bytes_per_param, emb, "rows")
+
+
+def of(s) -> AccessModel:  # noqa: ANN001 - cprsim.scenario.Scenario
+    """The access model of a scenario: its ``[access]`` skew over the tables ``layout(s)`` gives (cached)."""
+    cfg = s.access
+    tables = layout(s).tables
+    key = (tables, cfg.top_fraction, cfg.top_share, cfg.alpha)
     if key not in _CACHE:
-        tables = table_sizes(cfg.tables, cfg.table_scale)
+        if len(_CACHE) > 64:
+            _CACHE.clear()
         _CACHE[key] = (AccessModel(tables, cfg.alpha) if cfg.alpha is not None
                        else AccessModel.from_skew(tables, cfg.top_fraction, cfg.top_share))
     return _CACHE[key]

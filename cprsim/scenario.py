@@ -129,13 +129,39 @@ class Job(_Model):
 
 
 class Access(_Model):
-    """Embedding-access skew: Zipf per table (see cprsim/access.py)."""
+    """Embedding-access skew: Zipf per table (see cprsim/access.py), and the row count.
 
-    tables: str = Field("criteo-kaggle", description="'criteo-kaggle' or a CSV file with a `rows` column")
-    table_scale: float = Field(1.0, ge=1, description="divide the table cardinalities by this")
+    The rows follow from the bytes: ``rows = cluster.embedding_gb / (dim x bytes_per_param)``
+    (``embedding_gb`` counts parameters only; the optimizer state multiplies the saved bytes, not
+    the rows), spread over tables in the proportions of ``tables`` ("criteo-kaggle": Criteo
+    Kaggle's 26 cardinalities, scaled up or down). A tables file gives its rows as they are (each
+    divided by ``table_scale``) and then ``dim`` is what the bytes imply; ``rows`` fixes the total
+    instead of ``dim`` (the shape of ``tables`` kept).
+    """
+
+    tables: str = Field("criteo-kaggle", description="'criteo-kaggle' (the shape of its 26 tables) or a CSV file "
+                        "with a `rows` column")
+    dim: int | None = Field(None, ge=1, le=1_000_000, description="embedding dimension: parameters per row "
+                            "(default 64 when the rows come from the bytes)")
+    bytes_per_param: float = Field(4.0, gt=0, le=64, description="bytes per parameter (4 = fp32, 2 = fp16)")
+    rows: int | None = Field(None, ge=1, le=10**15, description="total embedding rows (instead of deriving them "
+                             "from the bytes and dim)")
+    table_scale: float = Field(1.0, ge=1, description="divide a tables file's cardinalities by this")
     top_fraction: float = Field(0.01, gt=0, lt=1, description="skew statement: this top fraction of rows ...")
     top_share: float = Field(0.92, gt=0, lt=1, description="... takes this share of accesses (BagPipe: 1% -> 92%)")
     alpha: float | None = Field(None, ge=0, le=5, description="Zipf exponent; overrides the skew statement")
+
+    @model_validator(mode="after")
+    def _one_row_count(self) -> "Access":
+        given_file = self.tables != "criteo-kaggle"
+        if self.rows is not None and self.dim is not None:
+            raise ValueError("give rows or dim, not both (the other follows from cluster.embedding_gb)")
+        if self.table_scale != 1.0 and not given_file:
+            raise ValueError("table_scale divides a tables file's rows; with 'criteo-kaggle' the rows come "
+                             "from the bytes: set access.dim or access.rows instead")
+        if given_file and self.dim is not None:
+            raise ValueError("a tables file gives the rows, and dim follows from the bytes: drop dim")
+        return self
 
 
 class CostOverrides(_Model):

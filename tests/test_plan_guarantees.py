@@ -95,12 +95,11 @@ def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_pat
         assert "0.01" in mfu2["extrapolation"]
 
 
-def test_lookahead_is_an_oracle_and_never_recommended():
-    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial,lookahead", "-n", "60",
+def test_lookahead_is_planned_as_a_weaker_mfu_not_an_oracle():
+    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "mfu,lookahead", "-n", "60",
                        "--search-replications", "60"])
     la = _opt(d, "Lookahead")
-    assert la["oracle"] and "ORACLE" in la["note"]
-    assert d["recommended"] != "Lookahead"
+    assert not la["oracle"] and "protects less" in la["note"] and "protects" in _opt(d, "CPR-MFU")["note"]
 
 
 def test_confidence_mean_and_objective_p90():

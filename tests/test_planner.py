@@ -13,6 +13,7 @@ from cprsim import scenario as sc
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
 from cprsim.plan import failure_rates, make_plan
+from cprsim.sim import strategies
 from cprsim.plan.search import cp_lower, grid_below, judge
 from cprsim.scenario import HOUR
 from cprsim.sim.prioritized import coverage_of
@@ -134,7 +135,8 @@ def test_confirmation_steps_the_interval_down_until_fresh_runs_pass(base):
 
 
 def test_mfu_loses_no_more_than_ssu_and_ssu_no_more_than_vanilla_at_equal_overhead(base):
-    tau, params = 2 * HOUR, {"top_fraction": 0.05, "full_every": 8, "counter_overhead": 0.0}
+    tau = 2 * HOUR
+    params = {"top_fraction": 0.05, "full_every": 8, "counter_overhead": 0.0, "select_ns_per_row": 0.0}
     mfu = _run(base, tau, "mfu", params, n=150)
     ssu = _run(base, tau, "ssu", {**params, "sample_rate": 0.001}, n=150)
     # equal overhead: same saves, no counting cost -> same save time in every replication
@@ -143,7 +145,8 @@ def test_mfu_loses_no_more_than_ssu_and_ssu_no_more_than_vanilla_at_equal_overhe
     assert np.mean([a.pls for a in mfu]) < np.mean([b.pls for b in ssu])
     # vanilla with the same save overhead per unit of progress: one full save per delta_avg/tau
     c = costs_of(base)
-    d_avg = analytic.prioritized_save_s(c.save_s, c.save_fraction_s(0.05), 8)
+    MFU = strategies.get("mfu")
+    d_avg = analytic.prioritized_save_s(c.save_s, MFU.partial_save_cost(base, MFU.Params(**params), tau, c), 8)
     van = _run(base, tau * c.save_s / d_avg, "partial", n=150)
     d = estimate([b.pls - v.pls for b, v in zip(ssu, van)])
     assert d.hi < 0, f"SSU should lose less than vanilla at equal save overhead: {d}"

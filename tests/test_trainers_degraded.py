@@ -78,8 +78,9 @@ def test_the_trainer_share_multiplies_the_strategys_own_rate(strategy):
     s = scen(**{"strategy": strategy})
     c = costs_of(s)
     rho = 300.0
-    base, _ = simulate_one(s, 0)
-    r, _ = simulate_one(s, 0, schedule=[(1.5 * HOUR, (1,), (rho,))])
+    base, ev = simulate_one(s, 0, record=True)
+    t = next(e.time_s for e in ev if e.kind == "save_end") + 600.0  # the window lies inside compute
+    r, _ = simulate_one(s, 0, schedule=[(t, (1,), (rho,))])
     T = rho + c.dense_copy_s
     assert r.wall_s == pytest.approx(base.wall_s + T / 4, rel=1e-12)
     assert r.degraded_s - base.degraded_s == pytest.approx(T / 4, rel=1e-9)
@@ -213,7 +214,7 @@ class _PreviousPartial:
             self.full_restore = False
             return self.costs.load_s
         k = sum(1 for n in nodes if n >= run.n_trainers)
-        t = self.costs.shard_load_s(k) if k else 0.0
+        t = self.costs.shard_load_s(k) + self.shard_extra_s(run, k) if k else 0.0  # (+ MFU's overlays, since)
         if len(nodes) > k:
             t = max(t, self.costs.dense_copy_s)
         return t

@@ -11,8 +11,9 @@ accumulator). A *full* save copies all rows; a *partial* save (MFU/SSU/lookahead
 
 * ``mfu``: exact per-row access counts since the last save;
 * ``ssu``: counts over a Bernoulli sub-sample of the samples at rate ``s``;
-* ``lookahead``: the accesses of the *next* interval's batches (the training data is known ahead:
-  an oracle upper bound, BagPipe-style).
+* ``lookahead``: the accesses of the *next* interval's batches (the training data is known ahead,
+  BagPipe-style): no counters, but the future ranks the past interval's updates only out of
+  sample, so it protects less than ``mfu``, not more.
 
 **Failures.** A failure of server ``j`` at iteration ``k`` (after any save at ``k``, before batch
 ``k`` trains) reverts every row of shard ``j`` to its saved copy; the dense MLPs (trainers) are

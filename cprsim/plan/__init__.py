@@ -13,7 +13,7 @@ Given a scenario and an accuracy bound (the AUC or log-loss loss a user accepts)
 3. **Full recovery**: Young's and Daly's intervals and the simulated optimum over a grid around
    Daly's (common random numbers), extended downwards when the optimum is at its edge.
 4. **Partial recovery** (every strategy whose ``plan_kind`` is ``"pls"``: CPR-vanilla, MFU, SSU,
-   the lookahead oracle): the parameter variant with the least analytic overhead, then the
+   lookahead): the parameter variant with the least analytic overhead, then the
    largest grid interval whose PLS meets the bound *per run* at the plan's confidence
    (``search.py``), proven on fresh replications.
 5. **Strategies that lose no update** (``"rollback"``: ECRM, Check-N-Run): the simulated optimum
@@ -368,8 +368,12 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     crit = "mean PLS" if ctx.q is None else f"PLS in {100 * ctx.q:g}% of runs (95% lower bound)"
     note = (f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications; "
             f"confirmed on {ctx.n} fresh ones")
+    extra = _safe_note(lambda: cls.plan_note(s.with_updates({"checkpoint.interval_h": tau / HOUR,
+                                                              "strategy": {"name": cls.name, **params_at(tau)}}), c))
+    if extra:
+        note += f"; {extra}"
     if cls.plan_oracle:
-        note += "; ORACLE: ranks rows by future accesses, an upper reference, not a deployable strategy"
+        note += "; ORACLE: knows the future, a reference, not a deployable strategy"
     o = _confirm(ctx, label, cls, tau, params_at(tau), _safe(lambda: cls.plan_expected_overhead(
         s, params_at(tau), tau, rates, c)), _safe(lambda: cls.plan_expected_pls(s, params_at(tau), tau, rates)),
         bound, note, steps, params_at)
@@ -404,6 +408,13 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
                                           "strategy": {"name": cls.name, **params}}), c)
     note = "simulated optimum over intervals and variants" + (f"; {extra}" if extra else "")
     return _confirm(ctx, label, cls, t, params, math.nan, 0.0, math.inf, note)
+
+
+def _safe_note(f) -> str:  # noqa: ANN001
+    try:
+        return f()
+    except InputError:
+        return ""
 
 
 def _fmt_params(p: dict[str, Any]) -> str:

@@ -19,10 +19,10 @@ modified since the last one (the access model's ``touched(tau x samples/s)`` sha
 quantized to ``bits`` (of 32); every ``full_every``-th checkpoint is a full baseline. A restore
 reads the baseline and every increment since.
 
-**Lookahead** (``lookahead``). MFU whose partial saves rank rows by their *future* accesses (the
-training data is known ahead), so the ranking carries no counting noise: the saved rows cover
-``coverage(r)``, the upper bound of MFU/SSU's ``sampled_coverage``; no counters to maintain.
-Trainer-side embedding caches (``cache_fraction`` of the hottest rows, written back every
+**Lookahead** (``lookahead``). MFU whose partial saves rank rows by the *next* window's accesses
+(the training data is known ahead): no counters on the servers, but a save protects *past*
+updates, which the future ranks only out of sample (``ranked_share(r, tau x R).out_of_sample``,
+below MFU's in-sample share): a cheaper, weaker MFU, not an upper bound on it. Trainer-side embedding caches (``cache_fraction`` of the hottest rows, written back every
 ``writeback_s`` of progress) lose their dirty rows when a trainer fails:
 ``(progress since the last write-back) x coverage(cache_fraction) / N_t`` joins PLS. The hybrid
 ``mfu`` + ``differential = true`` writes only the dirty rows in its full saves.
@@ -30,13 +30,12 @@ Trainer-side embedding caches (``cache_fraction`` of the hottest rows, written b
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cprsim import access
-from cprsim.sim.prioritized import MFU, MFUParams, coverage_of
+from cprsim.sim.prioritized import MFU, MFUParams
 from cprsim.sim.strategies import Strategy, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -261,7 +260,7 @@ class CheckNRun(Strategy):
         self.next_baseline = True
 
     def _setup(self, s, tau: float, params: CheckNRunParams) -> None:  # noqa: ANN001
-        self.model = access.from_config(s.access)
+        self.model = access.of(s)
         self.samples_per_interval = tau * s.job.throughput
         self.tau = tau
         self.q = params.bits / 32.0
@@ -384,38 +383,54 @@ class CheckNRun(Strategy):
 
 
 class LookaheadParams(MFUParams):
-    counter_overhead: float = Field(0.0, ge=0, lt=1, description="no counters: the future is read, not counted")
+    counter_overhead: float | None = Field(0.0, ge=0, lt=1, description="no counters on the servers: the data "
+                                           "loader reads the next window ahead (off the critical path)")
     cache_fraction: float = Field(0.0, ge=0, le=1, description="trainer-side cache: share of rows cached")
     writeback_s: float = Field(60.0, gt=0, description="trainer cache write-back period (s of progress)")
 
 
 @register
 class Lookahead(MFU):
+    """BagPipe's lookahead applied to CPR's partial saves.
+
+    The data loader knows the next window's batches, so a partial save can write the top-``r`` rows
+    by the *next* window's accesses without counters on the servers. But a save protects past
+    updates, and the next window's counts predict the past window's only as far as both follow the
+    same popularity: the protected share is the *out-of-sample* share of a ranking by ``tau x R``
+    samples, at most ``coverage(r)`` and below MFU's in-sample share. Lookahead is therefore not an
+    upper bound on MFU (MFU's exact counts are the best ranking for what one save protects); it is
+    a counter-free alternative that protects less. What BagPipe's lookahead really buys is a cache
+    that knows what will be needed: the trainer-side cache (``cache_fraction``, written back every
+    ``writeback_s``) whose dirty rows a trainer failure loses.
+    """
+
     name = "lookahead"
-    summary = "BagPipe-style: partial saves of the rows the next window will use (no ranking noise); trainer caches"
+    summary = ("BagPipe-style: partial saves of the rows the next window will use most (no counters; protects less "
+               "than MFU); trainer caches")
     Params = LookaheadParams
-    needs_throughput = False
+    needs_throughput = True
     plan_label = "Lookahead"
-    plan_rank = 90
-    plan_oracle = True
+    plan_rank = 5
 
     @classmethod
-    def _plan_rate(cls, params) -> float:  # noqa: ANN001
-        return math.inf
+    def protected_share(cls, s, params, tau: float) -> float:  # noqa: ANN001
+        return access.of(s).ranked_share(params.top_fraction, tau * s.job.throughput).out_of_sample
 
     @classmethod
-    def check(cls, params, scenario) -> None:  # noqa: ANN001
-        super().check(params, scenario)
-        if params.differential and scenario.job.samples_per_s is None:
-            raise ValueError("strategy 'lookahead' with differential = true counts dirty rows: give job.samples_per_s")
+    def selected_from(cls, s, params, tau: float) -> float:  # noqa: ANN001
+        """The selection ranks the rows the next window touches."""
+        model = access.of(s)
+        return float(model.touched(tau * s.job.throughput)) * model.rows / s.cluster.embedding_servers
+
+    @classmethod
+    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+        return ("ranked by the next window's accesses (no counters): protects less of the past interval than "
+                "MFU would; " + super().plan_note(s, costs))
 
     def __init__(self, params: LookaheadParams, run: "Run") -> None:
         super().__init__(params, run)
-        self.cache_cov = access.from_config(run.scenario.access).coverage(params.cache_fraction) \
+        self.cache_cov = access.of(run.scenario).coverage(params.cache_fraction) \
             if params.cache_fraction > 0 else 0.0
-
-    def _coverage(self, s, tau: float, r: float) -> float:  # noqa: ANN001
-        return coverage_of(s, tau, r, math.inf)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         stall = super().on_failure(run, nodes)  # the nodes partial recovery waits for (not degraded trainers)

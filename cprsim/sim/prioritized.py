@@ -7,12 +7,31 @@ accesses since the last save; every ``K``-th save (``full_every``) is a full one
 * **SSU** (sub-sampled used): counters over a sub-sample of the inputs at rate ``s``, so the
   ranking is noisier and the saved rows cover fewer of the updates.
 
-The access share covered by the saved rows, ``c``, is the access model's
-``sampled_coverage(r, m)`` with ``m = tau x throughput x s`` samples counted (``s = 1`` for MFU):
-finite counts make even MFU's ranking imperfect. A failed shard then loses, weighted by access,
-``c x (progress since the last save) + (1 - c) x (progress since the last full save)``: two tiers
-of the PLS ledger. A partial save costs ``latency + (delta - latency) x bytes share``; counting
-slows every iteration by ``counter_overhead`` (MFU) or ``counter_overhead x s`` (SSU).
+**What a partial save protects.** A save at the end of an interval writes the current values of
+the rows it selects, so it protects exactly the interval's updates that landed on them: the
+*in-sample* share of the ranked rows, ``c = AccessModel.in_sample_coverage(r, tau x R, s)``
+(``R`` samples/s). For MFU this is the top-``r`` share of the interval's own counts, at least the
+population coverage ``coverage(r)`` (a sample's top counts over-represent their rows); for SSU the
+share of all the interval's accesses on the rows its sub-sample ranks highest (between ``r`` and
+MFU's). A failed shard then loses, weighted by access, everything since the last save plus
+``(1 - c)`` of the progress between the last full save and the last save: two tiers of the PLS
+ledger. Using ``c`` for every saved interval is conservative: an older interval's updates on a row
+that a later partial save wrote are protected too, which the model does not credit.
+
+**What it costs** (defaults measured by ``benchmarks/mfu_costs.py`` on the development machine, 2
+shared cores, torch 2.13 CPU, one thread; a production server is likely faster, so these overstate
+MFU's cost):
+
+* counting: every counted access updates a counter, ``counter_ns_per_access`` (2.4 ns measured),
+  on the embedding servers: a slowdown of ``R x T x s x ns / N_e`` (``T`` lookups per sample, all
+  servers counting in parallel, the counter on the lookup's critical path); ``counter_overhead``
+  overrides the derived slowdown;
+* selection: each partial save first selects the top rows, ``select_ns_per_row`` (12.9 ns
+  measured, ``torch.topk``) per row a server holds (MFU) or per row the sub-sample touched (SSU);
+* scattered rows: the selected rows are gathered into a buffer at ``gather_gbps`` per server
+  (1.5 GB/s measured for random 256-byte rows) and written with their ``key_bytes`` row ids;
+* restore: a failed shard reads its last full save and then applies the ``j`` partial saves since
+  (``j < K``; each a separate read with its own latency).
 
 Failures are recovered as by ``Partial``: with ``trainer_degraded`` (the default) a failed trainer
 slows the job to ``(N_t - k)/N_t`` of its rate until its replacement has copied the dense part,
@@ -40,7 +59,15 @@ class MFUParams(PartialParams):
 
     top_fraction: float = Field(0.05, gt=0, le=1, description="share r of rows written by a partial save")
     full_every: int = Field(8, ge=1, le=10_000, description="every K-th save is a full one")
-    counter_overhead: float = Field(0.002, ge=0, lt=1, description="slowdown of counting every access")
+    counter_overhead: float | None = Field(None, ge=0, lt=1, description="slowdown of counting accesses "
+                                           "(default: derived from counter_ns_per_access)")
+    counter_ns_per_access: float = Field(2.4, ge=0, le=1e6, description="one counter update (ns; measured by "
+                                         "benchmarks/mfu_costs.py)")
+    select_ns_per_row: float = Field(12.9, ge=0, le=1e6, description="top-k selection per counted row at a "
+                                     "partial save (ns; measured)")
+    gather_gbps: float = Field(1.5, gt=0, description="gathering the selected rows into a buffer, per server "
+                               "(GB/s; measured)")
+    key_bytes: float = Field(8.0, ge=0, le=1024, description="row id written with every row of a partial save")
     differential: bool = Field(False, description="hybrid with Check-N-Run: full saves write only dirty rows")
 
 
@@ -71,49 +98,120 @@ class MFU(Partial):
     def plan_full_interval(cls, params, tau) -> float:  # noqa: ANN001
         return tau * params.get("full_every", MFUParams.model_fields["full_every"].default)
 
+    # -- the model of what a partial save protects and costs (shared by the engine and the planner)
     @classmethod
-    def _plan_rate(cls, params) -> float:  # noqa: ANN001
+    def ranking_rate(cls, params) -> float:  # noqa: ANN001
+        """Share of the samples whose accesses are counted (1 for MFU)."""
         return 1.0
+
+    @classmethod
+    def protected_share(cls, s, params, tau: float) -> float:  # noqa: ANN001
+        """Access share of an interval's updates that its partial save writes (in-sample)."""
+        return coverage_of(s, tau, params.top_fraction, cls.ranking_rate(params))
+
+    @classmethod
+    def counter_slowdown(cls, s, params) -> float:  # noqa: ANN001
+        """Training slowdown of counting: ``R x T x s x ns / N_e`` unless given."""
+        if params.counter_overhead is not None:
+            return params.counter_overhead
+        per_server = s.job.throughput * access.of(s).n_tables * cls.ranking_rate(params) / s.cluster.embedding_servers
+        return min(0.99, per_server * params.counter_ns_per_access * 1e-9)
+
+    @classmethod
+    def selected_from(cls, s, params, tau: float) -> float:  # noqa: ANN001
+        """Rows a server's top-k selection scans at a partial save (MFU: every row it holds)."""
+        return access.layout(s).rows / s.cluster.embedding_servers
+
+    @classmethod
+    def _key_share(cls, s, params, fraction: float, costs) -> float:  # noqa: ANN001
+        """Row ids written with ``fraction`` of the rows, as a share of the embedding bytes."""
+        if costs.embedding_bytes <= 0:
+            return 0.0
+        return fraction * access.layout(s).rows * params.key_bytes / costs.embedding_bytes
+
+    @classmethod
+    def _rows_save_s(cls, s, params, fraction: float, costs, scanned: float) -> float:  # noqa: ANN001
+        """Select, gather and write ``fraction`` of the rows with their ids (and the dense part)."""
+        from cprsim.scenario import GB
+
+        write = costs.save_fraction_s(fraction + cls._key_share(s, params, fraction, costs))
+        gather = fraction * costs.embedding_bytes / s.cluster.embedding_servers / (params.gather_gbps * GB)
+        return write + gather + scanned * params.select_ns_per_row * 1e-9
+
+    @classmethod
+    def partial_save_cost(cls, s, params, tau: float, costs) -> float:  # noqa: ANN001
+        return cls._rows_save_s(s, params, params.top_fraction, costs, cls.selected_from(s, params, tau))
+
+    @classmethod
+    def full_save_cost(cls, s, params, tau: float, costs) -> float:  # noqa: ANN001
+        if not params.differential:
+            return costs.save_s
+        # rows modified since the last full save, K intervals ago (written with their ids)
+        dirty = float(access.of(s).touched(params.full_every * tau * s.job.throughput))
+        return cls._rows_save_s(s, params, dirty, costs, 0.0)
+
+    @classmethod
+    def overlay_s(cls, s, params, costs, k: int) -> float:  # noqa: ANN001
+        """Reading one partial save's part of ``k`` failed shards (its own latency, its rows and ids)."""
+        share = params.top_fraction + cls._key_share(s, params, params.top_fraction, costs)
+        return costs.latency_s + (costs.shard_load_s(k) - costs.latency_s) * share
+
+    @classmethod
+    def _params(cls, params: dict):  # noqa: ANN206
+        return cls.Params(**params)
 
     @classmethod
     def plan_expected_pls(cls, s, params, tau, rates) -> float:  # noqa: ANN001
-        K = params.get("full_every", MFUParams.model_fields["full_every"].default)
-        cov = coverage_of(s, tau, params["top_fraction"], cls._plan_rate(params))
+        p = cls._params(params)
+        cov = cls.protected_share(s, p, tau)
         return analytic.expected_pls_prioritized(s.duration_s, tau, rates.embedding, rates.k,
-                                                 s.cluster.embedding_servers, cov, K)
+                                                 s.cluster.embedding_servers, cov, p.full_every)
 
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
-        K = params.get("full_every", MFUParams.model_fields["full_every"].default)
-        rate = cls._plan_rate(params)
-        counter = cls.Params.model_fields["counter_overhead"].default * (1.0 if math.isinf(rate) else rate)
-        delta = analytic.prioritized_save_s(costs.save_s, costs.save_fraction_s(params["top_fraction"]), K)
-        node = partial_node_overhead(s, tau, delta, rates, costs, degraded=degraded_trainers(s, params))
+        p = cls._params(params)
+        K = p.full_every
+        counter = cls.counter_slowdown(s, p)
+        delta = analytic.prioritized_save_s(cls.full_save_cost(s, p, tau, costs),
+                                            cls.partial_save_cost(s, p, tau, costs), K)
+        # a failure finds j = 0..K-1 partial saves since the last full one, each read on restore
+        overlays = (K - 1) / 2.0 * cls.overlay_s(s, p, costs, max(1, round(rates.k)))
+        node = partial_node_overhead(s, tau, delta, rates, costs, degraded=degraded_trainers(s, params),
+                                     shard_extra_s=overlays)
         return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
+
+    @classmethod
+    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+        p, tau = cls.Params(**s.strategy.params), s.interval_s
+        share = cls.protected_share(s, p, tau)
+        return (f"a partial save writes {100 * p.top_fraction:.3g}% of the rows and protects {100 * share:.4g}% of an "
+                f"interval's updates; it takes {cls.partial_save_cost(s, p, tau, costs):.3g} s (a full one "
+                f"{cls.full_save_cost(s, p, tau, costs):.3g} s); counting slows training by "
+                f"{100 * cls.counter_slowdown(s, p):.2g}%")
 
     def __init__(self, params: MFUParams, run: "Run") -> None:
         super().__init__(params, run)
-        s = run.scenario
+        s, cls = run.scenario, type(self)
         self.K = params.full_every
-        self.coverage = self._coverage(s, run.tau, params.top_fraction)
-        self.partial_save_s = self.costs.save_fraction_s(params.top_fraction)
-        self.full_save_s = self.costs.save_s
-        if params.differential:  # rows modified since the last full save, K intervals ago
-            dirty = float(access.from_config(s.access).touched(self.K * run.tau * s.job.throughput))
-            self.full_save_s = self.costs.save_fraction_s(dirty)
-        self.rate = 1.0 / (1.0 + params.counter_overhead * self.sample_rate)
+        self.coverage = cls.protected_share(s, params, run.tau)
+        self.partial_save_s = cls.partial_save_cost(s, params, run.tau, self.costs)
+        self.full_save_s = cls.full_save_cost(s, params, run.tau, self.costs)
+        self.rate = 1.0 / (1.0 + cls.counter_slowdown(s, params))
+        self._overlay: dict[int, float] = {}
         self.saves = 0
         run.ledger = ShardLedger(run.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
 
-    @property
-    def sample_rate(self) -> float:
-        return 1.0
-
-    def _coverage(self, s, tau: float, r: float) -> float:  # noqa: ANN001
-        return coverage_of(s, tau, r, self.sample_rate)
-
     def save_s(self, run: "Run") -> float:
         return self.full_save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s
+
+    def shard_extra_s(self, run: "Run", k: int) -> float:
+        """The partial saves since the last full one, applied on top of it (one read each)."""
+        j = self.saves % self.K
+        if not j:
+            return 0.0
+        if k not in self._overlay:
+            self._overlay[k] = type(self).overlay_s(run.scenario, self.params, self.costs, k)
+        return j * self._overlay[k]
 
     def on_commit(self, run: "Run", progress: float) -> None:
         self.saves += 1
@@ -139,18 +237,17 @@ class SSU(MFU):
         return [{**v, "sample_rate": 0.01} for v in super().plan_variants(s)]
 
     @classmethod
-    def _plan_rate(cls, params) -> float:  # noqa: ANN001
-        return params.get("sample_rate", SSUParams.model_fields["sample_rate"].default)
+    def ranking_rate(cls, params) -> float:  # noqa: ANN001
+        return params.sample_rate
 
-    @property
-    def sample_rate(self) -> float:
-        return self.params.sample_rate  # type: ignore[attr-defined]
+    @classmethod
+    def selected_from(cls, s, params, tau: float) -> float:  # noqa: ANN001
+        """SSU selects among the rows its sub-sample touched."""
+        model = access.of(s)
+        return float(model.touched(tau * s.job.throughput * params.sample_rate)) * model.rows / s.cluster.embedding_servers
 
 
 def coverage_of(s, tau: float, top_fraction: float, sample_rate: float) -> float:  # noqa: ANN001
-    """Access share of the rows a partial save writes (tau seconds of progress between saves)."""
-    model = access.from_config(s.access)
-    if math.isinf(sample_rate):  # lookahead: ranked by the future accesses themselves, no noise
-        return float(model.coverage(top_fraction))
-    m = tau * s.job.throughput * sample_rate
-    return model.sampled_coverage(top_fraction, m)
+    """Access share of an interval's updates on the rows its partial save writes, ranked by the
+    counts of ``sample_rate`` of the interval's samples (tau seconds of progress): in-sample."""
+    return access.of(s).in_sample_coverage(top_fraction, tau * s.job.throughput, sample_rate)

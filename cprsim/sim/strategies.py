@@ -287,12 +287,16 @@ class Partial(Strategy):
                 t = min(t, min(live.values()))
         return t
 
+    def shard_extra_s(self, run: "Run", k: int) -> float:
+        """Restore time of ``k`` failed shards beyond reading their last save (MFU's overlays)."""
+        return 0.0
+
     def load_s(self, run: "Run", nodes: set[int]) -> float:
         if self.full_restore:
             self.full_restore = False
             return self.full_load_s(run)
         k = sum(1 for n in nodes if n >= run.n_trainers)
-        t = self.costs.shard_load_s(k) if k else 0.0
+        t = self.costs.shard_load_s(k) + self.shard_extra_s(run, k) if k else 0.0
         # a trainer the job waited for copies the dense part before the job resumes; a degraded
         # one copies it while the others train (its copy is in its degraded window, not a stall)
         if any(n < run.n_trainers and n not in self.degraded for n in nodes):
@@ -321,8 +325,10 @@ def trainer_node_rate(s, rates) -> float:  # noqa: ANN001
     return r
 
 
-def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: bool = False) -> float:  # noqa: ANN001
-    """E[wall]/W - 1 of partial recovery's node failures.
+def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: bool = False,  # noqa: ANN001
+                          shard_extra_s: float = 0.0) -> float:
+    """E[wall]/W - 1 of partial recovery's node failures (``shard_extra_s``: mean restore time of
+    the failed shards beyond reading their last save, e.g. MFU's partial overlays).
 
     ``degraded = False`` (``trainer_degraded = false``, or a single trainer): the exact-Poisson form
     ``analytic.partial_wall_split``: an embedding failure costs rescheduling + a shard load, a
@@ -351,7 +357,7 @@ def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: b
     W = s.duration_s
     wait = s.reschedule.dist.mean()
     lam_tr = max(0.0, rates.nodes - rates.embedding)
-    R_emb = wait + costs.shard_load_s(max(1, round(rates.k)))
+    R_emb = wait + costs.shard_load_s(max(1, round(rates.k))) + shard_extra_s
     if not degraded:
         wall = analytic.partial_wall_split(W, tau, delta, rates.embedding, R_emb, lam_tr, wait + costs.dense_copy_s,
                                            wait_s=wait)
