@@ -249,3 +249,17 @@ def test_lookahead_without_throughput_is_a_scenario_error():
         raw["strategy"] = params
         with pytest.raises(sc.ScenarioError, match="samples_per_s"):
             sc.validate(raw, "toy")
+
+
+def test_ecrm_parity_slowdown_follows_the_update_bytes_of_the_layout():
+    """m x samples/s x (tables x dim x bytes) / (N_e x node bandwidth): one gradient row per lookup."""
+    from cprsim.sim import strategies
+
+    ECRM = strategies.get("ecrm")
+    for dim in (32, 128):
+        s = _scen(**{"strategy": {"name": "ecrm", "k": 2, "m": 2}, "access.dim": dim})
+        c = costs_of(s)
+        expect = 2 * 10_000.0 * 26 * dim * 4.0 / (8 * c.node_bps)
+        assert ECRM.describe(s, c)["parity_slowdown"] == pytest.approx(expect, rel=1e-12)
+    s = _scen(**{"strategy": {"name": "ecrm", "k": 2, "m": 2, "update_bytes_per_sample": 1000.0}})
+    assert ECRM.describe(s, costs_of(s))["parity_slowdown"] == pytest.approx(2 * 10_000.0 * 1000.0 / (8 * 1.25e9))

@@ -49,7 +49,8 @@ class ECRMParams(BaseModel):
     k: int = Field(4, ge=1, description="data servers per stripe")
     m: int = Field(1, ge=1, description="parity per stripe (servers' worth, spread over the stripe)")
     parity_slowdown: float | None = Field(None, ge=0, lt=1, description="steady slowdown from parity updates")
-    update_bytes_per_sample: float = Field(26 * 64 * 4.0, gt=0, description="embedding gradient bytes per sample")
+    update_bytes_per_sample: float | None = Field(None, gt=0, description="embedding gradient bytes per sample "
+                                                  "(default: tables x dim x bytes_per_param of [access])")
     rebuild_throughput: float = Field(0.9, gt=0, le=1, description="training speed while a server is rebuilt")
     stripe_loss: Literal["full", "partial"] = Field("full", description="recovery when > m servers of a stripe are down")
     placement: Literal["domain-aware", "contiguous"] = Field(
@@ -95,12 +96,7 @@ class ECRM(Strategy):
         s = run.scenario
         ne = s.cluster.embedding_servers
         self.stripe_size = params.k + params.m
-        if params.parity_slowdown is not None:
-            slow = params.parity_slowdown
-        else:
-            slow = params.m * s.job.throughput * params.update_bytes_per_sample / (ne * self.costs.node_bps)
-            slow = min(slow, 0.99)
-        self.rate = 1.0 - slow
+        self.rate = 1.0 - type(self).parity_slowdown(s, params, self.costs)
         self.rebuild_s = params.k * self.costs.shard_bytes / self.costs.node_bps
         self.rebuild_end: dict[int, float] = {}  # embedding node -> end of its rebuild
         self.fallback = False
@@ -135,13 +131,24 @@ class ECRM(Strategy):
                 f"{100 * f['parity_slowdown']:.3g}%; a server is rebuilt in {f['rebuild_s']:.3g} s")
 
     @classmethod
+    def parity_slowdown(cls, s, p, costs) -> float:  # noqa: ANN001
+        """``m x samples/s x update bytes per sample / (N_e x node bandwidth)`` unless given; the
+        update bytes default to one gradient row per table lookup (``tables x dim x bytes``)."""
+        if p.parity_slowdown is not None:
+            return p.parity_slowdown
+        per_sample = p.update_bytes_per_sample
+        if per_sample is None:
+            from cprsim import access
+
+            lay = access.layout(s)
+            per_sample = len(lay.tables) * lay.row_bytes
+        return min(0.99, p.m * s.job.throughput * per_sample / (s.cluster.embedding_servers * costs.node_bps))
+
+    @classmethod
     def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001
         """Extra memory m/k of the parity, and the steady parity-update slowdown."""
         p = cls.Params.model_validate(s.strategy.params)
-        ne = s.cluster.embedding_servers
-        slow = p.parity_slowdown if p.parity_slowdown is not None else min(
-            0.99, p.m * s.job.throughput * p.update_bytes_per_sample / (ne * costs.node_bps))
-        return {"memory_overhead": p.m / p.k, "parity_slowdown": slow,
+        return {"memory_overhead": p.m / p.k, "parity_slowdown": cls.parity_slowdown(s, p, costs),
                 "rebuild_s": p.k * costs.shard_bytes / costs.node_bps}
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
