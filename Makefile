@@ -6,7 +6,7 @@ PIP     = $(PY) -m pip
 # torch is pinned (a CPU wheel on these machines; an unpinned torch pulls GBs of CUDA wheels)
 CONSTRAINTS = .ci/constraints.txt
 
-.PHONY: run test figures bench clean
+.PHONY: run test fuzz figures bench clean
 
 $(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ run: $(VENV)/.installed-run
 ## make test: the whole test suite
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -p no:cacheprovider
+
+## make fuzz: the long bad-input campaign (5,000 hostile inputs through the CLI; counts in out/fuzz.json)
+fuzz: $(VENV)/.installed-test
+	@mkdir -p out
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} FUZZ_REPORT=out/fuzz.json $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py
 
 ## make figures: regenerate every experiment's figures into experiments/*/out/
 figures: $(VENV)/.installed-test

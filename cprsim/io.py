@@ -34,6 +34,35 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return p
 
 
+def atomic_write_set(folder: str | os.PathLike, files: dict[str, str | bytes]) -> Path:
+    """Write several files into ``folder`` as a set: every file is first written to a temporary
+    file beside its target; only when all are written are they renamed into place. A failure
+    while writing (full disk, read-only folder) removes the temporaries and leaves the folder as
+    it was: never a mix of old and new files."""
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, data in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=d)
+            staged.append((tmp, d / name))
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    return d
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -45,7 +74,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def dumps_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    """Strict JSON: a NaN or an infinity (a CI that does not exist, an infinite mean) is ``null``."""
+    return json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
@@ -68,18 +108,127 @@ def atomic_write_csv(path: str | os.PathLike, header: Sequence[str], rows: Itera
     return atomic_write_text(path, csv_text(header, rows))
 
 
-def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
-    """A TOML file as a dict; a missing, undecodable or invalid file is a one-line ``InputError``."""
-    import tomllib
+#: a configuration file (scenario, sweep, fitted model, calibration) is at most this large
+MAX_CONFIG_BYTES = 16 * 2**20
+#: a data file (failure log, trace, table sizes, access counts) is at most this large
+MAX_DATA_BYTES = 4 * 2**30
+#: configuration files nest tables and arrays at most this deep (cprsim's own use 4)
+MAX_DEPTH = 32
+
+
+def short(value: Any, limit: int = 200) -> str:
+    """A short, printable excerpt of a user-given value for an error message (never its file's
+    contents; control characters escaped, the middle of a long value elided)."""
+    text = str(value)
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > limit:
+        text = text[: limit // 2 - 1] + "…" + text[-(limit // 2 - 1):]
+    return text
+
+
+def check_input_file(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES) -> Path:
+    """``path`` as a ``Path`` if it is a regular file of at most ``max_bytes``; otherwise a one-line
+    ``InputError`` naming it (missing, a device or folder, unreadable, too large, name too long)."""
+    import stat as st_
 
     from cprsim.errors import InputError
 
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such {what}")
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
+        info = p.stat()
+    except FileNotFoundError:
+        raise InputError(f"{short(p)}: no such {what}") from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"{short(p)}: cannot read this {what} ({getattr(e, 'strerror', None) or e})") from None
+    if not st_.S_ISREG(info.st_mode):
+        raise InputError(f"{short(p)}: not a regular file (a {what} must be one)")
+    if info.st_size > max_bytes:
+        raise InputError(f"{short(p)}: {info.st_size:,} bytes, more than a {what} may have ({max_bytes:,})")
+    return p
+
+
+def decode_text(data: bytes, label: str) -> str:
+    """UTF-8 (a BOM allowed) or a one-line ``InputError`` with the offset of the first bad byte."""
+    from cprsim.errors import InputError
+
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{label}: not UTF-8 text (byte {e.start})") from None
+
+
+def read_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """The text of a user's input file: a regular UTF-8 file of at most ``max_bytes``."""
+    from cprsim.errors import InputError
+
+    p = check_input_file(path, what, max_bytes)
+    try:
+        with p.open("rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise InputError(f"{short(p)}: cannot read this {what} ({e.strerror})") from None
+    if len(data) > max_bytes:
+        raise InputError(f"{short(p)}: more than a {what} may have ({max_bytes:,} bytes)")
+    return decode_text(data, short(p))
+
+
+def open_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES):  # noqa: ANN201
+    """A regular UTF-8 data file opened for streaming (CSV readers); decode errors while reading
+    surface as ``UnicodeDecodeError``: wrap the loop in ``decode_errors``."""
+    from cprsim.errors import InputError
+
+    p = check_input_file(path, what, max_bytes)
+    try:
+        return p.open(newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise InputError(f"{short(p)}: cannot read this {what} ({e.strerror})") from None
+
+
+class decode_errors:  # noqa: N801 - used as a context manager
+    """Turn a ``UnicodeDecodeError`` (or a CSV field too large) while streaming ``path`` into a
+    one-line ``InputError``."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.label = short(path)
+
+    def __enter__(self) -> "decode_errors":
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:  # noqa: ANN001
+        from cprsim.errors import InputError
+
+        if kind is not None and issubclass(kind, UnicodeDecodeError):
+            raise InputError(f"{self.label}: not UTF-8 text (byte {err.start} of a block)") from None
+        if kind is not None and issubclass(kind, csv.Error):
+            raise InputError(f"{self.label}: not a CSV file ({short(err)})") from None
+        return False
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """TOML text as a dict: invalid, or nested deeper than ``MAX_DEPTH``, is a one-line error."""
+    import tomllib
+
+    from cprsim.errors import InputError
+
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{p}: invalid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: not a UTF-8 text file") from None
+        raise InputError(f"{source}: invalid TOML: {e}") from None
+    except RecursionError:
+        raise InputError(f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)") from None
+    stack: list[tuple[Any, int]] = [(raw, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > MAX_DEPTH:
+            raise InputError(f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)")
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return raw
+
+
+def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
+    """A TOML file as a dict; a missing, undecodable, oversized or invalid file is a one-line
+    ``InputError``."""
+    return parse_toml(read_input_text(path, what), short(path))

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cprsim.errors import InputError
+from cprsim.io import parse_toml, read_input_text, read_toml, short
 from cprsim.failures.distributions import FAMILIES, SHAPED, Distribution
 
 HOUR = 3600.0
@@ -32,7 +33,7 @@ class ScenarioError(InputError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class _DistSpec(_Model):
@@ -212,7 +213,7 @@ class Domain(_Model):
 class Injected(_Model):
     """Exactly ``count`` failures at uniformly random wall-clock times in [0, duration)."""
 
-    count: int = Field(..., ge=0)
+    count: int = Field(..., ge=0, le=10_000_000)
     node_type: Literal["trainer", "embedding"] = "embedding"
     nodes: int = Field(1, ge=1, description="nodes taken down by each failure")
 
@@ -229,8 +230,8 @@ class JobFailure(FailureDist):
 class Failures(_Model):
     trainer: FailureDist | None = Field(None, description="per-trainer inter-failure time")
     embedding: FailureDist | None = Field(None, description="per-embedding-server inter-failure time")
-    domains: tuple[Domain, ...] = ()
-    injected: tuple[Injected, ...] = ()
+    domains: tuple[Domain, ...] = Field((), strict=False)  # TOML gives arrays: lists
+    injected: tuple[Injected, ...] = Field((), strict=False)
     job: JobFailure | None = Field(None, description="job-level interruptions (rollback to the last full checkpoint)")
     replay: str | None = Field(None, description="failure trace file (CSV schema in traces/README.md)")
     start: Literal["fresh", "stationary"] = Field(
@@ -261,7 +262,7 @@ class StrategyConfig(_Model):
 class Scenario(_Model):
     name: str = "custom"
     description: str = ""
-    seed: int = Field(1, ge=0, description="root of every random stream")
+    seed: int = Field(1, ge=0, lt=2**63, description="root of every random stream")
     replications: int = Field(20, ge=1, le=1_000_000)
     cluster: Cluster = Cluster()
     job: Job = Job(duration_h=50.0)
@@ -296,6 +297,10 @@ class Scenario(_Model):
                 if spec is not None and not math.isfinite(spec.dist.mean()):
                     raise ValueError(f"{where}: a lifetime with an infinite mean has no stationary start "
                                      "(failures.start = \"stationary\")")
+        if self.failures.replay is not None:
+            from cprsim.io import check_input_file
+
+            check_input_file(self.failures.replay, "failure trace (failures.replay)")
         for i, inj in enumerate(self.failures.injected):
             total = self.cluster.trainers if inj.node_type == "trainer" else self.cluster.embedding_servers
             if inj.nodes > total:
@@ -404,18 +409,27 @@ def _builtin_text(name: str) -> str | None:
 def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     """The TOML table of a built-in scenario name or a file path, and a label for errors."""
     text = _builtin_text(name_or_path)
-    source = name_or_path
+    source = short(name_or_path)
     if text is None:
-        path = Path(name_or_path)
-        if not path.is_file():
+        try:
+            exists = Path(name_or_path).exists()
+        except (OSError, ValueError):
+            exists = True  # let the reader say what is wrong with the name
+        if not exists:
             raise ScenarioError(
-                f"{name_or_path}: no such file or built-in scenario (built-ins: {', '.join(builtin_names())})"
+                f"{source}: no such file or built-in scenario (built-ins: {', '.join(builtin_names())})"
             )
-        text = path.read_text()
+        try:
+            text = read_input_text(name_or_path, "scenario file")
+        except InputError as e:
+            raise ScenarioError(str(e)) from None
     try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{source}: invalid TOML: {e}") from None
+        raw = parse_toml(text, source)
+    except InputError as e:
+        raise ScenarioError(str(e)) from None
+    if not raw:
+        raise ScenarioError(f"{source}: no settings (an empty scenario file; name a built-in scenario to "
+                            "start from one, or copy one with `cprsim show NAME > file.toml`)")
     base = Path(name_or_path).parent if _builtin_text(name_or_path) is None else None
     _resolve_relative(raw, base, source)
     return raw, source
@@ -445,12 +459,10 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
     if not isinstance(model, str):
         raise ScenarioError(f"{source}: failures.model: expected a file name")
     mp = Path(model) if base is None or Path(model).is_absolute() else base / model
-    if not mp.is_file():
-        raise ScenarioError(f"{source}: failures.model: {mp}: no such file")
     try:
-        m = tomllib.loads(mp.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{mp}: invalid TOML: {e}") from None
+        m = read_toml(mp, "fitted model file")
+    except InputError as e:
+        raise ScenarioError(f"{source}: failures.model: {e}") from None
     for key in ("trainer", "embedding", "job"):
         if key in m.get("failures", {}) and key not in fail:
             fail[key] = m["failures"][key]

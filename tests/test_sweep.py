@@ -164,6 +164,7 @@ def test_unreachable_scheduler_is_a_one_line_error(tmp_path):
     line = one_line_error(run("sweep", write_sweep(tmp_path), "--out", tmp_path / "o",
                               "--scheduler", "tcp://127.0.0.1:9"))
     assert "cannot connect" in line
+    assert not (tmp_path / "o").exists()  # nothing created before the backend was checked
 
 
 def test_missing_sweep_file(tmp_path):
@@ -225,3 +226,61 @@ def test_a_sweep_over_a_replayed_trace_writes_plain_numbers(tmp_path):
         text = (tmp_path / "o" / name).read_text()
         assert "np." not in text and "float64" not in text, name
     assert len(load_results(tmp_path / "o").points) == 2
+
+
+class _Killed(BaseException):
+    """Stands for kill -9 in-process: nothing after it runs (not even the writer's cleanup)."""
+
+
+@pytest.mark.parametrize("step", ["sweep.toml", "config.toml", "manifest.json", "append", "rewrite",
+                                  "summary.csv"])
+def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, monkeypatch, step):
+    """Kill the sweep inside one write (its temporary file half-written and left behind, or half a
+    journal append written), then `--resume`: the files are byte-identical to an uninterrupted
+    run's, and no temporary file is left."""
+    import cprsim.io as cio
+    import cprsim.sweep.runner as runner
+
+    f = write_sweep(tmp_path, reps=3, intervals="[0.5, 1.0]")
+    ref = tmp_path / "ref"
+    assert run("sweep", f, "--out", ref).exit_code == 0
+    out = tmp_path / "killed"
+    real_atomic, real_append = cio.atomic_write_bytes, runner.Journal.append
+    state = {"appends": 0, "rewrites": 0}
+
+    def dying_atomic(path, data):  # noqa: ANN001, ANN202
+        p = Path(path)
+        target = {"sweep.toml": "sweep.toml", "config.toml": "config.toml", "manifest.json": "manifest.json",
+                  "summary.csv": "summary.csv", "rewrite": "results.csv"}.get(step)
+        if p.name == target:
+            if step == "rewrite":
+                state["rewrites"] += 1
+                if state["rewrites"] < 2:  # the first rewrite is the empty journal's creation
+                    return real_atomic(path, data)
+            (p.parent / f".{p.name}.dead.tmp").write_bytes(data[: len(data) // 2])
+            raise _Killed()
+        return real_atomic(path, data)
+
+    def dying_append(self, text):  # noqa: ANN001, ANN202
+        state["appends"] += 1
+        if state["appends"] == 2:
+            real_append(self, text[: len(text) // 2])
+            raise _Killed()
+        return real_append(self, text)
+
+    monkeypatch.setattr(runner, "atomic_write_bytes", dying_atomic)
+    monkeypatch.setattr(cio, "atomic_write_bytes", dying_atomic)
+    monkeypatch.setattr(runner, "atomic_write_text", lambda p, t: dying_atomic(p, t.encode()))
+    monkeypatch.setattr(runner, "atomic_write_json", lambda p, o: dying_atomic(p, cio.dumps_json(o).encode()))
+    if step == "append":
+        monkeypatch.setattr(runner.Journal, "append", dying_append)
+    with pytest.raises(_Killed):
+        from cprsim.sweep import load_sweep as _load
+        runner.run_sweep(_load(f), out, sweep_text=f.read_bytes())
+    monkeypatch.undo()
+    r = run("sweep", f, "--out", out, "--resume")
+    assert r.exit_code == 0, r.output
+    names = sorted(p.name for p in ref.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == names  # nothing extra: no temporaries
+    for name in names:
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name

@@ -19,16 +19,40 @@ class _Group(click.Group):
     """Turns bad input anywhere below into one line on stderr and exit code 2."""
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
+        from cprsim.io import short
+
         try:
             return super().invoke(ctx)
         except InputError as e:
-            raise UserError(str(e)) from None
+            raise UserError(_one_line(str(e))) from None
         except FileNotFoundError as e:
-            raise UserError(f"{e.filename}: no such file") from None
+            raise UserError(f"{short(e.filename)}: no such file") from None
+        except OSError as e:  # read-only or full disk, name too long, a device, permissions
+            where = short(e.filename) if e.filename else "output"
+            raise UserError(f"{where}: {e.strerror or e}") from None
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except RecursionError:
+            raise UserError("an input is nested too deeply") from None
+        except MemoryError:
+            raise UserError("out of memory: an input asks for more than this machine holds") from None
+        except Exception as e:  # a bug: one line, not a traceback (-vv shows it)
+            if logging.getLogger().isEnabledFor(logging.DEBUG):
+                raise
+            raise InternalError(f"internal error ({type(e).__name__}: {short(e, 120)}); please report it with "
+                                "the command (`cprsim -vv ...` shows the traceback)") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n")) if "\n" in text else text
 
 
 class UserError(click.ClickException):
     exit_code = 2
+
+
+class InternalError(click.ClickException):
+    exit_code = 70  # EX_SOFTWARE
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -39,6 +39,12 @@ def scenario_argument(f: Callable) -> Callable:
     return click.argument("scenario", metavar="NAME|FILE")(f)
 
 
+def max_events_option(f: Callable) -> Callable:
+    return click.option("--max-events", type=click.FloatRange(min=1), default=1e7, show_default=True,
+                        help="Refuse, before simulating, a scenario whose replications would each simulate more "
+                             "events (checkpoints + failures + nodes, first order) than this.")(f)
+
+
 def set_option(f: Callable) -> Callable:
     return click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                         help="Override a scenario key (dotted, TOML value), e.g. cluster.trainers=40.")(f)

@@ -9,8 +9,9 @@ import click
 from cprsim.cli.common import console
 
 from cprsim import scenario as sc
-from cprsim.cli.common import DURATION, load_scenario, progress_bar, scenario_argument, set_option
-from cprsim.io import atomic_write_csv, atomic_write_json, atomic_write_text, dumps_json
+from cprsim.cli.common import (DURATION, load_scenario, max_events_option, progress_bar, scenario_argument,
+                               set_option)
+from cprsim.io import atomic_write_json, atomic_write_set, csv_text, dumps_json
 from cprsim.report import summary_dict, summary_table
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.replicate import run_replications
@@ -38,14 +39,17 @@ def _strategy_names() -> list[str]:
 @click.option("--force", is_flag=True,
               help="Simulate even a regime the analytic check calls hopeless (each replication still stops "
                    "after 200,000 failure events).")
+@max_events_option
 def command(scenario: str, strategy: str | None, interval: float | None, replications: int | None,
             seed: int | None, sets: tuple[str, ...], out: Path | None, timeline: Path | None,
-            as_json: bool, force: bool) -> None:
+            as_json: bool, force: bool, max_events: float) -> None:
     """Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown."""
     s = load_scenario(scenario, sets, {"strategy.name": strategy, "checkpoint.interval_h": interval,
                                        "replications": replications, "seed": seed})
+    from cprsim.plan import feasibility
+
+    feasibility.check_budget(s, max_events)
     if not force and not s.failures.replay:
-        from cprsim.plan import feasibility
         from cprsim.sim import strategies as registry
 
         feasibility.check(s, registry.get(s.strategy.name).plan_kind)
@@ -69,10 +73,12 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
 
 def write_run(out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event],
               summary: dict) -> None:
-    """The run's files: effective config, summary, one row per replication, events of rep 0."""
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.toml", sc.to_toml(sc.effective_dict(s)))
-    atomic_write_json(out / "summary.json", summary)
-    atomic_write_csv(out / "replications.csv", ReplicationResult.columns(),
-                     ([getattr(r, c) for c in ReplicationResult.columns()] for r in results))
-    atomic_write_csv(out / "events.csv", Event._fields, events)
+    """The run's files, written as a set (all or none): effective config, summary, one row per
+    replication, events of rep 0."""
+    atomic_write_set(out, {
+        "config.toml": sc.to_toml(sc.effective_dict(s)),
+        "summary.json": dumps_json(summary),
+        "replications.csv": csv_text(ReplicationResult.columns(),
+                                     ([getattr(r, c) for c in ReplicationResult.columns()] for r in results)),
+        "events.csv": csv_text(Event._fields, events),
+    })

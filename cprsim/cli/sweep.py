@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cprsim.cli.common import console, progress_bar
+from cprsim.cli.common import console, max_events_option, progress_bar
 
 
 @click.command("sweep")
@@ -23,8 +23,9 @@ from cprsim.cli.common import console, progress_bar
               help="Output folder (default: out/<sweep name>).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Extra fixed override for every point (dotted, TOML value), like the sweep's [set].")
+@max_events_option
 def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int | None, resume: bool,
-            out: Path | None, sets: tuple[str, ...]) -> None:
+            out: Path | None, sets: tuple[str, ...], max_events: float) -> None:
     """Run every combination of a sweep file's grid values x strategies x replications.
 
     Results are appended to OUT/results.csv as each point completes; a killed sweep is finished
@@ -37,7 +38,7 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
 
     if scheduler is not None and dask_local is not None:
         raise click.UsageError("give --scheduler or --dask-local, not both")
-    sw = load_sweep(sweep_file, sc.parse_set(sets))
+    sw = load_sweep(sweep_file, sc.parse_set(sets), max_events=max_events)
     out = out if out is not None else Path("out") / sw.name
     check_out(sw, out, resume)
     n = len(sw.points)
@@ -50,5 +51,7 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
         res = run_sweep(sw, out, jobs=jobs, scheduler=scheduler, dask_local=dask_local, resume=resume,
                         progress=advance, sweep_text=sweep_file.read_bytes())
     con = console()
+    if res.repaired:
+        con.print(f"resume repaired {out}: {', '.join(res.repaired)}")
     con.print(f"{res.points} points ({res.ran} run now, {res.points - res.ran} already done) -> "
               f"{res.results}, {res.summary}")

@@ -33,6 +33,22 @@ FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic", "cons
 SHAPED = {"weibull": "shape", "gamma": "shape", "lognormal": "sigma", "loglogistic": "shape"}
 
 
+#: the log of a lifetime's second moment (at scale 1 s) beyond which its arithmetic overflows
+_LOG_MOMENT_CAP = 600.0
+
+
+def _log_second_moment(family: str, k: float) -> float:
+    """log E[X^2] at scale 1 (infinite second moments, e.g. log-logistic k <= 2, give 0: only the
+    mean matters for them, and it is finite or explicitly infinite)."""
+    if family == "weibull":
+        return math.lgamma(1.0 + 2.0 / k)
+    if family == "gamma":
+        return math.log(k) + math.log(k + 1.0)
+    if family == "lognormal":
+        return 2.0 * k * k
+    return 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Distribution:
     """A positive lifetime distribution in seconds.
@@ -52,13 +68,27 @@ class Distribution:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if self.family in SHAPED:
+            lm2 = _log_second_moment(self.family, self.shape)
+            if lm2 > _LOG_MOMENT_CAP:
+                name = SHAPED[self.family]
+                raise ValueError(f"{self.family} {name} = {self.shape:.4g}: its variance overflows a float (a lifetime "
+                                 "this spread out cannot be simulated; "
+                                 f"{'use shape >= 0.02' if name == 'shape' else 'use sigma <= 17'})")
+            if math.log(self.scale) + 0.5 * lm2 > _LOG_MOMENT_CAP / 2:
+                raise ValueError(f"{self.family} with scale {self.scale:.4g} s and {SHAPED[self.family]} "
+                                 f"{self.shape:.4g}: its moments overflow a float")
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
     def from_mean(cls, family: str, mean: float, shape: float = 1.0) -> "Distribution":
         """The distribution of ``family`` and ``shape`` whose mean is ``mean`` seconds."""
         probe = cls(family, 1.0, shape)
-        return cls(family, mean / probe.mean(), shape)
+        m = probe.mean()
+        if not math.isfinite(m):
+            raise ValueError(f"a {family} lifetime with {SHAPED.get(family, 'shape')} {shape:.4g} has no finite mean: "
+                             "give its scale instead of its mean")
+        return cls(family, mean / m, shape)
 
     # -- scipy view -------------------------------------------------------------------------
     @property

@@ -127,6 +127,11 @@ def _check(t: np.ndarray, observed: np.ndarray, what: str) -> None:
         raise InputError(f"{what}: durations must be finite and > 0")
     if not observed.any():
         raise InputError(f"{what}: every duration is censored: nothing to fit")
+    n_obs, distinct = int(observed.sum()), int(np.unique(t).size)
+    if n_obs < 2 or distinct < 2:
+        raise InputError(f"{what}: {n_obs} failure{'s' if n_obs != 1 else ''} among {t.size} lifetime"
+                         f"{'s' if t.size != 1 else ''}{', all of one length' if distinct < 2 else ''}: a fit needs "
+                         "at least 2 failures and lifetimes of different lengths")
 
 
 def loglik(family: str, scale: float, shape: float, t: np.ndarray, observed: np.ndarray) -> float:

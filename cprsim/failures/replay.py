@@ -55,6 +55,7 @@ from functools import lru_cache
 import numpy as np
 
 from cprsim.errors import InputError
+from cprsim.io import check_input_file, decode_errors
 from cprsim.failures.traces import Trace, read_csv
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.streams import stream
@@ -72,7 +73,8 @@ def _load(path: str, mtime: float) -> tuple[NodeHist, ...]:
     ((fail offset from the window start h, down h or None), ...))."""
     from pathlib import Path
 
-    tr: Trace = read_csv(Path(path), {})
+    with decode_errors(path):
+        tr: Trace = read_csv(Path(path), {})
     hz = tr.horizon()
     out = []
     for name in sorted(tr.nodes):
@@ -140,9 +142,10 @@ def _file(s: Scenario) -> tuple[str, float]:
     path = s.failures.replay
     assert path is not None
     try:
-        return path, os.path.getmtime(path)
-    except FileNotFoundError:
-        raise InputError(f"failures.replay: {path}: no such file") from None
+        p = check_input_file(path, "failure trace")
+    except InputError as e:
+        raise InputError(f"failures.replay: {e}") from None
+    return path, os.path.getmtime(p)
 
 
 def _pools(hist: tuple[NodeHist, ...]) -> dict[str, list[int]]:

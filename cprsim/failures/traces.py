@@ -41,6 +41,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from cprsim.errors import InputError
+from cprsim.io import MAX_DATA_BYTES, check_input_file, decode_errors, open_input_text, read_input_text, short
 
 EVENTS = ("start", "fail", "repair", "end")
 HEADER = ["node", "node_type", "event", "time_h", "cause"]
@@ -157,7 +158,7 @@ class Trace:
             return self.lifetimes(node_type)
         if interarrival == "failure-to-failure":
             return self.failure_intervals(node_type)
-        raise InputError(f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}")
+        raise InputError(f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {short(interarrival, 20)!r}")
 
     def node_types(self) -> list[str]:
         return sorted({h.node_type for h in self.nodes.values()})
@@ -191,45 +192,45 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None:
-            raise InputError(f"{path}: empty file (expected the header {','.join(HEADER)})")
+            raise InputError(f"{short(path)}: empty file (expected the header {','.join(HEADER)})")
         if [h.strip() for h in header] != HEADER:
-            raise InputError(f"{path}: line 1: expected the columns {','.join(HEADER)}, got {','.join(header)}")
+            raise InputError(f"{short(path)}: line 1: expected the columns {','.join(HEADER)}, found {len(header)} columns that are not these")
         n = 0
         for line, row in enumerate(reader, start=2):
             if not row or not "".join(row).strip():
                 continue
             if len(row) != len(HEADER):
-                raise InputError(f"{path}: line {line}: expected {len(HEADER)} columns, got {len(row)}")
+                raise InputError(f"{short(path)}: line {line}: expected {len(HEADER)} columns, got {len(row)}")
             node, ntype, ev, ts, cause = (x.strip() for x in row)
             if not node:
-                raise InputError(f"{path}: line {line}: empty node id")
+                raise InputError(f"{short(path)}: line {line}: empty node id")
             if ev not in EVENTS:
-                raise InputError(f"{path}: line {line}: event must be one of {', '.join(EVENTS)}, got {ev!r}")
+                raise InputError(f"{short(path)}: line {line}: event must be one of {', '.join(EVENTS)}, got {short(ev, 20)!r}")
             t = _time(ts, path, line)
             h = nodes.setdefault(node, NodeHistory(node, ntype or "node"))
             if ntype and ntype != h.node_type:
-                raise InputError(f"{path}: line {line}: node {node} changes type ({h.node_type} -> {ntype})")
+                raise InputError(f"{short(path)}: line {line}: node {node} changes type ({h.node_type} -> {ntype})")
             if node in last and t < last[node]:
-                raise InputError(f"{path}: line {line}: time {t} h is before the node's previous event ({last[node]} h): "
+                raise InputError(f"{short(path)}: line {line}: time {t} h is before the node's previous event ({last[node]} h): "
                                  "events must be sorted per node")
             last[node] = t
             if ev == "start":
                 if h.events or h.start is not None:
-                    raise InputError(f"{path}: line {line}: `start` must be the node's first event")
+                    raise InputError(f"{short(path)}: line {line}: `start` must be the node's first event")
                 h.start = t
             elif ev == "end":
                 h.end = t
             else:
                 if h.end is not None:
-                    raise InputError(f"{path}: line {line}: event after the node's `end`")
+                    raise InputError(f"{short(path)}: line {line}: event after the node's `end`")
                 if ev == "repair" and not any(e in ("fail", OTHER) for _, e, _ in h.events):
-                    raise InputError(f"{path}: line {line}: repair before any failure of node {node}")
+                    raise InputError(f"{short(path)}: line {line}: repair before any failure of node {node}")
                 if ev == "fail" and not _match(cause_flt, {"cause": cause}, substring=("cause",)):
                     ev = OTHER  # competing risk: ends this cause's lifetime, censored
                 h.events.append((t, ev, cause))
             n += 1
     if n == 0:
-        raise InputError(f"{path}: no events")
+        raise InputError(f"{short(path)}: no events")
     nodes = {k: h for k, h in nodes.items()
              if _match(node_flt, {"node": h.node, "node_type": h.node_type}, substring=("node_type",))}
     return Trace(nodes, str(path), {"rows": n, "nodes": len(nodes)})
@@ -257,7 +258,7 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
     """
     raw = _json(path)
     if not isinstance(raw, list):
-        raise InputError(f"{path}: expected a JSON list of events")
+        raise InputError(f"{short(path)}: expected a JSON list of events")
     fault_flt = {k: v for k, v in filters.items() if k != "node"}
     node_flt = {k: v for k, v in filters.items() if k == "node"}
     window_h = 348.0 * 24
@@ -271,11 +272,11 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
             node, t, kind, ft = e["node_id"], float(e["event_time"]) * 24.0, e["event_type"], e["fault_type"]
             level, klass, desc = ft["Level"], ft["Class"], ft["Desc"]
         except (KeyError, TypeError, ValueError):
-            raise InputError(f"{path}: event {i}: expected node_id, event_time, event_type, fault_type") from None
+            raise InputError(f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type") from None
         if not math.isfinite(t) or t < 0:
-            raise InputError(f"{path}: event {i}: event_time must be a finite number >= 0")
+            raise InputError(f"{short(path)}: event {i}: event_time must be a finite number >= 0")
         if t < prev:
-            raise InputError(f"{path}: event {i}: events are not sorted by time")
+            raise InputError(f"{short(path)}: event {i}: events are not sorted by time")
         prev = t
         h = nodes.setdefault(node, NodeHistory(node, "node", 0.0, window_h))
         keep = _match(fault_flt, {"level": level, "class": klass, "desc": desc}, substring=("level", "class", "desc"))
@@ -298,11 +299,11 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
                 if not of:  # every open fault of the node has ended
                     h.events.append((t, "repair", cause))
         else:
-            raise InputError(f"{path}: event {i}: event_type must be fault_start or fault_end, got {kind!r}")
+            raise InputError(f"{short(path)}: event {i}: event_type must be fault_start or fault_end, got {short(kind, 20)!r}")
     faulty = len(nodes)
     total = 400 if node_count is None else node_count
     if total < faulty:
-        raise InputError(f"{path}: --node-count {total} is less than the {faulty} nodes in the trace")
+        raise InputError(f"{short(path)}: --node-count {total} is less than the {faulty} nodes in the trace")
     nodes = {k: h for k, h in nodes.items() if _match(node_flt, {"node": k})}
     if not node_flt:
         for k in range(total - faulty):
@@ -343,7 +344,7 @@ def _lanl_month(text: str, path: Path, line: int, *, end: bool = False) -> datet
             yy = int(b)
             d = datetime.strptime(f"{(1900 if yy >= 50 else 2000) + yy}-{a}", "%Y-%b")
     except ValueError:
-        raise InputError(f"{path}: line {line}: date {text!r} is not like Jan-97 or 5-Jun") from None
+        raise InputError(f"{short(path)}: line {line}: date {short(text, 20)!r} is not like Jan-97 or 5-Jun") from None
     if end:
         d = datetime(d.year + d.month // 12, d.month % 12 + 1, 1)
     return d
@@ -388,11 +389,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         header = [h for h in (reader.fieldnames or [])]
         need = {"System", "nodenum", "node prod", "node decom", _LANL_STARTED, _LANL_FIXED, *LANL_CAUSES}
         if not need <= set(header):
-            raise InputError(f"{path}: line 1: not a LANL failure file (missing {sorted(need - set(header))})")
+            raise InputError(f"{short(path)}: line 1: not a LANL failure file (missing {sorted(need - set(header))})")
         keys = {column_key(h): h for h in header} | {"node": "node", "cause": "cause"}
         for k in filters:
             if k not in keys:
-                raise InputError(f"{path}: --filter {k}: no such column in this file "
+                raise InputError(f"{short(path)}: --filter {k}: no such column in this file "
                                  f"(columns: {', '.join(sorted(keys))})")
         for line, raw in enumerate(reader, start=2):
             r = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
@@ -400,11 +401,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
                 t0 = datetime.strptime(r[_LANL_STARTED], "%m/%d/%Y %H:%M")
                 t1 = datetime.strptime(r[_LANL_FIXED], "%m/%d/%Y %H:%M")
             except ValueError:
-                raise InputError(f"{path}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54") from None
+                raise InputError(f"{short(path)}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54") from None
             if t1 < t0:
-                raise InputError(f"{path}: line {line}: repair before failure")
+                raise InputError(f"{short(path)}: line {line}: repair before failure")
             if not r["System"]:
-                raise InputError(f"{path}: line {line}: empty System")
+                raise InputError(f"{short(path)}: line {line}: empty System")
             cause = next((c for c in LANL_CAUSES if r[c]), "Undetermined")
             node = f"{r['System']}/{r['nodenum']}"
             cols = {column_key(k): v for k, v in r.items()} | {"node": node, "cause": cause}
@@ -412,7 +413,7 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
                                     _lanl_month(r["node prod"], path, line),
                                     _lanl_month(r["node decom"], path, line, end=True), cols))
     if not recs:
-        raise InputError(f"{path}: no records")
+        raise InputError(f"{short(path)}: no records")
     node_keys = {column_key(c) for c in LANL_NODE_COLUMNS} | {"node"}
     node_flt = {k: v for k, v in filters.items() if k in node_keys}
     rec_flt = {k: v for k, v in filters.items() if k not in node_keys}
@@ -460,7 +461,7 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         selected = _match(node_flt, {k: shared[k] for k in node_flt if shared[k] is not None})
         counts_seen = sorted({r.cols.get("nodes", "") for r in rs} - {""})
         if len(counts_seen) > 1:
-            raise InputError(f"{path}: system {sysid}: the nodes column varies ({', '.join(counts_seen)})")
+            raise InputError(f"{short(path)}: system {sysid}: the nodes column varies ({', '.join(counts_seen)})")
         if not counts_seen:
             if selected:
                 no_count.append(sysid)
@@ -470,9 +471,9 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             count = int(counts_seen[0])
         except ValueError:
             line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
-            raise InputError(f"{path}: line {line}: nodes {counts_seen[0]!r} is not a whole number") from None
+            raise InputError(f"{short(path)}: line {line}: nodes {counts_seen[0]!r} is not a whole number") from None
         if count < logged:
-            raise InputError(f"{path}: system {sysid}: {logged} different nodes fail in the log, "
+            raise InputError(f"{short(path)}: system {sysid}: {logged} different nodes fail in the log, "
                              f"but its nodes column says {count}")
         per_system[sysid] = {"in_log": logged, "nodes": count}
         if count == logged:
@@ -516,13 +517,13 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
         reader = csv.DictReader(f)
         header = list(reader.fieldnames or [])
         if not {"SN", "time", "dead", "dead_dbe", "dead_otb"} <= set(header):
-            raise InputError(f"{path}: line 1: expected Titan columns SN,time,...,dead,dead_otb,dead_dbe")
+            raise InputError(f"{short(path)}: line 1: expected Titan columns SN,time,...,dead,dead_otb,dead_dbe")
         keys = {column_key(h) for h in header} | {"cause"}
         if {"col", "row", "cage", "slot", "node"} <= set(header):
             keys.add("location")
         for k in filters:
             if k not in keys:
-                raise InputError(f"{path}: --filter {k}: no such column in this file "
+                raise InputError(f"{short(path)}: --filter {k}: no such column in this file "
                                  f"(columns: {', '.join(sorted(keys))})")
         for line, raw in enumerate(reader, start=2):
             r = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
@@ -543,7 +544,7 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
                 h.events.append((t, "fail", "dbe" if r["dead_dbe"].upper() == "TRUE" else "otb"))
             nodes[r["SN"] + f"#{line}"] = h
     if not nodes:
-        raise InputError(f"{path}: no rows{' after the filters' if gpu_flt else ''}")
+        raise InputError(f"{short(path)}: no rows{' after the filters' if gpu_flt else ''}")
     return Trace(nodes, str(path), {"rows": rows, "gpus": len(nodes), "dead": dead, "censored": rows - dead})
 
 
@@ -557,7 +558,7 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     """
     raw = _json(path)
     if not isinstance(raw, list):
-        raise InputError(f"{path}: expected a JSON list of jobs")
+        raise InputError(f"{short(path)}: expected a JSON list of jobs")
     fmt = "%Y-%m-%d %H:%M:%S"
     try:
         min_gpus = int(filters.get("min_gpus", 0))
@@ -571,13 +572,13 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
             gpus = int(j["num_gpus"])
             jid = str(j["id"])
         except (KeyError, TypeError, ValueError):
-            raise InputError(f"{path}: job {i}: expected id, num_gpus and attempts with start_time/end_time") from None
+            raise InputError(f"{short(path)}: job {i}: expected id, num_gpus and attempts with start_time/end_time") from None
         if not att:
-            raise InputError(f"{path}: job {i}: no attempts")
+            raise InputError(f"{short(path)}: job {i}: no attempts")
         cols = {k: str(v) for k, v in j.items() if k != "attempts"} | {"node": jid, "id": jid, "num_gpus": str(gpus)}
         parsed.append((jid, gpus, att, _match(job_flt, {k: cols.get(k, "") for k in job_flt})))
     if not parsed:
-        raise InputError(f"{path}: no jobs")
+        raise InputError(f"{short(path)}: no jobs")
     origin = min(a[0][0] for _, _, a, _ in parsed)
     hours = lambda d: (d - origin).total_seconds() / 3600.0  # noqa: E731
     nodes: dict[str, NodeHistory] = {}
@@ -593,7 +594,7 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
             h.events.append((max(hours(s1), hours(e0)), "repair", ""))
         nodes[jid] = h
     if not nodes:
-        raise InputError(f"{path}: no jobs after the filters")
+        raise InputError(f"{short(path)}: no jobs after the filters")
     return Trace(nodes, str(path), {"jobs": len(raw), "selected_jobs": len(nodes), "multi_attempt_jobs": multi,
                                     "reattempts": reattempts})
 
@@ -603,12 +604,15 @@ READERS = ("infinitehbd", "lanl", "titan", "philly", "csv")
 
 def read_trace(path: str | Path, fmt: str, filters: dict[str, str] | None = None,
                node_count: int | None = None) -> Trace:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file")
+    p = check_input_file(path, "failure log")
     if fmt not in READERS:
-        raise InputError(f"--format must be one of {', '.join(READERS)}, got {fmt!r}")
+        raise InputError(f"--format must be one of {', '.join(READERS)}, got {short(fmt)!r}")
     filters = check_filters(fmt, dict(filters or {}))
+    with decode_errors(p):
+        return _read(p, fmt, filters, node_count)
+
+
+def _read(p: Path, fmt: str, filters: dict[str, str], node_count: int | None) -> Trace:
     if fmt == "infinitehbd":
         return read_infinitehbd(p, filters, node_count)
     if node_count is not None:
@@ -621,31 +625,31 @@ def read_trace(path: str | Path, fmt: str, filters: dict[str, str] | None = None
         return read_philly(p, filters)
     if fmt == "csv":
         return read_csv(p, filters)
-    raise InputError(f"--format must be one of {', '.join(READERS)}, got {fmt!r}")
+    raise InputError(f"--format must be one of {', '.join(READERS)}, got {short(fmt)!r}")
 
 
 # -- helpers ----------------------------------------------------------------------------------------
 def _open(path: Path):  # noqa: ANN202
-    try:
-        return path.open(newline="", encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
+    return open_input_text(path, "failure log")
 
 
 def _json(path: Path) -> Any:
+    text = read_input_text(path, "failure log", MAX_DATA_BYTES)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"{path}: line {e.lineno}: invalid JSON ({e.msg})") from None
+        raise InputError(f"{short(path)}: line {e.lineno}: invalid JSON ({e.msg})") from None
+    except RecursionError:
+        raise InputError(f"{short(path)}: JSON nested too deeply") from None
 
 
 def _time(text: str, path: Path, line: int) -> float:
     try:
         t = float(text)
     except (TypeError, ValueError):
-        raise InputError(f"{path}: line {line}: time {text!r} is not a number") from None
+        raise InputError(f"{short(path)}: line {line}: time {short(text, 20)!r} is not a number") from None
     if not math.isfinite(t) or t < 0:
-        raise InputError(f"{path}: line {line}: time must be a finite number >= 0, got {text!r}")
+        raise InputError(f"{short(path)}: line {line}: time must be a finite number >= 0, got {short(text, 20)!r}")
     return t
 
 

@@ -22,6 +22,8 @@ from cprsim.plan.rates import failure_rates
 from cprsim.scenario import HOUR, Scenario
 
 LIMIT = 10.0  #: expected wall / W beyond which a regime is hopeless
+#: default budget of simulated events per replication (--max-events)
+MAX_EVENTS = 1e7
 
 
 def dur_text(sec: float) -> str:
@@ -63,3 +65,30 @@ def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit
         f"recovery {dur_text(R)}; even at its best interval ({dur_text(f.tau)}) the job would need about {ratio} its "
         f"{dur_text(W)} of work. It would finish within 2x its work with an MTBF of {dur_text(need)} or more between "
         "those events (fewer or more reliable nodes), or with faster saves and restarts")
+
+
+def events_per_replication(s: Scenario) -> tuple[float, dict[str, float]]:
+    """A first-order count of the events one replication simulates, and what drives it:
+    checkpoints (``W / tau``), failures (every source at its long-run rate over the failure-free
+    time ``W``, plus the injected ones), and the nodes whose processes start."""
+    W = s.duration_s
+    parts = {"checkpoints": W / s.interval_s}
+    rates = failure_rates(s)
+    parts["failures"] = rates.total * W + sum(inj.count for inj in s.failures.injected)
+    parts["nodes"] = float(s.cluster.trainers + s.cluster.embedding_servers)
+    return sum(parts.values()), parts
+
+
+def check_budget(s: Scenario, max_events: float = MAX_EVENTS) -> None:
+    """Refuse, before simulating, a scenario whose replications would each simulate more than
+    ``max_events`` events, naming the keys that drive the count."""
+    total, parts = events_per_replication(s)
+    if total <= max_events:
+        return
+    why = {"checkpoints": f"{parts['checkpoints']:.3g} checkpoints (job {dur_text(s.duration_s)} / "
+                          f"checkpoint.interval_h = {s.checkpoint.interval_h:.3g})",
+           "failures": f"{parts['failures']:.3g} failures (the [failures] rates or injected counts)",
+           "nodes": f"{parts['nodes']:.3g} nodes ([cluster])"}
+    top = max(parts, key=parts.__getitem__)
+    raise InputError(f"{s.name}: about {total:.3g} events a replication, more than the budget of {max_events:.3g} "
+                     f"(--max-events): mostly {why[top]}")

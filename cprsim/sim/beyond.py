@@ -45,7 +45,7 @@ QUANT_BITS = (32, 16, 8, 4)
 
 
 class ECRMParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     k: int = Field(4, ge=1, description="data servers per stripe")
     m: int = Field(1, ge=1, description="parity per stripe (servers' worth, spread over the stripe)")
     parity_slowdown: float | None = Field(None, ge=0, lt=1, description="steady slowdown from parity updates")
@@ -210,7 +210,7 @@ class ECRM(Strategy):
 
 
 class CheckNRunParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     bits: int = Field(32, description="quantization of saved rows: 32 (none), 16, 8 or 4 bits")
     full_every: int = Field(8, ge=1, le=10_000, description="a full baseline at least every K-th checkpoint")
     policy: Literal["intermittent", "one-shot", "consecutive"] = Field(

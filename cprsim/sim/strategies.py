@@ -26,13 +26,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class NoParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class PartialParams(BaseModel):
     """Parameters of every partial-recovery strategy (MFU/SSU/lookahead's parameters extend them)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     trainer_degraded: bool = Field(
         True, description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
         "until its replacement has copied the dense parameters (false: the job stalls until it has)")

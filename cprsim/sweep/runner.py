@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError
-from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text
+from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, short
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import METRICS, estimate, run_replications
 from cprsim.sweep.spec import Point, Sweep, SweepError
@@ -98,17 +98,19 @@ def _processes(work: list[Task], jobs: int) -> Iterator[tuple[int, str]]:
         ex.shutdown(wait=True, cancel_futures=True)
 
 
-def _dask(work: list[Task], scheduler: str | None, local_workers: int | None) -> Iterator[tuple[int, str]]:
+def _dask_connect(scheduler: str | None, local_workers: int | None) -> tuple[Any, Any]:
+    """A connected Dask client (and its LocalCluster, if one was started), checked before the
+    sweep writes anything: a missing extra, an unreachable scheduler or workers running another
+    cprsim version are one-line errors and leave no output folder behind."""
     try:
         from distributed import Client, LocalCluster
-        from distributed import as_completed as dask_completed
     except ImportError:
         raise InputError("a Dask scheduler needs the distributed extra: pip install 'cprsim[distributed]'") from None
     quiet = max(logging.WARNING, logging.getLogger().getEffectiveLevel())
     for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
                  "distributed.core", "distributed.http.proxy"):
         logging.getLogger(name).setLevel(quiet)  # dask logs every worker start at INFO
-    cluster = None
+    cluster = client = None
     try:
         if local_workers is not None:
             cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
@@ -117,19 +119,30 @@ def _dask(work: list[Task], scheduler: str | None, local_workers: int | None) ->
         else:
             try:
                 client = Client(scheduler, timeout="10s")
-            except OSError as e:
-                raise InputError(f"--scheduler {scheduler}: cannot connect ({e})") from None
-        try:
-            versions = {str(v) for v in client.run(_version).values()}
-            if versions != {__version__}:
-                raise InputError(f"Dask workers run cprsim {', '.join(sorted(versions)) or '(none)'}, this client "
-                                 f"{__version__}: install the same version on every worker")
-            futures = [client.submit(run_point, *t, pure=False) for t in work]
-            for f in dask_completed(futures):
-                yield f.result()
-        finally:
+            except (OSError, ValueError, TypeError) as e:
+                raise InputError(f"--scheduler {short(scheduler)}: cannot connect ({short(e, 120)})") from None
+        versions = {str(v) for v in client.run(_version).values()}
+        if versions != {__version__}:
+            raise InputError(f"Dask workers run cprsim {', '.join(sorted(versions)) or '(none)'}, this client "
+                             f"{__version__}: install the same version on every worker")
+        return client, cluster
+    except BaseException:
+        if client is not None:
             client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
+
+
+def _dask(work: list[Task], client: Any, cluster: Any) -> Iterator[tuple[int, str]]:
+    from distributed import as_completed as dask_completed
+
+    try:
+        futures = [client.submit(run_point, *t, pure=False) for t in work]
+        for f in dask_completed(futures):
+            yield f.result()
     finally:
+        client.close()
         if cluster is not None:
             cluster.close()
 
@@ -191,6 +204,7 @@ class Outcome:
     ran: int  #: points run by this call (the others were already in the journal)
     results: Path
     summary: Path
+    repaired: tuple[str, ...] = ()  #: what a resume repaired (missing header files, stale temporaries)
 
 
 def run_sweep(
@@ -204,9 +218,16 @@ def run_sweep(
     progress: Callable[[int], None] | None = None,
     sweep_text: bytes | None = None,
 ) -> Outcome:
-    """Run (or finish) a sweep into ``out``. Identical files whatever the backend."""
+    """Run (or finish) a sweep into ``out``. Identical files whatever the backend.
+
+    Nothing is created before the inputs and the backend are checked. The header files are
+    written sweep.toml, config.toml, then manifest.json (the marker that a sweep lives here); a
+    resume rewrites a missing sweep.toml or config.toml and removes the temporary files an
+    interrupted write left (``Outcome.repaired`` says what it repaired)."""
     check_out(sweep, out, resume)
+    connection = _dask_connect(scheduler, dask_local) if scheduler is not None or dask_local is not None else None
     out.mkdir(parents=True, exist_ok=True)
+    repaired = _remove_stale_temporaries(out)
     head = header(sweep)
     journal = Journal(out / "results.csv", head, sweep.replications)
     manifest_path = out / "manifest.json"
@@ -217,11 +238,17 @@ def run_sweep(
         "points": [{"point": p.index, "strategy": p.strategy, "values": {k: v for k, v in p.values}}
                    for p in sweep.points],
     }
-    if not manifest_path.exists():
-        atomic_write_json(manifest_path, manifest)
-        if sweep_text is not None:
-            atomic_write_bytes(out / "sweep.toml", sweep_text)
+    fresh = not manifest_path.exists()
+    if sweep_text is not None and not (out / "sweep.toml").exists():
+        atomic_write_bytes(out / "sweep.toml", sweep_text)
+        if not fresh:
+            repaired.append("sweep.toml")
+    if not (out / "config.toml").exists():
         atomic_write_text(out / "config.toml", sc.to_toml(sweep.points[0].raw))
+        if not fresh:
+            repaired.append("config.toml")
+    if fresh:
+        atomic_write_json(manifest_path, manifest)
     if journal.path.exists():
         done, order = journal.read()
         journal.rewrite(done, order)  # drops a torn tail or an incomplete point, atomically
@@ -232,8 +259,8 @@ def run_sweep(
     if progress is not None and done:
         progress(len(done))
     work = tasks(todo)
-    if scheduler is not None or dask_local is not None:
-        stream = _dask(work, scheduler, dask_local)
+    if connection is not None:
+        stream = _dask(work, *connection)
     elif jobs > 1 and len(work) > 1:
         stream = _processes(work, min(jobs, len(work)))
     else:
@@ -250,7 +277,21 @@ def run_sweep(
     _write_summary(sweep, out / "summary.csv", done)
     if sweep.plan is not None and not (out / "plan.json").exists():
         _write_plan(sweep, out / "plan.json")
-    return Outcome(out, len(sweep.points), len(todo), journal.path, out / "summary.csv")
+    return Outcome(out, len(sweep.points), len(todo), journal.path, out / "summary.csv", tuple(repaired))
+
+
+#: the files a sweep writes (their temporaries are ``.<name>.<random>.tmp`` beside them)
+OWN_FILES = ("results.csv", "summary.csv", "manifest.json", "sweep.toml", "config.toml", "plan.json")
+
+
+def _remove_stale_temporaries(out: Path) -> list[str]:
+    """Temporary files an interrupted atomic write left in ``out`` (only the sweep's own)."""
+    gone = []
+    for name in OWN_FILES:
+        for tmp in out.glob(f".{name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+            gone.append(f"removed {tmp.name}")
+    return gone
 
 
 def check_out(sweep: Sweep, out: Path, resume: bool) -> None:

@@ -50,13 +50,13 @@ class SweepError(InputError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class PlanSpec(_Model):
     max_accuracy_loss: float = Field(..., gt=0, lt=0.5, description="accuracy loss accepted (AUC or log-loss)")
     metric: Literal["auc", "logloss"] = "auc"
-    strategies: tuple[str, ...] = ("partial", "mfu", "ssu")
+    strategies: tuple[str, ...] = Field(("partial", "mfu", "ssu"), strict=False)
     replications: int | None = Field(None, ge=2)
     confidence: float | Literal["mean"] = Field(0.9, description="P(a run's PLS <= bound) promised, or 'mean'")
     objective: Literal["mean", "p90"] = "mean"
@@ -75,15 +75,23 @@ class PlanSpec(_Model):
 
 
 class SweepFile(_Model):
-    name: str | None = None
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,100}$",
+                             description="the default output folder is out/<name>: letters, digits, . _ - only")
     description: str = ""
     scenario: str = Field(..., min_length=1, description="built-in scenario name or TOML file")
     replications: int | None = Field(None, ge=1, le=1_000_000)
     seed: int | None = Field(None, ge=0)
-    strategies: tuple[str | dict[str, Any], ...] = ()
+    strategies: tuple[str | dict[str, Any], ...] = Field((), strict=False)
     set: dict[str, Any] = {}
     grid: dict[str, Any] = {}
     plan: PlanSpec | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _inside_out(cls, v: str | None) -> str | None:
+        if v is not None and set(v) <= {"."}:
+            raise ValueError("the name becomes the folder out/<name>: '.' and '..' are not names")
+        return v
 
     @field_validator("strategies")
     @classmethod
@@ -137,18 +145,28 @@ def _label(entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(entry.get("label", entry["name"])), table
 
 
-def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Sweep:
-    """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries."""
+def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None, max_events: float | None = None) -> Sweep:
+    """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries; every
+    point must simulate at most ``max_events`` events a replication (default: the budget of
+    ``cprsim.plan.feasibility``)."""
     p = Path(path)
     doc = read_toml(p, "sweep file")
     try:
         spec = SweepFile.model_validate(doc)
     except ValidationError as e:
         raise SweepError(sc.format_error(e, str(p))) from None
-    return expand(spec, p, overrides)
+    return expand(spec, p, overrides, max_events)
 
 
-def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None) -> Sweep:
+#: a sweep expands to at most this many points
+MAX_POINTS = 100_000
+
+
+def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
+           max_events: float | None = None) -> Sweep:
+    from cprsim.plan import feasibility
+
+    budget = feasibility.MAX_EVENTS if max_events is None else max_events
     source = str(path)
     scen = spec.scenario
     if not sc.is_builtin(scen) and not Path(scen).is_absolute():
@@ -179,6 +197,12 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None)
     if len(set(labels)) != len(labels):
         raise SweepError(f"{source}: strategies: two entries share the label; give each a distinct `label`")
     keys = tuple(grid)
+    n_points = len(entries)
+    for k in keys:
+        n_points *= len(grid[k])
+    if n_points > MAX_POINTS:
+        raise SweepError(f"{source}: grid x strategies = {n_points:,} points, more than a sweep may have "
+                         f"({MAX_POINTS:,}): split it")
     points: list[Point] = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         for label, table in entries:
@@ -191,9 +215,13 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None)
             lab = label or str(raw.get("strategy", {}).get("name", "full"))
             where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, combo))
             try:
-                s = sc.validate(copy.deepcopy(raw), f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})")
+                here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
+                s = sc.validate(copy.deepcopy(raw), here)
+                feasibility.check_budget(s, budget)
             except sc.ScenarioError as e:
                 raise SweepError(str(e)) from None
+            except InputError as e:
+                raise SweepError(f"{here}: {e}") from None
             points.append(Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s)))
     first = points[0].raw
     fp = hashlib.sha256(json.dumps(
