@@ -12,13 +12,15 @@ Node failures: per node, exponential, with the MTBF of InfiniteHBD's hardware fa
 then 3x and 10x worse.
 
 Writes out/comparison.csv, out/comparison.md, out/overhead.png, out/pls.png, out/memory_recovery.png.
-Usage: python compare.py [--servers 16,64,256,1024] [--worse 1,3,10] [--replications 60]
+Usage: python compare.py [--servers 16,64,256,1024] [--worse 1,3,10] [--replications 60] [--jobs 2]
+(``--jobs``: settings planned in parallel processes; each setting's numbers are the same either way.)
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from cprsim import scenario as sc
@@ -53,6 +55,36 @@ def memory_overhead(o) -> float:  # noqa: ANN001
     return 0.0
 
 
+class _Serial:
+    """``--jobs 1``: the pool's interface, in this process."""
+
+    def __enter__(self) -> "_Serial":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    map = staticmethod(map)
+
+
+def plan_setting(setting: tuple[int, float, int, float]) -> tuple[list[dict], list[str], str]:
+    """Plan every strategy for one (servers, MTBF divisor) setting: its table rows, notes, message."""
+    n_e, w, reps, max_loss = setting
+    s = scenario(n_e, w, reps)
+    plan = make_plan(s, max_loss, strategies=ALL_STRATEGIES, replications=reps,
+                     search_replications=max(40, reps))
+    full = min((o for o in plan.options if o.strategy == "full"), key=lambda o: o.overhead.mean)
+    rows = []
+    for o in plan.options:
+        if o.strategy == "full" and o is not full:
+            continue
+        rows.append({"servers": n_e, "mtbf_worse": w, "option": o.label, "strategy": o.strategy,
+                     "interval_h": o.interval_s / HOUR, "overhead": o.overhead.mean,
+                     "overhead_lo": o.overhead.lo, "overhead_hi": o.overhead.hi, "pls": o.pls.mean,
+                     "memory": memory_overhead(o), "recommended": o.label == plan.recommended})
+    return rows, list(plan.notes), f"{n_e:5d} servers, MTBF /{w:g}: {plan.message}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--servers", default="16,64,256,1024")
@@ -60,25 +92,17 @@ def main() -> None:
     ap.add_argument("--replications", type=int, default=60)
     ap.add_argument("--max-accuracy-loss", type=float, default=0.001)
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("out"))
+    ap.add_argument("--jobs", type=int, default=1, help="settings planned in parallel processes")
     a = ap.parse_args()
     servers = [int(x) for x in a.servers.split(",")]
     worse = [float(x) for x in a.worse.split(",")]
+    settings = [(n_e, w, a.replications, a.max_accuracy_loss) for w in worse for n_e in servers]
     rows, notes = [], set()
-    for w in worse:
-        for n_e in servers:
-            s = scenario(n_e, w, a.replications)
-            plan = make_plan(s, a.max_accuracy_loss, strategies=ALL_STRATEGIES, replications=a.replications,
-                             search_replications=max(40, a.replications))
-            notes.update(plan.notes)
-            full = min((o for o in plan.options if o.strategy == "full"), key=lambda o: o.overhead.mean)
-            for o in plan.options:
-                if o.strategy == "full" and o is not full:
-                    continue
-                rows.append({"servers": n_e, "mtbf_worse": w, "option": o.label, "strategy": o.strategy,
-                             "interval_h": o.interval_s / HOUR, "overhead": o.overhead.mean,
-                             "overhead_lo": o.overhead.lo, "overhead_hi": o.overhead.hi, "pls": o.pls.mean,
-                             "memory": memory_overhead(o), "recommended": o.label == plan.recommended})
-            print(f"{n_e:5d} servers, MTBF /{w:g}: {plan.message}", flush=True)
+    with ProcessPoolExecutor(max_workers=a.jobs) if a.jobs > 1 else _Serial() as pool:
+        for setting_rows, setting_notes, message in pool.map(plan_setting, settings):  # in order
+            rows += setting_rows
+            notes.update(setting_notes)
+            print(message, flush=True)
     cols = list(rows[0])
     atomic_write_csv(a.out / "comparison.csv", cols, ([r[c] for c in cols] for r in rows))
     md = [f"# Strategy comparison (AUC loss <= {a.max_accuracy_loss:g}, {a.replications} replications)", "",
