@@ -263,3 +263,21 @@ def test_ecrm_parity_slowdown_follows_the_update_bytes_of_the_layout():
         assert ECRM.describe(s, c)["parity_slowdown"] == pytest.approx(expect, rel=1e-12)
     s = _scen(**{"strategy": {"name": "ecrm", "k": 2, "m": 2, "update_bytes_per_sample": 1000.0}})
     assert ECRM.describe(s, costs_of(s))["parity_slowdown"] == pytest.approx(2 * 10_000.0 * 1000.0 / (8 * 1.25e9))
+
+
+@pytest.mark.parametrize("degraded", [True, False])
+def test_ecrm_trainer_failure_degrades_like_partial_recovery(degraded):
+    """Hand-computed: one trainer of 4 fails inside compute and is back after rho; it then copies
+    the dense part (dense_copy_s). With trainer_degraded (the default) the job trains on at 3/4 of
+    its rate for T = rho + copy: T/4 of extra wall; without it the job stalls for T. No rebuild,
+    no loss either way; ECRM's steady parity slowdown multiplies both."""
+    s = _scen(**{"strategy": {"name": "ecrm", "k": 2, "m": 1, "parity_slowdown": 0.05,
+                              "trainer_degraded": degraded}, "checkpoint.interval_h": 5.0})
+    c = costs_of(s)
+    base, ev = simulate_one(s, 0, record=True)
+    t = next(e.time_s for e in ev if e.kind == "save_end") + 600.0
+    rho = 300.0
+    r, _ = simulate_one(s, 0, schedule=[(t, (1,), (rho,))])
+    T = rho + c.dense_copy_s
+    assert r.wall_s == pytest.approx(base.wall_s + (T / 4 if degraded else T), rel=1e-12)
+    assert r.lost_s == 0 and r.pls == 0 and r.load_s == (0.0 if degraded else pytest.approx(c.dense_copy_s))

@@ -12,7 +12,8 @@ at the node bandwidth (``k x shard bytes / node bandwidth``) while training goes
 checkpoint (``stripe_loss = "full"``: rollback, every node reloads) or, as a hybrid, restores the
 lost shards alone (``stripe_loss = "partial"``: CPR's partial recovery, counted in PLS). ECRM
 still checkpoints, rarely. Trainers hold replicated dense parameters: a failed trainer is
-rescheduled and copies them from a peer.
+rescheduled and copies them from a peer while the others train on at ``(N_t - k)/N_t`` of the rate
+(``trainer_degraded``, the default, as under partial recovery; ``false``: the job stalls).
 
 **Check-N-Run** (``checknrun``). Full-recovery semantics. A checkpoint writes only the rows
 modified since the last one (the access model's ``touched(tau x samples/s)`` share of the rows),
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cprsim import access
 from cprsim.sim.prioritized import MFU, MFUParams
-from cprsim.sim.strategies import Strategy, register
+from cprsim.sim.strategies import DegradedTrainers, Strategy, register
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
@@ -56,6 +57,9 @@ class ECRMParams(BaseModel):
     placement: Literal["domain-aware", "contiguous"] = Field(
         "domain-aware", description="a stripe's servers in distinct fixed failure domains (the embedding servers' "
         "first fixed [[failures.domains]]), or consecutive servers")
+    trainer_degraded: bool = Field(
+        True, description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
+        "until its replacement has copied the dense parameters (as under partial recovery; false: the job stalls)")
 
 
 def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:  # noqa: ANN001
@@ -79,7 +83,7 @@ def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:  # noqa: ANN0
 
 
 @register
-class ECRM(Strategy):
+class ECRM(DegradedTrainers, Strategy):
     name = "ecrm"
     summary = "ECRM: erasure-coded embedding servers; rebuild from parity while training continues"
     Params = ECRMParams
@@ -100,6 +104,7 @@ class ECRM(Strategy):
         self.rebuild_s = params.k * self.costs.shard_bytes / self.costs.node_bps
         self.rebuild_end: dict[int, float] = {}  # embedding node -> end of its rebuild
         self.fallback = False
+        self._init_degraded(params, run)
         layout = stripe_layout(s, params.k, params.m, params.placement)
         self.stripe_of = {run.n_trainers + j: st for j, st in enumerate(layout)}
 
@@ -153,13 +158,20 @@ class ECRM(Strategy):
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         now = run.env.now
-        if run.dense_lost(nodes):  # no trainer left to copy the dense part from: the last checkpoint
+        if self._dense_lost(run, nodes):  # no trainer holds the dense part: the last checkpoint
             self.fallback = True
             run.rollback()
             self.on_rollback(run)
             return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
         emb = [n for n in nodes if n >= run.n_trainers]
-        trainers = {n for n in nodes if n < run.n_trainers}
+        trainers = set()
+        for n in nodes:
+            if n >= run.n_trainers:
+                continue
+            if self.trainer_degraded:  # the others train on; it copies the dense part once it is back
+                self._degrade(run, n)
+            else:
+                trainers.add(n)
         for n in emb:
             self.rebuild_end[n] = run.up_at.get(n, now) + self.rebuild_s
             run.log("rebuild_start", n, self.rebuild_end[n])
@@ -179,6 +191,7 @@ class ECRM(Strategy):
         self.fallback = True
         run.rollback()
         self.rebuild_end.clear()  # every server reloads the checkpoint: no rebuild from parity goes on
+        self.degraded.clear()  # every trainer too (the job waits for those still down)
         return trainers | victims | {n for n, t in run.up_at.items() if t > now and n != run.job_node}
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
@@ -187,22 +200,30 @@ class ECRM(Strategy):
             return self.costs.load_s
         k = sum(1 for n in nodes if n >= run.n_trainers)
         t = self.costs.shard_load_s(k) if k else 0.0
-        if len(nodes) > k:
+        if any(n < run.n_trainers and n not in self.degraded for n in nodes):
             t = max(t, self.costs.dense_copy_s)
         return t
 
     def on_rollback(self, run: "Run") -> None:
         self.rebuild_end.clear()  # every node reloads the checkpoint: no rebuild from parity goes on
+        self.degraded.clear()  # nor is any trainer degraded (a job-level rollback keeps those still down)
+
+    def on_job_failure(self, run: "Run") -> None:
+        degraded = dict(self.degraded)
+        super().on_job_failure(run)
+        self.degraded = degraded
+        self._keep_degraded_down(run)
 
     def _rebuilding(self, now: float) -> bool:
         return any(t > now for t in self.rebuild_end.values())
 
     def rate_at(self, run: "Run", now: float) -> float:
-        return self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)  # type: ignore[attr-defined]
+        r = self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)  # type: ignore[attr-defined]
+        return r * self._trainer_share(run, now)
 
     def next_rate_change(self, run: "Run", now: float) -> float:
         ends = [t for t in self.rebuild_end.values() if t > now]
-        return min(ends) if ends else float("inf")
+        return min(min(ends) if ends else float("inf"), self._next_trainer_back(now))
 
     @property
     def memory_overhead(self) -> float:

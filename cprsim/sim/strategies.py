@@ -167,8 +167,62 @@ class Full(Strategy):
     plan_rank = 0
 
 
+class DegradedTrainers:
+    """Failed trainers that do not stall the job (``trainer_degraded``): while another trainer
+    holds the dense parameters, the job goes on with the trainers that are up at ``(N_t - k)/N_t``
+    of its rate until each failed one is back and has copied the dense part from a peer. Shared
+    by partial recovery and ECRM (neither rolls back on a trainer failure)."""
+
+    trainer_degraded: bool
+    degraded: dict[int, float]
+
+    def _init_degraded(self, params: BaseModel, run: "Run") -> None:
+        #: trainers fail without stalling the job (a cluster of one trainer has no peer to train on)
+        self.trainer_degraded = bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
+        #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
+        self.degraded = {}
+
+    def _degrade(self, run: "Run", n: int) -> None:
+        """Trainer ``n`` failed: the others train on; it copies the dense part once it is back."""
+        end = run.up_at.get(n, run.env.now) + self.costs.dense_copy_s  # type: ignore[attr-defined]
+        self.degraded[n] = end
+        run.log("degraded", n, end)
+
+    def _dense_lost(self, run: "Run", nodes: list[int]) -> bool:
+        """No trainer holds the dense part any more: every one is down, or up but still copying it."""
+        if run.dense_lost(nodes):
+            return True
+        if not self.degraded or not any(n < run.n_trainers for n in nodes):
+            return False
+        now = run.env.now
+        up_at, deg = run.up_at, self.degraded
+        return all(up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers))
+
+    def _trainer_share(self, run: "Run", now: float) -> float:
+        """The share of trainers at work (1 when none is degraded)."""
+        if self.degraded:
+            k = sum(1 for end in self.degraded.values() if end > now)
+            if k:
+                return (run.n_trainers - k) / run.n_trainers
+        return 1.0
+
+    def _next_trainer_back(self, now: float) -> float:
+        if not self.degraded:
+            return float("inf")
+        live = {n: end for n, end in self.degraded.items() if end > now}
+        if len(live) < len(self.degraded):
+            self.degraded = live
+        return min(live.values()) if live else float("inf")
+
+    def _keep_degraded_down(self, run: "Run") -> None:
+        """After a rollback every node up reloads the checkpoint (a trainer still copying is done);
+        a trainer still down stays degraded and copies the dense part once it is back."""
+        now = run.env.now
+        self.degraded = {n: end for n, end in self.degraded.items() if run.up_at.get(n, -1.0) > now}
+
+
 @register
-class Partial(Strategy):
+class Partial(DegradedTrainers, Strategy):
     """CPR's partial recovery.
 
     An embedding-server failure stalls the job until the server is rescheduled and its shard is
@@ -218,10 +272,7 @@ class Partial(Strategy):
 
     def __init__(self, params: BaseModel, run: "Run") -> None:
         super().__init__(params, run)
-        #: trainers fail without stalling the job (a cluster of one trainer has no peer to train on)
-        self.trainer_degraded = bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
-        #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
-        self.degraded: dict[int, float] = {}
+        self._init_degraded(params, run)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         if self._dense_lost(run, nodes):  # no surviving replica of the dense part: back to the last full checkpoint
@@ -233,22 +284,10 @@ class Partial(Strategy):
                 run.lose_shard(n - run.n_trainers)
                 stall.add(n)
             elif self.trainer_degraded:  # the others train on; it copies the dense part once it is back
-                end = run.up_at.get(n, now) + self.costs.dense_copy_s
-                self.degraded[n] = end
-                run.log("degraded", n, end)
+                self._degrade(run, n)
             else:
                 stall.add(n)
         return stall
-
-    def _dense_lost(self, run: "Run", nodes: list[int]) -> bool:
-        """No trainer holds the dense part any more: every one is down, or up but still copying it."""
-        if run.dense_lost(nodes):
-            return True
-        if not self.degraded or not any(n < run.n_trainers for n in nodes):
-            return False
-        now = run.env.now
-        up_at, deg = run.up_at, self.degraded
-        return all(up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers))
 
     def restore_all(self, run: "Run") -> set[int]:
         """Roll back to the last full checkpoint; the job waits for every node still down (every
@@ -265,27 +304,14 @@ class Partial(Strategy):
         copying the dense part is done with it. A trainer still down stays degraded: the job restarts
         without it, and it copies the dense part from a peer once it is back."""
         super().on_job_failure(run)
-        now = run.env.now
-        self.degraded = {n: end for n, end in self.degraded.items() if run.up_at.get(n, -1.0) > now}
+        self._keep_degraded_down(run)
 
     def rate_at(self, run: "Run", now: float) -> float:
         """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
-        r = super().rate_at(run, now)
-        if self.degraded:
-            k = sum(1 for end in self.degraded.values() if end > now)
-            if k:
-                r *= (run.n_trainers - k) / run.n_trainers
-        return r
+        return super().rate_at(run, now) * self._trainer_share(run, now)
 
     def next_rate_change(self, run: "Run", now: float) -> float:
-        t = super().next_rate_change(run, now)
-        if self.degraded:
-            live = {n: end for n, end in self.degraded.items() if end > now}
-            if len(live) < len(self.degraded):
-                self.degraded = live
-            if live:
-                t = min(t, min(live.values()))
-        return t
+        return min(super().next_rate_change(run, now), self._next_trainer_back(now))
 
     def shard_extra_s(self, run: "Run", k: int) -> float:
         """Restore time of ``k`` failed shards beyond reading their last save (MFU's overlays)."""
