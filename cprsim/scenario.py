@@ -492,17 +492,9 @@ def to_toml(data: dict[str, Any]) -> str:
 
 
 def _scalar(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError("non-finite value in config")
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_scalar(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+    from cprsim.io import toml_scalar
+
+    return toml_scalar(v)
 
 
 def _emit_table(d: dict[str, Any], path: list[str], lines: list[str]) -> None:

@@ -154,3 +154,50 @@ def test_a_failed_write_leaves_the_earlier_run_whole_and_no_temporaries(tmp_path
     line = one_line_error(run("simulate", "toy", "-n", "5", "--seed", "9", "--out", out))
     assert "replications.csv" in line and os.strerror(getattr(errno, err)) in line
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_impossible_trace_records_are_refused_naming_the_record(tmp_path):
+    f = tmp_path / "jobs.json"
+    att = lambda a, b: {"start_time": f"2017-10-01 0{a}:00:00", "end_time": f"2017-10-01 0{b}:00:00"}  # noqa: E731
+    f.write_text(json.dumps([{"id": "j1", "num_gpus": 8, "attempts": [att(3, 1)]}]))
+    assert "job 0: attempt 0 ends before it starts" in one_line_error(run("fit", f, "--format", "philly"))
+    f.write_text(json.dumps([{"id": "j1", "num_gpus": -3, "attempts": [att(0, 1)]}]))
+    assert "num_gpus must be >= 0" in one_line_error(run("fit", f, "--format", "philly"))
+    g = tmp_path / "fault.json"
+    ev = lambda n, t, k: {"node_id": n, "event_time": t, "event_type": k,  # noqa: E731
+                          "fault_type": {"Level": "Hardware Failure", "Class": "GPU", "Desc": "x"}}
+    g.write_text(json.dumps([ev(None, 1, "fault_start"), ev("n1", 2, "fault_end")]))
+    assert "event 0: node_id" in one_line_error(run("fit", g, "--format", "infinitehbd"))
+
+
+def test_lanl_decommission_before_production_is_refused(tmp_path):
+    from test_traces_lanl import lanl_row, write_lanl
+
+    f = write_lanl(tmp_path / "lanl.csv", [lanl_row("20", 4, 1, "03/10/2003 10:00", "03/10/2003 12:00",
+                                                    prod="Jun-03", decom="Jan-03")])
+    assert "line 2: node decom is before node prod" in one_line_error(run("fit", f, "--format", "lanl"))
+
+
+def test_fit_out_escapes_hostile_names_into_valid_toml(tmp_path):
+    import tomllib
+
+    from traces_examples import example
+
+    src = example(tmp_path)
+    hostile = tmp_path / 'we"ird\nname\\x].csv'
+    hostile.write_bytes(src.read_bytes())
+    out = tmp_path / 'model "a"\n[x].toml'
+    r = run("fit", hostile, "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = tomllib.loads(out.read_text())
+    assert set(doc) <= {"provenance", "failures", "reschedule"} and set(doc["failures"]) == {"trainer", "embedding"}
+    assert any(str(hostile) == v or hostile.name in str(v) for v in doc["provenance"].values())
+
+
+def test_a_scenario_cut_before_its_failures_is_not_silent(tmp_path):
+    from cprsim import scenario as sc
+
+    text = sc._builtin_text("cpr-production")
+    f = _scenario(tmp_path, text[: text.index("[[failures.domains]]")])
+    r = run("simulate", f, "-n", "2")
+    assert r.exit_code == 0 and "no failure source" in r.stderr

@@ -15,7 +15,7 @@ from cprsim import __version__
 from cprsim.errors import InputError
 from cprsim.failures.fit import FIT_FAMILIES, Fit, FitReport, cluster_mtbf, fit_all
 from cprsim.failures.traces import INTERARRIVALS, READERS, check_filters, read_trace
-from cprsim.io import atomic_write_json, atomic_write_text, dumps_json
+from cprsim.io import atomic_write_json, atomic_write_text, dumps_json, short
 
 
 def _filters(items: tuple[str, ...]) -> dict[str, str]:
@@ -40,14 +40,9 @@ def _params(f: Fit, unit: str) -> dict[str, float | str]:
 
 
 def _toml_table(name: str, d: dict) -> str:
-    lines = [f"[{name}]"]
-    for k, v in d.items():
-        if isinstance(v, str):
-            lines.append(f'{k} = "{v}"')
-        elif isinstance(v, (list, tuple)):
-            lines.append(f"{k} = [{', '.join(repr(x) if not isinstance(x, str) else repr(x).replace(chr(39), chr(34)) for x in v)}]")
-        else:
-            lines.append(f"{k} = {v!r}")
+    from cprsim.io import toml_scalar
+
+    lines = [f"[{name}]"] + [f"{k} = {toml_scalar(v)}" for k, v in d.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -167,7 +162,7 @@ def command(trace: Path, fmt: str, filters: tuple[str, ...], node_count: int | N
         if rrep is not None:
             prov["repair_family_ranking"] = [f.family for f in rrep.fits]
         text = f"# failure model fitted by `cprsim fit` ({rep.best.family}, best by AIC); use it from a scenario\n" \
-               f"# with  [failures] model = \"{out.name}\"\n\n" + _toml_table("provenance", prov)
+               f"# with  [failures] model = {short(out.name, 80)!r}\n\n" + _toml_table("provenance", prov)
         if as_type == "job":
             # N independent renewal processes superpose to about a Poisson process of rate N / mean
             # (Palm-Khintchine): the job is interrupted whenever any of its nodes has such a fault

@@ -49,6 +49,10 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
     from cprsim.plan import feasibility
 
     feasibility.check_budget(s, max_events)
+    f = s.failures
+    if not (f.trainer or f.embedding or f.domains or f.injected or f.job or f.replay):
+        click.echo(f"warning: {s.name}: no failure source ([failures] is empty or missing): nothing will fail",
+                   err=True)
     if not force and not s.failures.replay:
         from cprsim.sim import strategies as registry
 

@@ -271,8 +271,13 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
         try:
             node, t, kind, ft = e["node_id"], float(e["event_time"]) * 24.0, e["event_type"], e["fault_type"]
             level, klass, desc = ft["Level"], ft["Class"], ft["Desc"]
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise InputError(f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type") from None
+        if node is None or isinstance(node, (bool, dict, list)) or not str(node).strip():
+            raise InputError(f"{short(path)}: event {i}: node_id must be a name or a number, got {short(node, 20)!r}")
+        node = str(node)
+        if not all(isinstance(x, str) for x in (level, klass, desc)) or not level.split():
+            raise InputError(f"{short(path)}: event {i}: fault_type Level, Class and Desc must be text")
         if not math.isfinite(t) or t < 0:
             raise InputError(f"{short(path)}: event {i}: event_time must be a finite number >= 0")
         if t < prev:
@@ -409,9 +414,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             cause = next((c for c in LANL_CAUSES if r[c]), "Undetermined")
             node = f"{r['System']}/{r['nodenum']}"
             cols = {column_key(k): v for k, v in r.items()} | {"node": node, "cause": cause}
-            recs.append(_LanlRecord(line, r["System"], node, t0, t1, cause, r[cause],
-                                    _lanl_month(r["node prod"], path, line),
-                                    _lanl_month(r["node decom"], path, line, end=True), cols))
+            prod = _lanl_month(r["node prod"], path, line)
+            decom = _lanl_month(r["node decom"], path, line, end=True)
+            if prod is not None and decom is not None and decom < prod:
+                raise InputError(f"{short(path)}: line {line}: node decom is before node prod")
+            recs.append(_LanlRecord(line, r["System"], node, t0, t1, cause, r[cause], prod, decom, cols))
     if not recs:
         raise InputError(f"{short(path)}: no records")
     node_keys = {column_key(c) for c in LANL_NODE_COLUMNS} | {"node"}
@@ -575,6 +582,13 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
             raise InputError(f"{short(path)}: job {i}: expected id, num_gpus and attempts with start_time/end_time") from None
         if not att:
             raise InputError(f"{short(path)}: job {i}: no attempts")
+        if gpus < 0:
+            raise InputError(f"{short(path)}: job {i}: num_gpus must be >= 0, got {gpus}")
+        for a, (t0, t1) in enumerate(att):
+            if t1 < t0:
+                raise InputError(f"{short(path)}: job {i}: attempt {a} ends before it starts")
+            if a and t0 < att[a - 1][0]:
+                raise InputError(f"{short(path)}: job {i}: attempt {a} starts before the attempt before it")
         cols = {k: str(v) for k, v in j.items() if k != "attempts"} | {"node": jid, "id": jid, "num_gpus": str(gpus)}
         parsed.append((jid, gpus, att, _match(job_flt, {k: cols.get(k, "") for k in job_flt})))
     if not parsed:
