@@ -35,6 +35,7 @@ import numpy as np
 from scipy import optimize, special
 
 from cprsim.errors import InputError
+from cprsim.io import check_input_file, decode_errors, open_input_text, short
 
 #: Criteo Kaggle (Display Advertising Challenge) table cardinalities, as used by DLRM
 CRITEO_KAGGLE = (
@@ -133,12 +134,10 @@ class AccessModel:
         table the counts are ranked; the log-likelihood of the multinomial is
         ``-a sum c_i ln(rank_i) - sum_t C_t ln H(n_t, a)``.
         """
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(f"{p}: no such file")
+        p = check_input_file(path, "access-count file")
         counts: dict[str, list[float]] = {}
         sizes: dict[str, int] = {}
-        with p.open(newline="") as f:
+        with open_input_text(p, "access-count file") as f, decode_errors(p):
             reader = csv.DictReader(f)
             if reader.fieldnames is None or not {"table", "count"} <= set(reader.fieldnames):
                 raise InputError(f"{p}: line 1: expected columns table,count[,rows]")
@@ -146,7 +145,7 @@ class AccessModel:
                 try:
                     c = float(row["count"])
                 except (TypeError, ValueError):
-                    raise InputError(f"{p}: line {line}: count {row['count']!r} is not a number") from None
+                    raise InputError(f"{p}: line {line}: count {short(row['count'], 20)!r} is not a number") from None
                 if not math.isfinite(c) or c < 0:
                     raise InputError(f"{p}: line {line}: count must be a finite number >= 0")
                 counts.setdefault(row["table"], []).append(c)
@@ -298,10 +297,12 @@ def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
         base: tuple[int, ...] = CRITEO_KAGGLE
     else:
         p = Path(spec)
-        if not p.is_file():
-            raise InputError(f"access.tables: {spec}: no such file (or use 'criteo-kaggle')")
+        try:
+            check_input_file(p, "tables file")
+        except InputError as e:
+            raise InputError(f"access.tables: {e} (or use 'criteo-kaggle')") from None
         sizes = []
-        with p.open(newline="") as f:
+        with open_input_text(p, "tables file") as f, decode_errors(p):
             reader = csv.DictReader(f)
             if reader.fieldnames is None or "rows" not in reader.fieldnames:
                 raise InputError(f"{p}: line 1: expected a `rows` column")
@@ -309,7 +310,7 @@ def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
                 try:
                     n = int(row["rows"])
                 except (TypeError, ValueError):
-                    raise InputError(f"{p}: line {line}: rows {row['rows']!r} is not an integer") from None
+                    raise InputError(f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer") from None
                 if n < 1:
                     raise InputError(f"{p}: line {line}: rows must be >= 1")
                 sizes.append(n)

@@ -42,7 +42,7 @@ from pydantic import model_validator, BaseModel, ConfigDict, Field, ValidationEr
 from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError
-from cprsim.io import read_toml
+from cprsim.io import read_toml, short
 
 
 class SweepError(InputError):
@@ -213,7 +213,7 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
                 raw["strategy"] = dict(table)
             idx = len(points)
             lab = label or str(raw.get("strategy", {}).get("name", "full"))
-            where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, combo))
+            where = ", ".join(f"{k}={short(repr(v), 40)}" for k, v in zip(keys, combo))
             try:
                 here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
                 s = sc.validate(copy.deepcopy(raw), here)
