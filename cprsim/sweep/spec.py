@@ -183,7 +183,11 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
         fixed["replications"] = spec.replications
     base = copy.deepcopy(base_raw)
     for k, v in fixed.items():
-        sc.set_dotted(base, k, v)
+        try:
+            sc.set_dotted(base, k, v)
+        except sc.ScenarioError as e:
+            where = "--set" if k in (overrides or {}) else "set"
+            raise SweepError(f"{source}: {where} {k}: {str(e).split(': ', 1)[-1]}") from None
     grid = _flatten(spec.grid)
     for k, vals in grid.items():
         if not isinstance(vals, list) or not vals:
@@ -208,7 +212,10 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
         for label, table in entries:
             raw = copy.deepcopy(base)
             for k, v in zip(keys, combo):
-                sc.set_dotted(raw, k, v)
+                try:
+                    sc.set_dotted(raw, k, v)
+                except sc.ScenarioError as e:
+                    raise SweepError(f"{source}: grid.{k}: {str(e).split(': ', 1)[-1]}") from None
             if table is not None:
                 raw["strategy"] = dict(table)
             idx = len(points)
