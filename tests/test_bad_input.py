@@ -201,3 +201,50 @@ def test_a_scenario_cut_before_its_failures_is_not_silent(tmp_path):
     f = _scenario(tmp_path, text[: text.index("[[failures.domains]]")])
     r = run("simulate", f, "-n", "2")
     assert r.exit_code == 0 and "no failure source" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["fit", "plan", "timeline", "sweep"])
+def test_every_writing_command_survives_a_read_only_disk(tmp_path, monkeypatch, command):
+    """EROFS injected into every file write: exit 2, one line naming the path, and an earlier
+    output at that path unchanged (root ignores a read-only chmod, so the failure is injected)."""
+    import errno
+    import os
+
+    import cprsim.io as cio
+    from traces_examples import example
+
+    target = tmp_path / {"fit": "model.toml", "plan": "plan.json", "timeline": "trace.json",
+                         "sweep": "sw"}[command]
+    args = {
+        "fit": ["fit", example(tmp_path), "--out", target],
+        "plan": ["plan", "--embedding-servers", "4", "--trainers", "2", "--node-mtbf-h", "200", "--save-s", "60",
+                 "--load-s", "30", "--max-accuracy-loss", "0.001", "-n", "30", "--search-replications", "30",
+                 "--strategies", "partial", "--out", target],
+        "timeline": ["simulate", "toy", "-n", "2", "--timeline", target],
+        "sweep": ["sweep", _sweep_file(tmp_path), "--out", target],
+    }[command]
+    if command != "sweep":
+        target.write_text("earlier output\n")
+    real = os.fdopen
+
+    def read_only(fd, *a, **k):  # noqa: ANN001, ANN202
+        os.close(fd)
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(target))
+
+    monkeypatch.setattr(cio.os, "fdopen", read_only)
+    r = run(*args)
+    errors = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(errors) == 1 and "Traceback" not in r.output, r.output
+    line = errors[0]  # (a command may print its results before it writes them)
+    assert line.startswith("Error: ") and target.name in line and "Read-only file system" in line
+    monkeypatch.setattr(cio.os, "fdopen", real)
+    if command != "sweep":
+        assert target.read_text() == "earlier output\n"
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def _sweep_file(tmp_path):
+    f = tmp_path / "sw.toml"
+    f.write_text('scenario = "toy"\nreplications = 2\n[set]\n"job.duration_h" = 5.0\n[grid]\n'
+                 '"checkpoint.interval_h" = [1.0]\n')
+    return f
