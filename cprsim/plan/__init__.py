@@ -397,6 +397,11 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
         for t in grid_t:
             means.append(float(np.mean([r.overhead for r in simulate(s, t, cls.name, params, ng)])))
             ctx.tick(1)
+        # the optimum at the grid's top edge: go on doubling while the overhead still falls
+        while int(np.argmin(means)) == len(grid_t) - 1 and grid_t[-1] < cap and len(grid_t) < 12:
+            grid_t.append(float(min(cap, 2.0 * grid_t[-1])))
+            means.append(float(np.mean([r.overhead for r in simulate(s, grid_t[-1], cls.name, params, ng)])))
+            ctx.tick(1)
         i = int(np.argmin(means))
         if best is None or means[i] < best[0]:
             best = (means[i], params, grid_t[i])

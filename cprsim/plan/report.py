@@ -63,14 +63,17 @@ def recommend(options: list[Option], bound: float, metric: str, objective: str,
         rel = saving / v_full if v_full > 0 else 0.0
         two = (f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h" if
                rec.full_interval_s > rec.interval_s * (1 + 1e-9) else "")
-        guarantee = (f"PLS <= {rec.pls_bound:.3g} in {100 * rec.within:.1f}% of fresh runs (95% lower bound "
-                     f"{100 * rec.within_lo:.1f}%)")
+        if math.isfinite(rec.pls_bound):
+            guarantee = (f"; PLS <= {rec.pls_bound:.3g} in {100 * rec.within:.1f}% of fresh runs (95% lower bound "
+                         f"{100 * rec.within_lo:.1f}%); expected {metric} loss {rec.accuracy_loss:.2g} "
+                         f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (<= {bound:g} at the bounded "
+                         f"quantile: {rec.accuracy_loss_tail:.2g})")
+        else:  # a strategy that loses no update (ECRM, Check-N-Run): no PLS bound to promise
+            guarantee = "; no update is lost (no PLS bound applies)"
         message = (f"use {rec.label} with saves every {rec.interval_s / HOUR:.3g} h{two}"
                    + (f" ({_fmt(rec.params)})" if rec.params else "")
                    + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
-                   f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}; {guarantee}; expected "
-                   f"{metric} loss {rec.accuracy_loss:.2g} [{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}]"
-                   f" (<= {bound:g} at the bounded quantile: {rec.accuracy_loss_tail:.2g})")
+                   f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}{guarantee}")
     if tied_labels:
         message += f"; tied within the 95% CIs: {', '.join(tied_labels)} (the simplest is recommended)"
     if rec.extrapolation:
