@@ -309,7 +309,7 @@ def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
             for line, row in enumerate(reader, start=2):
                 try:
                     n = int(row["rows"])
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     raise InputError(f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer") from None
                 if n < 1:
                     raise InputError(f"{p}: line {line}: rows must be >= 1")

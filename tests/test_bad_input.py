@@ -248,3 +248,11 @@ def _sweep_file(tmp_path):
     f.write_text('scenario = "toy"\nreplications = 2\n[set]\n"job.duration_h" = 5.0\n[grid]\n'
                  '"checkpoint.interval_h" = [1.0]\n')
     return f
+
+
+def test_philly_infinite_gpu_count_is_an_error(tmp_path):
+    """Found by the long fuzz: num_gpus = -Infinity (JSON extension) was an internal error."""
+    f = tmp_path / "jobs.json"
+    f.write_text('[{"id": "j1", "num_gpus": -Infinity, "attempts": [{"start_time": "2017-10-01 00:00:00", '
+                 '"end_time": "2017-10-01 01:00:00"}]}]')
+    assert "job 0" in one_line_error(run("fit", f, "--format", "philly"))

@@ -271,7 +271,7 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
         try:
             node, t, kind, ft = e["node_id"], float(e["event_time"]) * 24.0, e["event_type"], e["fault_type"]
             level, klass, desc = ft["Level"], ft["Class"], ft["Desc"]
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             raise InputError(f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type") from None
         if node is None or isinstance(node, (bool, dict, list)) or not str(node).strip():
             raise InputError(f"{short(path)}: event {i}: node_id must be a name or a number, got {short(node, 20)!r}")
@@ -476,9 +476,9 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             continue
         try:
             count = int(counts_seen[0])
-        except ValueError:
+        except (ValueError, OverflowError):
             line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
-            raise InputError(f"{short(path)}: line {line}: nodes {counts_seen[0]!r} is not a whole number") from None
+            raise InputError(f"{short(path)}: line {line}: nodes {short(counts_seen[0], 20)!r} is not a whole number") from None
         if count < logged:
             raise InputError(f"{short(path)}: system {sysid}: {logged} different nodes fail in the log, "
                              f"but its nodes column says {count}")
@@ -569,7 +569,7 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     fmt = "%Y-%m-%d %H:%M:%S"
     try:
         min_gpus = int(filters.get("min_gpus", 0))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"--filter min_gpus={filters['min_gpus']}: expected a whole number") from None
     job_flt = {k: v for k, v in filters.items() if k != "min_gpus"}
     parsed = []
@@ -578,7 +578,7 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
             att = [(datetime.strptime(a["start_time"], fmt), datetime.strptime(a["end_time"], fmt)) for a in j["attempts"]]
             gpus = int(j["num_gpus"])
             jid = str(j["id"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
             raise InputError(f"{short(path)}: job {i}: expected id, num_gpus and attempts with start_time/end_time") from None
         if not att:
             raise InputError(f"{short(path)}: job {i}: no attempts")
