@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 
 import numpy as np
 import pytest
 
+# as `cprsim calibrate` does: OpenMP threads sleep rather than spin while waiting (read when torch
+# loads OpenMP; the 2-thread costs check was 25x slower with spinning threads on a busy machine)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
@@ -22,6 +26,16 @@ pytestmark = pytest.mark.dlrm
 
 SMALL = dataclasses.replace(R.PRESETS["quick"], name="test", train_samples=60_000,
                             test_samples=20_000, batch=256, seeds=(0,), budgets=(0.5,))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread, as calibration runs use: two OpenMP threads on a busy 2-core machine
+    can be several times slower than one."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +173,48 @@ def test_cli_quick_preset(tmp_path):
     assert (out / "points.csv").is_file() and (out / "accuracy_vs_pls.png").is_file()
     c = load_calibration(out / "calibration.toml")
     assert c.calibrated and np.isfinite(c.accuracy_loss(0.1))
+
+
+def test_fast_forward_and_gradients_match_the_reference_formulation(prep):
+    """index_select lookup and flat upper-triangle gather = EmbeddingBag + advanced indexing."""
+    from torch.nn import functional as F
+
+    model = R.new_model(prep, SMALL.model, 0)
+    dense, grows = prep.dense[:256], prep.grows[:256]
+    uniq, inv = torch.unique(grows, return_inverse=True)
+
+    def reference(sub):
+        x = model.bottom(dense)
+        e = F.embedding_bag(inv.reshape(-1), sub, torch.arange(inv.numel()), mode="sum").view(256, 26, -1)
+        z = torch.cat([x.unsqueeze(1), e], dim=1)
+        inter = torch.bmm(z, z.transpose(1, 2))[:, model.tri[0], model.tri[1]]
+        return model.top(torch.cat([x, inter], dim=1)).squeeze(1)
+
+    grads = []
+    for fwd in (reference, lambda sub: model._forward(dense, inv, sub)):
+        sub = model.emb[uniq].clone().requires_grad_(True)
+        out = fwd(sub)
+        model.opt.zero_grad()
+        out.sum().backward()
+        grads.append((out.detach(), sub.grad.clone(), model.opt.grad.clone()))
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_flat_adagrad_is_torch_adagrad_bitwise(prep):
+    a = R.new_model(prep, SMALL.model, 0)
+    b = R.new_model(prep, SMALL.model, 0)
+    ref = torch.optim.Adagrad(b.parameters(), lr=SMALL.model.dense_lr, foreach=False)
+    b.opt = type("TorchOpt", (), {"zero_grad": lambda self: ref.zero_grad(set_to_none=True),
+                                  "step": lambda self: ref.step()})()
+    B = prep.batch
+    for k in range(40):
+        sl = slice(k * B, (k + 1) * B)
+        a.train_step(prep.dense[sl], prep.grows[sl], prep.label[sl])
+        b.train_step(prep.dense[sl], prep.grows[sl], prep.label[sl])
+    sb = b.state_tensors()
+    for k, v in a.state_tensors().items():
+        assert torch.equal(v, sb[k]), k
+    a.zero_grad()  # nn.Module's: sets the gradients to None, detaching them from the flat buffer
+    with pytest.raises(RuntimeError, match="gradient was replaced"):
+        a.opt.step()

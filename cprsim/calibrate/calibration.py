@@ -3,12 +3,16 @@
 ``calibration.toml`` (written by ``cprsim calibrate``; a default ships as
 ``cprsim/data/calibration.toml``)::
 
-    [provenance]            calibrated, preset, date, cprsim_version, torch_version, model, data, seeds, ...
+    [provenance]            calibrated, preset, cprsim_version, torch_version, model, data, seeds, ...
+                            (no clock readings, so that it is reproducible: since the parallel,
+                            resumable calibrate, date and run times are in run.json beside it;
+                            older files carry date, train_s, run_s here)
     [fit.<strategy>]        auc_slope, auc_slope_lo, auc_slope_hi, auc_r2,
                             logloss_slope, logloss_slope_lo, logloss_slope_hi, logloss_r2, n_points
     [points.<strategy>]     pls, d_auc, d_logloss, seed, budget (arrays, one entry per run)
     [costs]                 measured torch.save/torch.load of one shard (bytes, seconds, GB/s)
     [end_to_end]            measured vs simulated overhead of a real run with checkpoints and failures
+                            ([costs] and [end_to_end] are clock measurements: they vary run to run)
 
 Model: ``loss = slope x PLS`` (AUC loss is baseline minus failed AUC; log-loss increase), fitted
 through the origin. A strategy without its own fit uses ``partial``'s (vanilla CPR).

@@ -1,17 +1,25 @@
 """The calibration DLRM in plain PyTorch (imports torch: use only through the ``dlrm`` extra).
 
 Architecture (Naumov et al. 2019): a bottom MLP on the 13 dense features (13-64-``dim``), one
-``EmbeddingBag`` lookup per categorical table (the 26 tables are concatenated into one weight
-matrix with per-table row offsets, as fused-table implementations do), pairwise dot products of
-the 27 vectors (bottom output and 26 embeddings; the 351 upper-triangle products), concatenated
-with the bottom output into the top MLP (``top`` hidden units, one hidden layer) and a logit;
-binary cross-entropy loss.
+embedding lookup per categorical table (the 26 tables are concatenated into one weight matrix
+with per-table row offsets, as fused-table implementations do; Criteo has one id per table, so a
+``sum`` bag is a plain row gather), pairwise dot products of the 27 vectors (bottom output and 26
+embeddings; the 351 upper-triangle products), concatenated with the bottom output into the top
+MLP (``top`` hidden units, one hidden layer) and a logit; binary cross-entropy loss.
 
-Optimizers: the dense MLPs use Adagrad (``torch.optim``); the embedding rows use **row-wise
-Adagrad** (one accumulator per row: ``G_r += mean(g_r^2)``, ``w_r -= lr g_r / sqrt(G_r + eps)``,
-as in TorchRec/FBGEMM) or plain SGD, applied only to the rows a batch touched. The embedding
-weights and their accumulators are plain tensors (``emb``, ``emb_state``) so the emulated
-embedding servers can snapshot and restore any subset of rows, optimizer state included.
+Speed (``benchmarks/dlrm.py`` compares this loop with a bare eager-torch DLRM step in the same
+run): the lookup is an ``index_select`` of the batch's unique rows and the interaction keeps the
+upper triangle with an ``index_select`` on the flattened 27x27 products, so the backward passes
+are ``index_add_`` (no sort, unlike ``EmbeddingBag``'s and advanced indexing's backward); the
+dense Adagrad updates one flat buffer (:class:`FlatAdagrad`); a batch's unique rows can be
+computed once and reused by every run on the same data (:meth:`DLRM.train_step_unique`).
+
+Optimizers: the dense MLPs use Adagrad (torch's formula, :class:`FlatAdagrad`); the embedding
+rows use **row-wise Adagrad** (one accumulator per row: ``G_r += mean(g_r^2)``,
+``w_r -= lr g_r / sqrt(G_r + eps)``, as in TorchRec/FBGEMM) or plain SGD, applied only to the
+rows a batch touched. The embedding weights and their accumulators are plain tensors (``emb``,
+``emb_state``) so the emulated embedding servers can snapshot and restore any subset of rows,
+optimizer state included.
 """
 
 from __future__ import annotations
@@ -37,6 +45,45 @@ class ModelConfig:
     init_scale: float = 0.01
 
 
+class FlatAdagrad:
+    """``torch.optim.Adagrad`` (``lr``, ``eps`` 1e-10, no decay, zero initial accumulator) as one
+    update of one flat buffer: the parameters and their gradients become views into flat tensors,
+    so a step is three elementwise ops on one tensor instead of per-parameter calls (the dense MLPs
+    have 8 small tensors: the per-tensor overhead was most of the optimizer's time). Same formula
+    as torch's single-tensor Adagrad: ``sum += g²``; ``w -= lr · g / (sqrt(sum) + eps)``.
+    """
+
+    def __init__(self, params, lr: float, eps: float = 1e-10) -> None:  # noqa: ANN001
+        self.params = [p for p in params]
+        with torch.no_grad():
+            self.flat = torch.cat([p.detach().reshape(-1) for p in self.params])
+        self.grad = torch.zeros_like(self.flat)
+        self.sum = torch.zeros_like(self.flat)
+        self.views: list[torch.Tensor] = []
+        o = 0
+        for p in self.params:
+            n = p.numel()
+            p.data = self.flat[o:o + n].view_as(p)
+            self.views.append(self.grad[o:o + n].view_as(p))
+            o += n
+        self.lr, self.eps = lr, eps
+        self.zero_grad()
+
+    def zero_grad(self, set_to_none: bool = False) -> None:  # noqa: ARG002 - torch's signature
+        """Zero the flat gradient and (re)attach its views: backward accumulates into them (never
+        ``None``, whatever ``set_to_none``)."""
+        self.grad.zero_()
+        for p, g in zip(self.params, self.views):
+            p.grad = g
+
+    @torch.no_grad()
+    def step(self) -> None:
+        if any(p.grad is not g for p, g in zip(self.params, self.views)):
+            raise RuntimeError("FlatAdagrad: a gradient was replaced; call FlatAdagrad.zero_grad()")
+        self.sum.addcmul_(self.grad, self.grad, value=1)
+        self.flat.addcdiv_(self.grad, self.sum.sqrt().add_(self.eps), value=-self.lr)
+
+
 class DLRM(nn.Module):
     def __init__(self, tables: tuple[int, ...], cfg: ModelConfig, gen: torch.Generator) -> None:
         super().__init__()
@@ -53,6 +100,7 @@ class DLRM(nn.Module):
                                     nn.Linear(cfg.bottom_hidden, d), nn.ReLU())
         n_vec = N_CAT + 1
         self.tri = torch.triu_indices(n_vec, n_vec, offset=1)
+        self.tri_flat = (self.tri[0] * n_vec + self.tri[1]).contiguous()  #: into the flat n_vec^2
         self.top = nn.Sequential(nn.Linear(d + self.tri.shape[1], cfg.top_hidden), nn.ReLU(),
                                  nn.Linear(cfg.top_hidden, 1))
         with torch.no_grad():
@@ -61,7 +109,7 @@ class DLRM(nn.Module):
                     bound = (6.0 / (m.in_features + m.out_features)) ** 0.5
                     m.weight.copy_((torch.rand(m.weight.shape, generator=gen) * 2 - 1) * bound)
                     m.bias.zero_()
-        self.opt = torch.optim.Adagrad(self.parameters(), lr=cfg.dense_lr)
+        self.opt = FlatAdagrad(self.parameters(), lr=cfg.dense_lr)
 
     @property
     def n_rows(self) -> int:
@@ -71,23 +119,27 @@ class DLRM(nn.Module):
         """(B, 26) per-table row ids -> global row ids of the concatenated tables."""
         return cat + self.offsets
 
-    def _forward(self, dense: torch.Tensor, rows: torch.Tensor, sub: torch.Tensor) -> torch.Tensor:
+    def _forward(self, dense: torch.Tensor, inv: torch.Tensor, sub: torch.Tensor) -> torch.Tensor:
+        """Logits; ``inv`` (B, 26) indexes the rows ``sub`` (the batch's unique embedding rows)."""
         B = dense.shape[0]
         x = self.bottom(dense)
-        # bags of one id per table (Criteo); offsets mark the bag starts
-        bag_offsets = torch.arange(0, rows.numel(), 1, dtype=torch.int64)
-        e = F.embedding_bag(rows.reshape(-1), sub, bag_offsets, mode="sum").view(B, N_CAT, -1)
+        e = sub.index_select(0, inv.reshape(-1)).view(B, N_CAT, -1)
         z = torch.cat([x.unsqueeze(1), e], dim=1)
-        inter = torch.bmm(z, z.transpose(1, 2))[:, self.tri[0], self.tri[1]]
+        inter = torch.bmm(z, z.transpose(1, 2)).flatten(1).index_select(1, self.tri_flat)
         return self.top(torch.cat([x, inter], dim=1)).squeeze(1)
 
     def train_step(self, dense: torch.Tensor, grows: torch.Tensor, label: torch.Tensor) -> float:
         """One step on a batch (``grows`` global row ids (B, 26)); returns the loss."""
         uniq, inv = torch.unique(grows, return_inverse=True)
+        return self.train_step_unique(dense, uniq, inv, label)
+
+    def train_step_unique(self, dense: torch.Tensor, uniq: torch.Tensor, inv: torch.Tensor,
+                          label: torch.Tensor) -> float:
+        """:meth:`train_step` given ``torch.unique(grows, return_inverse=True)`` of the batch."""
         sub = self.emb[uniq].requires_grad_(True)
         logit = self._forward(dense, inv, sub)
         loss = F.binary_cross_entropy_with_logits(logit, label)
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()
         loss.backward()
         self.opt.step()
         g = sub.grad

@@ -1,12 +1,42 @@
-"""``cprsim calibrate`` end to end: runs, fits, real costs, end-to-end check, files."""
+"""``cprsim calibrate`` end to end: parallel, resumable runs, fits, real costs, the output files.
+
+**Files** (in the output folder):
+
+* ``manifest.json``: the configuration (preset, every run's setting, ``--from-sim`` schedule,
+  torch threads per run, cprsim and torch versions), its SHA-256 ``fingerprint``, the number of
+  runs and whether the calibration ``finished``. Written first; ``--resume`` compares fingerprints.
+* ``points.csv``: one row per training run (a seed's baseline is run 0, strategy ``baseline``):
+  ``seed, run, strategy, label, budget, pls, auc, logloss, d_auc, d_logloss``. While the
+  calibration runs it is a *journal*: each finished run is appended as one whole line with a single
+  ``write`` + ``fsync``, in completion order, with ``d_auc``/``d_logloss`` empty (they need the
+  seed's baseline). At the end it is rewritten (temp file + rename) sorted by seed and run, with
+  the deltas filled in.
+* ``calibration.toml`` (the planner's input), ``accuracy_vs_pls.png``.
+* ``run.json``: when, how long, on how many workers (this invocation's runs only). The only file
+  whose content depends on the machine and the clock, with ``calibration.toml``'s ``[costs]`` and
+  ``[end_to_end]`` (wall-clock measurements; ``--no-costs`` leaves them out).
+
+**Resume.** A calibration killed at any instant has lost at most the runs under way: the journal
+holds whole lines, except possibly a torn last line, which ``--resume`` drops (it validates every
+complete line against the configuration, rewrites the journal atomically, then appends). A
+resumed calibration runs only the missing runs. Every number is read back exactly (floats are
+written as their shortest round-trip ``repr``) and results are sorted before anything is derived,
+so a resumed calibration writes the same ``calibration.toml`` bytes as an uninterrupted one, and
+so do any ``--jobs``. Resuming a different configuration is refused (fingerprints differ); a
+complete line that does not parse is a one-line error naming the file and line.
+"""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import datetime as dt
+import hashlib
+import json
+import os
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -15,7 +45,19 @@ from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import to_toml
 from cprsim.calibrate.data import default_alpha, scaled_tables
 from cprsim.calibrate.emulation import Setting, periodic_actions
-from cprsim.io import atomic_write_csv, atomic_write_text
+from cprsim.errors import InputError
+from cprsim.io import atomic_write_json, atomic_write_text, csv_text
+
+#: ``progress(n, what, resumed=False)``: ``n`` more runs (or the costs step) done, ``what`` says
+#: which; ``resumed=True`` once at the start for the runs a resumed journal already holds
+Progress = Callable[..., None]
+
+POINTS_HEADER = ("seed", "run", "strategy", "label", "budget", "pls", "auc", "logloss", "d_auc", "d_logloss")
+OUTPUTS = ("calibration.toml", "accuracy_vs_pls.png", "run.json")
+
+
+def _noop(n: int = 1, what: str = "", resumed: bool = False) -> None:
+    pass
 
 
 def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:  # noqa: ANN001
@@ -43,23 +85,204 @@ def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:
     return p, fn, info
 
 
-def calibrate(p: R.Preset, out: Path, progress: Callable[[int], None] = lambda n=1: None,
-              scenario=None, measure_costs: bool = True) -> dict:  # noqa: ANN001
-    """Run the preset, write ``calibration.toml``, ``points.csv`` and the plot into ``out``."""
+# -- configuration and its fingerprint ---------------------------------------------------------------
+def _setting_dict(st: Setting | None) -> dict | None:
+    if st is None:
+        return None
+    d = dataclasses.asdict(st)
+    d["actions"] = [[k, [list(a) for a in acts]] for k, acts in sorted(st.actions.items())]
+    return d
+
+
+def configuration(p: R.Preset, runs: list[R.Run], threads: int, sim_info: dict | None) -> dict[str, Any]:
+    """Everything a run's numbers depend on (the fingerprint's input)."""
     import torch
 
-    t0 = time.perf_counter()
+    preset = R.preset_dict(p)
+    preset.pop("runtime", None)  # documentation, not configuration
+    return {"preset": preset, "from_sim": sim_info, "threads_per_run": threads,
+            "cprsim_version": __version__, "torch_version": torch.__version__,
+            "runs": [[r.seed, r.run, r.budget, _setting_dict(r.setting)] for r in runs]}
+
+
+def fingerprint(config: dict[str, Any]) -> str:
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{k}.{x}" for x in sorted(set(a) | set(b)) if a.get(x) != b.get(x)]
+        elif a != b:
+            out.append(k)
+    return out
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        m = None
+    if not isinstance(m, dict) or not isinstance(m.get("fingerprint"), str):
+        raise InputError(f"{path}: not a cprsim calibration manifest")
+    return m
+
+
+def _complete_lines(path: Path) -> int:
+    return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0
+
+
+def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
+    """Whether to resume the calibration in ``out`` (else start afresh); refuses to mix results."""
+    manifest, journal = out / "manifest.json", out / "points.csv"
+    old = _read_manifest(manifest)
+    fp = fingerprint(config)
+    if not resume:
+        if old is not None and not old.get("finished") and journal.exists():
+            raise InputError(f"{out}: holds an unfinished calibration ({_complete_lines(journal)} of "
+                             f"{old.get('runs', '?')} runs in points.csv); pass --resume to finish it, "
+                             f"or choose another --out")
+        return False
+    if old is None:
+        if journal.exists():
+            raise InputError(f"{journal}: no manifest.json beside it, so its configuration is unknown; "
+                             f"cannot resume it (choose another --out)")
+        return False
+    if old["fingerprint"] != fp:
+        diff = _differences(old.get("config", {}), config) if isinstance(old.get("config"), dict) else []
+        raise InputError(f"{out}: holds a calibration of another configuration (differs in "
+                         f"{', '.join(diff[:6]) or 'the fingerprint'}); --resume needs the same preset, seeds, "
+                         f"--from-sim, --threads-per-job and versions: choose another --out")
+    return True
+
+
+# -- the journal ---------------------------------------------------------------------------------------
+def _row(r: R.RunResult, d_auc: Any = "", d_logloss: Any = "") -> list[Any]:
+    return [r.seed, r.run, r.strategy, r.label, r.budget, r.pls, r.auc, r.logloss, d_auc, d_logloss]
+
+
+def _number(path: Path, line: int, name: str, text: str, empty_ok: bool = False) -> float:
+    if empty_ok and text == "":
+        return float("nan")
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{path}: line {line}: {name}: expected a number, got {text!r}") from None
+
+
+def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.RunResult]:
+    """The finished runs in ``points.csv`` (file order); a torn last line (no newline) is dropped."""
+    data = path.read_bytes()
+    text_b = data[: data.rfind(b"\n") + 1]
+    try:
+        lines = text_b.decode("utf-8").split("\n")[:-1]
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None
+    if not lines:
+        return []  # the header itself was torn
+    if lines[0] != ",".join(POINTS_HEADER):
+        raise InputError(f"{path}: line 1: not a calibration points table (expected the header "
+                         f"{','.join(POINTS_HEADER)!r})")
+    out: list[R.RunResult] = []
+    seen: dict[tuple[int, int], int] = {}
+    for i, line in enumerate(lines[1:], start=2):
+        row = next(csv.reader([line]), [])
+        if len(row) != len(POINTS_HEADER):
+            raise InputError(f"{path}: line {i}: expected {len(POINTS_HEADER)} comma-separated fields, "
+                             f"got {len(row)}")
+        try:
+            key = (int(row[0]), int(row[1]))
+        except ValueError:
+            raise InputError(f"{path}: line {i}: seed and run must be integers, got {row[0]!r} and "
+                             f"{row[1]!r}") from None
+        run = planned.get(key)
+        if run is None:
+            raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is not a run of this calibration")
+        budget = _number(path, i, "budget", row[4])
+        if (row[2], row[3], budget) != (run.strategy, run.label, run.budget):
+            raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is {run.label} at budget "
+                             f"{run.budget!r} in this calibration, not {row[3]} at {row[4]}")
+        if key in seen:
+            raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is already on line {seen[key]}")
+        seen[key] = i
+        pls, auc, ll = (_number(path, i, n, row[c]) for n, c in (("pls", 5), ("auc", 6), ("logloss", 7)))
+        _number(path, i, "d_auc", row[8], empty_ok=True)
+        _number(path, i, "d_logloss", row[9], empty_ok=True)
+        out.append(R.RunResult(key[0], key[1], run.strategy, run.label, run.budget, pls, auc, ll))
+    return out
+
+
+def append_line(path: Path, text: str) -> None:
+    """Append whole line(s) with one ``write`` and ``fsync`` (a kill leaves at most a torn tail)."""
+    data = text.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the use case ----------------------------------------------------------------------------------------
+def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,  # noqa: ANN001
+              measure_costs: bool = True, jobs: int = 1, threads: int = 1, resume: bool = False) -> dict:
+    """Run (or, with ``resume``, finish) the preset into ``out``: ``calibration.toml``,
+    ``points.csv``, the plot, ``manifest.json`` and ``run.json``. Returns the calibration doc."""
+    import torch
+
+    if jobs < 1 or threads < 1:
+        raise InputError(f"jobs and threads per job must be >= 1, got {jobs} and {threads}")
+    started, t0 = _now(), time.perf_counter()
     fn, sim_info = None, None
     if scenario is not None:
         p, fn, sim_info = from_sim_settings(p, scenario)
-    points, facts = R.run_preset(p, progress, fn)
+    runs = R.plan_runs(p, fn)
+    planned = {r.key: r for r in runs}
+    config = configuration(p, runs, threads, sim_info)
+    resuming = check_out(out, config, resume)
+    journal = out / "points.csv"
+    manifest = {"what": "cprsim calibrate", "fingerprint": fingerprint(config), "runs": len(runs),
+                "finished": False, "config": config}
+    if resuming and journal.exists():
+        done = read_journal(journal, planned)
+        atomic_write_text(journal, csv_text(POINTS_HEADER, [_row(r) for r in done]))  # drop a torn tail
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        for name in OUTPUTS:  # a fresh start: no outputs of an earlier calibration beside the new journal
+            (out / name).unlink(missing_ok=True)
+        atomic_write_json(out / "manifest.json", manifest)
+        atomic_write_text(journal, csv_text(POINTS_HEADER, []))
+        done = []
+    if done:
+        progress(len(done), f"{len(done)} of {len(runs)} runs already in {journal}", resumed=True)
+    have = {r.key for r in done}
+    todo = [r for r in runs if r.key not in have]
+    run_s: list[list[Any]] = []
+    for res, secs, cpu in R.execute(p, todo, jobs, threads):
+        append_line(journal, csv_text(None, [_row(res)]))
+        done.append(res)
+        run_s.append([res.seed, res.run, secs, cpu])
+        progress(1, f"{planned[res.key].describe()} ({secs:.1f} s)")
+    runs_s = time.perf_counter() - t0
+
+    points, facts = R.points_from(done)
     fits = R.fits(points)
     tables = scaled_tables(p.scale)
     m = p.model
     prov = {
         "calibrated": True,
         "preset": p.name,
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "cprsim_version": __version__,
         "torch_version": torch.__version__,
         "model": (f"DLRM: embedding dim {m.dim}, bottom MLP 13-{m.bottom_hidden}-{m.dim}, "
@@ -78,8 +301,9 @@ def calibrate(p: R.Preset, out: Path, progress: Callable[[int], None] = lambda n
         "fit": "loss = slope x PLS, least squares through the origin, 95% CI (Student t)",
         "baseline_auc": facts["baseline_auc"],
         "baseline_logloss": facts["baseline_logloss"],
-        "train_s": facts["train_s"],
-        "iterations": facts["n_iters"],
+        "iterations": R.n_iters_of(p),
+        "torch_threads_per_run": threads,
+        "fingerprint": manifest["fingerprint"],
     }
     if sim_info:
         prov["from_sim"] = sim_info
@@ -98,25 +322,41 @@ def calibrate(p: R.Preset, out: Path, progress: Callable[[int], None] = lambda n
         doc["points"][st] = {"budget": [pt.budget for pt in ps], "seed": [pt.seed for pt in ps],
                              "pls": [pt.pls for pt in ps], "d_auc": [pt.d_auc for pt in ps],
                              "d_logloss": [pt.d_logloss for pt in ps]}
+    costs_s = 0.0
     if measure_costs:
         from cprsim.calibrate.costs import end_to_end, measure_shard_io
 
+        t, threads_before = time.perf_counter(), torch.get_num_threads()
         seed = p.seeds[0]
         prep = R.synthetic_prepared(p, seed)
-        model, _ = R.train(prep, p.model, seed)
-        doc["costs"] = measure_shard_io(model, p.n_shards)
+        # torch.save/load time depends on the shard's bytes, not on the trained values
+        doc["costs"] = measure_shard_io(R.new_model(prep, p.model, seed), p.n_shards)
         n = prep.n_iters
-        doc["end_to_end"] = end_to_end(prep, p, seed, max(1, n // 8),
-                                       R.failure_schedule(n, p.n_shards, p.failures_per_run, seed))
-        progress(1)
-    prov["run_s"] = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)
+        try:  # end_to_end trains (twice) with 2 torch threads, here, after the workers are done
+            doc["end_to_end"] = end_to_end(prep, p, seed, max(1, n // 8),
+                                           R.failure_schedule(n, p.n_shards, p.failures_per_run, seed))
+        finally:
+            torch.set_num_threads(threads_before)
+        costs_s = time.perf_counter() - t
+        progress(1, f"costs and end-to-end check ({costs_s:.1f} s)")
+    base = {r.seed: r for r in done if r.run == 0}
+    rows = [_row(r, base[r.seed].auc - r.auc, r.logloss - base[r.seed].logloss)
+            for r in sorted(done, key=lambda r: r.key)]
+    atomic_write_text(journal, csv_text(POINTS_HEADER, rows))
     atomic_write_text(out / "calibration.toml", to_toml(
         doc, "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)"))
-    atomic_write_csv(out / "points.csv", [f.name for f in dataclasses.fields(R.Point)],
-                     [dataclasses.astuple(pt) for pt in points])
     from cprsim.plots import save_figure
     from cprsim.plots.calibration import plot_calibration
 
     save_figure(plot_calibration(doc), out / "accuracy_vs_pls.png")
+    atomic_write_json(out / "manifest.json", dict(manifest, finished=True))
+    atomic_write_json(out / "run.json", {
+        "started": started, "finished": _now(), "wall_s": time.perf_counter() - t0, "runs_s": runs_s,
+        "costs_s": costs_s, "jobs": jobs, "threads_per_job": threads, "runs": len(runs),
+        "runs_resumed": len(runs) - len(todo), "runs_run_now": len(todo),
+        "runs_cpu_s": sum(r[3] for r in run_s),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "run_seconds": sorted(run_s), "note": "each run this invocation ran: [seed, run, wall s, CPU s "
+        "of its worker] (data generation of a worker's first run of a seed and evaluation included); "
+        "machine- and load-dependent"})
     return doc

@@ -9,6 +9,15 @@ interval (a fraction of the run); MFU/SSU/lookahead get the partial-save interva
 **same bytes**: a full save every ``K`` saves and the top ``r`` rows otherwise, so
 ``interval = vanilla x (1 + (K - 1) r) / K``.
 
+**Runs are independent.** :func:`plan_runs` lists them (seed-major: a seed's baseline, then its
+settings in order); :func:`execute` runs them serially or in ``jobs`` worker processes with
+``threads`` torch threads each and yields each :class:`RunResult` as it completes. A run's numbers
+depend only on the run (its seed's data, initialisation and failures), never on the worker or on
+what ran before it in that worker; :func:`points_from` sorts results by (seed, run) before anything
+is derived from them, so the outputs do not depend on ``jobs`` or on completion order. A worker
+keeps the last seed's data (and each batch's unique rows) in memory: runs of a seed are submitted
+together, so each worker generates a seed's data about once.
+
 Fit (per strategy and metric): least squares through the origin, ``loss = slope x PLS`` (no
 failure, no loss), over every (setting, seed) point; the slope's 95% CI from Student's t with
 ``n - 1`` degrees of freedom; R² = 1 - SS_res / SS_tot (centred).
@@ -17,9 +26,12 @@ failure, no loss), over every (setting, seed) point; the slope's 95% CI from Stu
 from __future__ import annotations
 
 import math
+import multiprocessing
+import signal
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -45,16 +57,25 @@ class Preset:
     full_every: int = 4
     sample_rate: float = 0.05
     model: ModelConfig = field(default_factory=ModelConfig)
-    runtime: str = ""
+    runtime: str = ""  #: measured wall time (documentation only: not part of the fingerprint)
 
+
+#: measured wall time of ``cprsim calibrate --preset P --jobs 2`` on the 2-core development machine
+#: (shared and noisy; the commands and conditions are in docs/calibration.md); the CLI's --help says
+#: the same (tests/test_calibrate_resume.py checks it)
+RUNTIMES = {
+    "quick": "29 s measured, costs included (the runs alone: 19-26 s; 31-42 s with --jobs 1)",
+    "standard": "8 min 45 s measured, another engineer's tests running beside it (idle: ~5.5 min, extrapolated)",
+    "paper": "~50 min, extrapolated from 8 measured runs (not run in full)",
+}
 
 PRESETS = {
-    "quick": Preset("quick", 200_000, 50_000, (0, 1), (0.5, 0.125), runtime="about 1 min on 2 cores"),
+    "quick": Preset("quick", 200_000, 50_000, (0, 1), (0.5, 0.125), runtime=RUNTIMES["quick"]),
     "standard": Preset("standard", 1_000_000, 200_000, (0, 1, 2), (0.5, 0.25, 0.125, 0.0625),
-                       ("partial", "mfu", "ssu", "lookahead"), runtime="about 15 min on 2 cores (33 min measured on a loaded machine)"),
+                       ("partial", "mfu", "ssu", "lookahead"), runtime=RUNTIMES["standard"]),
     "paper": Preset("paper", 4_000_000, 500_000, (0, 1, 2, 3, 4), (0.5, 0.25, 0.125, 0.0625, 0.03125),
                     ("partial", "mfu", "ssu", "lookahead"), scale=100.0, n_shards=8,
-                    failures_per_run=8, runtime="about 2.3 h on 2 cores (extrapolated from one measured run)"),
+                    failures_per_run=8, runtime=RUNTIMES["paper"]),
 }
 
 
@@ -70,10 +91,22 @@ class Prepared:
     test_label: np.ndarray
     tables: tuple[int, ...]
     batch: int
+    _unique: list[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_iters(self) -> int:
         return self.label.shape[0] // self.batch
+
+    def unique(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch ``k``'s ``torch.unique(rows, return_inverse=True)``, computed once for every run."""
+        if self._unique is None:
+            B = self.batch
+            out = []
+            for i in range(self.grows.shape[0] // B):
+                u, inv = torch.unique(self.grows[i * B:(i + 1) * B], return_inverse=True)
+                out.append((u, inv.to(torch.int32)))
+            self._unique = out
+        return self._unique[k]
 
 
 def prepare(train: D.Dataset, test: D.Dataset, tables: tuple[int, ...], batch: int) -> Prepared:
@@ -106,10 +139,10 @@ def train(prep: Prepared, cfg: ModelConfig, seed: int, emu_factory: Callable[[DL
         if on_iter is not None:
             on_iter(k, model)
         sl = slice(k * B, (k + 1) * B)
-        g = prep.grows[sl]
-        model.train_step(prep.dense[sl], g, prep.label[sl])
+        uniq, inv = prep.unique(k)
+        model.train_step_unique(prep.dense[sl], uniq, inv, prep.label[sl])
         if emu is not None:
-            emu.count_batch(g)
+            emu.count_batch(prep.grows[sl])
     return model, emu
 
 
@@ -152,37 +185,182 @@ class Point:
     logloss: float
 
 
-def run_preset(p: Preset, progress: Callable[[int], None] = lambda n=1: None,
-               settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
-               ) -> tuple[list[Point], dict]:
-    """Every seed's baseline and settings; returns the points and run facts (baselines, timing).
+# -- runs ------------------------------------------------------------------------------------------
+BASELINE = "baseline"  #: the strategy name of a seed's run without failures (run 0)
 
-    ``settings_fn(n_iters, seed)`` replaces the preset's settings (``--from-sim``).
-    """
-    torch.set_num_threads(2)
-    points: list[Point] = []
-    facts: dict = {"baseline_auc": [], "baseline_logloss": [], "train_s": [], "n_iters": 0}
+
+@dataclass(frozen=True)
+class Run:
+    """One training run: ``run`` 0 is the seed's baseline, ``run`` i its i-th setting."""
+
+    seed: int
+    run: int
+    budget: float
+    setting: Setting | None = None
+
+    @property
+    def strategy(self) -> str:
+        return BASELINE if self.setting is None else self.setting.strategy
+
+    @property
+    def label(self) -> str:
+        return BASELINE if self.setting is None else self.setting.label
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.seed, self.run)
+
+    def describe(self) -> str:
+        return f"seed {self.seed} {self.label}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run measured (the accuracy deltas need the seed's baseline: :func:`points_from`)."""
+
+    seed: int
+    run: int
+    strategy: str
+    label: str
+    budget: float
+    pls: float
+    auc: float
+    logloss: float
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.seed, self.run)
+
+
+def n_iters_of(p: Preset) -> int:
+    return p.train_samples // p.batch
+
+
+def plan_runs(p: Preset, settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
+              ) -> list[Run]:
+    """Every run of the preset, seed-major. ``settings_fn(n_iters, seed)`` replaces the preset's
+    settings (``--from-sim``)."""
+    n = n_iters_of(p)
+    runs: list[Run] = []
     for seed in p.seeds:
-        prep = synthetic_prepared(p, seed)
-        n = prep.n_iters
-        facts["n_iters"] = n
-        t0 = time.perf_counter()
-        base, _ = train(prep, p.model, seed)
-        facts["train_s"].append(time.perf_counter() - t0)
-        b_auc, b_ll = evaluate(base, prep)
-        facts["baseline_auc"].append(b_auc)
-        facts["baseline_logloss"].append(b_ll)
-        progress(1)
+        runs.append(Run(seed, 0, 0.0))
         sets = settings_fn(n, seed) if settings_fn is not None else \
             settings_for(p, n, failure_schedule(n, p.n_shards, p.failures_per_run, seed))
-        for budget, st in sets:
-            future = prep.grows[:n * p.batch].reshape(n, -1)
-            fac = (lambda m, st=st, future=future: Emulator(m, p.n_shards, st, n, "measured", seed,
-                                                             future_rows=future, batch=p.batch))
-            model, emu = train(prep, p.model, seed, fac)
-            a, ll = evaluate(model, prep)
-            points.append(Point(st.strategy, budget, seed, emu.pls, b_auc - a, ll - b_ll, a, ll))
-            progress(1)
+        runs += [Run(seed, i, float(b), st) for i, (b, st) in enumerate(sets, start=1)]
+    return runs
+
+
+_PREP: dict[tuple[Preset, int], Prepared] = {}  #: this process's last seed's data
+
+
+def _prepared(p: Preset, seed: int) -> Prepared:
+    key = (p, seed)
+    if key not in _PREP:
+        _PREP.clear()  # one seed at a time: a paper-preset seed is about 2 GB
+        _PREP[key] = synthetic_prepared(p, seed)
+    return _PREP[key]
+
+
+def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
+    """Train and evaluate one run; returns its result, its wall and its CPU seconds (this process;
+    data generation included when the run is the first of its seed here)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    prep = _prepared(p, run.seed)
+    n = prep.n_iters
+    if run.setting is None:
+        model, _ = train(prep, p.model, run.seed)
+        pls = 0.0
+    else:
+        st = run.setting
+        future = prep.grows[:n * p.batch].reshape(n, -1)
+        fac = (lambda m: Emulator(m, p.n_shards, st, n, "measured", run.seed, future_rows=future,
+                                  batch=p.batch))
+        model, emu = train(prep, p.model, run.seed, fac)
+        pls = emu.pls
+    a, ll = evaluate(model, prep)
+    res = RunResult(run.seed, run.run, run.strategy, run.label, run.budget, float(pls), float(a), float(ll))
+    return res, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _init_worker(threads: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C (and stops the workers)
+    torch.set_num_threads(threads)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # forkserver: workers fork from a fresh server process that has imported torch and this module
+    # once (fast start, no threads or locks inherited from the caller); spawn where unavailable
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["cprsim.calibrate.runner"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def execute(p: Preset, runs: Sequence[Run], jobs: int = 1, threads: int = 1,
+            ) -> Iterator[tuple[RunResult, float, float]]:
+    """Run ``runs``; yield ``(result, wall s, CPU s)`` as each completes (in completion order).
+
+    ``jobs == 1`` runs here, in order, with ``threads`` torch threads (restored afterwards);
+    otherwise ``jobs`` worker processes with ``threads`` threads each. Stopping the iteration
+    (an exception, Ctrl-C, ``close()``) cancels the runs not started and ends the workers.
+    """
+    if not runs:
+        return
+    if jobs <= 1 or len(runs) == 1:
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            for r in runs:
+                yield run_one(p, r)
+        finally:
+            torch.set_num_threads(old)
+            _PREP.clear()
+        return
+    ex = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=_context(),
+                             initializer=_init_worker, initargs=(threads,))
+    clean = False
+    try:
+        pending = {ex.submit(run_one, p, r) for r in runs}  # in order: a worker keeps a seed's data
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=lambda f: f.result()[0].key):
+                yield f.result()
+        clean = True
+    finally:
+        if clean:
+            ex.shutdown(wait=True)
+        else:  # stop the runs under way too (the executor would wait for them)
+            procs = list((getattr(ex, "_processes", None) or {}).values())
+            ex.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.join(5)
+
+
+def points_from(results: Sequence[RunResult]) -> tuple[list[Point], dict]:
+    """Points (sorted by seed and run, whatever order the results came in) and the baselines."""
+    res = sorted(results, key=lambda r: r.key)
+    base = {r.seed: r for r in res if r.run == 0}
+    points = [Point(r.strategy, r.budget, r.seed, r.pls, base[r.seed].auc - r.auc,
+                    r.logloss - base[r.seed].logloss, r.auc, r.logloss) for r in res if r.run != 0]
+    seeds = sorted(base)
+    facts = {"baseline_auc": [base[s].auc for s in seeds],
+             "baseline_logloss": [base[s].logloss for s in seeds]}
+    return points, facts
+
+
+def run_preset(p: Preset, progress: Callable[[int], None] = lambda n=1: None,
+               settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
+               jobs: int = 1, threads: int = 1) -> tuple[list[Point], dict]:
+    """Every run of the preset (no files); returns the points and facts (baselines, n_iters)."""
+    results = []
+    for r, _, _ in execute(p, plan_runs(p, settings_fn), jobs, threads):
+        results.append(r)
+        progress(1)
+    points, facts = points_from(results)
+    facts["n_iters"] = n_iters_of(p)
     return points, facts
 
 
