@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -301,23 +301,31 @@ def table_sizes(spec: str, scale: float = 1.0) -> tuple[int, ...]:
             check_input_file(p, "tables file")
         except InputError as e:
             raise InputError(f"access.tables: {e} (or use 'criteo-kaggle')") from None
-        sizes = []
-        with open_input_text(p, "tables file") as f, decode_errors(p):
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or "rows" not in reader.fieldnames:
-                raise InputError(f"{p}: line 1: expected a `rows` column")
-            for line, row in enumerate(reader, start=2):
-                try:
-                    n = int(row["rows"])
-                except (TypeError, ValueError, OverflowError):
-                    raise InputError(f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer") from None
-                if n < 1:
-                    raise InputError(f"{p}: line {line}: rows must be >= 1")
-                sizes.append(n)
-        if not sizes:
-            raise InputError(f"{p}: no tables")
-        base = tuple(sizes)
+        base = _read_tables(str(p), p.stat().st_mtime_ns)
     return tuple(max(1, int(round(n / scale))) for n in base)
+
+
+@lru_cache(maxsize=16)
+def _read_tables(path: str, mtime_ns: int) -> tuple[int, ...]:
+    """A tables file's ``rows`` column, read once per version of the file (every MFU/SSU
+    replication asks for the layout)."""
+    p = Path(path)
+    sizes = []
+    with open_input_text(p, "tables file") as f, decode_errors(p):
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or "rows" not in reader.fieldnames:
+            raise InputError(f"{p}: line 1: expected a `rows` column")
+        for line, row in enumerate(reader, start=2):
+            try:
+                n = int(row["rows"])
+            except (TypeError, ValueError, OverflowError):
+                raise InputError(f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer") from None
+            if n < 1:
+                raise InputError(f"{p}: line {line}: rows must be >= 1")
+            sizes.append(n)
+    if not sizes:
+        raise InputError(f"{p}: no tables")
+    return tuple(sizes)
 
 
 def scaled_to(shape: tuple[int, ...], total: int) -> tuple[int, ...]:
