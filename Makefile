@@ -17,7 +17,7 @@ $(VENV)/.installed-run: pyproject.toml
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks]'
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,movielens,parquet]'
 	touch $@ $(VENV)/.installed-run
 
 ## make run: simulate the built-in default scenario (cpr-production) and print the breakdown

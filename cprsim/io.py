@@ -130,6 +130,13 @@ def toml_scalar(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
+def toml_key(k: str) -> str:
+    """A TOML key: bare when it can be (letters, digits, ``_``, ``-``), else a quoted basic string."""
+    import re
+
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else toml_scalar(k)
+
+
 #: a configuration file (scenario, sweep, fitted model, calibration) is at most this large
 MAX_CONFIG_BYTES = 16 * 2**20
 #: a data file (failure log, trace, table sizes, access counts) is at most this large

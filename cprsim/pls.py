@@ -12,6 +12,13 @@ frequent partial saves, with the access share they cover, and the rest), and ``m
 progress (seconds, or samples: any unit proportional to samples) at which tier ``t`` of shard
 ``i`` last became whole: its last save, or its last restore (updates lost once are not lost
 again). ``PLS = sum(lost) / total``, in [0, 1].
+
+**When and how old** (the accuracy model's covariates, :meth:`ShardLedger.timing`): every booked
+loss is an interval ``(from, to)`` of progress whose updates were lost by a restore at ``to`` to a
+state saved (or restored) at ``from``. Weighted by the amount lost, ``position`` is the mean of
+``to / total`` (how far into training the failures struck) and ``age`` the mean of
+``(to - from) / total`` (how old the restored state was: a reset to the initial state late in
+training has ``age = position``, a restore of the last hour's save a small ``age``).
 """
 
 from __future__ import annotations
@@ -65,6 +72,28 @@ class ShardLedger:
                 self.losses.append((progress - a, progress, float(w * self.tiers[t])))
         self.markers[:, shard] = progress
         return lost
+
+    def book(self, start: float, end: float, amount: float) -> None:
+        """Book ``amount`` lost by a restore at ``end`` to a state of ``start`` (outside the markers:
+        e.g. a trainer-side cache's unwritten updates)."""
+        if amount <= 0:
+            return
+        self.lost += amount
+        if end > start:
+            self.losses.append((start, end, amount / (end - start)))
+
+    def timing(self, total: float) -> tuple[float, float]:
+        """``(position, age)``: the loss-weighted mean of ``to / total`` and of ``(to - from) / total``
+        over the booked losses (both 0 when nothing was lost)."""
+        amount = pos = age = 0.0
+        for a, b, rate in self.losses:
+            x = rate * (b - a)
+            amount += x
+            pos += x * b
+            age += x * (b - a)
+        if amount <= 0 or total <= 0:
+            return 0.0, 0.0
+        return pos / amount / total, age / amount / total
 
     def rollback(self, progress: float) -> float:
         """The whole job went back to a full checkpoint taken at ``progress``.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from cprsim import __version__
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import ReplicationResult
@@ -28,9 +30,12 @@ ROWS = (
 )
 
 
-def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None) -> dict[str, Any] | None:
+def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None,
+             results: Sequence[ReplicationResult] | None = None) -> dict[str, Any] | None:
     """The accuracy loss implied by the runs' PLS (the shipped calibration unless given), or None
-    when the strategy lost no update. Mean with the slope's 95% range, and at the P90 PLS."""
+    when the strategy lost no update. Mean with the model's 95% range, and the P90 of single runs'
+    expected losses; with ``results``, each run at its own PLS, failure position and restored-state
+    age (else at the mean and P90 PLS, mid-training, fresh state)."""
     if not (est["pls"].mean > 0):
         return None
     from cprsim.calibrate.calibration import load_calibration
@@ -41,9 +46,14 @@ def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None) -> 
                            "preset": getattr(model, "provenance", {}).get("preset")}
     for metric in ("auc", "logloss"):
         acc = plan_accuracy(model, metric)
-        m, lo, hi = acc.loss(est["pls"].mean, s.strategy.name)
+        if results:
+            m, lo, hi = acc.mean_loss(results, s.strategy.name)
+            p90 = float(np.percentile(acc.run_losses(results, s.strategy.name)[0], 90))
+        else:
+            m, lo, hi = acc.loss(est["pls"].mean, s.strategy.name)
+            p90 = acc.loss(est["pls"].p90, s.strategy.name)[0]
         rng = acc.measured_range(s.strategy.name)
-        out[metric] = {"mean": m, "ci95": [lo, hi], "p90": acc.loss(est["pls"].p90, s.strategy.name)[0],
+        out[metric] = {"mean": m, "ci95": [lo, hi], "p90": p90,
                        "model": acc.description, "calibrated_pls_range": [0.0, rng] if rng is not None else None,
                        "extrapolated": rng is not None and est["pls"].p90 > rng}
     return out
@@ -71,7 +81,7 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "failure_free_s": s.duration_s,
         "failure_start": s.failures.start,
         "metrics": {k: e.as_dict() for k, e in est.items()},
-        "accuracy_loss": accuracy(s, est),
+        "accuracy_loss": accuracy(s, est, results=results),
         "strategy_footprint": footprint(s),
         "definitions": {
             "overhead": "(wall - W) / W, W the failure-free training time",
@@ -112,10 +122,10 @@ def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str 
         e = est[key]
         m, ci = _fmt(e, kind, s.duration_s)
         t.add_row(label, m, ci, *(_pct(e.percentile(q), kind) for q in (50, 90, 99)))
-    acc = summary["accuracy_loss"] if summary is not None else accuracy(s, est)
+    acc = summary["accuracy_loss"] if summary is not None else accuracy(s, est, results=results)
     if acc is not None:
-        t.caption = ("accuracy: the shipped calibration's slope x PLS; (!) the P90 PLS lies beyond the PLS range "
-                     "the calibration measured")
+        t.caption = ("accuracy: the calibration's model at each run's PLS (and failure position and restored-state "
+                     "age, if the model uses them); (!) the P90 PLS lies beyond the PLS range the calibration measured")
         for metric in ("auc", "logloss"):
             a = acc[metric]
             name = "AUC loss" if metric == "auc" else "log-loss increase"

@@ -133,7 +133,7 @@ def test_package_imports_without_torch():
     import sys
 
     code = ("import sys\n"
-            "import cprsim.calibrate, cprsim.calibrate.data, cprsim.cli\n"
+            "import cprsim.calibrate, cprsim.calibrate.data, cprsim.calibrate.datasets, cprsim.cli\n"
             "from cprsim.calibrate import load_calibration; load_calibration()\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

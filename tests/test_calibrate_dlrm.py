@@ -150,6 +150,34 @@ def test_costs_and_end_to_end(prep):
     assert e["simulated_overhead"] > 0 and np.isfinite(e["measured_overhead"])
 
 
+def test_emulated_pls_is_what_a_training_run_measures(prep):
+    """PLS, position and age do not depend on the trained values: the emulation without training
+    gives exactly what run_one measures (every strategy, one budget of the SMALL preset)."""
+    p = dataclasses.replace(SMALL, strategies=("partial", "mfu", "ssu", "lookahead"), failures_per_run=8)
+    emulated = R.emulated_pls(p, 0, prep)
+    R._PREP[(p, 0)] = prep
+    try:
+        for i, run in enumerate(R.plan_runs(p)[1:]):
+            res, _, _ = R.run_one(p, run)
+            assert (res.strategy, res.pls, res.position, res.age) == pytest.approx(
+                (emulated[i][0], emulated[i][2], emulated[i][3], emulated[i][4]))
+            assert 0 < res.position <= 1 and 0 < res.age <= res.position
+    finally:
+        R._PREP.clear()
+
+
+def test_the_standard_preset_reaches_pls_03_for_every_strategy():
+    """The planner needs the model up to PLS 0.3 or beyond: the standard preset's budgets reach it
+    for every strategy (seed 0 alone already does), and its failures strike early and late."""
+    p = R.PRESETS["standard"]
+    got = R.emulated_pls(p, 0)
+    for st in p.strategies:
+        pls = [g[2] for g in got if g[0] == st]
+        assert max(pls) >= 0.3, (st, pls)
+    pos = [g[3] for g in got]
+    assert min(pos) < 0.4 and max(pos) > 0.6  # the failure windows spread the position
+
+
 def test_fit_origin_recovers_slope():
     x = np.linspace(0.01, 0.3, 20)
     rng = np.random.default_rng(0)

@@ -69,7 +69,7 @@ def _killed_copy(reference, out, k, torn):
     m = json.loads((reference / "manifest.json").read_text())
     (out / "manifest.json").write_text(json.dumps(dict(m, finished=False)))
     head, *rows = (reference / "points.csv").read_text().splitlines()
-    journal = [",".join(r.split(",")[:8] + ["", ""]) for r in rows]
+    journal = [",".join(r.split(",")[:10] + ["", ""]) for r in rows]
     order = [3, 0, 5, 1, 4, 2]
     text = head + "\n" + "".join(journal[i] + "\n" for i in order[:k]) + journal[order[k]][:torn]
     (out / "points.csv").write_text(text)
@@ -128,17 +128,18 @@ def test_resume_refuses_other_threads_and_an_unknown_journal(reference, tmp_path
 
 
 @pytest.mark.parametrize("line, msg", [
-    ("0,1,partial,partial@0.5,0.5,abc,0.7,0.4,,", r"line 3: pls: expected a number, got 'abc'"),
-    ("0,1,partial,partial@0.5,0.5,0.1,0.7", r"line 3: expected 10 comma-separated fields, got 7"),
-    ("0,9,partial,partial@0.5,0.5,0.1,0.7,0.4,,", r"line 3: seed 0 run 9 is not a run of this calibration"),
-    ("0,1,mfu,mfu@0.5,0.5,0.1,0.7,0.4,,", r"line 3: seed 0 run 1 is partial@0.5 at budget 0.5"),
-    ("x,1,partial,partial@0.5,0.5,0.1,0.7,0.4,,", r"line 3: seed and run must be integers"),
-    ("0,0,baseline,baseline,0.0,0.0,0.7,0.4,,", r"line 3: seed 0 run 0 is already on line 2"),
+    ("0,1,partial,partial@0.5,0.5,abc,0.5,0.1,0.7,0.4,,", r"line 3: pls: expected a number, got 'abc'"),
+    ("0,1,partial,partial@0.5,0.5,0.1,x,0.1,0.7,0.4,,", r"line 3: position: expected a number, got 'x'"),
+    ("0,1,partial,partial@0.5,0.5,0.1,0.7", r"line 3: expected 12 comma-separated fields, got 7"),
+    ("0,9,partial,partial@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,", r"line 3: seed 0 run 9 is not a run of this calibration"),
+    ("0,1,mfu,mfu@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,", r"line 3: seed 0 run 1 is partial@0.5 at budget 0.5"),
+    ("x,1,partial,partial@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,", r"line 3: seed and run must be integers"),
+    ("0,0,baseline,baseline,0.0,0.0,0.0,0.0,0.7,0.4,,", r"line 3: seed 0 run 0 is already on line 2"),
 ])
 def test_a_malformed_journal_line_is_a_one_line_error_naming_file_and_line(reference, tmp_path, line, msg):
     out = tmp_path / "bad"
     _killed_copy(reference, out, 0, 0)
-    good = "0,0,baseline,baseline,0.0,0.0,0.7,0.4,,"
+    good = "0,0,baseline,baseline,0.0,0.0,0.0,0.0,0.7,0.4,,"
     (out / "points.csv").write_text(",".join(P.POINTS_HEADER) + "\n" + good + "\n" + line + "\n")
     with pytest.raises(InputError, match=rf"points.csv: {msg}") as e:
         P.calibrate(TINY, out, measure_costs=False, resume=True)

@@ -9,13 +9,20 @@
                             older files carry date, train_s, run_s here)
     [fit.<strategy>]        auc_slope, auc_slope_lo, auc_slope_hi, auc_r2,
                             logloss_slope, logloss_slope_lo, logloss_slope_hi, logloss_r2, n_points
-    [points.<strategy>]     pls, d_auc, d_logloss, seed, budget (arrays, one entry per run)
+    [points.<strategy>]     pls, position, age, d_auc, d_logloss, seed, budget (arrays, one per run)
+    [model.<metric>]        the accuracy model the planner uses (cprsim.calibrate.accuracy): chosen,
+                            formula, pooled, the held-out errors, the F-test p-values, coef.<'*' or
+                            strategy> = {b, cov, dof, rss, n}
+    [model.range.<strategy>] pls, position, age: [min, max] measured
     [costs]                 measured torch.save/torch.load of one shard (bytes, seconds, GB/s)
     [end_to_end]            measured vs simulated overhead of a real run with checkpoints and failures
                             ([costs] and [end_to_end] are clock measurements: they vary run to run)
 
-Model: ``loss = slope x PLS`` (AUC loss is baseline minus failed AUC; log-loss increase), fitted
-through the origin. A strategy without its own fit uses ``partial``'s (vanilla CPR).
+``[fit]``: ``loss = slope x PLS`` per strategy (AUC loss is baseline minus failed AUC; log-loss
+increase), fitted through the origin: the simple summary. ``[model]``: what the planner uses (the
+slope model or a richer one with the failure's position and the restored state's age, chosen on
+held-out seeds: :mod:`cprsim.calibrate.accuracy`). A strategy without its own fit uses
+``partial``'s (vanilla CPR).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cprsim.errors import InputError
-from cprsim.io import read_toml
+from cprsim.io import read_toml, toml_key
 
 METRICS = ("auc", "logloss")
 
@@ -43,6 +50,9 @@ class Calibration:
     provenance: dict[str, Any] = field(default_factory=dict)
     upper: dict[str, dict[str, float]] = field(default_factory=dict)  #: 95% CI upper slope
     raw: dict[str, Any] = field(default_factory=dict)
+    #: metric -> the accuracy model the calibration chose (``[model.<metric>]``); empty for files
+    #: written before it (the planner then fits one from ``[points]``)
+    models: dict[str, Any] = field(default_factory=dict)
 
     def _slope(self, metric: str, strategy: str, conservative: bool) -> float:
         if metric not in METRICS:
@@ -104,7 +114,22 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
                 if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
                     raise InputError(f"{p}: fit.{st}.{key}: expected a number, got {v!r}")
                 dest[st][m] = float(v)
-    return Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw)
+    models = {}
+    table = raw.get("model")
+    if table is not None:
+        from cprsim.calibrate.accuracy import AccuracyFit
+
+        if not isinstance(table, dict):
+            raise InputError(f"{p}: [model] must be a table")
+        ranges = table.get("range", {})
+        if not isinstance(ranges, dict):
+            raise InputError(f"{p}: model.range must be a table of strategies")
+        for m in METRICS:
+            if m in table:
+                if not isinstance(table[m], dict):
+                    raise InputError(f"{p}: model.{m} must be a table")
+                models[m] = AccuracyFit.from_table(table[m], m, ranges, f"{p}: model.{m}")
+    return Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw, models)
 
 
 # -- writing (used by the calibrate command) --------------------------------------------------------
@@ -127,7 +152,7 @@ def _val(v: Any) -> str:
 
 
 def to_toml(doc: dict[str, Any], header: str = "") -> str:
-    """Tables of scalars/arrays, nested one or two levels (``[a]`` and ``[a.b]``)."""
+    """Tables of scalars/arrays, nested to any depth (``[a]``, ``[a.b]``, ...; keys quoted when not bare)."""
     lines = [f"# {h}" for h in header.splitlines()] if header else []
 
     def emit(d: dict[str, Any], path: str) -> None:
@@ -136,10 +161,10 @@ def to_toml(doc: dict[str, Any], header: str = "") -> str:
             lines.append("")
             lines.append(f"[{path}]")
         for k, v in scal.items():
-            lines.append(f"{k} = {_val(v)}")
+            lines.append(f"{toml_key(k)} = {_val(v)}")
         for k, v in d.items():
             if isinstance(v, dict):
-                emit(v, f"{path}.{k}" if path else k)
+                emit(v, f"{path}.{toml_key(k)}" if path else toml_key(k))
 
     emit(doc, "")
     return "\n".join(lines).lstrip("\n") + "\n"

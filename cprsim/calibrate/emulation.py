@@ -27,11 +27,15 @@ untouched.
 * ``measured`` (the calibration): what was really lost. Each shard has two ledger columns: its
   rows saved by the latest partial save ("hot") and the rest. Per row the emulator counts the
   accesses since the row was last saved or restored; at a failure each column is booked with
-  ``weight = (its rows' unsaved accesses / 26 per sample) / (iterations since the column's
+  ``weight = (its rows' unsaved accesses / tables per sample) / (iterations since the column's
   marker)``, so ``ledger.lost`` is exactly the number of lost sample-updates (in samples: one
-  sample updates 26 rows) and PLS = lost / training samples. For MFU/SSU this weights the loss by
+  sample updates one row per table) and PLS = lost / training samples. For MFU/SSU this weights the loss by
   the access share of the rows that were and were not saved; with uniform access it reduces to
   the nominal ``1/N_e``.
+
+**When and how old** (:attr:`Emulator.timing`): the ledger's loss-weighted failure position and
+restored-state age, as fractions of the run (:meth:`cprsim.pls.ShardLedger.timing`): the
+covariates of the accuracy model beside PLS.
 """
 
 from __future__ import annotations
@@ -41,7 +45,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from cprsim.calibrate.data import N_CAT
 from cprsim.calibrate.model import DLRM
 from cprsim.pls import ShardLedger
 
@@ -165,7 +168,7 @@ class Emulator:
         if self.mode == "nominal":
             self.ledger.fail(j, float(k))
         else:
-            per_iter = float(N_CAT * self.batch)
+            per_iter = float(len(m.tables) * self.batch)  # one row per table per sample
             for col, mask in ((2 * j, self.hot[rows]), (2 * j + 1, ~self.hot[rows])):
                 lost = float(self.unsaved[rows[mask]].sum()) / per_iter  # in iterations
                 age = float(k) - float(self.ledger.markers[0, col])
@@ -178,3 +181,8 @@ class Emulator:
     @property
     def pls(self) -> float:
         return self.ledger.pls(float(self.n_iters))
+
+    @property
+    def timing(self) -> tuple[float, float]:
+        """``(position, age)`` of the lost updates, as fractions of the run."""
+        return self.ledger.timing(float(self.n_iters))

@@ -1,11 +1,14 @@
 """The calibration DLRM in plain PyTorch (imports torch: use only through the ``dlrm`` extra).
 
-Architecture (Naumov et al. 2019): a bottom MLP on the 13 dense features (13-64-``dim``), one
-embedding lookup per categorical table (the 26 tables are concatenated into one weight matrix
-with per-table row offsets, as fused-table implementations do; Criteo has one id per table, so a
-``sum`` bag is a plain row gather), pairwise dot products of the 27 vectors (bottom output and 26
-embeddings; the 351 upper-triangle products), concatenated with the bottom output into the top
-MLP (``top`` hidden units, one hidden layer) and a logit; binary cross-entropy loss.
+Architecture (Naumov et al. 2019): a bottom MLP on the ``n_dense`` dense features
+(``n_dense``-64-``dim``), one embedding lookup per categorical table (the tables are concatenated
+into one weight matrix with per-table row offsets, as fused-table implementations do; a sample
+has one id per table, so a ``sum`` bag is a plain row gather), pairwise dot products of the
+``n_cat + 1`` vectors (bottom output and one embedding per table), concatenated with the bottom
+output into the top MLP (``top`` hidden units, one hidden layer) and a logit; binary
+cross-entropy loss. The shapes come from the data (``n_cat = len(tables)``, ``n_dense``): on the
+synthetic Criteo-like data 13 dense features and 26 tables (27 vectors, 351 upper-triangle
+products), as before.
 
 Speed (``benchmarks/dlrm.py`` compares this loop with a bare eager-torch DLRM step in the same
 run): the lookup is an ``index_select`` of the batch's unique rows and the interaction keeps the
@@ -31,7 +34,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cprsim.calibrate.data import N_CAT, N_DENSE
+from cprsim.calibrate.data import N_DENSE
 
 
 @dataclass(frozen=True)
@@ -85,20 +88,24 @@ class FlatAdagrad:
 
 
 class DLRM(nn.Module):
-    def __init__(self, tables: tuple[int, ...], cfg: ModelConfig, gen: torch.Generator) -> None:
+    def __init__(self, tables: tuple[int, ...], cfg: ModelConfig, gen: torch.Generator,
+                 n_dense: int = N_DENSE) -> None:
+        """``tables``: rows per categorical table (one table per categorical column);
+        ``n_dense``: dense features per sample (13 is the synthetic and Criteo data's)."""
         super().__init__()
         if cfg.emb_optimizer not in ("rowwise_adagrad", "sgd"):
             raise ValueError(f"emb_optimizer must be rowwise_adagrad or sgd, got {cfg.emb_optimizer!r}")
         self.cfg = cfg
         self.tables = tables
+        self.n_cat, self.n_dense = len(tables), n_dense
         self.offsets = torch.tensor(np.concatenate([[0], np.cumsum(tables)[:-1]]), dtype=torch.int64)
         n_rows = int(sum(tables))
         d = cfg.dim
         self.emb = (torch.rand(n_rows, d, generator=gen) * 2 - 1) * cfg.init_scale
         self.emb_state = torch.zeros(n_rows)
-        self.bottom = nn.Sequential(nn.Linear(N_DENSE, cfg.bottom_hidden), nn.ReLU(),
+        self.bottom = nn.Sequential(nn.Linear(n_dense, cfg.bottom_hidden), nn.ReLU(),
                                     nn.Linear(cfg.bottom_hidden, d), nn.ReLU())
-        n_vec = N_CAT + 1
+        n_vec = self.n_cat + 1
         self.tri = torch.triu_indices(n_vec, n_vec, offset=1)
         self.tri_flat = (self.tri[0] * n_vec + self.tri[1]).contiguous()  #: into the flat n_vec^2
         self.top = nn.Sequential(nn.Linear(d + self.tri.shape[1], cfg.top_hidden), nn.ReLU(),
@@ -116,20 +123,20 @@ class DLRM(nn.Module):
         return self.emb.shape[0]
 
     def global_rows(self, cat: torch.Tensor) -> torch.Tensor:
-        """(B, 26) per-table row ids -> global row ids of the concatenated tables."""
+        """(B, n_cat) per-table row ids -> global row ids of the concatenated tables."""
         return cat + self.offsets
 
     def _forward(self, dense: torch.Tensor, inv: torch.Tensor, sub: torch.Tensor) -> torch.Tensor:
-        """Logits; ``inv`` (B, 26) indexes the rows ``sub`` (the batch's unique embedding rows)."""
+        """Logits; ``inv`` (B, n_cat) indexes the rows ``sub`` (the batch's unique embedding rows)."""
         B = dense.shape[0]
         x = self.bottom(dense)
-        e = sub.index_select(0, inv.reshape(-1)).view(B, N_CAT, -1)
+        e = sub.index_select(0, inv.reshape(-1)).view(B, self.n_cat, -1)
         z = torch.cat([x.unsqueeze(1), e], dim=1)
         inter = torch.bmm(z, z.transpose(1, 2)).flatten(1).index_select(1, self.tri_flat)
         return self.top(torch.cat([x, inter], dim=1)).squeeze(1)
 
     def train_step(self, dense: torch.Tensor, grows: torch.Tensor, label: torch.Tensor) -> float:
-        """One step on a batch (``grows`` global row ids (B, 26)); returns the loss."""
+        """One step on a batch (``grows`` global row ids (B, n_cat)); returns the loss."""
         uniq, inv = torch.unique(grows, return_inverse=True)
         return self.train_step_unique(dense, uniq, inv, label)
 

@@ -6,7 +6,8 @@
   torch threads per run, cprsim and torch versions), its SHA-256 ``fingerprint``, the number of
   runs and whether the calibration ``finished``. Written first; ``--resume`` compares fingerprints.
 * ``points.csv``: one row per training run (a seed's baseline is run 0, strategy ``baseline``):
-  ``seed, run, strategy, label, budget, pls, auc, logloss, d_auc, d_logloss``. While the
+  ``seed, run, strategy, label, budget, pls, position, age, auc, logloss, d_auc, d_logloss``
+  (``position``/``age``: the loss-weighted failure position and restored-state age). While the
   calibration runs it is a *journal*: each finished run is appended as one whole line with a single
   ``write`` + ``fsync``, in completion order, with ``d_auc``/``d_logloss`` empty (they need the
   seed's baseline). At the end it is rewritten (temp file + rename) sorted by seed and run, with
@@ -43,7 +44,7 @@ import numpy as np
 from cprsim import __version__
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import to_toml
-from cprsim.calibrate.data import default_alpha, scaled_tables
+from cprsim.calibrate.datasets import describe as describe_data
 from cprsim.calibrate.emulation import Setting, periodic_actions
 from cprsim.errors import InputError
 from cprsim.io import atomic_write_json, atomic_write_text, csv_text
@@ -52,7 +53,8 @@ from cprsim.io import atomic_write_json, atomic_write_text, csv_text
 #: which; ``resumed=True`` once at the start for the runs a resumed journal already holds
 Progress = Callable[..., None]
 
-POINTS_HEADER = ("seed", "run", "strategy", "label", "budget", "pls", "auc", "logloss", "d_auc", "d_logloss")
+POINTS_HEADER = ("seed", "run", "strategy", "label", "budget", "pls", "position", "age", "auc", "logloss",
+                 "d_auc", "d_logloss")
 OUTPUTS = ("calibration.toml", "accuracy_vs_pls.png", "run.json")
 
 
@@ -100,9 +102,13 @@ def configuration(p: R.Preset, runs: list[R.Run], threads: int, sim_info: dict |
 
     preset = R.preset_dict(p)
     preset.pop("runtime", None)  # documentation, not configuration
-    return {"preset": preset, "from_sim": sim_info, "threads_per_run": threads,
-            "cprsim_version": __version__, "torch_version": torch.__version__,
-            "runs": [[r.seed, r.run, r.budget, _setting_dict(r.setting)] for r in runs]}
+    preset.pop("data", None)  # where the files lie is not configuration: their digests are (below)
+    config = {"preset": preset, "from_sim": sim_info, "threads_per_run": threads,
+              "cprsim_version": __version__, "torch_version": torch.__version__,
+              "runs": [[r.seed, r.run, r.budget, _setting_dict(r.setting)] for r in runs]}
+    if p.data is not None:  # real data (synthetic data adds no key: its fingerprints are unchanged)
+        config["data"] = p.data.fingerprint()
+    return config
 
 
 def fingerprint(config: dict[str, Any]) -> str:
@@ -163,7 +169,8 @@ def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
 
 # -- the journal ---------------------------------------------------------------------------------------
 def _row(r: R.RunResult, d_auc: Any = "", d_logloss: Any = "") -> list[Any]:
-    return [r.seed, r.run, r.strategy, r.label, r.budget, r.pls, r.auc, r.logloss, d_auc, d_logloss]
+    return [r.seed, r.run, r.strategy, r.label, r.budget, r.pls, r.position, r.age, r.auc, r.logloss, d_auc,
+            d_logloss]
 
 
 def _number(path: Path, line: int, name: str, text: str, empty_ok: bool = False) -> float:
@@ -210,10 +217,11 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
         if key in seen:
             raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is already on line {seen[key]}")
         seen[key] = i
-        pls, auc, ll = (_number(path, i, n, row[c]) for n, c in (("pls", 5), ("auc", 6), ("logloss", 7)))
-        _number(path, i, "d_auc", row[8], empty_ok=True)
-        _number(path, i, "d_logloss", row[9], empty_ok=True)
-        out.append(R.RunResult(key[0], key[1], run.strategy, run.label, run.budget, pls, auc, ll))
+        pls, pos, age, auc, ll = (_number(path, i, n, row[c]) for n, c in (
+            ("pls", 5), ("position", 6), ("age", 7), ("auc", 8), ("logloss", 9)))
+        _number(path, i, "d_auc", row[10], empty_ok=True)
+        _number(path, i, "d_logloss", row[11], empty_ok=True)
+        out.append(R.RunResult(key[0], key[1], run.strategy, run.label, run.budget, pls, auc, ll, pos, age))
     return out
 
 
@@ -232,6 +240,14 @@ def append_line(path: Path, text: str) -> None:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _n_dense(p: R.Preset) -> int:
+    """The data's dense features (the bottom MLP's input width)."""
+    from cprsim.calibrate import datasets as DS
+    from cprsim.calibrate.data import N_DENSE
+
+    return N_DENSE if p.data is None else DS.load(p.data, p.scale).n_dense
 
 
 # -- the use case ----------------------------------------------------------------------------------------
@@ -278,19 +294,16 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
 
     points, facts = R.points_from(done)
     fits = R.fits(points)
-    tables = scaled_tables(p.scale)
     m = p.model
     prov = {
         "calibrated": True,
         "preset": p.name,
         "cprsim_version": __version__,
         "torch_version": torch.__version__,
-        "model": (f"DLRM: embedding dim {m.dim}, bottom MLP 13-{m.bottom_hidden}-{m.dim}, "
+        "model": (f"DLRM: embedding dim {m.dim}, bottom MLP {_n_dense(p)}-{m.bottom_hidden}-{m.dim}, "
                   f"pairwise dot interaction, top MLP {m.top_hidden}-1, BCE; embeddings "
                   f"{m.emb_optimizer} lr {m.emb_lr}, dense Adagrad lr {m.dense_lr}"),
-        "data": (f"synthetic Criteo-like (cprsim.calibrate.data): 26 tables = Criteo Kaggle / "
-                 f"{p.scale:g} ({sum(tables)} rows), Zipf alpha {default_alpha(tables):.4f}, "
-                 f"{p.train_samples} train / {p.test_samples} held-out samples, batch {p.batch}"),
+        "data": describe_data(p),
         "seeds": list(p.seeds),
         "embedding_servers": p.n_shards,
         "sharding": "row hash (Knuth multiplicative) over all tables",
@@ -298,7 +311,9 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
         "mfu_ssu": (f"top_fraction {p.top_fraction}, full save every {p.full_every}, ssu sample "
                     f"rate {p.sample_rate}; same bytes written as vanilla at each budget"),
         "pls": "measured: lost sample-updates through cprsim.pls.ShardLedger (docs/calibration.md)",
-        "fit": "loss = slope x PLS, least squares through the origin, 95% CI (Student t)",
+        "fit": ("[fit]: loss = slope x PLS per strategy, least squares through the origin, 95% CI (Student t); "
+                "[model]: the model the planner uses, chosen among slope/position/age/position+age by "
+                "leave-one-seed-out cross-validation (cprsim.calibrate.accuracy)"),
         "baseline_auc": facts["baseline_auc"],
         "baseline_logloss": facts["baseline_logloss"],
         "iterations": R.n_iters_of(p),
@@ -320,15 +335,19 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
         d["mean_d_logloss"] = float(np.mean([pt.d_logloss for pt in ps]))
         doc["fit"][st] = d
         doc["points"][st] = {"budget": [pt.budget for pt in ps], "seed": [pt.seed for pt in ps],
-                             "pls": [pt.pls for pt in ps], "d_auc": [pt.d_auc for pt in ps],
+                             "pls": [pt.pls for pt in ps], "position": [pt.position for pt in ps],
+                             "age": [pt.age for pt in ps], "d_auc": [pt.d_auc for pt in ps],
                              "d_logloss": [pt.d_logloss for pt in ps]}
+    from cprsim.calibrate.accuracy import model_table
+
+    doc["model"] = model_table(doc["points"])
     costs_s = 0.0
     if measure_costs:
         from cprsim.calibrate.costs import end_to_end, measure_shard_io
 
         t, threads_before = time.perf_counter(), torch.get_num_threads()
         seed = p.seeds[0]
-        prep = R.synthetic_prepared(p, seed)
+        prep = R.prepared(p, seed)
         # torch.save/load time depends on the shard's bytes, not on the trained values
         doc["costs"] = measure_shard_io(R.new_model(prep, p.model, seed), p.n_shards)
         n = prep.n_iters

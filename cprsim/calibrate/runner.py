@@ -1,8 +1,10 @@
 """The calibration experiment: paired DLRM runs with and without failures, a fit per strategy.
 
 For every seed: one baseline run (no failures) and one run per setting (strategy x checkpoint
-budget) on the *same* data, initialisation and batch order, with the *same* failures (common
-random numbers: ``failures_per_run`` failures at uniformly random iterations on random shards).
+budget) on the *same* data, initialisation and batch order; every strategy at a budget sees the
+*same* failures (common random numbers: ``failures_per_run`` failures at uniformly random
+iterations on random shards), and the budgets' failures strike in different parts of the run
+(:data:`WINDOWS`), so that the failure's position varies independently of the budget.
 Accuracy loss = baseline minus failed-run held-out AUC (``d_auc``), and failed-run minus baseline
 log-loss (``d_logloss``), so positive means worse. Budgets are given as the vanilla checkpoint
 interval (a fraction of the run); MFU/SSU/lookahead get the partial-save interval that writes the
@@ -37,6 +39,7 @@ import numpy as np
 import torch
 
 from cprsim.calibrate import data as D
+from cprsim.calibrate import datasets as DS
 from cprsim.calibrate.emulation import Emulator, Setting, periodic_actions
 from cprsim.calibrate.model import DLRM, ModelConfig
 
@@ -58,6 +61,9 @@ class Preset:
     sample_rate: float = 0.05
     model: ModelConfig = field(default_factory=ModelConfig)
     runtime: str = ""  #: measured wall time (documentation only: not part of the fingerprint)
+    #: real data (``cprsim calibrate --data``; ``datasets.sized`` sets the sample counts to the
+    #: data's own); ``None``: the synthetic generator at ``scale``
+    data: DS.DataSpec | None = None
 
 
 #: measured wall time of ``cprsim calibrate --preset P --jobs 2`` on the 2-core development machine
@@ -69,13 +75,18 @@ RUNTIMES = {
     "paper": "~50 min, extrapolated from 8 measured runs (not run in full)",
 }
 
+#: budgets from "no save in the run" (2: MFU/SSU save partially once, never fully) down to
+#: 1/16 of the run: with 8 failures per run every strategy's PLS reaches 0.3 (the range the planner
+#: needs; :func:`emulated_pls` computes it without training, tests/test_calibrate_dlrm.py checks it)
+BUDGETS = (2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 PRESETS = {
-    "quick": Preset("quick", 200_000, 50_000, (0, 1), (0.5, 0.125), runtime=RUNTIMES["quick"]),
-    "standard": Preset("standard", 1_000_000, 200_000, (0, 1, 2), (0.5, 0.25, 0.125, 0.0625),
-                       ("partial", "mfu", "ssu", "lookahead"), runtime=RUNTIMES["standard"]),
-    "paper": Preset("paper", 4_000_000, 500_000, (0, 1, 2, 3, 4), (0.5, 0.25, 0.125, 0.0625, 0.03125),
+    "quick": Preset("quick", 200_000, 50_000, (0, 1), (2.0, 0.125), failures_per_run=8,
+                    runtime=RUNTIMES["quick"]),
+    "standard": Preset("standard", 1_000_000, 200_000, (0, 1, 2), BUDGETS,
+                       ("partial", "mfu", "ssu", "lookahead"), failures_per_run=8, runtime=RUNTIMES["standard"]),
+    "paper": Preset("paper", 4_000_000, 500_000, (0, 1, 2, 3, 4), BUDGETS,
                     ("partial", "mfu", "ssu", "lookahead"), scale=100.0, n_shards=8,
-                    failures_per_run=8, runtime=RUNTIMES["paper"]),
+                    failures_per_run=16, runtime=RUNTIMES["paper"]),
 }
 
 
@@ -97,6 +108,10 @@ class Prepared:
     def n_iters(self) -> int:
         return self.label.shape[0] // self.batch
 
+    @property
+    def n_dense(self) -> int:
+        return self.dense.shape[1]
+
     def unique(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch ``k``'s ``torch.unique(rows, return_inverse=True)``, computed once for every run."""
         if self._unique is None:
@@ -117,15 +132,22 @@ def prepare(train: D.Dataset, test: D.Dataset, tables: tuple[int, ...], batch: i
 
 
 def synthetic_prepared(p: Preset, seed: int) -> Prepared:
-    train = D.synthetic(p.train_samples, seed=seed + 1, scale=p.scale)
-    test = D.synthetic(p.test_samples, seed=0, scale=p.scale, start_chunk=1 << 20)
-    return prepare(train, test, D.scaled_tables(p.scale), p.batch)
+    s = DS.synthetic_split(p.train_samples, p.test_samples, seed, p.scale)
+    return prepare(s.train, s.test, s.tables, p.batch)
+
+
+def prepared(p: Preset, seed: int) -> Prepared:
+    """Seed ``seed``'s data: synthetic, or ``p.data``'s (``datasets.seed_data``)."""
+    if p.data is None:
+        return synthetic_prepared(p, seed)
+    train, test, tables = DS.seed_data(p.data, seed, p.train_samples, p.test_samples, p.scale)
+    return prepare(train, test, tables, p.batch)
 
 
 def new_model(prep: Prepared, cfg: ModelConfig, seed: int) -> DLRM:
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    return DLRM(prep.tables, cfg, gen)
+    return DLRM(prep.tables, cfg, gen, n_dense=prep.n_dense)
 
 
 def train(prep: Prepared, cfg: ModelConfig, seed: int, emu_factory: Callable[[DLRM], Emulator] | None = None,
@@ -146,22 +168,54 @@ def train(prep: Prepared, cfg: ModelConfig, seed: int, emu_factory: Callable[[DL
     return model, emu
 
 
+def emulated_pls(p: Preset, seed: int, prep: Prepared | None = None) -> list[tuple[str, float, float, float, float]]:
+    """Each setting's ``(strategy, budget, PLS, position, age)`` for one seed, without training:
+    the measured PLS depends only on the accesses, the ranking counters and the schedule, never on
+    the trained values, so emulating the saves and failures over the batches gives exactly what
+    the calibration run will measure (in a fraction of its time)."""
+    prep = prep or synthetic_prepared(p, seed)
+    n, B = prep.n_iters, prep.batch
+    future = prep.grows[:n * B].reshape(n, -1)
+    model = new_model(prep, p.model, seed)
+    out = []
+    for b, st in settings_for(p, n, seed):
+        emu = Emulator(model, p.n_shards, st, n, "measured", seed, future_rows=future, batch=B)
+        for k in range(n):
+            emu.before(k)
+            emu.count_batch(prep.grows[k * B:(k + 1) * B])
+        out.append((st.strategy, float(b), float(emu.pls), *map(float, emu.timing)))
+    return out
+
+
 def evaluate(model: DLRM, prep: Prepared) -> tuple[float, float]:
     p = model.predict(prep.test_dense, prep.test_grows)
     return D.auc(prep.test_label, p), D.logloss(prep.test_label, p)
 
 
-def failure_schedule(n_iters: int, n_shards: int, count: int, seed: int) -> list[tuple[int, int]]:
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFA11]))
-    its = np.sort(rng.integers(max(1, n_iters // 20), n_iters, count))
+#: where in the run a setting's failures strike (fractions of the run): the whole run after the
+#: first 5%, its first half, its second half. Budget ``i`` of seed ``s`` uses window ``(i + s) mod 3``
+#: (a Latin square): every strategy at a budget shares the failures (common random numbers for the
+#: strategy comparison), and the failure position varies within each seed and each budget, so the
+#: accuracy model can separate *when* the loss happens from *how much* is lost.
+WINDOWS = ((0.05, 1.0), (0.05, 0.5), (0.5, 1.0))
+
+
+def failure_schedule(n_iters: int, n_shards: int, count: int, seed: int, window: int = 0) -> list[tuple[int, int]]:
+    """``count`` failures at uniformly random iterations of :data:`WINDOWS` ``[window]`` on random shards."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFA11] + ([window] if window else [])))
+    a, b = WINDOWS[window]
+    its = np.sort(rng.integers(max(1, int(n_iters * a)), max(2, int(n_iters * b)), count))
     shards = rng.integers(0, n_shards, count)
     return [(int(k), int(j)) for k, j in zip(its, shards)]
 
 
-def settings_for(p: Preset, n_iters: int, failures: list[tuple[int, int]]) -> list[tuple[float, Setting]]:
+def settings_for(p: Preset, n_iters: int, seed: int) -> list[tuple[float, Setting]]:
+    """Every (budget, strategy) setting of a seed; budget ``i``'s failures strike in window
+    ``(i + seed) mod 3`` (:data:`WINDOWS`)."""
     out = []
     K, r = p.full_every, p.top_fraction
-    for b in p.budgets:
+    for i, b in enumerate(p.budgets):
+        failures = failure_schedule(n_iters, p.n_shards, p.failures_per_run, seed, (i + seed) % len(WINDOWS))
         vanilla = max(1, int(round(b * n_iters)))
         for st in p.strategies:
             if st == "partial":
@@ -183,6 +237,8 @@ class Point:
     d_logloss: float
     auc: float
     logloss: float
+    position: float = 0.0  #: loss-weighted failure position, fraction of the run (Emulator.timing)
+    age: float = 0.0  #: loss-weighted restored-state age, fraction of the run
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -226,6 +282,8 @@ class RunResult:
     pls: float
     auc: float
     logloss: float
+    position: float = 0.0  #: see :class:`Point`
+    age: float = 0.0
 
     @property
     def key(self) -> tuple[int, int]:
@@ -244,8 +302,7 @@ def plan_runs(p: Preset, settings_fn: Callable[[int, int], list[tuple[float, Set
     runs: list[Run] = []
     for seed in p.seeds:
         runs.append(Run(seed, 0, 0.0))
-        sets = settings_fn(n, seed) if settings_fn is not None else \
-            settings_for(p, n, failure_schedule(n, p.n_shards, p.failures_per_run, seed))
+        sets = settings_fn(n, seed) if settings_fn is not None else settings_for(p, n, seed)
         runs += [Run(seed, i, float(b), st) for i, (b, st) in enumerate(sets, start=1)]
     return runs
 
@@ -257,7 +314,7 @@ def _prepared(p: Preset, seed: int) -> Prepared:
     key = (p, seed)
     if key not in _PREP:
         _PREP.clear()  # one seed at a time: a paper-preset seed is about 2 GB
-        _PREP[key] = synthetic_prepared(p, seed)
+        _PREP[key] = prepared(p, seed)
     return _PREP[key]
 
 
@@ -269,7 +326,7 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
     n = prep.n_iters
     if run.setting is None:
         model, _ = train(prep, p.model, run.seed)
-        pls = 0.0
+        pls, position, age = 0.0, 0.0, 0.0
     else:
         st = run.setting
         future = prep.grows[:n * p.batch].reshape(n, -1)
@@ -277,8 +334,10 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
                                   batch=p.batch))
         model, emu = train(prep, p.model, run.seed, fac)
         pls = emu.pls
+        position, age = emu.timing
     a, ll = evaluate(model, prep)
-    res = RunResult(run.seed, run.run, run.strategy, run.label, run.budget, float(pls), float(a), float(ll))
+    res = RunResult(run.seed, run.run, run.strategy, run.label, run.budget, float(pls), float(a), float(ll),
+                    float(position), float(age))
     return res, time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -344,7 +403,8 @@ def points_from(results: Sequence[RunResult]) -> tuple[list[Point], dict]:
     res = sorted(results, key=lambda r: r.key)
     base = {r.seed: r for r in res if r.run == 0}
     points = [Point(r.strategy, r.budget, r.seed, r.pls, base[r.seed].auc - r.auc,
-                    r.logloss - base[r.seed].logloss, r.auc, r.logloss) for r in res if r.run != 0]
+                    r.logloss - base[r.seed].logloss, r.auc, r.logloss, r.position, r.age)
+              for r in res if r.run != 0]
     seeds = sorted(base)
     facts = {"baseline_auc": [base[s].auc for s in seeds],
              "baseline_logloss": [base[s].logloss for s in seeds]}

@@ -100,8 +100,16 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/calibrate"),
               show_default=True, help="Write calibration.toml, points.csv, manifest.json, run.json and the plot here.")
 @click.option("--no-costs", is_flag=True, help="Skip the save/load timing and the end-to-end check.")
+@click.option("--data", default="synthetic", show_default=True, metavar="synthetic|movielens-100k|FILE",
+              help="Training data: the synthetic Criteo-like generator; MovieLens-100k (the movielens "
+                   "extra); a Criteo .tsv; or a .csv/.parquet file with --schema. Real data is trained "
+                   "one epoch, at its own size (docs/calibration.md, Data).")
+@click.option("--schema", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="schema.toml of a --data .csv/.parquet file: its label, categorical and dense columns.")
+@click.option("--limit-samples", "limit", nargs=2, type=click.IntRange(min=1), default=None, hidden=True,
+              help="At most TRAIN training and TEST held-out samples (the earliest; for tests).")
 def command(preset: str, jobs: int | None, threads: int, resume: bool, from_sim: str | None, out: Path,
-            no_costs: bool) -> None:
+            no_costs: bool, data: str, schema: Path | None, limit: tuple[int, int] | None) -> None:
     # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, torch with 2
     # threads spinning on a core another process holds was 25x slower than with 1 thread (the
     # costs step's 2 threads); read once, when torch loads OpenMP (a value already set is kept)
@@ -111,14 +119,15 @@ def command(preset: str, jobs: int | None, threads: int, resume: bool, from_sim:
         import torch  # noqa: F401
     except ImportError:
         raise click.ClickException("calibrate needs torch: pip install 'cprsim[dlrm]'") from None
+    from cprsim.calibrate.datasets import resolve, sized
     from cprsim.calibrate.pipeline import calibrate
     from cprsim.calibrate.runner import PRESETS, n_steps
 
-    p = PRESETS[preset]
+    p = sized(PRESETS[preset], resolve(data, schema), limit)
     jobs = jobs if jobs is not None else _cores()
     scen = load_scenario(from_sim, ()) if from_sim else None
     total = n_steps(p) + (0 if no_costs else 1)
-    label = f"calibrate {preset}"
+    label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
     t0 = time.perf_counter()
     try:
         if sys.stderr.isatty():
@@ -137,5 +146,16 @@ def command(preset: str, jobs: int | None, threads: int, resume: bool, from_sim:
         click.echo(f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
                    f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] R²={f['auc_r2']:.2f}; "
                    f"log-loss +{f['logloss_slope']:.4g} x PLS; mean PLS {f['mean_pls']:.4f}")
+    rng = doc.get("model", {}).get("range", {})
+    if rng:
+        click.echo("PLS range measured: " + ", ".join(f"{st} {r['pls'][0]:.3g}-{r['pls'][1]:.3g}"
+                                                      for st, r in rng.items()))
+    for metric in ("auc", "logloss"):
+        m = doc.get("model", {}).get(metric)
+        if m:
+            pool = "pooled over the strategies" if m["pooled"] else "per strategy"
+            pv = m["pooling_f_test_p"].get(m["chosen"])
+            click.echo(f"planner's {metric} model: {m['formula']} ({pool}, F-test p = {pv:.3g}; chosen by "
+                       f"{m['selection']} among {', '.join(m['cv_mse'])})")
     click.echo(f"wrote {out / 'calibration.toml'} ({_fmt(time.perf_counter() - t0)} on {jobs} "
                f"job{'s' if jobs > 1 else ''} x {threads} thread{'s' if threads > 1 else ''})")

@@ -185,12 +185,12 @@ def plan_table(plan):  # noqa: ANN001, ANN201
     from rich.table import Table
 
     m = plan.metric
-    promise = "mean PLS" if plan.confidence is None else f"PLS in {100 * plan.confidence:g}% of runs"
+    promise = "on the mean" if plan.confidence is None else f"in {100 * plan.confidence:g}% of runs"
     title = (f"{plan.scenario}: {m} loss <= {plan.accuracy_bound:g}, {promise}; "
              f"{plan.failure_rate_per_h:.3g} failure events/h (start: {plan.failure_start}); "
              f"search {plan.search_replications} / confirm {plan.replications} fresh replications, seed {plan.seed}")
     t = Table(title=escape(title), caption="* recommended, = tied with it within the 95% CIs; (!) PLS beyond the "
-              "calibrated range; P90: of single runs; runs within: share of fresh runs with PLS <= bound "
+              "calibrated range; P90: of single runs; runs within: share of fresh runs whose loss (upper 95% end) <= the bound "
               "(its 95% lower bound)")
     cols = ("option", "saves", "full saves", "overhead ±95% CI", "P90", "ckpt-rel.", "ETTR",
             "PLS mean / P90", "PLS bound", "runs within (lo)", f"{m} loss", "meets")

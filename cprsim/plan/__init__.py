@@ -169,7 +169,8 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
     if weak:
         preset = acc.provenance.get("preset", "?")
         bigger = {"quick": "standard", "standard": "paper"}.get(preset)
-        notes.append(f"the calibrated {metric} loss per unit PLS is not significantly above zero for "
+        where = " (at PLS 0.1: the curvature model's grows with PLS)" if acc.model == "curvature" else ""
+        notes.append(f"the calibrated {metric} loss per unit PLS{where} is not significantly above zero for "
                      f"{', '.join(sorted(set(weak)))} (95% CIs; preset {preset}): the plan uses the upper ends"
                      + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else ""))
     notes.append("the accuracy model was measured by `cprsim calibrate` on a small DLRM "
@@ -217,13 +218,16 @@ def _full_interval(s: Scenario, rates: Rates, c: Costs, age: float, allow_none: 
 # -- options -------------------------------------------------------------------------------------------
 def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str, Any], a_over: float, e_pls: float,
              bound: float, note: str, steps: Sequence[float] = (),
-             params_at: Callable[[float], dict[str, Any]] | None = None) -> Option:
-    """Simulate on the confirmation block; step down ``steps`` (descending) while the bound fails."""
+             params_at: Callable[[float], dict[str, Any]] | None = None, cap: float | None = None) -> Option:
+    """Simulate on the confirmation block; step down ``steps`` (descending) while the bound fails.
+    ``bound``: the PLS bound shown; ``cap``: the PLS no run may exceed (the extrapolation limit;
+    default ``bound``); each run's loss is checked against the accuracy bound besides."""
     stepped = 0
+    score = _score(ctx, cls.name, bound if cap is None else cap)
     while True:
         res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
         ctx.tick(1)
-        v = judge([r.pls for r in res], bound, ctx.q)
+        v = judge(score(res), 1.0, ctx.q)
         if v.passed or cls.plan_kind != "pls" or stepped >= len(steps):
             break
         tau = steps[stepped]
@@ -232,10 +236,13 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
     est = {k: estimate([getattr(r, k) for r in res]) for k in ("overhead", "ckpt_overhead", "pls", "ettr")}
     pls = est["pls"]
     strat = cls.name
-    loss, loss_lo, loss_hi = ctx.acc.loss(pls.mean, strat) if cls.plan_kind == "pls" else (0.0, 0.0, 0.0)
+    loss, loss_lo, loss_hi = ctx.acc.mean_loss(res, strat) if cls.plan_kind == "pls" else (0.0, 0.0, 0.0)
     # the PLS the promise is about: the mean, or the confidence-quantile of single runs
     bounded = pls.mean if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
-    tail = ctx.acc.loss(bounded, strat)[2] if cls.plan_kind == "pls" else 0.0
+    if cls.plan_kind == "pls":  # the loss bounded: the mean's upper end, or the runs' upper ends' quantile
+        tail = loss_hi if ctx.q is None else float(np.quantile(ctx.acc.run_losses(res, strat)[1], ctx.q))
+    else:
+        tail = 0.0
     extrap = ""
     rng = ctx.acc.measured_range(strat) if cls.plan_kind == "pls" else None
     stat_name = "mean PLS" if ctx.q is None else f"P{100 * ctx.q:g} PLS"
@@ -252,6 +259,20 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
                   bound if cls.plan_kind == "pls" else math.inf, min(full_int, ctx.s.duration_s), est["ettr"],
                   v.within, v.within_lo, (loss_lo, loss_hi), tail, cls.plan_oracle, extrap, False, stepped,
                   cls.plan_rank, quantile_ci([r.overhead for r in res], 0.9))
+
+
+def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[Any]], np.ndarray]:
+    """Runs -> each run's upper accuracy loss over the accuracy bound, or its PLS over the PLS cap
+    when that is larger: a run passes when its score is <= 1. With the slope model and the cap at
+    the PLS bound this is exactly ``PLS / PLS bound``."""
+    def score(res: Sequence[Any]) -> np.ndarray:
+        pls = np.array([r.pls for r in res], dtype=float)
+        over_cap = pls / pls_cap if pls_cap > 0 else np.where(pls > 0, math.inf, 0.0)
+        hi = ctx.acc.run_losses(res, strategy)[1]
+        if ctx.q is None:  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
+            hi = hi - float(np.mean(hi)) + ctx.acc.mean_loss(res, strategy)[2]
+        return np.maximum(hi / ctx.bound, over_cap)
+    return score
 
 
 def _full_options(ctx: _Context, age: float) -> list[Option]:
@@ -307,6 +328,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
         ctx.notes.append(f"{label}: the accuracy model allows no lost samples at this bound")
         return None
     rng = ctx.acc.measured_range(cls.name)
+    cap = math.inf  # no run beyond it: the extrapolation limit (each run's loss is checked besides)
     if rng is not None and math.isfinite(rng) and bound > 2 * rng:
         if ctx.allow_extrapolation:
             ctx.notes.append(f"{label}: planned to PLS {bound:.3g}, beyond twice the PLS range the calibration "
@@ -315,7 +337,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
             ctx.notes.append(f"{label}: the accuracy bound would allow PLS {bound:.3g}, but the calibration measured "
                              f"{cls.name} only up to PLS {rng:.3g}; the plan stays within twice that range "
                              f"(PLS <= {2 * rng:.3g}); --allow-extrapolation plans to the bound")
-            bound = 2 * rng
+            bound = cap = 2 * rng
     lo = max(60.0, 2.0 * c.latency_s)
     cands = grid_below(T_F, lo)
 
@@ -357,7 +379,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     def params_at(t: float) -> dict[str, Any]:
         return cls.plan_with_full_interval(variant, t, T_F)
 
-    search = PlsSearch(s, cls.name, params_at, bound, ctx.q, ctx.ns, ctx.tick)
+    search = PlsSearch(s, cls.name, params_at, 1.0, ctx.q, ctx.ns, ctx.tick, score=_score(ctx, cls.name, cap))
     tau = search.run(cands, tau_a)
     if tau is None:
         ctx.notes.append(f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
@@ -365,7 +387,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
         return None
     i = cands.index(tau)
     steps = list(reversed(cands[max(0, i - 3):i]))
-    crit = "mean PLS" if ctx.q is None else f"PLS in {100 * ctx.q:g}% of runs (95% lower bound)"
+    crit = "mean loss" if ctx.q is None else f"loss in {100 * ctx.q:g}% of runs (95% lower bound)"
     note = (f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications; "
             f"confirmed on {ctx.n} fresh ones")
     extra = _safe_note(lambda: cls.plan_note(s.with_updates({"checkpoint.interval_h": tau / HOUR,
@@ -376,7 +398,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
         note += "; ORACLE: knows the future, a reference, not a deployable strategy"
     o = _confirm(ctx, label, cls, tau, params_at(tau), _safe(lambda: cls.plan_expected_overhead(
         s, params_at(tau), tau, rates, c)), _safe(lambda: cls.plan_expected_pls(s, params_at(tau), tau, rates)),
-        bound, note, steps, params_at)
+        bound, note, steps, params_at, cap=cap)
     return o
 
 

@@ -1,17 +1,20 @@
-"""The accuracy side of a plan: PLS -> accuracy loss, honestly.
+"""The accuracy side of a plan: PLS (and when and how old the loss) -> accuracy loss, honestly.
 
-* **One pooled slope unless the data say otherwise.** The calibration measures ``loss = slope x
-  PLS`` (through the origin) per strategy. Whether MFU/SSU/lookahead lose a different amount of
-  accuracy *per unit PLS* than vanilla CPR is a question the calibration answers with an F-test
-  of "one slope for all" against "a slope per strategy" (``p < 0.05``: the strategies' own slopes;
-  otherwise one slope fitted on every point). The plan says which, with the p-value.
-* **Conservative.** A bound promised to a user must also hold for the calibration's noise: the
-  PLS bound is ``accuracy bound / upper end of the slope's 95% CI``.
-* **Within the measured range.** The linear model is only known on the PLS range the calibration
+* **The model the calibration supports.** ``calibration.toml``'s ``[model.<metric>]`` names the
+  accuracy model chosen on held-out seeds (:mod:`cprsim.calibrate.accuracy`): ``loss = PLS x b0``
+  or a richer one where the loss per unit PLS also grows with the failure's position in training
+  and the restored state's age. The planner evaluates it on each simulated run's own PLS,
+  position and age. Files without ``[model]`` get it fitted from their points at load time (PLS
+  only: ``slope``).
+* **One pooled set of coefficients unless the data say otherwise**: an F-test of "one for all
+  strategies" against "one per strategy" (``p < 0.05``: per strategy). The plan says which.
+* **Conservative.** A bound promised to a user must also hold for the calibration's noise: each
+  run's loss is taken at the upper end of its prediction's 95% CI.
+* **Within the measured range.** The model is only known on the PLS range the calibration
   measured for that strategy (``[0, max measured PLS]``): beyond it the plan warns, and beyond
   twice it the planner does not go unless asked (``allow_extrapolation``).
 
-Calibrations without points (a placeholder, or a test model) keep their own slopes and have no
+Accuracy models without points (a placeholder, or a test model) keep their own slopes and have no
 range: the plan then says it cannot check the range.
 """
 
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 from scipy import stats
+
+from cprsim.calibrate.accuracy import AccuracyFit, Data, select
 
 
 class AccuracyModel(Protocol):
@@ -62,12 +67,16 @@ class PlanAccuracy:
     metric: str
     calibrated: bool
     provenance: dict[str, Any]
-    slopes: dict[str, SlopeFit]  #: strategy -> the slope the plan uses for it (pooled or own)
+    #: strategy -> loss per unit PLS at the reference covariates (mid-training, fresh state; PLS 0.1
+    #: for the curvature model, whose loss per unit PLS grows with PLS)
+    slopes: dict[str, SlopeFit]
     ranges: dict[str, float]  #: strategy -> the largest PLS the calibration measured for it
     pooled: bool | None  #: None: no points to test
     p_value: float | None
     description: str
     fallback: Any = field(default=None, repr=False)  #: a model without points: asked directly
+    fit: AccuracyFit | None = field(default=None, repr=False)
+    model: str = "slope"  #: the chosen model's name ('external' for a model without points)
 
     def _fit(self, strategy: str) -> SlopeFit | None:
         return self.slopes.get(strategy, self.slopes.get("partial"))
@@ -79,19 +88,60 @@ class PlanAccuracy:
         return self.fallback.accuracy_loss(1.0, self.metric, strategy)
 
     def pls_bound(self, bound: float, strategy: str) -> float:
-        """The largest PLS whose loss stays within ``bound`` at the slope's upper 95% end."""
+        """The largest PLS whose loss stays within ``bound`` at the upper 95% end, at the reference
+        covariates (a failure mid-training restoring a fresh state; the search then checks each
+        run at its own)."""
+        if self.fit is not None:
+            if self.fit.name == "slope":
+                s = self.fit.slope_at(strategy, pls=1.0)[2]
+                return math.inf if s <= 0 else bound / s
+            return self.fit.max_pls(bound, strategy)
         if self._fit(strategy) is None:
             return float(self.fallback.max_pls(bound, self.metric, strategy))
         s = self.slope_hi(strategy)
         return math.inf if s <= 0 else bound / s
 
-    def loss(self, pls: float, strategy: str) -> tuple[float, float, float]:
-        """Expected loss at this PLS and its 95% range from the slope's CI (never negative)."""
+    def loss(self, pls: float, strategy: str, position: float = 0.5, age: float = 0.0) -> tuple[float, float, float]:
+        """Expected loss at this PLS (and covariates) and its 95% range (never negative)."""
+        if self.fit is not None:
+            m, lo, hi = self.fit.predict(strategy, pls, position, age)
+            return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
         f = self._fit(strategy)
         if f is None:
             v = max(0.0, float(self.fallback.accuracy_loss(pls, self.metric, strategy)))
             return v, v, v
         return max(0.0, f.slope * pls), max(0.0, f.lo * pls), max(0.0, f.hi * pls)
+
+    def run_losses(self, results: Sequence[Any], strategy: str) -> tuple[np.ndarray, np.ndarray]:
+        """Each run's expected loss and the upper end of its 95% CI, at the run's own PLS,
+        failure position and restored-state age (``pls``, ``pls_position``, ``pls_age``)."""
+        pls = np.array([r.pls for r in results], dtype=float)
+        if self.fit is not None:
+            pos = np.array([getattr(r, "pls_position", 0.5) for r in results], dtype=float)
+            age = np.array([getattr(r, "pls_age", 0.0) for r in results], dtype=float)
+            m, _, hi = self.fit.predict(strategy, pls, pos, age)
+            return np.maximum(m, 0.0), np.maximum(hi, 0.0)
+        f = self._fit(strategy)
+        if f is None:
+            v = np.array([max(0.0, float(self.fallback.accuracy_loss(x, self.metric, strategy))) for x in pls])
+            return v, v
+        return np.maximum(f.slope * pls, 0.0), np.maximum(f.hi * pls, 0.0)
+
+    def mean_loss(self, results: Sequence[Any], strategy: str) -> tuple[float, float, float]:
+        """The runs' mean expected loss and its 95% range (the model is linear in its columns, so
+        this is the prediction at the runs' mean column)."""
+        if not results:
+            return 0.0, 0.0, 0.0
+        if self.fit is None:
+            return self.loss(float(np.mean([r.pls for r in results])), strategy)
+        from cprsim.calibrate.accuracy import design
+
+        pls = np.array([r.pls for r in results], dtype=float)
+        pos = np.array([getattr(r, "pls_position", 0.5) for r in results], dtype=float)
+        age = np.array([getattr(r, "pls_age", 0.0) for r in results], dtype=float)
+        x = design(self.fit.terms, pls, pos, age).mean(axis=0)
+        m, lo, hi = self.fit.coef_for(strategy).predict(x[None, :])
+        return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
 
     def measured_range(self, strategy: str) -> float | None:
         if not self.ranges:
@@ -99,42 +149,38 @@ class PlanAccuracy:
         return self.ranges.get(strategy, self.ranges.get("partial"))
 
 
-def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAccuracy:
-    """Pooled or per-strategy slopes from the calibration's points (F-test), and their ranges."""
-    raw = getattr(model, "raw", {}) or {}
+def _points(raw: Any, metric: str) -> dict[str, dict[str, Any]]:
     points = raw.get("points") if isinstance(raw, dict) else None
-    prov = dict(getattr(model, "provenance", {}))
-    calibrated = bool(getattr(model, "calibrated", False))
-    data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    out: dict[str, dict[str, Any]] = {}
     if isinstance(points, dict):
         for st, p in points.items():
             if isinstance(p, dict) and "pls" in p and f"d_{metric}" in p:
                 x = np.asarray(p["pls"], dtype=float)
                 y = np.asarray(p[f"d_{metric}"], dtype=float)
                 if x.size == y.size and x.size >= 2 and np.all(np.isfinite(x)) and np.all(np.isfinite(y)):
-                    data[st] = (x, y)
-    if not data:
-        return PlanAccuracy(metric, calibrated, prov, {}, {}, None, None,
-                            "the accuracy model's own slopes (no calibration points to pool or to bound "
-                            "the PLS range)", fallback=model)
-    own = {st: fit_through_origin(x, y) for st, (x, y) in data.items()}
-    ranges = {st: float(np.max(x)) for st, (x, _) in data.items()}
-    xs = np.concatenate([x for x, _ in data.values()])
-    ys = np.concatenate([y for _, y in data.values()])
-    pooled_fit, rss_pool = fit_through_origin(xs, ys)
-    k, n = len(data), xs.size
-    rss_sep = sum(r for _, r in own.values())
-    p_value: float | None = None
-    if k >= 2 and n > k and rss_sep > 0:
-        F = ((rss_pool - rss_sep) / (k - 1)) / (rss_sep / (n - k))
-        p_value = float(stats.f.sf(F, k - 1, n - k))
-    differ = p_value is not None and p_value < significance
-    if differ or k == 1:
-        slopes = {st: f for st, (f, _) in own.items()}
-        desc = (f"each strategy's own {metric} slope: an F-test rejects one common slope (p = {p_value:.3g})"
-                if differ else f"vanilla CPR's {metric} slope (the only strategy calibrated)")
-    else:
-        slopes = {st: pooled_fit for st in data}
-        desc = (f"one {metric} slope pooled over {', '.join(data)} ({n} runs): the strategies' slopes do not "
-                f"differ significantly (F-test p = {p_value:.3g})")
-    return PlanAccuracy(metric, calibrated, prov, slopes, ranges, not differ and k >= 2, p_value, desc)
+                    out[st] = p
+    return out
+
+
+def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAccuracy:
+    """The calibration's chosen model for ``metric`` (``[model.<metric>]``, or fitted from its
+    points), with its pooling test and the measured PLS ranges; a model without points as it is."""
+    raw = getattr(model, "raw", {}) or {}
+    prov = dict(getattr(model, "provenance", {}))
+    calibrated = bool(getattr(model, "calibrated", False))
+    fit: AccuracyFit | None = (getattr(model, "models", None) or {}).get(metric)
+    if fit is None:
+        pts = _points(raw, metric)
+        if not pts:
+            return PlanAccuracy(metric, calibrated, prov, {}, {}, None, None,
+                                "the accuracy model's own slopes (no calibration points to pool or to bound "
+                                "the PLS range)", fallback=model, model="external")
+        fit = AccuracyFit.from_selection(select(Data.from_points(pts, metric), metric, significance))
+    slopes = {}
+    for st in fit.ranges or {"partial": None}:
+        m, lo, hi = fit.slope_at(st)
+        slopes[st] = SlopeFit(m, lo, hi, fit.coef_for(st).n)
+    ranges = {st: r["pls"][1] for st, r in fit.ranges.items()}
+    k = len(fit.ranges)
+    return PlanAccuracy(metric, calibrated, prov, slopes, ranges, fit.pooled if k >= 2 else False, fit.f_p_value,
+                        fit.description, fit=fit, model=fit.name)

@@ -27,7 +27,7 @@ class Option:
     pls_bound: float = math.inf  #: this option's PLS bound; inf: loses no update
     full_interval_s: float = math.nan  #: progress between two full (consistent) checkpoints
     ettr: Estimate | None = None
-    within: float = 1.0  #: share of confirmation runs whose PLS <= the bound
+    within: float = 1.0  #: share of confirmation runs within the bound (loss at its upper 95% end, and PLS <= the cap)
     within_lo: float = 1.0  #: its one-sided 95% Clopper-Pearson lower bound
     accuracy_loss_ci: tuple[float, float] = (0.0, 0.0)  #: from the slope's 95% CI
     accuracy_loss_tail: float = 0.0  #: at the PLS quantile the plan bounds (its confidence), upper slope

@@ -64,8 +64,10 @@ def recommend(options: list[Option], bound: float, metric: str, objective: str,
         two = (f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h" if
                rec.full_interval_s > rec.interval_s * (1 + 1e-9) else "")
         if math.isfinite(rec.pls_bound):
-            guarantee = (f"; PLS <= {rec.pls_bound:.3g} in {100 * rec.within:.1f}% of fresh runs (95% lower bound "
-                         f"{100 * rec.within_lo:.1f}%); expected {metric} loss {rec.accuracy_loss:.2g} "
+            guarantee = (f"; {metric} loss <= {bound:g} (each run at the upper end of its 95% CI) in "
+                         f"{100 * rec.within:.1f}% of fresh runs (95% lower bound {100 * rec.within_lo:.1f}%; "
+                         f"PLS <= {rec.pls_bound:.3g} for a fresh restore mid-training); expected {metric} loss "
+                         f"{rec.accuracy_loss:.2g} "
                          f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (<= {bound:g} at the bounded "
                          f"quantile: {rec.accuracy_loss_tail:.2g})")
         else:  # a strategy that loses no update (ECRM, Check-N-Run): no PLS bound to promise

@@ -4,8 +4,11 @@
 plans made with different replication counts land on comparable points ("within one grid step"),
 plus caps (the full-checkpoint interval, the job) where they bind.
 
-**Criterion.** The accuracy bound is a promise about single runs: ``P(a run's PLS <= bound) >= q``
-(``q`` the confidence, default 0.9). An interval passes on a set of replications when the
+**Criterion.** The accuracy bound is a promise about single runs: ``P(a run's accuracy loss <=
+bound) >= q`` (``q`` the confidence, default 0.9), each run's loss taken at the upper end of the
+accuracy model's 95% CI at the run's own PLS, failure position and restored-state age (with the
+slope model: ``P(PLS <= PLS bound) >= q``); a run beyond the PLS cap (twice the calibrated range)
+fails too. An interval passes on a set of replications when the
 one-sided 95% Clopper-Pearson lower bound of the share of runs within the bound is at least
 ``q``. ``confidence = None`` keeps the older criterion on the mean (mean PLS <= bound).
 
@@ -113,6 +116,9 @@ class PlsSearch:
     q: float | None
     n_search: int
     tick: Callable[[int], None]
+    #: runs -> the values compared with ``bound`` (default: their PLS); the planner passes each run's
+    #: accuracy loss relative to the accuracy bound, so that ``bound`` is 1
+    score: Callable[[list[ReplicationResult]], np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         self.cache: dict[float, Verdict] = {}
@@ -121,7 +127,8 @@ class PlsSearch:
         if tau not in self.cache:
             res = simulate(self.s, tau, self.strategy, self.params_at(tau), self.n_search)
             self.tick(1)
-            self.cache[tau] = judge([r.pls for r in res], self.bound, self.q)
+            vals = self.score(res) if self.score is not None else np.array([r.pls for r in res])
+            self.cache[tau] = judge(vals, self.bound, self.q)
         return self.cache[tau]
 
     def run(self, cands: list[float], guess: float) -> float | None:

@@ -57,7 +57,16 @@ def plot_calibration(doc: dict[str, Any], metric: str = "auc", ax: Any = None): 
     prov = doc.get("provenance", {})
     seeds = prov.get("seeds", [])
     ax.set_title(f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
-                 + ("" if prov.get("calibrated", True) else " (placeholder, not measured)"), fontsize=10)
+                 + ("" if prov.get("calibrated", True) else " (placeholder, not measured)")
+                 + _model_line(doc, metric), fontsize=10)
     ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
+
+
+def _model_line(doc: dict[str, Any], metric: str) -> str:
+    """The planner's model (``[model.<metric>]``), on a second title line."""
+    m = doc.get("model", {}).get(metric) if isinstance(doc.get("model"), dict) else None
+    if not isinstance(m, dict) or "formula" not in m:
+        return ""
+    return f"\nplanner's model: {m['formula']} ({'pooled' if m.get('pooled') else 'per strategy'})"

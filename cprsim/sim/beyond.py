@@ -468,6 +468,6 @@ class Lookahead(MFU):
                 if n < run.n_trainers:
                     age = run.progress % wb
                     lost = age * self.cache_cov / run.n_trainers
-                    run.ledger.lost += lost
+                    run.ledger.book(run.progress - age, run.progress, lost)
                     run.log("pls", n, lost / run.W)
         return stall

@@ -336,6 +336,7 @@ class Run:
         degraded = self.compute_s - useful - lost
         if abs(degraded) < 1e-9 * useful:  # float rounding of the phase sums
             degraded = 0.0
+        position, age = self.ledger.timing(self.W)
         return ReplicationResult(
             replication=rep,
             wall_s=wall,
@@ -354,6 +355,8 @@ class Run:
             overhead=(wall - useful) / useful,
             ckpt_overhead=(self.save_s + self.load_s + lost + degraded) / useful,
             ettr=useful / wall if wall > 0 else 1.0,
+            pls_position=position,
+            pls_age=age,
         )
 
 

@@ -45,6 +45,10 @@ class ReplicationResult:
     overhead: float  #: (wall - useful) / useful
     ckpt_overhead: float  #: (save + load + lost + degraded) / useful: the terms the strategy controls
     ettr: float  #: effective training time ratio: useful / wall
+    #: where and how old the lost updates were (:meth:`cprsim.pls.ShardLedger.timing`): loss-weighted
+    #: mean failure position and restored-state age, as fractions of the job (0 when nothing is lost)
+    pls_position: float = 0.0
+    pls_age: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -1,0 +1,419 @@
+"""The accuracy model: accuracy loss as a function of PLS, of when the loss happens and of how old
+the restored state was; fitted, selected on held-out seeds, and tested for pooling (torch-free).
+
+**Candidates.** Every model is through the origin (no lost update, no loss) and linear in its
+coefficients, with the run's PLS, loss-weighted failure ``position`` and restored-state ``age``
+(fractions of the run, :meth:`cprsim.pls.ShardLedger.timing`):
+
+=================  ==============================================================
+``slope``          ``loss = PLS x b0``
+``position``       ``loss = PLS x (b0 + b1 (position - 1/2))``
+``age``            ``loss = PLS x (b0 + b2 age)``
+``curvature``      ``loss = PLS x (b0 + b3 PLS)``
+``position+age``   ``loss = PLS x (b0 + b1 (position - 1/2) + b2 age)``
+=================  ==============================================================
+
+``b0`` is the loss per unit PLS of a failure in the middle of training that restored a state of
+"just now"; ``b1`` how much more a unit of PLS costs per unit later in training (later failures
+leave less training to recover); ``b2`` how much more it costs per unit of restored-state age (a
+shard reset to its initial values late in training loses more than the last hour of updates:
+early updates are the large ones); ``b3`` how much more each unit costs when much is lost at once
+(a convex loss: losing half the updates costs more than twice losing a quarter).
+
+**Pooled or per strategy** (for each candidate). An F-test of "one coefficient vector for every
+strategy" against "one per strategy": ``F = ((RSS_pooled - RSS_sep) / ((k - 1) p)) / (RSS_sep /
+(n - k p))``; per strategy only if ``p < 0.05``.
+
+**Selection on held-out data.** Each candidate (with its pooling) is refitted with one seed left
+out and predicts that seed's runs (leave-one-seed-out cross-validation: a seed's runs share a
+baseline, so they are not independent of each other). The chosen model is the simplest one whose
+held-out squared error is within one standard error of the best's (the one-standard-error rule,
+with the standard error of the per-run paired difference): a richer model is used only when the
+held-out data support it.
+
+**Uncertainty.** Coefficients carry their covariance ``s^2 (X'X)^-1``; a prediction's 95% CI is
+``x'b +- t(0.975, dof) sqrt(x' C x)``. The planner bounds the upper end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: candidate -> its terms beyond PLS (each multiplies PLS)
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "slope": (),
+    "position": ("position",),
+    "age": ("age",),
+    "curvature": ("pls",),
+    "position+age": ("position", "age"),
+}
+FORMULAS = {
+    "slope": "loss = PLS x b0",
+    "position": "loss = PLS x (b0 + b1 (position - 1/2))",
+    "age": "loss = PLS x (b0 + b2 age)",
+    "curvature": "loss = PLS x (b0 + b3 PLS)",
+    "position+age": "loss = PLS x (b0 + b1 (position - 1/2) + b2 age)",
+}
+COEF_NAMES = {"": "b0", "position": "b1", "age": "b2", "pls": "b3"}
+SIGNIFICANCE = 0.05
+#: the covariates the planner assumes when it only has a PLS (a failure mid-training restoring a
+#: fresh save): the reference point of ``b0``
+REFERENCE = {"position": 0.5, "age": 0.0, "pls": 0.1}  #: ``pls``: where "loss per unit PLS" is quoted
+
+
+def design(terms: Sequence[str], pls: np.ndarray, position: np.ndarray, age: np.ndarray) -> np.ndarray:
+    """The model's columns: PLS, then PLS x (position - 1/2), PLS x age and/or PLS x PLS."""
+    pls = np.asarray(pls, float)
+    cols = [pls]
+    for t in terms:
+        if t == "position":
+            cols.append(pls * (np.asarray(position, float) - 0.5))
+        elif t == "age":
+            cols.append(pls * np.asarray(age, float))
+        elif t == "pls":
+            cols.append(pls * pls)
+        else:
+            raise ValueError(f"unknown term {t!r}")
+    return np.column_stack(cols)
+
+
+@dataclass(frozen=True)
+class Coef:
+    """Least squares ``y = X b`` (no intercept) with its covariance and residual degrees of freedom."""
+
+    b: np.ndarray
+    cov: np.ndarray
+    dof: int
+    rss: float
+    n: int
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean prediction and its 95% CI (lower, upper) for each row of ``X``."""
+        from scipy import stats
+
+        X = np.atleast_2d(np.asarray(X, float))
+        m = X @ self.b
+        var = np.einsum("ij,jk,ik->i", X, self.cov, X)
+        h = (float(stats.t.ppf(0.975, self.dof)) if self.dof > 0 else math.inf) * np.sqrt(np.maximum(var, 0.0))
+        with np.errstate(invalid="ignore"):
+            return m, m - h, m + h
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"b": [float(x) for x in self.b], "cov": [[float(x) for x in r] for r in self.cov],
+                "dof": int(self.dof), "rss": float(self.rss), "n": int(self.n)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> "Coef":
+        from cprsim.errors import InputError
+
+        try:
+            b = np.asarray(d["b"], dtype=float).reshape(-1)
+            cov = np.asarray(d["cov"], dtype=float)
+            dof, rss, n = int(d["dof"]), float(d["rss"]), int(d["n"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{where}: expected b (numbers), cov (a square array), dof, rss and n") from None
+        if cov.shape != (b.size, b.size) or not np.all(np.isfinite(b)) or np.any(np.isnan(cov)) or (
+                dof > 0 and not np.all(np.isfinite(cov))):
+            raise InputError(f"{where}: cov must be a finite {b.size}x{b.size} array matching b "
+                             f"(infinite only when dof <= 0)")
+        return cls(b, cov, dof, rss, n)
+
+
+def ols(X: np.ndarray, y: np.ndarray) -> Coef:
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    n, p = X.shape
+    b, *_ = np.linalg.lstsq(X, y, rcond=None)
+    res = y - X @ b
+    rss = float(res @ res)
+    dof = n - p
+    xtx_inv = np.linalg.pinv(X.T @ X)
+    s2 = rss / dof if dof > 0 else math.inf
+    cov = s2 * xtx_inv if math.isfinite(s2) else np.full((p, p), math.inf)
+    return Coef(b, cov, dof, rss, n)
+
+
+@dataclass(frozen=True)
+class Data:
+    """The calibration's runs for one metric: strategy, seed, PLS, position, age, loss."""
+
+    strategy: np.ndarray
+    seed: np.ndarray
+    pls: np.ndarray
+    position: np.ndarray
+    age: np.ndarray
+    y: np.ndarray
+
+    @classmethod
+    def from_points(cls, points: Mapping[str, Mapping[str, Any]], metric: str) -> "Data":
+        """From calibration.toml's ``[points.<strategy>]`` arrays (position/age 0 when absent: files
+        written before the timing covariates, which can only support ``slope``)."""
+        st, seed, pls, pos, age, y = [], [], [], [], [], []
+        for name, p in points.items():
+            x = np.asarray(p["pls"], float)
+            st += [name] * x.size
+            seed += list(np.asarray(p.get("seed", [0] * x.size), int))
+            pls += list(x)
+            pos += list(np.asarray(p.get("position", [0.5] * x.size), float))
+            age += list(np.asarray(p.get("age", [0.0] * x.size), float))
+            y += list(np.asarray(p[f"d_{metric}"], float))
+        return cls(np.asarray(st), np.asarray(seed), np.asarray(pls, float), np.asarray(pos, float),
+                   np.asarray(age, float), np.asarray(y, float))
+
+    def take(self, mask: np.ndarray) -> "Data":
+        return Data(self.strategy[mask], self.seed[mask], self.pls[mask], self.position[mask], self.age[mask],
+                    self.y[mask])
+
+    @property
+    def strategies(self) -> list[str]:
+        return list(dict.fromkeys(self.strategy.tolist()))
+
+    def X(self, terms: Sequence[str]) -> np.ndarray:
+        return design(terms, self.pls, self.position, self.age)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """One candidate fitted with its pooling: ``coef["*"]`` when pooled, else one per strategy."""
+
+    name: str
+    terms: tuple[str, ...]
+    pooled: bool
+    coef: dict[str, Coef]
+    f_p_value: float | None
+
+    def coef_for(self, strategy: str) -> Coef:
+        return self.coef.get("*") or self.coef.get(strategy) or self.coef["partial"]
+
+    def predict(self, strategy: str, pls: Any, position: Any, age: Any) -> tuple[np.ndarray, ...]:
+        return self.coef_for(strategy).predict(design(self.terms, np.atleast_1d(pls), np.atleast_1d(position),
+                                                      np.atleast_1d(age)))
+
+
+def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str, Coef]]:
+    """p-value of "one coefficient vector for all strategies", the pooled fit, the separate fits."""
+    from scipy import stats
+
+    pooled = ols(d.X(terms), d.y)
+    sep = {st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y) for st in d.strategies}
+    k, p, n = len(sep), 1 + len(terms), d.y.size
+    rss_sep = sum(c.rss for c in sep.values())
+    if k < 2 or n <= k * p or rss_sep <= 0:
+        return None, pooled, sep
+    F = ((pooled.rss - rss_sep) / ((k - 1) * p)) / (rss_sep / (n - k * p))
+    return float(stats.f.sf(F, (k - 1) * p, n - k * p)), pooled, sep
+
+
+def fit_candidate(d: Data, name: str, significance: float = SIGNIFICANCE) -> Fitted:
+    terms = CANDIDATES[name]
+    p_value, pooled, sep = f_test(d, terms)
+    if len(sep) >= 2 and p_value is not None and p_value < significance:
+        return Fitted(name, terms, False, sep, p_value)
+    if len(sep) == 1:
+        return Fitted(name, terms, False, sep, None)
+    return Fitted(name, terms, True, {"*": pooled}, p_value)
+
+
+def held_out_errors(d: Data, name: str, significance: float = SIGNIFICANCE) -> np.ndarray:
+    """Each run's squared error when its seed was left out of the fit (every run its own group
+    when there is only one seed)."""
+    groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
+    err = np.full(d.y.size, np.nan)
+    for g in np.unique(groups):
+        test = groups == g
+        train = d.take(~test)
+        if train.y.size == 0:
+            continue
+        f = fit_candidate(train, name, significance)
+        held = d.take(test)
+        pred = np.empty(held.y.size)
+        for st in np.unique(held.strategy):
+            m = held.strategy == st
+            c = f.coef.get("*") or f.coef.get(str(st)) or f.coef.get("partial") or next(iter(f.coef.values()))
+            pred[m] = held.take(m).X(f.terms) @ c.b
+        err[test] = (held.y - pred) ** 2
+    return err
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The chosen model for one metric, and why."""
+
+    metric: str
+    chosen: Fitted
+    cv_mse: dict[str, float]  #: candidate -> mean held-out squared error
+    cv_se: dict[str, float]  #: candidate -> SE of its paired difference with the best
+    best: str
+    n: int
+    ranges: dict[str, dict[str, tuple[float, float]]]  #: strategy -> covariate -> (min, max)
+    rule: str = "leave-one-seed-out cross-validation, one-standard-error rule"
+    candidates: dict[str, Fitted] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        f = self.chosen
+        pool = ("one set of coefficients pooled over " + ", ".join(sorted(self.ranges)) +
+                (f" (F-test p = {f.f_p_value:.3g})" if f.f_p_value is not None else "")
+                if f.pooled else
+                ("each strategy's own coefficients (F-test p = " + f"{f.f_p_value:.3g})"
+                 if f.f_p_value is not None else f"{', '.join(sorted(f.coef))}'s own coefficients"))
+        alt = ", ".join(f"{k} {v:.3g}" for k, v in self.cv_mse.items())
+        return (f"{self.metric} model '{f.name}': {FORMULAS[f.name]}; {pool}; chosen by {self.rule} "
+                f"over {self.n} runs (held-out MSE: {alt})")
+
+    def to_dict(self) -> dict[str, Any]:
+        f = self.chosen
+        out: dict[str, Any] = {
+            "chosen": f.name, "formula": FORMULAS[f.name], "terms": ["pls", *[f"pls_x_{t}" for t in f.terms]],
+            "pooled": f.pooled, "selection": self.rule, "runs": self.n,
+            "cv_best": self.best,
+            "cv_mse": {k: float(v) for k, v in self.cv_mse.items()},
+            "cv_se_vs_best": {k: float(v) for k, v in self.cv_se.items()},
+        }
+        out["pooling_f_test_p"] = {k: (float(c.f_p_value) if c.f_p_value is not None else float("nan"))
+                                   for k, c in self.candidates.items()}
+        out["coef"] = {k: c.to_dict() for k, c in f.coef.items()}
+        return out
+
+
+def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selection:
+    """Fit every candidate supported by the data and choose one (module doc)."""
+    varies = {"pls": True, "position": bool(np.ptp(d.position) > 0), "age": bool(np.ptp(d.age) > 0)}
+    fitted = {nm: fit_candidate(d, nm, significance) for nm, terms in CANDIDATES.items()
+              if all(varies[t] for t in terms)}  # files without position/age: slope and curvature
+    # a candidate needs residual degrees of freedom (a CI) to be chosen; the slope model is always there
+    names = [nm for nm, f in fitted.items() if nm == "slope" or all(c.dof >= 1 for c in f.coef.values())]
+    errs = {nm: held_out_errors(d, nm, significance) for nm in names}
+    cv = {nm: float(np.nanmean(e)) if np.any(np.isfinite(e)) else math.inf for nm, e in errs.items()}
+    names = [nm for nm in names if nm == "slope" or math.isfinite(cv[nm])]
+    best = min(names, key=lambda nm: cv[nm])
+    se: dict[str, float] = {}
+    for nm in names:
+        diff = errs[nm] - errs[best]
+        diff = diff[np.isfinite(diff)]
+        se[nm] = float(np.std(diff, ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else 0.0
+
+    def size(nm: str) -> int:
+        f = fitted[nm]
+        return len(f.coef) * (1 + len(f.terms))
+
+    ok = [nm for nm in names if cv[nm] - cv[best] <= se[nm]]
+    chosen = min(ok or ["slope"], key=lambda nm: (size(nm), cv[nm]))
+    cv = {nm: cv[nm] for nm in names}
+    fitted = {nm: fitted[nm] for nm in names}
+    ranges = {st: {"pls": _span(d.pls[d.strategy == st]), "position": _span(d.position[d.strategy == st]),
+                   "age": _span(d.age[d.strategy == st])} for st in d.strategies}
+    return Selection(metric, fitted[chosen], cv, se, best, int(d.y.size), ranges, candidates=fitted)
+
+
+def _span(x: np.ndarray) -> tuple[float, float]:
+    return (float(np.min(x)), float(np.max(x))) if x.size else (math.nan, math.nan)
+
+
+def model_table(points: Mapping[str, Mapping[str, Any]], metrics: Iterable[str] = ("auc", "logloss"),
+                significance: float = SIGNIFICANCE) -> dict[str, Any]:
+    """calibration.toml's ``[model]`` table: per metric the chosen model and its evidence, and the
+    measured ranges per strategy."""
+    out: dict[str, Any] = {}
+    ranges: dict[str, Any] = {}
+    for m in metrics:
+        sel = select(Data.from_points(points, m), m, significance)
+        out[m] = sel.to_dict()
+        ranges = sel.ranges
+    out["range"] = {st: {k: list(v) for k, v in r.items()} for st, r in ranges.items()}
+    return out
+
+
+@dataclass(frozen=True)
+class AccuracyFit:
+    """A chosen model for one metric as the planner uses it (read from ``[model.<metric>]``)."""
+
+    metric: str
+    name: str
+    terms: tuple[str, ...]
+    pooled: bool
+    coef: dict[str, Coef]
+    f_p_value: float | None
+    ranges: dict[str, dict[str, tuple[float, float]]]
+    description: str
+
+    def coef_for(self, strategy: str) -> Coef:
+        return self.coef.get("*") or self.coef.get(strategy) or self.coef["partial"]
+
+    def predict(self, strategy: str, pls: Any, position: Any = REFERENCE["position"],
+                age: Any = REFERENCE["age"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pls = np.atleast_1d(np.asarray(pls, float))
+        position = np.broadcast_to(np.asarray(position, float), pls.shape)
+        age = np.broadcast_to(np.asarray(age, float), pls.shape)
+        return self.coef_for(strategy).predict(design(self.terms, pls, position, age))
+
+    def slope_at(self, strategy: str, position: float = REFERENCE["position"],
+                 age: float = REFERENCE["age"], pls: float = REFERENCE["pls"]) -> tuple[float, float, float]:
+        """Loss per unit PLS at these covariates and this PLS (the curvature model's depends on
+        it): (mean, 95% lo, 95% hi)."""
+        m, lo, hi = self.predict(strategy, pls, position, age)
+        return float(m[0]) / pls, float(lo[0]) / pls, float(hi[0]) / pls
+
+    def max_pls(self, bound: float, strategy: str, position: float = REFERENCE["position"],
+                age: float = REFERENCE["age"], limit: float = 1.0) -> float:
+        """The largest PLS in ``[0, limit]`` whose loss's upper 95% end stays within ``bound`` at
+        these covariates, scanning up from 0 (``inf`` when even ``limit`` stays within: the
+        model allows any PLS; 0 when the smallest PLS already exceeds it)."""
+        grid = np.linspace(0.0, limit, 4001)[1:]
+        hi = self.predict(strategy, grid, position, age)[2]
+        bad = np.flatnonzero(hi > bound)
+        if bad.size == 0:
+            if "pls" not in self.terms:  # linear in PLS: the exact crossing, possibly beyond limit
+                s = self.slope_at(strategy, position, age, 1.0)[2]
+                return math.inf if s <= 0 else bound / s
+            return math.inf
+        i = int(bad[0])
+        if i == 0:
+            lo_x, hi_x = 0.0, float(grid[0])
+        else:
+            lo_x, hi_x = float(grid[i - 1]), float(grid[i])
+        for _ in range(60):  # bisect the first crossing
+            mid = 0.5 * (lo_x + hi_x)
+            if float(self.predict(strategy, mid, position, age)[2][0]) > bound:
+                hi_x = mid
+            else:
+                lo_x = mid
+        return lo_x
+
+    @classmethod
+    def from_selection(cls, sel: Selection) -> "AccuracyFit":
+        f = sel.chosen
+        return cls(sel.metric, f.name, f.terms, f.pooled, dict(f.coef), f.f_p_value, sel.ranges, sel.describe())
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], metric: str, ranges: Mapping[str, Any], where: str) -> "AccuracyFit":
+        from cprsim.errors import InputError
+
+        name = table.get("chosen")
+        if name not in CANDIDATES:
+            raise InputError(f"{where}.chosen: expected one of {', '.join(CANDIDATES)}, got {name!r}")
+        coefs = table.get("coef")
+        if not isinstance(coefs, dict) or not coefs:
+            raise InputError(f"{where}.coef: expected a table of fits ('*' or one per strategy)")
+        coef = {k: Coef.from_dict(v if isinstance(v, dict) else {}, f"{where}.coef.{k}") for k, v in coefs.items()}
+        p = 1 + len(CANDIDATES[name])
+        for k, c in coef.items():
+            if c.b.size != p:
+                raise InputError(f"{where}.coef.{k}.b: model '{name}' has {p} coefficients, got {c.b.size}")
+        if "*" not in coef and "partial" not in coef:
+            raise InputError(f"{where}.coef: needs '*' (pooled) or 'partial'")
+        pv = table.get("pooling_f_test_p", {})
+        p_value = pv.get(name) if isinstance(pv, dict) else None
+        p_value = None if not isinstance(p_value, (int, float)) or math.isnan(p_value) else float(p_value)
+        rng = {st: {k: (float(v[0]), float(v[1])) for k, v in r.items()} for st, r in ranges.items()
+               if isinstance(r, dict)}
+        cv = table.get("cv_mse", {})
+        alt = ", ".join(f"{k} {v:.3g}" for k, v in cv.items()) if isinstance(cv, dict) else ""
+        pooled = "*" in coef
+        pool = (f"pooled over {', '.join(sorted(rng)) or 'the strategies'}" if pooled else
+                "each strategy's own coefficients") + (f" (F-test p = {p_value:.3g})" if p_value is not None else "")
+        desc = (f"{metric} model '{name}': {FORMULAS[name]}; {pool}; chosen by "
+                f"{table.get('selection', 'held-out selection')}" + (f" (held-out MSE: {alt})" if alt else ""))
+        return cls(metric, name, CANDIDATES[name], pooled, coef, p_value, rng, desc)

@@ -1,0 +1,817 @@
+"""Training data for ``cprsim calibrate``: one interface over synthetic data, MovieLens-100k, a
+Criteo TSV and a user's own CSV or Parquet file (numpy only; no torch here).
+
+A data source yields a :class:`Split`: a training and a held-out :class:`~cprsim.calibrate.data.
+Dataset`, the embedding tables' sizes (one table per categorical column; row 0 of every table
+is "missing or unknown"), the columns' names and a one-line description for the provenance of
+``calibration.toml``. The number of categorical and dense columns comes from the data; the DLRM
+takes its shapes from it.
+
+Sources (``cprsim calibrate --data``):
+
+* ``synthetic`` (the default): :func:`cprsim.calibrate.data.synthetic`, the Criteo-like generator;
+  each seed draws its own training samples, every seed the same held-out samples
+  (:func:`synthetic_split`). Its numbers are those of earlier versions, unchanged.
+* ``movielens-100k``: the GroupLens MovieLens-100k ratings, read from the files that the
+  ``recbole`` package ships inside its wheel (``recbole/dataset_example/ml-100k``), located with
+  :mod:`importlib.metadata` and read as text: recbole is never imported and nothing is
+  downloaded (``pip install 'cprsim[movielens]'``). Features: :func:`read_movielens_100k`.
+* a Criteo Kaggle/Terabyte ``.tsv`` (or ``.txt``) file: :func:`cprsim.calibrate.data.read_criteo_tsv`
+  (hashed rows over the preset's scaled Criteo tables); the last 20% of the lines are held out.
+* a ``.csv`` (or ``.tsv`` with a schema) or ``.parquet`` file with ``--schema schema.toml``:
+  :func:`read_table` (the schema's format: :func:`read_schema`). Parquet needs pyarrow
+  (``pip install 'cprsim[parquet]'``).
+
+**One epoch.** With real data the calibration trains on the data's own size: every training
+sample once (one epoch), in an order shuffled per seed (:func:`seed_data`), as a production
+recommender sees each sample once. There is no multi-epoch option, so no over-fitting to guard
+against: ML-100k's 80,367 training ratings make 156 batches of 512 (:func:`sized`).
+
+**Fingerprint.** A file's SHA-256 (MovieLens: its three files'; a table: the data's and the
+schema's) is part of the calibration's configuration, so ``--resume`` refuses other data; each
+worker checks it again when it loads the file.
+
+Every bad input is a one-line :class:`cprsim.errors.InputError` naming the file and the key,
+column or line.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import math
+import numbers
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from cprsim.calibrate import data as D
+from cprsim.errors import InputError
+from cprsim.io import check_input_file, decode_errors, open_input_text, read_input_text, read_toml, short
+
+#: ``--data`` names that are not files
+NAMED = ("synthetic", "movielens-100k")
+#: a calibration on real data needs at least this many training batches (else the budgets and
+#: failure times, fractions of the run, round to the same few iterations)
+MIN_ITERS = 20
+#: the fraction of a Criteo TSV's lines held out (its last lines), and a schema's default
+HELD_OUT = 0.2
+#: the package whose wheel holds MovieLens-100k, and where
+MOVIELENS_PACKAGE = "recbole"
+MOVIELENS_DIR = "recbole/dataset_example/ml-100k"
+MOVIELENS_FILES = ("ml-100k.inter", "ml-100k.user", "ml-100k.item")
+#: a hashed categorical column has at most this many buckets (an embedding table of 10 M rows)
+MAX_BUCKETS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Split:
+    """A data set split into training and held-out samples, with its tables and description."""
+
+    train: D.Dataset
+    test: D.Dataset
+    tables: tuple[int, ...]
+    cat_names: tuple[str, ...]
+    dense_names: tuple[str, ...]
+    description: str
+
+    @property
+    def n_cat(self) -> int:
+        return len(self.tables)
+
+    @property
+    def n_dense(self) -> int:
+        return len(self.dense_names)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Which real data a calibration trains on (the preset's ``data``; ``None`` is synthetic).
+
+    ``path`` is the data file (MovieLens: the folder of its files), ``sha256`` its digest
+    (MovieLens: of its three files' digests), ``schema``/``schema_sha256`` the schema file of a
+    table, ``package`` the package that ships the data.
+    """
+
+    source: str  #: "movielens-100k", "criteo" or "table"
+    path: str
+    sha256: str
+    schema: str = ""
+    schema_sha256: str = ""
+    package: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.source if self.source == "movielens-100k" else Path(self.path).name
+
+    def fingerprint(self) -> dict[str, str]:
+        """What the calibration's numbers depend on (not where the files lie)."""
+        d = {"source": self.source, "sha256": self.sha256}
+        if self.source != "movielens-100k":
+            d["file"] = Path(self.path).name
+        if self.schema:
+            d["schema"] = Path(self.schema).name
+            d["schema_sha256"] = self.schema_sha256
+        if self.package:
+            d["package"] = self.package
+        return d
+
+
+def _sha256(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise InputError(f"{short(path)}: cannot read this file ({e.strerror or e})") from None
+
+
+# -- choosing a source -------------------------------------------------------------------------------
+def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
+    """The source ``--data`` (and ``--schema``) name: ``None`` for synthetic data."""
+    if data in NAMED:
+        if schema is not None:
+            raise InputError(f"--schema describes the columns of a --data .csv or .parquet file, "
+                             f"not {data} data")
+        if data == "synthetic":
+            return None
+        root = movielens_root()
+        return DataSpec("movielens-100k", str(root), _movielens_digest(root),
+                        package=f"{MOVIELENS_PACKAGE} {_version(MOVIELENS_PACKAGE)}")
+    p = Path(data)
+    if not p.exists():
+        raise InputError(f"{short(data)}: no such data file (--data takes synthetic, movielens-100k, "
+                         f"a Criteo .tsv, or a .csv/.parquet file with --schema)")
+    p = check_input_file(p, "data file").resolve()
+    suffix = p.suffix.lower()
+    if schema is not None:
+        s = check_input_file(schema, "schema file").resolve()
+        read_schema(s)  # a malformed schema fails now, not in the workers
+        return DataSpec("table", str(p), _sha256(p), str(s), _sha256(s))
+    if suffix in (".tsv", ".txt"):
+        return DataSpec("criteo", str(p), _sha256(p))
+    if suffix in (".csv", ".parquet", ".pq"):
+        raise InputError(f"{short(data)}: a {suffix} file needs --schema schema.toml naming its label, "
+                         f"categorical and dense columns (docs/calibration.md, Data)")
+    raise InputError(f"{short(data)}: unknown kind of data file (expected a Criteo .tsv/.txt, or a "
+                     f".csv/.tsv/.parquet file with --schema)")
+
+
+@lru_cache(maxsize=2)
+def load(spec: DataSpec, scale: float = 1000.0) -> Split:
+    """The source's split (cached in this process); ``scale`` sizes a Criteo file's tables."""
+    if spec.source == "movielens-100k":
+        root = Path(spec.path)
+        if _movielens_digest(root) != spec.sha256:
+            raise InputError(f"{short(root)}: the MovieLens-100k files changed while the calibration "
+                             f"ran (their SHA-256 differs from the configuration's)")
+        return read_movielens_100k(root)
+    p = Path(spec.path)
+    if _sha256(check_input_file(p, "data file")) != spec.sha256:
+        raise InputError(f"{short(p)}: the file changed while the calibration ran (its SHA-256 "
+                         f"differs from the configuration's)")
+    if spec.source == "criteo":
+        return read_criteo_split(p, scale)
+    if spec.source == "table":
+        return read_table(p, spec.schema)
+    raise InputError(f"unknown data source {spec.source!r}")
+
+
+def read_criteo_split(path: str | Path, scale: float = 1000.0, held_out: float = HELD_OUT) -> Split:
+    """A Criteo TSV (:func:`cprsim.calibrate.data.read_criteo_tsv`); its last lines held out."""
+    tables = D.scaled_tables(scale)
+    ds = D.read_criteo_tsv(path, tables=tables)
+    n = len(ds)
+    n_test = int(round(n * held_out))
+    if n_test < 1 or n_test >= n:
+        raise InputError(f"{short(path)}: {n} samples are too few to hold out {held_out:.0%} of them")
+    desc = (f"Criteo TSV {Path(path).name}: {n} samples; 26 hashed tables = Criteo Kaggle / {scale:g} "
+            f"({sum(tables)} rows), 13 log1p integer features; split: the last {held_out:.0%} of the "
+            f"lines held out ({n_test}), the rest train ({n - n_test})")
+    return Split(ds.slice(0, n - n_test), ds.slice(n - n_test, n), tables,
+                 tuple(f"C{t + 1}" for t in range(D.N_CAT)), tuple(f"I{i + 1}" for i in range(D.N_DENSE)),
+                 desc)
+
+
+def synthetic_split(train_samples: int, test_samples: int, seed: int, scale: float = 1000.0) -> Split:
+    """Synthetic Criteo-like data for ``seed``: its own training samples, the common held-out set
+    (exactly the samples earlier versions drew)."""
+    train = D.synthetic(train_samples, seed=seed + 1, scale=scale)
+    test = D.synthetic(test_samples, seed=0, scale=scale, start_chunk=1 << 20)
+    tables = D.scaled_tables(scale)
+    return Split(train, test, tables, tuple(f"C{t + 1}" for t in range(D.N_CAT)),
+                 tuple(f"I{i + 1}" for i in range(D.N_DENSE)), synthetic_description(scale))
+
+
+def synthetic_description(scale: float) -> str:
+    tables = D.scaled_tables(scale)
+    return (f"synthetic Criteo-like (cprsim.calibrate.data): 26 tables = Criteo Kaggle / "
+            f"{scale:g} ({sum(tables)} rows), Zipf alpha {D.default_alpha(tables):.4f}")
+
+
+# -- a preset on real data -------------------------------------------------------------------------
+def sized(p: Any, spec: DataSpec | None, limit: Sequence[int] | None = None) -> Any:
+    """The preset ``p`` (a :class:`cprsim.calibrate.runner.Preset`) on ``spec``'s data: its
+    training and held-out sample counts become the data's own (one epoch), at most ``limit =
+    (train, test)`` (a slice: the earliest training and held-out samples); its other settings are
+    kept. Synthetic data (``spec`` None) keeps the preset's counts, capped by ``limit``."""
+    lim_tr, lim_te = (None, None) if limit is None else (int(limit[0]), int(limit[1]))
+    if spec is None:
+        if limit is None:
+            return p
+        return dataclasses.replace(p, train_samples=min(p.train_samples, lim_tr),
+                                   test_samples=min(p.test_samples, lim_te))
+    s = load(spec, p.scale)
+    n_tr = len(s.train) if lim_tr is None else min(lim_tr, len(s.train))
+    n_te = len(s.test) if lim_te is None else min(lim_te, len(s.test))
+    if n_tr // p.batch < MIN_ITERS:
+        raise InputError(f"{spec.name}: {n_tr} training samples make {n_tr // p.batch} batches of "
+                         f"{p.batch}; a calibration needs at least {MIN_ITERS} "
+                         f"({MIN_ITERS * p.batch} training samples)")
+    for what, lab in (("training", s.train.label[:n_tr]), ("held-out", s.test.label[:n_te])):
+        pos = int(lab.sum())
+        if pos == 0 or pos == len(lab):
+            raise InputError(f"{spec.name}: the {what} samples all have label {int(lab[0])}; "
+                             f"a calibration needs both labels (AUC is undefined otherwise)")
+    return dataclasses.replace(p, train_samples=n_tr, test_samples=n_te, data=spec)
+
+
+def seed_data(spec: DataSpec, seed: int, train_samples: int, test_samples: int,
+              scale: float = 1000.0) -> tuple[D.Dataset, D.Dataset, tuple[int, ...]]:
+    """Seed ``seed``'s training samples (the first ``train_samples`` of the split's training
+    part, in an order shuffled by the seed) and the held-out samples (the first
+    ``test_samples``), with the tables' sizes."""
+    s = load(spec, scale)
+    if train_samples > len(s.train) or test_samples > len(s.test):
+        raise InputError(f"{spec.name}: {train_samples} training / {test_samples} held-out samples "
+                         f"asked, the data has {len(s.train)} / {len(s.test)}")
+    order = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED0DA7])).permutation(train_samples)
+    tr = s.train
+    train = D.Dataset(tr.dense[order], tr.cat[order], tr.label[order])
+    te = s.test.slice(0, test_samples)
+    test = D.Dataset(np.ascontiguousarray(te.dense), np.ascontiguousarray(te.cat),
+                     np.ascontiguousarray(te.label))
+    return train, test, s.tables
+
+
+def describe(p: Any) -> str:
+    """The provenance's ``data`` line of a calibration of preset ``p``."""
+    spec = getattr(p, "data", None)
+    if spec is None:
+        return (f"{synthetic_description(p.scale)}, {p.train_samples} train / {p.test_samples} "
+                f"held-out samples, batch {p.batch}")
+    s = load(spec, p.scale)
+    used = ("all" if (p.train_samples, p.test_samples) == (len(s.train), len(s.test)) else
+            "the first")
+    shipped = f"; files of the {spec.package} wheel" if spec.package else ""
+    return (f"{s.description}{shipped}; sha256 {spec.sha256[:16]}; {used} {p.train_samples} train / "
+            f"{p.test_samples} held-out samples used, one epoch, training order shuffled per seed, "
+            f"batch {p.batch}")
+
+
+# -- MovieLens-100k ------------------------------------------------------------------------------
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def movielens_root() -> Path:
+    """The folder of the MovieLens-100k files of the installed recbole (not imported)."""
+    from importlib import metadata
+
+    need = ("--data movielens-100k reads the MovieLens-100k files that the recbole package ships: "
+            "pip install 'cprsim[movielens]'")
+    try:
+        dist = metadata.distribution(MOVIELENS_PACKAGE)
+    except metadata.PackageNotFoundError:
+        raise InputError(f"{need} (recbole is not installed)") from None
+    root = Path(str(dist.locate_file(MOVIELENS_DIR)))
+    missing = [f for f in MOVIELENS_FILES if not (root / f).is_file()]
+    if missing:
+        raise InputError(f"{need} (recbole {dist.version} has no {MOVIELENS_DIR}/{missing[0]})")
+    return root
+
+
+def _movielens_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for f in MOVIELENS_FILES:
+        h.update(f"{f}:{_sha256(check_input_file(root / f, 'MovieLens-100k file'))}\n".encode())
+    return h.hexdigest()
+
+
+def _tsv_rows(path: Path, header: str) -> list[tuple[int, list[str]]]:
+    text = read_input_text(path, "MovieLens-100k file", max_bytes=64 * 2**20)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or lines[0].rstrip("\r") != header:
+        raise InputError(f"{short(path)}: line 1: expected the header {header!r}")
+    width = header.count("\t") + 1
+    out = []
+    for i, line in enumerate(lines[1:], start=2):
+        f = line.rstrip("\r").split("\t")
+        if len(f) != width:
+            raise InputError(f"{short(path)}: line {i}: expected {width} tab-separated fields, "
+                             f"got {len(f)}")
+        out.append((i, f))
+    if not out:
+        raise InputError(f"{short(path)}: no rows after the header")
+    return out
+
+
+def _int(path: Path, line: int, name: str, s: str) -> int:
+    try:
+        return int(s)
+    except ValueError:
+        raise InputError(f"{short(path)}: line {line}: {name}: expected an integer, "
+                         f"got {short(s)!r}") from None
+
+
+#: MovieLens-1M's age groups (the 100k file has exact ages): rows 1..7
+ML_AGE_EDGES = (18, 25, 35, 45, 50, 56)
+#: release years in 5-year buckets from 1920 (row 1: before 1925) to 1995-1999 (row 16)
+ML_YEAR0, ML_YEAR_STEP, ML_YEAR_BUCKETS = 1920, 5, 16
+#: the first three genres of a movie, one table each
+ML_GENRE_TABLES = 3
+ML_CAT = ("user", "movie", "age_group", "gender", "occupation", "zip_area",
+          "genre1", "genre2", "genre3", "release_5y")
+ML_DENSE = ("log1p_user_train_ratings", "log1p_movie_train_ratings", "log1p_movie_age_years",
+            "hour_utc", "weekday")
+
+
+def read_movielens_100k(root: str | Path | None = None) -> Split:
+    """MovieLens-100k as calibration data (the files in ``root``, by default recbole's).
+
+    * **label**: rating >= 4 (55% of the ratings);
+    * **split** (by time, per user): each user's ratings sorted by (timestamp, movie id); the
+      latest ``k // 5`` of a user's ``k`` ratings are held out (every ML-100k user has at least 20
+      ratings, so at least 4 are), the rest train (80,367 train, 19,633 held out); both parts are
+      then ordered by (timestamp, user id, movie id). Per user, every held-out rating is at least
+      as late as every training rating; a global time cut
+      would hold out mostly users who joined late (85% of the latest 20,000 ratings are by users
+      with no earlier rating), whose embeddings training never touched, so accuracy would hardly
+      depend on the lost embedding updates this calibration measures;
+    * **categorical** (row 0: missing or unknown in every table): ``user`` (row = user id),
+      ``movie`` (row = movie id), ``age_group`` (MovieLens-1M's groups: <18, 18-24, 25-34, 35-44,
+      45-49, 50-55, 56+), ``gender``, ``occupation`` (the user file's 21, sorted), ``zip_area``
+      (first digit of the ZIP code; 11 = not a US code), ``genre1``..``genre3`` (the movie's
+      first three genres, in the file's order, over its 19 sorted genres; 67 of the 1,682 movies
+      have more, which are dropped; none = row 0), ``release_5y`` (release year in 5-year buckets
+      from 1920; an unknown year = row 0);
+    * **dense**: log1p of the user's and of the movie's number of ratings in the *training*
+      split (0 for a user or movie it does not hold: the held-out ratings are never counted),
+      log1p of the movie's age in years when rated (rating year - release year, 0 if unknown),
+      the hour of the day (UTC) / 23 and the weekday (Monday = 0) / 6 of the rating.
+
+    The user and movie tables cover the catalogue (the user and item files), not only the ids
+    seen in training: a held-out rating of a user first seen after the split uses that user's
+    untrained row.
+    """
+    root = movielens_root() if root is None else Path(root)
+    fi, fu, fm = (root / f for f in MOVIELENS_FILES)
+    users = _tsv_rows(fu, "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token")
+    items = _tsv_rows(fm, "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq")
+    inter = _tsv_rows(fi, "user_id:token\titem_id:token\trating:float\ttimestamp:float")
+    # users
+    n_users = max(_int(fu, ln, "user_id", f[0]) for ln, f in users)
+    if n_users < 1 or n_users > 10_000_000:
+        raise InputError(f"{short(fu)}: user ids must be 1..10,000,000, the largest is {n_users}")
+    occupations = sorted({f[3] for _, f in users})
+    occ_row = {o: i + 1 for i, o in enumerate(occupations)}
+    u_cat = np.zeros((n_users + 1, 4), np.int64)  # age group, gender, occupation, zip area
+    known_user = np.zeros(n_users + 1, bool)
+    for ln, f in users:
+        uid = _int(fu, ln, "user_id", f[0])
+        if uid < 1 or known_user[uid]:
+            raise InputError(f"{short(fu)}: line {ln}: user_id {uid} is not positive or repeats")
+        age = _int(fu, ln, "age", f[1])
+        if not 0 < age < 150:
+            raise InputError(f"{short(fu)}: line {ln}: age: expected 1..149 years, got {age}")
+        if f[2] not in ("M", "F"):
+            raise InputError(f"{short(fu)}: line {ln}: gender: expected M or F, got {short(f[2])!r}")
+        known_user[uid] = True
+        zip_area = int(f[4][0]) + 1 if f[4][:1].isdigit() and f[4][:1].isascii() else 11
+        u_cat[uid] = (1 + int(np.searchsorted(ML_AGE_EDGES, age, side="right")),
+                      1 if f[2] == "M" else 2, occ_row[f[3]], zip_area)
+    # movies
+    n_items = max(_int(fm, ln, "item_id", f[0]) for ln, f in items)
+    if n_items < 1 or n_items > 10_000_000:
+        raise InputError(f"{short(fm)}: movie ids must be 1..10,000,000, the largest is {n_items}")
+    genres = sorted({g for _, f in items for g in f[3].split()})
+    g_row = {g: i + 1 for i, g in enumerate(genres)}
+    m_cat = np.zeros((n_items + 1, ML_GENRE_TABLES + 1), np.int64)  # genres, release bucket
+    m_year = np.full(n_items + 1, -1, np.int64)
+    known_item = np.zeros(n_items + 1, bool)
+    for ln, f in items:
+        mid = _int(fm, ln, "item_id", f[0])
+        if mid < 1 or known_item[mid]:
+            raise InputError(f"{short(fm)}: line {ln}: item_id {mid} is not positive or repeats")
+        known_item[mid] = True
+        gs = f[3].split()[:ML_GENRE_TABLES]
+        m_cat[mid, :len(gs)] = [g_row[g] for g in gs]
+        y = f[2]
+        if y.isdigit() and y.isascii() and 1800 <= int(y) <= 2100:  # recbole's file has "unkonwn", "V"
+            m_year[mid] = int(y)
+            m_cat[mid, ML_GENRE_TABLES] = 1 + min(max((int(y) - ML_YEAR0) // ML_YEAR_STEP, 0),
+                                                  ML_YEAR_BUCKETS - 1)
+    # ratings
+    r = np.empty((len(inter), 4), np.int64)
+    for i, (ln, f) in enumerate(inter):
+        u, m = _int(fi, ln, "user_id", f[0]), _int(fi, ln, "item_id", f[1])
+        rating, ts = _int(fi, ln, "rating", f[2]), _int(fi, ln, "timestamp", f[3])
+        if not (0 < u <= n_users and known_user[u]):
+            raise InputError(f"{short(fi)}: line {ln}: user_id {u} is not in {fu.name}")
+        if not (0 < m <= n_items and known_item[m]):
+            raise InputError(f"{short(fi)}: line {ln}: item_id {m} is not in {fm.name}")
+        if not 1 <= rating <= 5:
+            raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5, got {rating}")
+        if ts < 0:
+            raise InputError(f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970, got {ts}")
+        r[i] = (u, m, rating, ts)
+    n = len(r)
+    # per user: the latest fifth of the user's ratings (by time, then movie id) is held out
+    r = r[np.lexsort((r[:, 1], r[:, 3], r[:, 0]))]  # by user, then time, then movie
+    start = np.searchsorted(r[:, 0], r[:, 0], side="left")
+    count = np.bincount(r[:, 0])[r[:, 0]]
+    held = (np.arange(n) - start) >= count - count // 5
+    n_test = int(held.sum())
+    if n_test < 1:
+        raise InputError(f"{short(fi)}: {n} ratings are too few to hold out a fifth of each user's")
+    n_train = n - n_test
+    tr, te = r[~held], r[held]
+    r = np.concatenate([tr[np.lexsort((tr[:, 1], tr[:, 0], tr[:, 3]))],  # each by time, user, movie
+                        te[np.lexsort((te[:, 1], te[:, 0], te[:, 3]))]])
+    u, m, rating, ts = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
+    # categorical
+    cat = np.empty((n, len(ML_CAT)), np.int64)
+    cat[:, 0], cat[:, 1] = u, m
+    cat[:, 2:6] = u_cat[u]
+    cat[:, 6:10] = m_cat[m]
+    tables = (n_users + 1, n_items + 1, len(ML_AGE_EDGES) + 2, 3, len(occupations) + 1, 12,
+              *([len(genres) + 1] * ML_GENRE_TABLES), ML_YEAR_BUCKETS + 1)
+    # dense: counts over the training split only
+    u_count = np.bincount(u[:n_train], minlength=n_users + 1)
+    m_count = np.bincount(m[:n_train], minlength=n_items + 1)
+    year = ts.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
+    age = np.where(m_year[m] >= 0, np.maximum(year - m_year[m], 0), 0)
+    dense = np.stack([np.log1p(u_count[u]), np.log1p(m_count[m]), np.log1p(age),
+                      (ts // 3600 % 24) / 23.0, ((ts // 86400 + 3) % 7) / 6.0], axis=1).astype(np.float32)
+    label = (rating >= 4).astype(np.float32)
+    ds = D.Dataset(dense, cat, label)
+    desc = (f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
+            f"{int(known_item.sum())} movies; "
+            f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
+            f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
+            f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
+            f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
+            f"({n_train})")
+    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tables, ML_CAT, ML_DENSE, desc)
+
+
+# -- a user's table and its schema ---------------------------------------------------------------------
+TRANSFORMS = ("none", "log1p", "standardize")
+_SCHEMA_KEYS = ("label", "label_threshold", "categorical", "dense", "held_out", "order_by", "delimiter")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    key: str  #: where the schema names it, e.g. "dense[2]"
+    buckets: int | None = None  #: categorical: hash into this many rows (else a vocabulary)
+    transform: str = "none"  #: dense: "none", "log1p" or "standardize"
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A table's columns (``schema.toml``; the format is :func:`read_schema`'s)."""
+
+    path: str
+    label: str
+    categorical: tuple[Column, ...]
+    dense: tuple[Column, ...]
+    label_threshold: float | None = None
+    held_out: float = HELD_OUT
+    order_by: str | None = None
+    delimiter: str = ","
+
+    def columns(self) -> list[tuple[str, str]]:
+        """Every column the data must have, with the schema key that names it."""
+        out = [(self.label, "label")] + [(c.name, c.key) for c in self.categorical + self.dense]
+        if self.order_by is not None and self.order_by not in [n for n, _ in out]:
+            out.append((self.order_by, "order_by"))
+        return out
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def read_schema(path: str | Path) -> Schema:
+    """A ``schema.toml``::
+
+        label = "clicked"            # the label column: 0 or 1 ...
+        label_threshold = 4          # ... or, if given, label = (value >= threshold)
+        categorical = ["user", "item", {column = "city", buckets = 1000}]
+        dense = ["price", {column = "visits", transform = "log1p"}]
+        held_out = 0.2               # the last 20% of the rows are held out (default 0.2)
+        order_by = "timestamp"       # sort the rows by this numeric column first (default: file order)
+        delimiter = ","              # CSV only (default ","; "\\t" for a TSV)
+
+    A categorical column maps its values to rows by a vocabulary of the training split's values
+    (sorted; an unseen value is row 0), or, with ``buckets = N``, by hashing into rows 1..N
+    (CRC-32 of the value's UTF-8 text); a missing value is row 0. A dense column is a number,
+    missing = 0; ``transform = "log1p"`` takes ``log1p(max(x, 0))`` (counts; as for Criteo's
+    integer features), ``"standardize"`` ``(x - mean) / sd`` with the training split's mean and
+    sd. At least one categorical and one dense column.
+    """
+    raw = read_toml(path, "schema file")
+    src = short(path)
+    unknown = sorted(set(raw) - set(_SCHEMA_KEYS))
+    if unknown:
+        raise InputError(f"{src}: unknown key {unknown[0]!r} (a schema has {', '.join(_SCHEMA_KEYS)})")
+    label = raw.get("label")
+    if not isinstance(label, str) or not label:
+        raise InputError(f"{src}: label: expected the label column's name (a string), "
+                         f"got {short(repr(label)) if 'label' in raw else 'nothing'}")
+    thr = raw.get("label_threshold")
+    if thr is not None and not (_is_number(thr) and math.isfinite(thr)):
+        raise InputError(f"{src}: label_threshold: expected a number, got {short(repr(thr))}")
+    cols: dict[str, tuple[Column, ...]] = {}
+    for kind, opt, allowed in (("categorical", "buckets", None), ("dense", "transform", TRANSFORMS)):
+        v = raw.get(kind)
+        if not isinstance(v, list) or not v:
+            raise InputError(f"{src}: {kind}: expected a non-empty list of column names (or tables "
+                             f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}")
+        out = []
+        for i, e in enumerate(v):
+            key = f"{kind}[{i}]"
+            if isinstance(e, str):
+                e = {"column": e}
+            if not isinstance(e, dict):
+                raise InputError(f"{src}: {key}: expected a column name or a table {{column = NAME, "
+                                 f"{opt} = ...}}, got {short(repr(e))}")
+            bad = sorted(set(e) - {"column", opt})
+            if bad:
+                raise InputError(f"{src}: {key}: unknown key {bad[0]!r} (expected column, {opt})")
+            name = e.get("column")
+            if not isinstance(name, str) or not name:
+                raise InputError(f"{src}: {key}.column: expected a column name (a string), "
+                                 f"got {short(repr(name))}")
+            if kind == "categorical":
+                b = e.get("buckets")
+                bad_b = not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BUCKETS
+                if b is not None and bad_b:
+                    raise InputError(f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
+                                     f"got {short(repr(b))}")
+                out.append(Column(name, key, buckets=b))
+            else:
+                t = e.get("transform", "none")
+                if t not in allowed:
+                    raise InputError(f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
+                                     f"got {short(repr(t))}")
+                out.append(Column(name, key, transform=t))
+        cols[kind] = tuple(out)
+    seen = {label: "label"}
+    for c in cols["categorical"] + cols["dense"]:
+        if c.name in seen:
+            raise InputError(f"{src}: {c.key}: column {c.name!r} is already {seen[c.name]} "
+                             f"(a column is the label or one feature)")
+        seen[c.name] = c.key
+    held = raw.get("held_out", HELD_OUT)
+    if not (_is_number(held) and 0 < held < 1):
+        raise InputError(f"{src}: held_out: expected a fraction between 0 and 1, got {short(repr(held))}")
+    order_by = raw.get("order_by")
+    if order_by is not None and (not isinstance(order_by, str) or not order_by):
+        raise InputError(f"{src}: order_by: expected a column name (a string), got {short(repr(order_by))}")
+    delim = raw.get("delimiter", ",")
+    if not isinstance(delim, str) or len(delim) != 1 or delim in ('"', "\n", "\r"):
+        raise InputError(f"{src}: delimiter: expected one character (e.g. \",\" or \"\\t\"), "
+                         f"got {short(repr(delim))}")
+    return Schema(str(path), label, cols["categorical"], cols["dense"],
+                  None if thr is None else float(thr), float(held), order_by, delim)
+
+
+class _Table:
+    """A file's needed columns (lists of raw values) and where each row is (for errors)."""
+
+    def __init__(self, src: str, columns: dict[str, list[Any]], where: Callable[[int], str]) -> None:
+        self.src, self.columns, self.where = src, columns, where
+        self.n = len(next(iter(columns.values())))
+
+
+def _missing_column(src: str, schema: Schema, name: str, key: str, have: Sequence[str]) -> InputError:
+    shown = ", ".join(repr(h) for h in list(have)[:12]) + (", ..." if len(have) > 12 else "")
+    return InputError(f"{src}: no column {name!r} (named by {short(schema.path)}: {key}); "
+                      f"its columns: {shown or 'none'}")
+
+
+def _read_csv(path: Path, schema: Schema) -> _Table:
+    src = short(path)
+    need = schema.columns()
+    fh = open_input_text(path, "data file")
+    with fh, decode_errors(path):
+        reader = csv.reader(fh, delimiter=schema.delimiter, strict=True)
+        header = next(reader, None)
+        if header is None:
+            raise InputError(f"{src}: empty file (expected a header line naming the columns)")
+        dup = sorted({h for h in header if header.count(h) > 1})
+        if dup:
+            raise InputError(f"{src}: line 1: the header names column {dup[0]!r} twice")
+        idx = {}
+        for name, key in need:
+            if name not in header:
+                raise _missing_column(src, schema, name, key, header)
+            idx[name] = header.index(name)
+        cols: dict[str, list[str]] = {name: [] for name in idx}
+        lines: list[int] = []
+        width = len(header)
+        pairs = [(cols[name], j) for name, j in idx.items()]
+        for row in reader:
+            if len(row) != width:
+                if not row:
+                    raise InputError(f"{src}: line {reader.line_num}: empty line")
+                raise InputError(f"{src}: line {reader.line_num}: expected {width} fields (as the header), "
+                                 f"got {len(row)}")
+            for c, j in pairs:
+                c.append(row[j])
+            lines.append(reader.line_num)
+    if not lines:
+        raise InputError(f"{src}: no data rows (only a header)")
+    return _Table(src, cols, lambda i: f"line {lines[i]}")
+
+
+def _read_parquet(path: Path, schema: Schema) -> _Table:
+    src = short(path)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"{src}: reading Parquet needs pyarrow: pip install 'cprsim[parquet]'") from None
+    try:
+        pf = pq.ParquetFile(path)
+        names = list(pf.schema_arrow.names)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise InputError(f"{src}: not a Parquet file ({short(e, 120)})") from None
+    need = schema.columns()
+    for name, key in need:
+        if name not in names:
+            raise _missing_column(src, schema, name, key, names)
+    try:
+        table = pf.read(columns=[n for n, _ in need])
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise InputError(f"{src}: cannot read this Parquet file ({short(e, 120)})") from None
+    if table.num_rows == 0:
+        raise InputError(f"{src}: no data rows")
+    cols = {n: table.column(n).to_pylist() for n, _ in need}
+    return _Table(src, cols, lambda i: f"row {i + 1}")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _number(v: Any) -> float | None:
+    """A value as a float; ``None`` if missing (empty text, null, a NaN of a typed column)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        s = v.strip()
+        if s == "":
+            return None
+        try:
+            x = float(s)
+        except ValueError:
+            raise _Bad from None
+        if not math.isfinite(x):
+            raise _Bad
+        return x
+    if isinstance(v, (numbers.Real, bool)):
+        x = float(v)
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            raise _Bad
+        return x
+    raise _Bad
+
+
+def _numbers(t: _Table, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The column as float64 values and a missing mask; a value that is no number is an error."""
+    vals = t.columns[name]
+    x = np.zeros(t.n, np.float64)
+    miss = np.zeros(t.n, bool)
+    for i, v in enumerate(vals):
+        try:
+            y = _number(v)
+        except _Bad:
+            raise InputError(f"{t.src}: {t.where(i)}: column {name!r} ({what}): expected a finite "
+                             f"number or nothing, got {short(repr(v))}") from None
+        if y is None:
+            miss[i] = True
+        else:
+            x[i] = y
+    return x, miss
+
+
+def _key(v: Any) -> str | None:
+    if v is None or (isinstance(v, str) and v == "") or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, (list, dict, tuple)):
+        raise _Bad
+    return v if isinstance(v, str) else str(v)
+
+
+def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
+    """A user's CSV or Parquet file with its schema (:func:`read_schema`) as calibration data.
+
+    Rows are ordered by ``order_by`` (a stable sort; else file order) and the last ``held_out``
+    fraction is held out. Vocabularies and standardization use the training rows only.
+    """
+    sch = schema if isinstance(schema, Schema) else read_schema(schema)
+    p = check_input_file(path, "data file")
+    t = _read_parquet(p, sch) if p.suffix.lower() in (".parquet", ".pq") else _read_csv(p, sch)
+    src, n = t.src, t.n
+    # label
+    y, miss = _numbers(t, sch.label, "the label")
+    if miss.any():
+        i = int(np.argmax(miss))
+        raise InputError(f"{src}: {t.where(i)}: label column {sch.label!r} is empty")
+    if sch.label_threshold is None:
+        bad = (y != 0) & (y != 1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            got = short(repr(t.columns[sch.label][i]))
+            raise InputError(f"{src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
+                             f"label_threshold in {short(sch.path)}), got {got}")
+        label = y.astype(np.float32)
+    else:
+        label = (y >= sch.label_threshold).astype(np.float32)
+    # order and split
+    if sch.order_by is not None:
+        key, kmiss = _numbers(t, sch.order_by, "order_by")
+        if kmiss.any():
+            i = int(np.argmax(kmiss))
+            raise InputError(f"{src}: {t.where(i)}: column {sch.order_by!r} (order_by) is empty")
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.arange(n)
+    n_test = int(round(n * sch.held_out))
+    if n_test < 1 or n_test >= n:
+        raise InputError(f"{src}: {n} rows are too few to hold out {sch.held_out:g} of them")
+    n_train = n - n_test
+    train_rows = order[:n_train]
+    # dense
+    dense = np.zeros((n, len(sch.dense)), np.float32)
+    for j, c in enumerate(sch.dense):
+        x, m = _numbers(t, c.name, "dense")
+        if c.transform == "log1p":
+            x = np.log1p(np.maximum(x, 0.0))
+        elif c.transform == "standardize":
+            ok = train_rows[~m[train_rows]]
+            mu = float(x[ok].mean()) if len(ok) else 0.0
+            sd = float(x[ok].std()) if len(ok) else 0.0
+            x = (x - mu) / (sd if sd > 0 else 1.0)
+        x[m] = 0.0
+        dense[:, j] = x
+    # categorical
+    cat = np.zeros((n, len(sch.categorical)), np.int64)
+    tables = []
+    n_vocab = 0
+    for j, c in enumerate(sch.categorical):
+        keys = []
+        for i, v in enumerate(t.columns[c.name]):
+            try:
+                keys.append(_key(v))
+            except _Bad:
+                raise InputError(f"{src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
+                                 f"value, got {short(repr(v))}") from None
+        if c.buckets is not None:
+            b = c.buckets
+            cat[:, j] = [0 if k is None else 1 + zlib.crc32(k.encode("utf-8")) % b for k in keys]
+            tables.append(b + 1)
+        else:
+            vocab = sorted({keys[i] for i in train_rows.tolist()} - {None})
+            rows = {k: r + 1 for r, k in enumerate(vocab)}
+            cat[:, j] = [rows.get(k, 0) for k in keys]
+            tables.append(len(vocab) + 1)
+            n_vocab += 1
+    ds = D.Dataset(dense[order], cat[order], label[order])
+    lab = (f"label {sch.label!r}" + ("" if sch.label_threshold is None else f" >= {sch.label_threshold:g}"))
+    desc = (f"{p.name} with schema {Path(sch.path).name} (sha256 {_sha256(Path(sch.path))[:16]}): "
+            f"{n} rows; "
+            f"{lab} ({label.mean():.1%} positive); {len(tables)} tables "
+            f"({', '.join(c.name for c in sch.categorical)}: {sum(tables)} rows; {n_vocab} by the training "
+            f"rows' vocabulary, {len(tables) - n_vocab} hashed), {len(sch.dense)} dense features "
+            f"({', '.join(c.name for c in sch.dense)}); split: the last {sch.held_out:g} of the rows "
+            f"({'by ' + repr(sch.order_by) if sch.order_by else 'in file order'}) held out ({n_test}), "
+            f"the rest train ({n_train})")
+    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tuple(tables),
+                 tuple(c.name for c in sch.categorical), tuple(c.name for c in sch.dense), desc)

@@ -1,0 +1,250 @@
+"""The accuracy model (cprsim.calibrate.accuracy): candidates, held-out selection, pooling, the
+calibration file round trip, and the planner evaluating it on each run's own covariates."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from cprsim.calibrate.accuracy import (CANDIDATES, AccuracyFit, Data, design, fit_candidate, held_out_errors,
+                                       model_table, ols, select)
+from cprsim.pls import ShardLedger
+
+STRATS = ("partial", "mfu", "ssu")
+
+
+def _data(rng, b0=0.004, b1=0.0, b2=0.0, per=(1.0, 1.0, 1.0), seeds=3, n=18, sd=2e-4):
+    """Runs like the calibration's: PLS 0.01-0.5, position 0.2-0.8, age 0-PLS-ish."""
+    st, seed, pls, pos, age, y = [], [], [], [], [], []
+    for k, s in enumerate(STRATS):
+        for sd_ in range(seeds):
+            x = rng.uniform(0.01, 0.5, n)
+            p = rng.uniform(0.2, 0.8, n)
+            a = rng.uniform(0.0, 0.5, n)
+            st += [s] * n
+            seed += [sd_] * n
+            pls += list(x)
+            pos += list(p)
+            age += list(a)
+            y += list(per[k] * x * (b0 + b1 * (p - 0.5) + b2 * a) + rng.normal(0, sd, n))
+    return Data(np.array(st), np.array(seed), np.array(pls), np.array(pos), np.array(age), np.array(y))
+
+
+def _points(d: Data) -> dict:
+    out: dict = {}
+    for s in d.strategies:
+        m = d.strategy == s
+        out[s] = {"seed": d.seed[m].tolist(), "pls": d.pls[m].tolist(), "position": d.position[m].tolist(),
+                  "age": d.age[m].tolist(), "d_auc": d.y[m].tolist(), "d_logloss": (2 * d.y[m]).tolist()}
+    return out
+
+
+def test_ols_matches_the_normal_equations_and_its_ci_covers_the_truth():
+    rng = np.random.default_rng(3)
+    d = _data(rng, b0=0.004, b2=0.01)
+    X = d.X(("age",))
+    c = ols(X, d.y)
+    b = np.linalg.solve(X.T @ X, X.T @ d.y)
+    assert np.allclose(c.b, b)
+    s2 = float(np.sum((d.y - X @ b) ** 2)) / (d.y.size - 2)
+    assert np.allclose(c.cov, s2 * np.linalg.inv(X.T @ X))
+    h = stats.t.ppf(0.975, c.dof) * np.sqrt(np.diag(c.cov))
+    assert abs(c.b[0] - 0.004) <= h[0] and abs(c.b[1] - 0.01) <= h[1]
+
+
+def test_a_real_age_effect_is_chosen_and_a_pure_slope_stays_simple():
+    rng = np.random.default_rng(7)
+    rich = select(_data(rng, b0=0.002, b2=0.012), "auc")
+    assert "age" in rich.chosen.terms and rich.cv_mse[rich.chosen.name] < rich.cv_mse["slope"]
+    simple = select(_data(rng, b0=0.004), "auc")
+    assert simple.chosen.name == "slope"  # the richer fits are not better by a standard error
+    assert set(simple.cv_mse) == set(CANDIDATES)
+
+
+def test_without_timing_covariates_only_pls_models_are_fitted():
+    rng = np.random.default_rng(1)
+    d = _data(rng)
+    flat = Data(d.strategy, d.seed, d.pls, np.full(d.y.size, 0.5), np.zeros(d.y.size), d.y)
+    sel = select(flat, "auc")
+    assert sel.chosen.name == "slope" and list(sel.cv_mse) == ["slope", "curvature"]
+
+
+def test_a_convex_loss_is_chosen_as_curvature():
+    """Loss growing as PLS^2 (losing much at once costs more than proportionally)."""
+    rng = np.random.default_rng(12)
+    d = _data(rng)
+    y = d.pls * (0.001 + 0.01 * d.pls) + rng.normal(0, 2e-4, d.y.size)
+    sel = select(Data(d.strategy, d.seed, d.pls, d.position, d.age, y), "auc")
+    assert sel.chosen.name == "curvature" and sel.chosen.pooled
+    c = sel.chosen.coef["*"]
+    h = stats.t.ppf(0.975, c.dof) * np.sqrt(np.diag(c.cov))
+    assert abs(c.b[0] - 0.001) <= h[0] and abs(c.b[1] - 0.01) <= h[1]
+
+
+def test_held_out_errors_leave_one_seed_out_by_hand():
+    rng = np.random.default_rng(5)
+    d = _data(rng)
+    err = held_out_errors(d, "slope")
+    for g in range(3):
+        tr, te = d.seed != g, d.seed == g
+        b = float(np.dot(d.pls[tr], d.y[tr]) / np.dot(d.pls[tr], d.pls[tr]))  # pooled: same slopes
+        assert np.allclose(err[te], (d.y[te] - b * d.pls[te]) ** 2)
+
+
+def test_pooling_f_test_is_calibrated_under_the_null_and_detects_different_slopes():
+    """Under equal slopes the p-value is uniform: its rejection rate at 5% lies in a 99.9% binomial
+    interval around 5%; a tripled slope for one strategy is rejected."""
+    rng = np.random.default_rng(11)
+    reps = 300
+    rej = sum(fit_candidate(_data(rng, n=6), "slope").pooled is False for _ in range(reps))
+    lo, hi = stats.binom.ppf([0.0005, 0.9995], reps, 0.05)
+    assert lo <= rej <= hi, rej
+    f = fit_candidate(_data(rng, per=(1.0, 3.0, 1.0)), "slope")
+    assert not f.pooled and f.f_p_value < 0.05 and f.coef["mfu"].b[0] > 2 * f.coef["partial"].b[0]
+
+
+def test_model_table_round_trips_through_calibration_toml(tmp_path):
+    from cprsim.calibrate.calibration import load_calibration, to_toml
+
+    rng = np.random.default_rng(2)
+    d = _data(rng, b0=0.002, b2=0.012)
+    pts = _points(d)
+    doc = {"provenance": {"calibrated": True, "preset": "test"},
+           "fit": {s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")} for s in STRATS},
+           "points": pts, "model": model_table(pts)}
+    path = tmp_path / "calibration.toml"
+    path.write_text(to_toml(doc))
+    cal = load_calibration(path)
+    sel = select(Data.from_points(pts, "auc"), "auc")
+    fit = cal.models["auc"]
+    assert fit.name == sel.chosen.name and fit.pooled == sel.chosen.pooled
+    got = fit.predict("mfu", [0.1, 0.3], [0.4, 0.7], [0.1, 0.2])
+    want = sel.chosen.predict("mfu", [0.1, 0.3], [0.4, 0.7], [0.1, 0.2])
+    for a, b in zip(got, want):
+        assert np.allclose(a, b)
+    assert cal.raw["model"]["range"]["partial"]["pls"] == pytest.approx([d.pls[d.strategy == "partial"].min(),
+                                                                        d.pls[d.strategy == "partial"].max()])
+
+
+def test_a_malformed_model_table_is_a_one_line_error(tmp_path):
+    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.errors import InputError
+
+    base = ('[provenance]\ncalibrated = true\n[fit.partial]\nauc_slope = 0.01\nauc_slope_hi = 0.02\n'
+            'logloss_slope = 0.01\nlogloss_slope_hi = 0.02\n')
+    cases = {
+        '[model.auc]\nchosen = "cubic"\n': "model.auc.chosen",
+        '[model.auc]\nchosen = "age"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
+            "coefficients",
+        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0, 2.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
+            "cov",
+        '[model.auc]\nchosen = "slope"\n[model.auc.coef.mfu]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
+            "'partial'",
+    }
+    for i, (extra, needle) in enumerate(cases.items()):
+        p = tmp_path / f"c{i}.toml"
+        p.write_text(base + extra)
+        with pytest.raises(InputError) as e:
+            load_calibration(p)
+        assert needle in str(e.value) and "\n" not in str(e.value) and str(p) in str(e.value)
+
+
+class _R:
+    def __init__(self, pls, pos, age):
+        self.pls, self.pls_position, self.pls_age = pls, pos, age
+
+
+def test_the_planner_evaluates_each_run_at_its_own_position_and_age():
+    from cprsim.plan.accuracy import plan_accuracy
+
+    rng = np.random.default_rng(4)
+    d = _data(rng, b0=0.002, b2=0.012)
+
+    class Cal:
+        calibrated = True
+        provenance = {"preset": "test"}
+        raw = {"points": _points(d)}
+
+    acc = plan_accuracy(Cal(), "auc")
+    assert acc.fit is not None and "age" in acc.fit.terms and acc.model == acc.fit.name
+    runs = [_R(0.1, 0.5, 0.0), _R(0.1, 0.5, 0.4), _R(0.2, 0.9, 0.1)]
+    mean, hi = acc.run_losses(runs, "partial")
+    c = acc.fit.coef_for("partial")
+    X = design(acc.fit.terms, [0.1, 0.1, 0.2], [0.5, 0.5, 0.9], [0.0, 0.4, 0.1])
+    assert np.allclose(mean, np.maximum(X @ c.b, 0))
+    t = stats.t.ppf(0.975, c.dof)
+    assert np.allclose(hi, X @ c.b + t * np.sqrt(np.einsum("ij,jk,ik->i", X, c.cov, X)))
+    assert hi[1] > hi[0]  # an older restored state costs more at the same PLS
+    # the mean loss is the prediction at the mean column (the model is linear)
+    m, lo, h = acc.mean_loss(runs, "partial")
+    assert m == pytest.approx(float(X.mean(axis=0) @ c.b)) and lo <= m <= h
+    # the PLS bound for the analytic start is at the reference covariates (mid-training, fresh state)
+    assert acc.pls_bound(0.001, "partial") == pytest.approx(0.001 / acc.fit.slope_at("partial")[2])
+    assert isinstance(AccuracyFit.from_selection(select(d, "auc")), AccuracyFit)
+
+
+def test_ledger_timing_by_hand():
+    led = ShardLedger(4)
+    led.saved(10.0)
+    led.fail(1, 30.0)  # 1/4 x 20 lost at 30, restored state of age 20
+    led.fail(2, 90.0)  # 1/4 x 80 lost at 90, age 80
+    a1, a2 = 0.25 * 20, 0.25 * 80
+    pos, age = led.timing(100.0)
+    assert pos == pytest.approx((a1 * 0.3 + a2 * 0.9) / (a1 + a2))
+    assert age == pytest.approx((a1 * 0.2 + a2 * 0.8) / (a1 + a2))
+    assert ShardLedger(2).timing(100.0) == (0.0, 0.0)
+    led.rollback(50.0)  # the second loss is re-executed from 50: only (10, 30) and (50, 90)... healed
+    pos2, _ = led.timing(100.0)
+    assert led.lost == pytest.approx(a1 + 0.25 * 40) and math.isfinite(pos2)
+
+
+def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_runs(tmp_path):
+    """Through the CLI: a calibration whose loss grows with the restored state's age. The plan names
+    the model; its confirmation share is each run's upper loss <= the bound, recomputed here by hand
+    from the file's coefficients; and on a block of runs the planner never saw, the share of runs
+    within the bound is compatible with the promised 90% (one-sided binomial test at 1%)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cprsim.calibrate.calibration import load_calibration, to_toml
+    from cprsim.cli import main
+    from cprsim.cli.plan import quick_scenario
+    from cprsim.plan.search import simulate
+
+    rng = np.random.default_rng(8)
+    d = _data(rng, b0=0.001, b2=0.03, sd=5e-5)
+    pts = _points(d)
+    doc = {"provenance": {"calibrated": True, "preset": "test"},
+           "fit": {s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")} for s in STRATS},
+           "points": pts, "model": model_table(pts)}
+    path = tmp_path / "cal.toml"
+    path.write_text(to_toml(doc))
+    fit = load_calibration(path).models["auc"]
+    assert "age" in fit.terms
+    bound = 0.001
+    args = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
+            "--load-s", "60", "--duration-h", "20", "--max-accuracy-loss", str(bound), "--strategies", "partial",
+            "--calibration", str(path), "-n", "100", "--search-replications", "100", "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert f"model '{fit.name}'" in out["accuracy_model"]
+    o = next(x for x in out["options"] if x["strategy"] == "partial")
+    s = quick_scenario(16, 8, 300.0, 120.0, 60.0, 300.0, None, 20.0, None, 100, 1)  # the CLI's defaults
+    c = fit.coef_for("partial")
+    t = stats.t.ppf(0.975, c.dof)
+
+    def share(res):
+        X = design(fit.terms, [x.pls for x in res], [x.pls_position for x in res], [x.pls_age for x in res])
+        hi = X @ c.b + t * np.sqrt(np.einsum("ij,jk,ik->i", X, c.cov, X))
+        return float(np.mean(hi <= bound * (1 + 1e-12)))
+
+    res = simulate(s, o["interval_s"], "partial", o["params"], 100, block="confirm")
+    assert share(res) == pytest.approx(o["within"])
+    fresh = simulate(s, o["interval_s"], "partial", o["params"], 300, block="validate")
+    k = round(share(fresh) * 300)
+    assert stats.binom.cdf(k, 300, 0.9) > 0.01, k
