@@ -4,9 +4,10 @@
    ``Environment.step``), wall time per replication, and the ratio of cprsim's time per event to
    a bare SimPy loop of the same number of timeouts, measured in the same run (best of 5).
    Targets: <= 3x bare SimPy per event; one replication <= 5 ms.
-2. Scaling from 18 to 1,800 embedding servers with per-node failure processes (per-node MTBF
-   fixed, so failures grow with the nodes), embedding bytes scaled with the servers: events,
-   time per replication and time per event. Target: cost linear in events, not nodes x iterations.
+2. Scaling from 18 to 1,800 embedding servers with per-node failures (per-node MTBF fixed, so
+   failures grow with the nodes; sampled in bulk, one process), embedding bytes scaled with the
+   servers: events, time per replication and time per event. Target: cost linear in events, not
+   nodes x iterations. (benchmarks/scaling.py: up to 100,000 servers, bulk against per-node streams.)
 Usage: python benchmarks/engine.py
 """
 

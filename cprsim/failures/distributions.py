@@ -135,32 +135,37 @@ class Distribution:
         """Draw from this distribution with ``rng`` (a scalar float when ``size`` is None)."""
         return _SAMPLERS[self.family](rng, self.scale, self.shape, size)
 
-    def sample_residual(self, rng: np.random.Generator) -> float:
+    def sample_residual(self, rng: np.random.Generator, size: int | tuple[int, ...] | None = None):  # noqa: ANN201
         """A draw of the *equilibrium residual life* (density ``S(t) / mean``): the time to the next
-        failure of a renewal process observed at a random instant long after it started.
+        failure of a renewal process observed at a random instant long after it started (a scalar
+        float when ``size`` is None, else an array of ``size`` draws).
 
         ``R = U x L`` with ``U`` uniform on (0, 1) and ``L`` the length-biased lifetime (density
         ``t f(t) / mean``), which has a closed form for every family: exponential -> itself;
         Weibull(k, s) -> ``s G^(1/k)``, ``G ~ Gamma(1/k)`` directly; gamma(a, s) -> ``L ~ Gamma(a+1, s)``;
         lognormal(sigma, e^mu) -> ``L ~ lognormal(mu + sigma^2, sigma)``; log-logistic(k, s), k > 1
         -> ``L = s (Y / (1 - Y))^(1/k)``, ``Y ~ Beta(1 + 1/k, 1 - 1/k)``; constant c -> ``U c``.
+        With ``size``, the ``U`` of every draw come first, then the ``L`` (the scalar draw's order).
         """
         f, s, k = self.family, self.scale, self.shape
         if f == "exponential":
-            return float(rng.exponential(s))
-        if f == "weibull":
-            return float(s * rng.gamma(1.0 / k) ** (1.0 / k))
-        u = rng.random()
-        if f == "gamma":
-            return float(u * rng.gamma(k + 1.0, s))
-        if f == "lognormal":
-            return float(u * rng.lognormal(math.log(s) + k * k, k))
-        if f == "loglogistic":
-            if k <= 1:
-                raise ValueError("a log-logistic lifetime with shape <= 1 has no mean: no stationary start")
-            y = rng.beta(1.0 + 1.0 / k, 1.0 - 1.0 / k)
-            return float(u * s * (y / (1.0 - y)) ** (1.0 / k))
-        return float(u * s)
+            r = rng.exponential(s, size)
+        elif f == "weibull":
+            r = s * rng.gamma(1.0 / k, 1.0, size) ** (1.0 / k)
+        else:
+            u = rng.random(size)
+            if f == "gamma":
+                r = u * rng.gamma(k + 1.0, s, size)
+            elif f == "lognormal":
+                r = u * rng.lognormal(math.log(s) + k * k, k, size)
+            elif f == "loglogistic":
+                if k <= 1:
+                    raise ValueError("a log-logistic lifetime with shape <= 1 has no mean: no stationary start")
+                y = rng.beta(1.0 + 1.0 / k, 1.0 - 1.0 / k, size)
+                r = u * s * (y / (1.0 - y)) ** (1.0 / k)
+            else:
+                r = u * s
+        return float(r) if size is None else r
 
     def describe(self, unit: str = "h") -> str:
         div = 3600.0 if unit == "h" else 1.0

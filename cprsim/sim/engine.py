@@ -1,10 +1,15 @@
 """The SimPy engine: one job process, failure processes that interrupt it.
 
-SimPy's machine-shop pattern: failure processes (one per node with a failure distribution, one
-per failure domain, one for injected failures, one for a replayed trace) call
-``job.interrupt(nodes)``; the job process catches ``simpy.Interrupt``, books the time of the
-phase it was in, lets the strategy roll back or count lost updates, and recovers: it waits until
-every failed node is rescheduled, then restores (the strategy says how long).
+SimPy's machine-shop pattern: failure processes call ``run.fail(nodes, rhos)``, which interrupts
+the job; the job process catches ``simpy.Interrupt``, books the time of the phase it was in, lets
+the strategy roll back or count lost updates, and recovers: it waits until every failed node is
+rescheduled, then restores (the strategy says how long).
+
+Failure processes: ONE for the renewal processes of all nodes and fixed failure domains (sampled in
+bulk, :mod:`cprsim.sim.failstreams`, and merged into one time-ordered stream), one per
+random-membership failure domain, one for job-level interruptions, one for injected failures and
+a replayed trace. (``simulate_one(..., streams="per-node")`` runs the former layout instead: one
+process and one stream per node and per fixed group; kept for comparison and benchmarks.)
 
 Phases of the job: COMPUTE (progress towards the next checkpoint or the end), SAVE (blocking
 save, or the two-phase snapshot stall), RESCHED (waiting for failed nodes), LOAD (restore).
@@ -12,17 +17,19 @@ A failure can strike in any of them; a checkpoint counts only when completely wr
 
 **Ties.** Failure and repair timeouts are scheduled with SimPy's URGENT priority and the job's
 with NORMAL, so at one instant the order is: failures/repairs first (in the order their
-processes were created: nodes by id, then domains, injected, replay), then the job's phase end.
-A failure landing exactly on a checkpoint's completion therefore aborts that checkpoint, and a
-two-phase persist finishing at the very instant of a failure does not count.
+processes were created: the bulk stream of nodes and fixed domains, itself ordered nodes by id,
+then fixed domains; then random-membership domains, job-level interruptions, injected and replay),
+then the job's phase end. A failure landing exactly on a checkpoint's completion therefore aborts
+that checkpoint, and a two-phase persist finishing at the very instant of a failure does not count.
 
-Cost: O(nodes) to start the failure processes, then O(events), where the events are failures,
-repairs and checkpoints: never per iteration.
+Cost: O(events), where the events are failures, repairs and checkpoints (never per iteration),
+plus a few numpy calls per block of 1,024 nodes (the per-node layout: O(nodes) processes and streams).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -35,6 +42,7 @@ from cprsim.failures.distributions import Distribution
 from cprsim.pls import ShardLedger
 from cprsim.scenario import Scenario
 from cprsim.sim import strategies
+from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.streams import stream
 
@@ -44,6 +52,13 @@ COMPUTE, SAVE, RESCHED, LOAD, IDLE = range(5)
 #: stopped with a one-line error (the regime is hopeless, or the interval absurdly short)
 MAX_FAILURE_EVENTS = 200_000
 MAX_CHECKPOINTS = 2_000_000
+
+#: the bulk stream's first window: this many times the job's failure-free duration (most jobs end
+#: within it; a longer one draws further windows)
+BULK_HORIZON = 1.5
+
+#: the failure layouts :func:`simulate_one` accepts
+STREAMS = ("bulk", "per-node")
 
 
 class Runaway(InputError):
@@ -58,6 +73,15 @@ def _urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
     ev._ok = True
     ev._value = None
     env.schedule(ev, URGENT, delay)
+    return ev
+
+
+def _urgent_at(env: simpy.Environment, t: float) -> simpy.Event:
+    """An URGENT timeout that fires at exactly ``t`` (``now + (t - now)`` may round differently)."""
+    ev = simpy.Event(env)
+    ev._ok = True
+    ev._value = None
+    heappush(env._queue, (t, URGENT, next(env._eid), ev))
     return ev
 
 
@@ -378,6 +402,20 @@ def _renewal_process(run: Run, members: tuple[int, ...], dist: Distribution,
         yield _urgent_timeout(env, max(rhos))  # down until every member is back
 
 
+def _bulk_process(run: Run, bulk: BulkFailures) -> Iterator[simpy.Event]:
+    """Hand the job the failures of :class:`BulkFailures` in time order (those at one instant in one
+    step, as separate processes would), then wait for the horizon and draw the next window."""
+    env = run.env
+    while True:
+        last = None
+        for t, nodes, rhos in bulk.advance():
+            if t != last:
+                yield _urgent_at(env, t)
+                last = t
+            run.fail(nodes, rhos)
+        yield _urgent_at(env, bulk.horizon)
+
+
 def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribution,
                     resched: Distribution, rng: np.random.Generator,
                     stationary: bool = False) -> Iterator[simpy.Event]:
@@ -424,14 +462,69 @@ def injected_schedule(s: Scenario, rep: int) -> list[Scheduled]:
     return out
 
 
+def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool) -> None:
+    """One process for the renewal processes of every node and fixed failure-domain group."""
+    nt, ne, seed, resched = s.cluster.trainers, s.cluster.embedding_servers, s.seed, s.reschedule.dist
+    kinds: list[Units] = []
+    for kind, (spec, first, count) in enumerate(((s.failures.trainer, 0, nt), (s.failures.embedding, nt, ne))):
+        if spec is not None and count > 0:
+            kinds.append(Units(first, count, 1, spec.dist, resched, stationary,
+                               lambda b, kind=kind: stream(seed, rep, "node-block", kind, b)))
+    for i, d in enumerate(s.failures.domains):
+        if d.membership == "fixed":
+            first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
+            kinds.append(Units(first, count, d.nodes, d.failure.dist, resched, stationary,
+                               lambda b, i=i: stream(seed, rep, "domain-block", i, b)))
+    if kinds:
+        run.env.process(_bulk_process(run, BulkFailures(kinds, BULK_HORIZON * s.duration_s)))
+    for i, d in enumerate(s.failures.domains):
+        if d.membership == "random":
+            _start_random_domain(run, s, rep, i, stationary)
+
+
+def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool) -> None:
+    """The former layout (the engine before issue 15, process for process): one process and one
+    stream per node and per fixed failure-domain group."""
+    env, resched, f = run.env, s.reschedule.dist, s.failures
+    nt, ne = s.cluster.trainers, s.cluster.embedding_servers
+    for spec, first, count in ((f.trainer, 0, nt), (f.embedding, nt, ne)):
+        if spec is None:
+            continue
+        dist = spec.dist
+        for n in range(first, first + count):
+            env.process(_renewal_process(run, (n,), dist, lambda rng: (resched.sample(rng),),
+                                         stream(s.seed, rep, "node", n), stationary))
+    for i, d in enumerate(f.domains):
+        if d.membership == "random":
+            _start_random_domain(run, s, rep, i, stationary)
+            continue
+        first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
+        for g, (start, size) in enumerate(d.groups(count)):  # each fixed group: its own process and stream
+            env.process(_renewal_process(run, tuple(range(first + start, first + start + size)), d.failure.dist,
+                                         lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
+                                         stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g), stationary))
+
+
+def _start_random_domain(run: Run, s: Scenario, rep: int, i: int, stationary: bool) -> None:
+    """Random-membership domain ``i``: one process (the same stream in both layouts)."""
+    d, nt = s.failures.domains[i], s.cluster.trainers
+    first, count = (0, nt) if d.node_type == "trainer" else (nt, s.cluster.embedding_servers)
+    run.env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, s.reschedule.dist,
+                                    stream(s.seed, rep, "domain", i), stationary))
+
+
 def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
                  schedule: list[Scheduled] | None = None,
-                 costs: Costs | None = None) -> tuple[ReplicationResult, list[Event]]:
+                 costs: Costs | None = None, streams: str = "bulk") -> tuple[ReplicationResult, list[Event]]:
     """Run replication ``rep`` of scenario ``s``; ``record`` keeps its event log.
 
     ``schedule`` adds failures at given times (trace replay); the scenario's own failure
-    processes run as well.
+    processes run as well. ``streams``: ``"bulk"`` (node and fixed-domain failures sampled in
+    blocks, one process) or ``"per-node"`` (the former layout, one process and stream per node:
+    statistically identical, different draws; see :mod:`cprsim.sim.streams`).
     """
+    if streams not in STREAMS:
+        raise ValueError(f"streams must be one of {', '.join(STREAMS)}, got {streams!r}")
     env = simpy.Environment()
     c = costs or costs_of(s)
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
@@ -445,23 +538,7 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     resched = s.reschedule.dist
     f = s.failures
     stationary = f.start == "stationary"
-    for node_type, spec, first, count in (("trainer", f.trainer, 0, nt), ("embedding", f.embedding, nt, ne)):
-        if spec is None:
-            continue
-        dist = spec.dist
-        for n in range(first, first + count):
-            env.process(_renewal_process(run, (n,), dist, lambda rng: (resched.sample(rng),),
-                                         stream(s.seed, rep, "node", n), stationary))
-    for i, d in enumerate(f.domains):
-        first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
-        if d.membership == "random":
-            env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, resched,
-                                        stream(s.seed, rep, "domain", i), stationary))
-            continue
-        for g, (start, size) in enumerate(d.groups(count)):  # each fixed group: its own process and stream
-            env.process(_renewal_process(run, tuple(range(first + start, first + start + size)), d.failure.dist,
-                                         lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
-                                         stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g), stationary))
+    (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary)
     run.job_node = nt + ne
     if f.job is not None:
         restart = f.job.restart_s

@@ -1,0 +1,102 @@
+"""Benchmark: time per replication against the number of embedding servers, bulk failure streams
+(the default, :mod:`cprsim.sim.failstreams`) against the former per-node streams and processes,
+both measured in the same run.
+
+The scenario: cpr-production's cluster without its failure domain, partial recovery (no rollback,
+so even ~700 failures a replication leave a job that finishes), 30 s rescheduling, exponential
+per-node failures, embedding bytes and storage bandwidth scaled with the servers (so a save or a
+shard load costs the same at every size). Two series:
+
+* **fixed failures**: the per-node MTBF grows with the node count (``ne x 0.08 h``), so every size
+  sees about the same number of failures (~700 a replication) and only the per-node costs grow.
+  Targets (issue 15): 18,000 servers <= 40 ms a replication; 18 -> 100,000 servers flat within 2x.
+* **failures growing with the nodes**: the per-node MTBF is fixed (1,440 h: ~700 failures at
+  18,000 servers).
+
+Printed: events (failures) per replication, milliseconds per replication (best of ``--best-of``
+timings of ``--reps`` replications; the per-node layout fewer at large sizes), and the ratios
+per-node / bulk and (fixed series) bulk / bulk at 18 servers. 100,000 is the scenario schema's
+largest cluster (``cluster.embedding_servers <= 100,000``).
+
+Usage: python benchmarks/scaling.py [--sizes 18,180,1800,18000,100000] [--reps 20] [--best-of 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Callable
+
+import numpy as np
+
+from cprsim import scenario as sc
+from cprsim.costs import costs_of
+from cprsim.sim.engine import simulate_one
+
+#: per-node MTBF (h) per server in the fixed-failures series, and the fixed per-node MTBF (h)
+FIXED_MTBF_PER_NODE_H = 0.08
+GROWING_MTBF_H = 18_000 * FIXED_MTBF_PER_NODE_H
+
+
+def scenario(ne: int, mtbf_h: float) -> sc.Scenario:
+    base = sc.load("cpr-production", {"failures.domains": [], "checkpoint.interval_h": 1.0,
+                                      "strategy.name": "partial", "reschedule.mean_s": 30.0})
+    return base.with_updates({
+        "cluster.embedding_servers": ne, "cluster.embedding_gb": 400.0 * ne / 18,
+        "storage.write_gbps": 7.0 * ne / 18, "storage.read_gbps": 20.0 * ne / 18,
+        "failures.embedding": {"family": "exponential", "mtbf_h": mtbf_h},
+    })
+
+
+def time_reps(s: sc.Scenario, reps: int, best_of: int, streams: str) -> tuple[float, float]:
+    """(best seconds per replication, mean failures per replication)."""
+    c = costs_of(s)
+    simulate_one(s, reps, costs=c, streams=streams)  # warm-up (imports, caches), not timed
+    best, fails = float("inf"), []
+    for _ in range(best_of):
+        fails = []
+        t = time.perf_counter()
+        for i in range(reps):
+            r, _ = simulate_one(s, i, costs=c, streams=streams)
+            fails.append(r.failures_embedding)
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best, float(np.mean(fails))
+
+
+def series(title: str, sizes: list[int], mtbf: Callable[[int], float], reps: int, best_of: int) -> dict[int, float]:
+    """Print one series; return the bulk seconds per replication by size."""
+    print(title)
+    print(f"{'servers':>8} {'failures':>9} {'bulk ms':>9} {'per-node ms':>12} {'per-node/bulk':>14} {'bulk/bulk@first':>16}")
+    first, out = None, {}
+    for ne in sizes:
+        s = scenario(ne, mtbf(ne))
+        tb, fb = time_reps(s, reps, best_of, "bulk")
+        # the per-node layout costs ~45 us a node: fewer replications and timings at large sizes
+        r_old = max(1, min(reps, 2_000 // ne))
+        to, _ = time_reps(s, r_old, best_of if ne <= 18_000 else 1, "per-node")
+        first = tb if first is None else first
+        print(f"{ne:8d} {fb:9.1f} {1e3 * tb:9.3f} {1e3 * to:12.3f} {to / tb:13.1f}x {tb / first:15.2f}x")
+        out[ne] = tb
+    print()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="18,180,1800,18000,100000")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--best-of", type=int, default=3)
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
+    fixed = series(f"fixed failures (per-node MTBF = servers x {FIXED_MTBF_PER_NODE_H} h)", sizes,
+                   lambda ne: ne * FIXED_MTBF_PER_NODE_H, a.reps, a.best_of)
+    series(f"failures growing with the nodes (per-node MTBF {GROWING_MTBF_H:g} h)", sizes,
+           lambda ne: GROWING_MTBF_H, a.reps, a.best_of)
+    if 18_000 in fixed:
+        print(f"target 1: 18,000 servers, ~700 failures: {1e3 * fixed[18_000]:.1f} ms a replication (target <= 40 ms)")
+    print(f"target 2: fixed failures, slowest / fastest size: {max(fixed.values()) / min(fixed.values()):.2f}x "
+          f"over {min(fixed)} -> {max(fixed)} servers (target <= 2x)")
+
+
+if __name__ == "__main__":
+    main()
