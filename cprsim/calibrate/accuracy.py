@@ -118,7 +118,7 @@ class Coef:
             raise InputError(f"{where}: expected b (numbers), cov (a square array), dof, rss and n") from None
         if cov.shape != (b.size, b.size) or not np.all(np.isfinite(b)) or np.any(np.isnan(cov)) or (
                 dof > 0 and not np.all(np.isfinite(cov))):
-            raise InputError(f"{where}: cov must be a finite {b.size}x{b.size} array matching b "
+            raise InputError(f"{where}: b must be finite numbers and cov a finite {b.size}x{b.size} array "
                              f"(infinite only when dof <= 0)")
         return cls(b, cov, dof, rss, n)
 
@@ -407,8 +407,18 @@ class AccuracyFit:
         pv = table.get("pooling_f_test_p", {})
         p_value = pv.get(name) if isinstance(pv, dict) else None
         p_value = None if not isinstance(p_value, (int, float)) or math.isnan(p_value) else float(p_value)
-        rng = {st: {k: (float(v[0]), float(v[1])) for k, v in r.items()} for st, r in ranges.items()
-               if isinstance(r, dict)}
+        rng: dict[str, dict[str, tuple[float, float]]] = {}
+        for st, r in ranges.items():
+            if not isinstance(r, dict):
+                raise InputError(f"{where.rsplit('.', 1)[0]}.range.{st}: expected a table of [min, max] pairs")
+            rng[st] = {}
+            for k, v in r.items():
+                if not (isinstance(v, list) and len(v) == 2 and all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
+                        and v[0] <= v[1]):
+                    raise InputError(f"{where.rsplit('.', 1)[0]}.range.{st}.{k}: expected [min, max] finite "
+                                     f"numbers, got {v!r}")
+                rng[st][k] = (float(v[0]), float(v[1]))
         cv = table.get("cv_mse", {})
         alt = ", ".join(f"{k} {v:.3g}" for k, v in cv.items()) if isinstance(cv, dict) else ""
         pooled = "*" in coef
