@@ -343,7 +343,7 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
     doc["model"] = model_table(doc["points"])
     costs_s = 0.0
     if measure_costs:
-        from cprsim.calibrate.costs import end_to_end, measure_shard_io
+        from cprsim.calibrate.costs import e2e_repeats, end_to_end, measure_shard_io
 
         t, threads_before = time.perf_counter(), torch.get_num_threads()
         seed = p.seeds[0]
@@ -351,9 +351,10 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
         # torch.save/load time depends on the shard's bytes, not on the trained values
         doc["costs"] = measure_shard_io(R.new_model(prep, p.model, seed), p.n_shards)
         n = prep.n_iters
-        try:  # end_to_end trains (twice) with 2 torch threads, here, after the workers are done
-            doc["end_to_end"] = end_to_end(prep, p, seed, max(1, n // 8),
-                                           R.failure_schedule(n, p.n_shards, p.failures_per_run, seed))
+        try:  # e2e_repeats(p) plain and checkpointed runs, interleaved, here after the workers are done
+            doc["end_to_end"] = end_to_end(prep, p, seed, None,
+                                           R.failure_schedule(n, p.n_shards, p.failures_per_run, seed),
+                                           repeats=e2e_repeats(p), threads=threads)
         finally:
             torch.set_num_threads(threads_before)
         costs_s = time.perf_counter() - t
