@@ -142,12 +142,25 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
     import json
 
     d = json.loads((out / "summary.json").read_text())
-    acc = plan_accuracy(load_calibration(), "auc")
-    f = acc.slopes["partial"]
-    pls = d["metrics"]["pls"]
+    import csv
+
+    import numpy as np
+    from scipy import stats
+
+    from cprsim.calibrate.accuracy import design
+
+    fit = plan_accuracy(load_calibration(), "auc").fit  # the shipped calibration's chosen model
+    rows = list(csv.DictReader((out / "replications.csv").open()))
+    X = design(fit.terms, [float(r["pls"]) for r in rows], [float(r["pls_position"]) for r in rows],
+               [float(r["pls_age"]) for r in rows])
+    c = fit.coef_for("partial")
+    x = X.mean(axis=0)  # the model is linear in its columns: the mean loss is the prediction at the mean column
+    m = float(x @ c.b)
+    h = float(stats.t.ppf(0.975, c.dof)) * float(np.sqrt(x @ c.cov @ x))
     a = d["accuracy_loss"]["auc"]
-    assert a["mean"] == pytest.approx(f.slope * pls["mean"])
-    assert a["ci95"] == pytest.approx([max(0.0, f.lo * pls["mean"]), f.hi * pls["mean"]])
+    assert a["mean"] == pytest.approx(max(0.0, m), abs=1e-12)
+    assert a["ci95"] == pytest.approx([max(0.0, m - h), max(0.0, m + h)], abs=1e-12)
+    assert a["p90"] == pytest.approx(max(0.0, float(np.percentile(np.maximum(X @ c.b, 0.0), 90))), abs=1e-12)
     full = CliRunner().invoke(main, ["simulate", "cpr-production", "-n", "5", "--json"])
     assert json.loads(full.output)["accuracy_loss"] is None  # full recovery loses no update
 

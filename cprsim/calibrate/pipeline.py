@@ -312,7 +312,7 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
                     f"rate {p.sample_rate}; same bytes written as vanilla at each budget"),
         "pls": "measured: lost sample-updates through cprsim.pls.ShardLedger (docs/calibration.md)",
         "fit": ("[fit]: loss = slope x PLS per strategy, least squares through the origin, 95% CI (Student t); "
-                "[model]: the model the planner uses, chosen among slope/position/age/position+age by "
+                "[model]: the model the planner uses, chosen among slope/position/age/curvature/position+age by "
                 "leave-one-seed-out cross-validation (cprsim.calibrate.accuracy)"),
         "baseline_auc": facts["baseline_auc"],
         "baseline_logloss": facts["baseline_logloss"],

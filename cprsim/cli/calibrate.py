@@ -65,9 +65,9 @@ class _Bar:
 
 #: measured wall times (the same strings as ``runner.RUNTIMES``, which needs torch to import)
 RUNTIMES = {
-    "quick": "29 s measured, costs included (the runs alone: 19-26 s; 31-42 s with --jobs 1)",
-    "standard": "8 min 45 s measured, another engineer's tests running beside it (idle: ~5.5 min, extrapolated)",
-    "paper": "~50 min, extrapolated from 8 measured runs (not run in full)",
+    "quick": "93 s measured at load 3 (runs 57 s, costs and the end-to-end check 35 s); not measured idle",
+    "standard": "16 min 20 s measured at load 3 (runs 13 min 39 s, costs and end-to-end check 2 min 41 s); not measured idle",
+    "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
 }
 
 HELP = """Train a DLRM with injected partial-recovery failures; fit accuracy loss against PLS.
