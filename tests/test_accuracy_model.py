@@ -42,6 +42,17 @@ def _points(d: Data) -> dict:
     return out
 
 
+def _write_calibration(path, pts):
+    """A calibration file with these points and the [model] table calibrate would write for them."""
+    from cprsim.calibrate.calibration import to_toml
+
+    doc = {"provenance": {"calibrated": True, "preset": "test"},
+           "fit": {s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")} for s in STRATS},
+           "points": pts, "model": model_table(pts)}
+    path.write_text(to_toml(doc))
+    return path
+
+
 def test_ols_matches_the_normal_equations_and_its_ci_covers_the_truth():
     rng = np.random.default_rng(3)
     d = _data(rng, b0=0.004, b2=0.01)
@@ -107,16 +118,12 @@ def test_pooling_f_test_is_calibrated_under_the_null_and_detects_different_slope
 
 
 def test_model_table_round_trips_through_calibration_toml(tmp_path):
-    from cprsim.calibrate.calibration import load_calibration, to_toml
+    from cprsim.calibrate.calibration import load_calibration
 
     rng = np.random.default_rng(2)
     d = _data(rng, b0=0.002, b2=0.012)
     pts = _points(d)
-    doc = {"provenance": {"calibrated": True, "preset": "test"},
-           "fit": {s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")} for s in STRATS},
-           "points": pts, "model": model_table(pts)}
-    path = tmp_path / "calibration.toml"
-    path.write_text(to_toml(doc))
+    path = _write_calibration(tmp_path / "calibration.toml", pts)
     cal = load_calibration(path)
     sel = select(Data.from_points(pts, "auc"), "auc")
     fit = cal.models["auc"]
@@ -216,7 +223,7 @@ def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_r
 
     from click.testing import CliRunner
 
-    from cprsim.calibrate.calibration import load_calibration, to_toml
+    from cprsim.calibrate.calibration import load_calibration
     from cprsim.cli import main
     from cprsim.cli.plan import quick_scenario
     from cprsim.plan.search import simulate
@@ -224,11 +231,7 @@ def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_r
     rng = np.random.default_rng(8)
     d = _data(rng, b0=0.001, b2=0.03, sd=5e-5)
     pts = _points(d)
-    doc = {"provenance": {"calibrated": True, "preset": "test"},
-           "fit": {s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")} for s in STRATS},
-           "points": pts, "model": model_table(pts)}
-    path = tmp_path / "cal.toml"
-    path.write_text(to_toml(doc))
+    path = _write_calibration(tmp_path / "cal.toml", pts)
     fit = load_calibration(path).models["auc"]
     assert "age" in fit.terms
     bound = 0.001
