@@ -23,29 +23,51 @@ training has ``age = position``, a restore of the last hour's save a small ``age
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 
 
 class ShardLedger:
-    """Per-shard, per-tier markers and weights, and the lost-update total."""
+    """Per-shard, per-tier markers and weights, and the lost-update total.
 
-    __slots__ = ("markers", "weights", "tiers", "lost", "losses")
+    A save of every tier of every shard (once per checkpoint) only raises a pending floor, a
+    scalar; the markers take it when they are next read (``max`` is exact: the same markers).
+    """
+
+    __slots__ = ("_markers", "_floor", "weights", "tiers", "lost", "losses")
 
     def __init__(self, n_shards: int, weights: np.ndarray | None = None,
                  tiers: Sequence[float] = (1.0,)) -> None:
         if n_shards < 1:
             raise ValueError("n_shards must be >= 1")
-        self.weights = np.full(n_shards, 1.0 / n_shards) if weights is None else np.asarray(weights, float)
-        if self.weights.shape != (n_shards,) or np.any(self.weights < 0) or self.weights.sum() > 1 + 1e-9:
-            raise ValueError("weights must be n_shards non-negative fractions summing to <= 1")
+        if weights is None:  # uniform sharding: valid by construction
+            self.weights = np.full(n_shards, 1.0 / n_shards)
+        else:
+            self.weights = np.asarray(weights, float)
+            if self.weights.shape != (n_shards,) or np.any(self.weights < 0) or self.weights.sum() > 1 + 1e-9:
+                raise ValueError("weights must be n_shards non-negative fractions summing to <= 1")
         self.tiers = np.asarray(tiers, dtype=float)
-        if self.tiers.ndim != 1 or np.any(self.tiers < 0) or abs(self.tiers.sum() - 1.0) > 1e-9:
+        if self.tiers.ndim != 1 or any(t < 0 for t in self.tiers.tolist()) or abs(self.tiers.sum() - 1.0) > 1e-9:
             raise ValueError("tier fractions must be non-negative and sum to 1")
-        self.markers = np.zeros((len(self.tiers), n_shards))
+        self._markers = np.zeros((len(self.tiers), n_shards))
+        self._floor = -math.inf  #: a save of everything not yet applied to the markers
         self.lost = 0.0
         self.losses: list[tuple[float, float, float]] = []  #: (from, to, lost per unit progress)
+
+    @property
+    def markers(self) -> np.ndarray:
+        """``(tiers, shards)``: the progress at which each tier of each shard last became whole."""
+        if self._floor != -math.inf:
+            np.maximum(self._markers, self._floor, out=self._markers)
+            self._floor = -math.inf
+        return self._markers
+
+    @markers.setter
+    def markers(self, value: np.ndarray) -> None:
+        self._markers = np.asarray(value, dtype=float)
+        self._floor = -math.inf
 
     def saved(self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None) -> None:
         """Shards (all by default) saved at ``progress``: every tier, or only ``tier``.
@@ -54,23 +76,36 @@ class ShardLedger:
         progress (a two-phase persist that commits later) stays at ``p`` (its own snapshot died with
         it, and what it lost before ``p`` is already counted).
         """
-        if tier is None and shards is None:
-            np.maximum(self.markers, progress, out=self.markers)  # the common case: once per checkpoint
+        if tier is None and shards is None:  # the common case, once per checkpoint: O(1)
+            if progress > self._floor:
+                self._floor = progress
             return
+        markers = self.markers
         rows = slice(None) if tier is None else tier
         sel = (rows, slice(None) if shards is None else shards)
-        self.markers[sel] = np.maximum(self.markers[sel], progress)
+        markers[sel] = np.maximum(markers[sel], progress)
 
     def fail(self, shard: int, progress: float, weight: float | None = None) -> float:
         """Shard restored from its last save at ``progress``; returns the lost amount booked."""
         w = self.weights[shard] if weight is None else weight
-        ages = np.maximum(0.0, progress - self.markers[:, shard])
+        markers = self.markers
+        if markers.shape[0] == 1:  # one tier (plain checkpoints): the arithmetic below, on scalars
+            age = progress - markers[0, shard]
+            if age < 0:
+                age = 0.0
+            lost = float(w * (self.tiers[0] * age))
+            self.lost += lost
+            if age > 0:
+                self.losses.append((progress - age, progress, float(w * self.tiers[0])))
+            markers[0, shard] = progress
+            return lost
+        ages = np.maximum(0.0, progress - markers[:, shard])
         lost = float(w * np.dot(self.tiers, ages))
         self.lost += lost
         for t, a in enumerate(ages):
             if a > 0:
                 self.losses.append((progress - a, progress, float(w * self.tiers[t])))
-        self.markers[:, shard] = progress
+        self._markers[:, shard] = progress
         return lost
 
     def book(self, start: float, end: float, amount: float) -> None:
@@ -102,7 +137,8 @@ class ShardLedger:
         so they are no longer lost (those before it stay lost: the checkpoint holds the gap).
         Returns the amount forgiven.
         """
-        self.markers[:] = progress
+        self._markers[:] = progress
+        self._floor = -math.inf
         if not self.losses:
             return 0.0
         healed = 0.0

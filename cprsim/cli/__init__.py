@@ -1,4 +1,10 @@
-"""The ``cprsim`` command line: one click group; each subcommand lives in its own module."""
+"""The ``cprsim`` command line: one click group; each subcommand lives in its own module.
+
+The subcommand modules are imported when their command is used (or listed by a tool that asks
+for the command itself, e.g. docs/gen_cli.py), not at start-up: they import pydantic, numpy and
+scipy, and ``cprsim --help`` needs none of them. It lists the commands with the summaries of
+:data:`_COMMANDS` (``benchmarks/startup.py`` checks them against the commands' own help).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +17,52 @@ import click
 from cprsim import __version__
 from cprsim.errors import InputError
 
-#: subcommand modules, each defining ``command`` (a click command) or ``commands`` (a list)
-_MODULES = ("scenarios", "simulate", "fit", "access", "plan", "calibrate", "sweep", "plot")
+#: subcommand -> (its module in cprsim.cli, the first paragraph of its help); a module defines
+#: ``command`` (a click command) or ``commands`` (a list)
+_COMMANDS = {
+    "access": ("access", "Coverage c(r) of the top rows, rows touched after n samples, and MFU/SSU ranking noise."),
+    "calibrate": ("calibrate", "Train a DLRM with injected partial-recovery failures; fit accuracy loss against PLS."),
+    "fit": ("fit", "Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."),
+    "plan": ("plan", "Pick the checkpoint intervals and recovery strategy for an accuracy bound."),
+    "plot": ("plot", "Draw a figure of KIND from RESULTS."),
+    "scenarios": ("scenarios", "List the built-in scenarios."),
+    "show": ("scenarios", "Print the effective config of a scenario (defaults included) and its derived costs."),
+    "simulate": ("simulate", "Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown."),
+    "sweep": ("sweep", "Run every combination of a sweep file's grid values x strategies x replications."),
+}
 
 
 class _Group(click.Group):
-    """Turns bad input anywhere below into one line on stderr and exit code 2."""
+    """Loads a subcommand's module when the command is needed; turns bad input anywhere below into
+    one line on stderr and exit code 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(_COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in _COMMANDS:
+            self._load(_COMMANDS[name][0])
+        return self.commands.get(name)
+
+    def _load(self, module: str) -> None:
+        try:
+            mod = importlib.import_module(f"cprsim.cli.{module}")
+        except ModuleNotFoundError as e:
+            if e.name != f"cprsim.cli.{module}":
+                raise
+            return  # a module not written yet: its commands do not exist
+        for cmd in getattr(mod, "commands", [getattr(mod, "command", None)]):
+            if cmd is not None and cmd.name not in self.commands:
+                self.add_command(cmd)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help`` without importing the modules: a command not loaded yet is
+        listed with its summary from :data:`_COMMANDS` (shortened by click, as its own help would be)."""
+        listed = click.Group(self.name, commands=self.commands)
+        for name, (_, summary) in _COMMANDS.items():
+            if name not in listed.commands:
+                listed.add_command(click.Command(name, help=summary))
+        listed.format_commands(ctx, formatter)
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
         from cprsim.io import short
@@ -69,15 +115,3 @@ def main(verbose: int, quiet: bool) -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-
-
-for _name in _MODULES:
-    try:
-        _mod = importlib.import_module(f"cprsim.cli.{_name}")
-    except ModuleNotFoundError as _e:
-        if _e.name != f"cprsim.cli.{_name}":
-            raise
-        continue
-    for _cmd in getattr(_mod, "commands", [getattr(_mod, "command", None)]):
-        if _cmd is not None:
-            main.add_command(_cmd)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
-from cprsim import scenario as sc
+if TYPE_CHECKING:  # pragma: no cover - imported where used: `cprsim --help` needs neither pydantic nor scipy
+    from cprsim import scenario as sc
 
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
 _TO_H = {"s": 1 / 3600, "m": 1 / 60, "min": 1 / 60, "h": 1.0, "d": 24.0, None: 1.0}
@@ -51,6 +52,8 @@ def set_option(f: Callable) -> Callable:
 
 
 def load_scenario(name: str, sets: tuple[str, ...], extra: dict[str, Any] | None = None) -> sc.Scenario:
+    from cprsim import scenario as sc
+
     overrides = sc.parse_set(sets)
     overrides.update({k: v for k, v in (extra or {}).items() if v is not None})
     return sc.load(name, overrides)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cprsim import access
+from cprsim.pls import ShardLedger
 from cprsim.sim.prioritized import MFU, MFUParams
 from cprsim.sim.strategies import DegradedTrainers, Strategy, register
 
@@ -105,8 +106,15 @@ class ECRM(DegradedTrainers, Strategy):
         self.rebuild_end: dict[int, float] = {}  # embedding node -> end of its rebuild
         self.fallback = False
         self._init_degraded(params, run)
-        layout = stripe_layout(s, params.k, params.m, params.placement)
-        self.stripe_of = {run.n_trainers + j: st for j, st in enumerate(layout)}
+        self.stripe_of: dict[int, int] = run.shared.get("ecrm.stripe_of")  # type: ignore[assignment]
+        if self.stripe_of is None:  # the same for every replication of the scenario
+            layout = stripe_layout(s, params.k, params.m, params.placement)
+            self.stripe_of = run.shared["ecrm.stripe_of"] = {run.n_trainers + j: st for j, st in enumerate(layout)}
+
+    def make_ledger(self, run: "Run") -> ShardLedger | None:
+        """A ledger only if a stripe loss restores the lost shards alone (``stripe_loss = "partial"``):
+        otherwise ECRM loses no update."""
+        return super().make_ledger(run) if self.params.stripe_loss == "partial" else None  # type: ignore[attr-defined]
 
     @classmethod
     def check(cls, params: ECRMParams, s) -> None:  # noqa: ANN001
@@ -282,12 +290,18 @@ class CheckNRun(Strategy):
 
     def __init__(self, params: CheckNRunParams, run: "Run") -> None:
         super().__init__(params, run)
-        self._setup(run.scenario, run.tau, params)
+        self._setup(run.scenario, run.tau, params, run.shared)
         self.since = 0  # increments since the baseline, as of the last committed checkpoint
         self.has_baseline = False
         self.next_baseline = True
 
-    def _setup(self, s, tau: float, params: CheckNRunParams) -> None:  # noqa: ANN001
+    def make_ledger(self, run: "Run") -> None:
+        return None  # full recovery: no update is lost
+
+    def _setup(self, s, tau: float, params: CheckNRunParams, shared: dict | None = None) -> None:  # noqa: ANN001
+        """The byte model; ``shared`` (``run.shared``) keeps what it computes for every replication
+        of the scenario: the dirty shares and the re-baselining decisions depend on it alone."""
+        shared = {} if shared is None else shared
         self.model = access.of(s)
         self.samples_per_interval = tau * s.job.throughput
         self.tau = tau
@@ -299,12 +313,16 @@ class CheckNRun(Strategy):
         self.E, self.D = c.embedding_bytes, c.dense_bytes
         self.s_per_byte = (c.load_s - c.latency_s) / c.bytes_total if c.bytes_total else 0.0
         self.dequant_bps = params.dequant_gbps * 1e9 * s.cluster.embedding_servers
-        self._dirty: dict[int, float] = {}
-        self.lam = 0.0
-        if self.policy == "intermittent" and self.rebaseline_at is None and not s.failures.replay:
-            from cprsim.failures.rates import failure_rates
+        self._dirty: dict[int, float] = shared.setdefault("checknrun.dirty", {})
+        self._baseline: dict[int, bool] = shared.setdefault("checknrun.baseline", {})
+        if "checknrun.lam" not in shared:
+            lam = 0.0
+            if self.policy == "intermittent" and self.rebaseline_at is None and not s.failures.replay:
+                from cprsim.failures.rates import failure_rates
 
-            self.lam = failure_rates(s).total
+                lam = failure_rates(s).total
+            shared["checknrun.lam"] = lam
+        self.lam = shared["checknrun.lam"]
 
     # -- the byte model ------------------------------------------------------------------------------
     def dirty(self, j: int) -> float:
@@ -335,6 +353,12 @@ class CheckNRun(Strategy):
 
     def baseline_next(self, since: int) -> bool:
         """Is the checkpoint after ``since`` increments a new baseline?"""
+        got = self._baseline.get(since)
+        if got is None:
+            got = self._baseline[since] = self._baseline_rule(since)
+        return got
+
+    def _baseline_rule(self, since: int) -> bool:
         j = since + 1
         if j >= self.K:
             return True

@@ -22,15 +22,23 @@ then fixed domains; then random-membership domains, job-level interruptions, inj
 then the job's phase end. A failure landing exactly on a checkpoint's completion therefore aborts
 that checkpoint, and a two-phase persist finishing at the very instant of a failure does not count.
 
-Cost: O(events), where the events are failures, repairs and checkpoints (never per iteration),
-plus a few numpy calls per block of 1,024 nodes (the per-node layout: O(nodes) processes and streams).
+**Quiet phases.** Every failure is a scheduled event (its process schedules it ahead), so a phase
+of the job that ends before the first scheduled event cannot be interrupted: the job moves the
+clock to its end at once instead of yielding a timeout (:meth:`Run._quiet`; a tie still goes
+through SimPy). The clock, the order of events and the results are those of one timeout per
+phase (``QUIET_PHASES = False``), but the checkpoints between two failures cost no SimPy event.
+
+Cost: O(events), where the events are failures, repairs and checkpoints (never per iteration);
+SimPy events only around failures and repairs; plus a few numpy calls per block of 1,024 nodes
+(the per-node layout: O(nodes) processes and streams). What a replication derives from the
+scenario alone (costs, the strategy's validated parameters, ...) is made once per scenario.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from heapq import heappush
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import simpy
@@ -59,6 +67,10 @@ BULK_HORIZON = 1.5
 
 #: the failure layouts :func:`simulate_one` accepts
 STREAMS = ("bulk", "per-node")
+
+#: a phase that ends before the next scheduled event moves the clock on without a SimPy event
+#: (:meth:`Run._quiet`); False: every phase is a SimPy timeout (the same results, for comparison)
+QUIET_PHASES = True
 
 
 class Runaway(InputError):
@@ -100,7 +112,7 @@ class Run:
     progress: float = 0.0
     ckpt_progress: float = 0.0
     next_ckpt: float = 0.0
-    ledger: ShardLedger = field(default_factory=lambda: ShardLedger(1))
+    ledger: ShardLedger | None = None  #: the strategy's PLS ledger (None: it never loses an update)
     pending: tuple[float, float] | None = None  # two-phase: (progress, durable at time)
     down: dict[int, float] = field(default_factory=dict)  # nodes the job waits for -> up time
     up_at: dict[int, float] = field(default_factory=dict)  # every failed node -> up time
@@ -127,6 +139,8 @@ class Run:
     events: list[Event] = field(default_factory=list)
     strategy: strategies.Strategy | None = None
     job: simpy.Process | None = None
+    #: kept for every replication of one scenario (and costs): what a strategy derives from them alone
+    shared: dict = field(default_factory=dict)
 
     # -- used by strategies --------------------------------------------------------------------
     def log(self, kind: str, node: int = -1, value: float = 0.0, t: float | None = None) -> None:
@@ -142,18 +156,21 @@ class Run:
         lost = self.progress - self.ckpt_progress
         if lost > 0:
             self.lost_s += lost
-            self.log("rollback", -1, lost)
+            if self.record:
+                self.log("rollback", -1, lost)
         self.progress = self.ckpt_progress
         self.next_ckpt = self.ckpt_progress + self.tau
         self.pending = None
-        self.ledger.rollback(self.ckpt_progress)
+        if self.ledger is not None:
+            self.ledger.rollback(self.ckpt_progress)
 
     def lose_shard(self, j: int, weight: float | None = None) -> None:
         """Partial recovery of embedding shard ``j``: its updates since its last save are lost."""
-        lost = self.ledger.fail(j, self.progress, weight)
-        self.log("restore", self.n_trainers + j, self.progress)
-        if lost > 0:
-            self.log("pls", self.n_trainers + j, lost / self.W)
+        lost = self.ledger.fail(j, self.progress, weight)  # type: ignore[union-attr]
+        if self.record:
+            self.log("restore", self.n_trainers + j, self.progress)
+            if lost > 0:
+                self.log("pls", self.n_trainers + j, lost / self.W)
 
     def dense_lost(self, nodes: Iterable[int]) -> bool:
         """The failure of ``nodes`` left no trainer up: no peer holds the dense parameters, so
@@ -166,19 +183,21 @@ class Run:
     # -- failure side -------------------------------------------------------------------------------
     def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
         now = self.env.now
+        up_at, nt = self.up_at, self.n_trainers
         new = []
         for n, r in zip(nodes, rhos):
-            if self.up_at.get(n, -1.0) > now:  # already down: it cannot fail again
+            if up_at.get(n, -1.0) > now:  # already down: it cannot fail again
                 continue
-            self.up_at[n] = now + r
+            up_at[n] = now + r
             new.append(n)
-            if n < self.n_trainers:
+            if n < nt:
                 self.fails_trainer += 1
             elif n == self.job_node:
                 self.fails_job += 1
             else:
                 self.fails_embedding += 1
-            self.log("fail", n, r)
+            if self.record:
+                self.log("fail", n, r)
         if new and self.job is not None and self.job.is_alive:
             self.fail_events += 1
             if self.fail_events > MAX_FAILURE_EVENTS:
@@ -187,7 +206,8 @@ class Run:
                     f"{self.progress / 3600:.3g} h of {self.W / 3600:.3g} h of progress ({now / 3600:.3g} h of wall "
                     "time): failures come faster than the job can save and recover; give nodes a longer MTBF, "
                     "or shorter saves and restarts (`cprsim plan` says whether the job can finish)")
-            self._settle(strict=True)
+            if self.pending is not None:
+                self._settle(strict=True)
             self.job.interrupt(new)
 
     def _settle(self, strict: bool) -> None:
@@ -202,11 +222,31 @@ class Run:
             self.strategy.on_commit(self, p)  # type: ignore[union-attr]
 
     # -- the job process ----------------------------------------------------------------------------
+    def _quiet(self, dt: float) -> bool:
+        """Move the clock on by ``dt`` at once if nothing can happen meanwhile, and say so.
+
+        Only a scheduled event changes anything (every failure is one, scheduled ahead), so a phase
+        that ends before the next one in the queue cannot be interrupted: the job goes on as if its
+        timeout had fired (the same clock, the same order), without a SimPy event. At a tie the
+        phase goes through SimPy: a failure at that very instant comes first.
+        """
+        env = self.env
+        end = env._now + dt  # what a timeout would be scheduled at
+        queue = env._queue
+        if QUIET_PHASES and (not queue or end < queue[0][0]):
+            env._now = end
+            return True
+        return False
+
     def job_process(self) -> Iterator[simpy.Event]:
         env, strat = self.env, self.strategy
         assert strat is not None
         two_phase = self.scenario.checkpoint.mode == "two-phase"
         timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
+        save_cost, commit = strat.save_s, strat.on_commit
+        # the hot phases (compute, blocking save) test `_quiet`'s condition in line: a phase ending
+        # before the first scheduled event moves the clock (env._now: env.now without the property)
+        queue, skip = env._queue, QUIET_PHASES
         # the rate can change during a compute step only with these: otherwise a fast path
         variable = self.persist_slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
         while True:
@@ -221,25 +261,30 @@ class Run:
                     if two_phase:
                         yield from self._save_two_phase()
                         continue
-                    now = env.now
+                    now = env._now
                     self.phase, self.phase_start = SAVE, now
                     if rec:
                         self.log("save_start", -1, progress)
-                    yield timeout(strat.save_s(self))
-                    self.save_s += env.now - now
+                    dt = save_cost(self)
+                    end = now + dt
+                    if skip and (not queue or end < queue[0][0]):  # nothing can happen meanwhile
+                        env._now = end
+                    else:
+                        yield timeout(dt)
+                    self.save_s += env._now - now
                     self.checkpoints += 1
                     if self.checkpoints > MAX_CHECKPOINTS:
                         raise Runaway(f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
                                       f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
                                       "choose a longer checkpoint.interval_h")
-                    strat.on_commit(self, progress)
+                    commit(self, progress)
                     if rec:
                         self.log("save_end", -1, progress)
                     self.phase = IDLE
                     self.next_ckpt = progress + tau
                     continue
                 target = self.next_ckpt if self.next_ckpt < W else W
-                now = env.now
+                now = env._now
                 if variable:
                     rate = self.rate_at(now)
                     dt = (target - progress) / rate
@@ -252,39 +297,49 @@ class Run:
                     dt = (target - progress) / rate
                     partial_step = False
                 self.phase, self.phase_start, self.phase_rate = COMPUTE, now, rate
-                yield timeout(dt)
+                end = now + dt
+                if skip and (not queue or end < queue[0][0]):
+                    env._now = end
+                else:
+                    yield timeout(dt)
                 self.compute_s += dt
                 self.progress = min(target, progress + dt * rate) if partial_step else target
                 self.phase = IDLE
             except simpy.Interrupt as intr:
-                self._interrupted(list(intr.cause))
+                self._interrupted(intr.cause)  # the nodes `fail` interrupted the job for
         self._settle(strict=False)  # a persist that finished before the end counts
         self.log("done", -1, self.progress)
 
     def _recover(self) -> Iterator[simpy.Event]:
         """Wait until every failed node the job needs is rescheduled, then restore."""
-        env, strat = self.env, self.strategy
+        env, strat, rec = self.env, self.strategy, self.record
         assert strat is not None
         now = env.now
         t_up = max(self.down.values(), default=now)
         if t_up > now:
             self.phase, self.phase_start = RESCHED, now
-            self.log("resched_start")
-            yield env.timeout(t_up - now)
-            self.resched_s += env.now - self.phase_start
-            self.log("resched_end")
-        self.phase = IDLE
+            if rec:
+                self.log("resched_start")
+            if not self._quiet(t_up - now):
+                yield env.timeout(t_up - now)
+            now = env.now
+            self.resched_s += now - self.phase_start
+            if rec:
+                self.log("resched_end")
         self.down.clear()
         if self.load_left is not None:  # resume a restore that a failure nobody waits for interrupted
             dt, self.load_left = self.load_left, None
         else:
             dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
-        self.load_until = env.now + dt
-        self.phase, self.phase_start = LOAD, env.now
-        self.log("load_start", -1, dt)
-        yield env.timeout(dt)
+        self.load_until = now + dt
+        self.phase, self.phase_start = LOAD, now
+        if rec:
+            self.log("load_start", -1, dt)
+        if not self._quiet(dt):
+            yield env.timeout(dt)
         self.load_s += dt
-        self.log("load_end", -1, dt)
+        if rec:
+            self.log("load_end", -1, dt)
         self.phase = IDLE
         self.episode.clear()
         self.recovering = False
@@ -296,9 +351,12 @@ class Run:
         self.phase, self.phase_start = SAVE, env.now
         self.log("save_start", -1, self.progress)
         if self.pending is not None and self.pending[1] > env.now:
-            yield env.timeout(self.pending[1] - env.now)  # wait for the previous persist
+            wait = self.pending[1] - env.now  # for the previous persist
+            if not self._quiet(wait):
+                yield env.timeout(wait)
         self._settle(strict=False)
-        yield env.timeout(self.costs.snapshot_s)
+        if not self._quiet(self.costs.snapshot_s):
+            yield env.timeout(self.costs.snapshot_s)
         self.save_s += env.now - self.phase_start
         self.pending = (self.progress, env.now + strat.save_s(self))
         self.log("save_end", -1, self.progress)
@@ -321,32 +379,36 @@ class Run:
     def _interrupted(self, nodes: list[int]) -> None:
         now = self.env.now
         elapsed = now - self.phase_start
-        was_loading = self.phase == LOAD
-        if self.phase == COMPUTE:
+        phase, self.phase = self.phase, IDLE
+        if phase == COMPUTE:
             self.compute_s += elapsed
             self.progress = min(self.W, self.progress + elapsed * self.phase_rate)
-        elif self.phase == SAVE:
+        elif phase == SAVE:
             self.save_s += elapsed
-            self.log("save_abort", -1, self.progress)
-        elif self.phase == RESCHED:
+            if self.record:
+                self.log("save_abort", -1, self.progress)
+        elif phase == RESCHED:
             self.resched_s += elapsed
-        elif self.phase == LOAD:
+        elif phase == LOAD:
             self.load_s += elapsed
-        self.phase = IDLE
         strat = self.strategy
         assert strat is not None
-        node_failures = [n for n in nodes if n != self.job_node]
-        ret = strat.on_failure(self, node_failures) if node_failures else set()
-        stall = set(node_failures) if ret is None else set(ret)
+        job_node = self.job_node
+        node_failures = [n for n in nodes if n != job_node]
+        stall: set[int] = set()  # the nodes the job waits for
+        if node_failures:
+            ret = strat.on_failure(self, node_failures)
+            stall.update(node_failures if ret is None else ret)
         if len(node_failures) < len(nodes):  # a job-level interruption: back to the last full checkpoint
             strat.on_job_failure(self)
-            stall.add(self.job_node)
+            stall.add(job_node)
         # a failure the job does not wait for (a degraded trainer, a server ECRM rebuilds) leaves a
         # restore under way to finish; one it waits for starts a new restore once the nodes are back
-        self.load_left = max(0.0, self.load_until - now) if was_loading and not stall else None
-        for n in stall:
-            self.down[n] = max(self.down.get(n, now), self.up_at.get(n, now))
+        self.load_left = max(0.0, self.load_until - now) if phase == LOAD and not stall else None
         if stall:
+            down, up_at = self.down, self.up_at
+            for n in stall:
+                down[n] = max(down.get(n, now), up_at.get(n, now))
             self.episode.update(stall)
             self.recovering = True
 
@@ -360,7 +422,8 @@ class Run:
         degraded = self.compute_s - useful - lost
         if abs(degraded) < 1e-9 * useful:  # float rounding of the phase sums
             degraded = 0.0
-        position, age = self.ledger.timing(self.W)
+        ledger = self.ledger
+        position, age = ledger.timing(self.W) if ledger is not None else (0.0, 0.0)
         return ReplicationResult(
             replication=rep,
             wall_s=wall,
@@ -375,7 +438,7 @@ class Run:
             failures_job=self.fails_job,
             failure_events=self.fail_events,
             checkpoints=self.checkpoints,
-            pls=self.ledger.pls(self.W),
+            pls=ledger.pls(self.W) if ledger is not None else 0.0,
             overhead=(wall - useful) / useful,
             ckpt_overhead=(self.save_s + self.load_s + lost + degraded) / useful,
             ettr=useful / wall if wall > 0 else 1.0,
@@ -462,55 +525,108 @@ def injected_schedule(s: Scenario, rep: int) -> list[Scheduled]:
     return out
 
 
-def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool) -> None:
+class _Dists(NamedTuple):
+    """The distributions of a scenario, built once (each ``.dist`` of a scenario builds a new one)."""
+
+    resched: Distribution
+    trainer: Distribution | None  #: time between failures of a trainer
+    embedding: Distribution | None  #: ... of an embedding server
+    domains: tuple[Distribution, ...]  #: ... of each failure domain (in the scenario's order)
+
+    @classmethod
+    def of(cls, s: Scenario) -> "_Dists":
+        f = s.failures
+        return cls(s.reschedule.dist, f.trainer.dist if f.trainer is not None else None,
+                   f.embedding.dist if f.embedding is not None else None, tuple(d.failure.dist for d in f.domains))
+
+
+def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists) -> None:
     """One process for the renewal processes of every node and fixed failure-domain group."""
-    nt, ne, seed, resched = s.cluster.trainers, s.cluster.embedding_servers, s.seed, s.reschedule.dist
+    nt, ne, seed, resched = s.cluster.trainers, s.cluster.embedding_servers, s.seed, dists.resched
     kinds: list[Units] = []
-    for kind, (spec, first, count) in enumerate(((s.failures.trainer, 0, nt), (s.failures.embedding, nt, ne))):
-        if spec is not None and count > 0:
-            kinds.append(Units(first, count, 1, spec.dist, resched, stationary,
+    for kind, (dist, first, count) in enumerate(((dists.trainer, 0, nt), (dists.embedding, nt, ne))):
+        if dist is not None and count > 0:
+            kinds.append(Units(first, count, 1, dist, resched, stationary,
                                lambda b, kind=kind: stream(seed, rep, "node-block", kind, b)))
     for i, d in enumerate(s.failures.domains):
         if d.membership == "fixed":
             first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
-            kinds.append(Units(first, count, d.nodes, d.failure.dist, resched, stationary,
+            kinds.append(Units(first, count, d.nodes, dists.domains[i], resched, stationary,
                                lambda b, i=i: stream(seed, rep, "domain-block", i, b)))
     if kinds:
         run.env.process(_bulk_process(run, BulkFailures(kinds, BULK_HORIZON * s.duration_s)))
     for i, d in enumerate(s.failures.domains):
         if d.membership == "random":
-            _start_random_domain(run, s, rep, i, stationary)
+            _start_random_domain(run, s, rep, i, stationary, dists)
 
 
-def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool) -> None:
+def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists) -> None:
     """The former layout (the engine before issue 15, process for process): one process and one
     stream per node and per fixed failure-domain group."""
-    env, resched, f = run.env, s.reschedule.dist, s.failures
+    env, resched, f = run.env, dists.resched, s.failures
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
-    for spec, first, count in ((f.trainer, 0, nt), (f.embedding, nt, ne)):
-        if spec is None:
+    for dist, first, count in ((dists.trainer, 0, nt), (dists.embedding, nt, ne)):
+        if dist is None:
             continue
-        dist = spec.dist
         for n in range(first, first + count):
             env.process(_renewal_process(run, (n,), dist, lambda rng: (resched.sample(rng),),
                                          stream(s.seed, rep, "node", n), stationary))
     for i, d in enumerate(f.domains):
         if d.membership == "random":
-            _start_random_domain(run, s, rep, i, stationary)
+            _start_random_domain(run, s, rep, i, stationary, dists)
             continue
         first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
         for g, (start, size) in enumerate(d.groups(count)):  # each fixed group: its own process and stream
-            env.process(_renewal_process(run, tuple(range(first + start, first + start + size)), d.failure.dist,
+            env.process(_renewal_process(run, tuple(range(first + start, first + start + size)), dists.domains[i],
                                          lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
                                          stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g), stationary))
 
 
-def _start_random_domain(run: Run, s: Scenario, rep: int, i: int, stationary: bool) -> None:
+def _start_random_domain(run: Run, s: Scenario, rep: int, i: int, stationary: bool, dists: _Dists) -> None:
     """Random-membership domain ``i``: one process (the same stream in both layouts)."""
     d, nt = s.failures.domains[i], s.cluster.trainers
     first, count = (0, nt) if d.node_type == "trainer" else (nt, s.cluster.embedding_servers)
-    run.env.process(_domain_process(run, first, count, d.nodes, d.failure.dist, s.reschedule.dist,
+    run.env.process(_domain_process(run, first, count, d.nodes, dists.domains[i], dists.resched,
                                     stream(s.seed, rep, "domain", i), stationary))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What every replication of a scenario (with given costs) derives from it alone: made once."""
+
+    scenario: Scenario
+    costs: Costs
+    strategy: type[strategies.Strategy]
+    params: Any  #: the strategy's validated parameters (a frozen pydantic model)
+    persist_slowdown: float
+    dists: _Dists
+    job_dist: Distribution | None  #: job-level interruptions: time between them ...
+    job_down: Callable[[np.random.Generator], tuple[float, ...]] | None  #: ... and the job's down time
+    shared: dict  #: :attr:`Run.shared`
+
+
+#: the last scenario prepared (run_replications, a sweep point and the planner run one scenario many times)
+_last_prepared: _Prepared | None = None
+
+
+def _prepare(s: Scenario, costs: Costs | None) -> _Prepared:
+    global _last_prepared
+    c = costs if costs is not None else costs_of(s)
+    p = _last_prepared
+    if p is not None and p.scenario is s and p.costs == c:
+        return p
+    cls = strategies.get(s.strategy.name)
+    dists = _Dists.of(s)
+    job_dist = job_down = None
+    if s.failures.job is not None:
+        job_dist = s.failures.job.dist
+        restart, resched = s.failures.job.restart_s, dists.resched
+        job_down = (lambda rng: (restart,)) if restart is not None else (lambda rng: (float(resched.sample(rng)),))
+    p = _last_prepared = _Prepared(
+        scenario=s, costs=c, strategy=cls, params=cls.Params.model_validate(s.strategy.params),
+        persist_slowdown=s.checkpoint.persist_slowdown if s.checkpoint.mode == "two-phase" else 0.0, dists=dists,
+        job_dist=job_dist, job_down=job_down, shared={})
+    return p
 
 
 def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
@@ -525,26 +641,20 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     """
     if streams not in STREAMS:
         raise ValueError(f"streams must be one of {', '.join(STREAMS)}, got {streams!r}")
+    p = _prepare(s, costs)
     env = simpy.Environment()
-    c = costs or costs_of(s)
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
-    run = Run(scenario=s, costs=c, env=env, record=record, n_trainers=nt, n_embedding=ne,
-              W=s.duration_s, tau=s.interval_s)
+    run = Run(scenario=s, costs=p.costs, env=env, record=record, n_trainers=nt, n_embedding=ne,
+              W=s.duration_s, tau=s.interval_s, persist_slowdown=p.persist_slowdown, job_node=nt + ne,
+              shared=p.shared)
     run.next_ckpt = run.tau
-    run.persist_slowdown = s.checkpoint.persist_slowdown if s.checkpoint.mode == "two-phase" else 0.0
-    run.ledger = ShardLedger(ne)
-    cls = strategies.get(s.strategy.name)
-    run.strategy = cls(cls.Params.model_validate(s.strategy.params), run)
-    resched = s.reschedule.dist
+    strat = run.strategy = p.strategy(p.params, run)
+    run.ledger = strat.make_ledger(run)
     f = s.failures
     stationary = f.start == "stationary"
-    (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary)
-    run.job_node = nt + ne
-    if f.job is not None:
-        restart = f.job.restart_s
-        env.process(_renewal_process(run, (run.job_node,), f.job.dist,
-                                     (lambda rng: (restart,)) if restart is not None
-                                     else (lambda rng: (float(resched.sample(rng)),)),
+    (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
+    if p.job_down is not None:
+        env.process(_renewal_process(run, (run.job_node,), p.job_dist, p.job_down,
                                      stream(s.seed, rep, "job", 0), stationary))
     sched = injected_schedule(s, rep) if f.injected else []
     if f.replay:

@@ -199,7 +199,10 @@ class MFU(Partial):
         self.rate = 1.0 / (1.0 + cls.counter_slowdown(s, params))
         self._overlay: dict[int, float] = {}
         self.saves = 0
-        run.ledger = ShardLedger(run.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
+
+    def make_ledger(self, run: "Run") -> ShardLedger:
+        """Two tiers per shard: the rows the partial saves write (their access share) and the rest."""
+        return ShardLedger(run.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
 
     def save_s(self, run: "Run") -> float:
         return self.full_save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s

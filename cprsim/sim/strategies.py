@@ -12,6 +12,9 @@ A strategy decides four things and nothing else; the engine (``engine.py``) owns
 ``rate`` (progress per second of wall time while computing, 1 unless the strategy slows
 training down) is an attribute; ``rate_at``/``next_rate_change`` let it vary over time. Register a new strategy with ``@register``; its ``Params`` is a
 pydantic model of its scenario parameters (``[strategy]`` table), validated strictly.
+``make_ledger(run)`` gives the PLS ledger its lost updates go to (``None`` for a strategy that
+never loses one: full recovery keeps no ledger); ``run.shared`` keeps what a strategy derives
+from the scenario alone across its replications.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cprsim.pls import ShardLedger
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
@@ -98,13 +103,19 @@ class Strategy:
         if cls.needs_throughput and scenario.job.samples_per_s is None:
             raise ValueError(f"strategy {cls.name!r} counts samples: give job.samples_per_s")
 
+    def make_ledger(self, run: "Run") -> ShardLedger | None:
+        """The PLS ledger the strategy books lost updates in (``run.ledger``, made once the strategy
+        is); ``None`` for a strategy that never loses an update (its PLS is 0): no ledger work."""
+        return ShardLedger(run.n_embedding)
+
     # defaults: full-recovery semantics
     def save_s(self, run: "Run") -> float:
         return self.costs.save_s
 
     def on_commit(self, run: "Run", progress: float) -> None:
         run.ckpt_progress = progress
-        run.ledger.saved(progress)
+        if run.ledger is not None:
+            run.ledger.saved(progress)
 
     def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
         run.rollback()
@@ -165,6 +176,9 @@ class Full(Strategy):
     summary = "any failure: reschedule, every node reloads the last checkpoint, re-execute since it"
     plan_label = "full"
     plan_rank = 0
+
+    def make_ledger(self, run: "Run") -> None:
+        return None  # a rollback loses no update
 
 
 class DegradedTrainers:
@@ -308,10 +322,12 @@ class Partial(DegradedTrainers, Strategy):
 
     def rate_at(self, run: "Run", now: float) -> float:
         """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
-        return super().rate_at(run, now) * self._trainer_share(run, now)
+        r = super().rate_at(run, now)
+        return r * self._trainer_share(run, now) if self.degraded else r
 
     def next_rate_change(self, run: "Run", now: float) -> float:
-        return min(super().next_rate_change(run, now), self._next_trainer_back(now))
+        t = super().next_rate_change(run, now)
+        return min(t, self._next_trainer_back(now)) if self.degraded else t
 
     def shard_extra_s(self, run: "Run", k: int) -> float:
         """Restore time of ``k`` failed shards beyond reading their last save (MFU's overlays)."""
