@@ -1,0 +1,48 @@
+"""The engine's shortcuts change nothing: the quiet-phase clock skip gives the same bytes as one
+SimPy timeout per phase; ``cprsim --help``'s static command table matches the commands' own help."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+from cprsim import scenario as sc
+from cprsim.sim import engine
+from cprsim.sim.engine import simulate_one
+
+CASES = [
+    ("toy", {"name": "full"}),
+    ("toy", {"name": "partial"}),
+    ("cpr-production", {"name": "partial"}),
+    ("cpr-production", {"name": "mfu"}),
+    ("cpr-production", {"name": "ecrm"}),
+    ("cpr-production", {"name": "checknrun"}),
+    ("infinitehbd-hardware", {"name": "full"}),
+]
+
+
+@pytest.mark.parametrize("name, strategy", CASES)
+def test_quiet_phases_give_the_same_bytes_as_one_event_per_phase(name, strategy, monkeypatch):
+    s = sc.load(name).with_updates({"strategy": strategy})
+    if name == "toy":  # two-phase saves too
+        s2 = s.with_updates({"checkpoint.mode": "two-phase"})
+    else:
+        s2 = None
+    for scen in filter(None, (s, s2)):
+        fast = [pickle.dumps(simulate_one(scen, r, record=True)) for r in range(12)]
+        monkeypatch.setattr(engine, "QUIET_PHASES", False)
+        slow = [pickle.dumps(simulate_one(scen, r, record=True)) for r in range(12)]
+        monkeypatch.setattr(engine, "QUIET_PHASES", True)
+        assert fast == slow
+
+
+def test_the_static_command_table_matches_each_commands_help():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import startup
+    finally:
+        sys.path.pop(0)
+    assert startup.summaries_match() == []
