@@ -21,12 +21,25 @@ Computation: the first 512 ranks of every table are kept exactly; the rest are g
 geometric bins (ratio 1.02) whose mass comes from exact generalised harmonic numbers
 (Euler-Maclaurin beyond 512 terms), so a model of 34 M rows is ~10 k bins and every query is
 vectorised over bins.
+
+**Caches.** Answers are kept in memory (a scenario's layout and model, ranked shares, rows
+touched), and the ones every ``cprsim plan`` process would otherwise recompute (the skew's
+exponent, ranked shares, rows touched: a few milliseconds each, some 0.3 s a plan) also on disk,
+in ``$CPRSIM_CACHE_DIR`` (default ``$XDG_CACHE_HOME/cprsim``, else ``~/.cache/cprsim``; an empty
+``CPRSIM_CACHE_DIR`` turns it off). The file is named by a hash of this module's source and of
+the numpy, scipy and cprsim versions, so a change to any of them starts a new one; entries are
+the exact floats (JSON keeps every bit), written at exit by merging into the file (temporary
+file + rename); an unreadable or unwritable cache is ignored.
 """
 
 from __future__ import annotations
 
+import atexit
 import csv
+import hashlib
+import json
 import math
+import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -45,6 +58,8 @@ CRITEO_KAGGLE = (
 
 _EXACT = 512
 _SC_CACHE: dict[tuple, "RankedShare"] = {}
+_TOUCHED: dict[tuple, float] = {}
+_LAYOUTS: dict[tuple, "Layout"] = {}
 _RATIO = 1.02
 
 
@@ -113,6 +128,10 @@ class AccessModel:
         """The exponent for which the top ``top_fraction`` of rows take ``top_share`` of accesses."""
         if not 0 < top_fraction < 1 or not 0 < top_share < 1:
             raise InputError("skew: top_fraction and top_share must be in (0, 1)")
+        key = f"{_tables_key(tables)}|{float(top_fraction)!r}|{float(top_share)!r}"
+        cached = _disk_get("alpha", key)
+        if cached is not None:  # solved (and checked) before
+            return cls(tables, float(cached))
         lo = cls(tables, 0.0).coverage(top_fraction)
         if top_share <= lo:
             raise InputError(f"skew: {top_share:.3g} of accesses on the top {top_fraction:.3g} of rows is "
@@ -123,6 +142,7 @@ class AccessModel:
                              f"skewed than Zipf can reach with these tables ({hi:.4g})")
         a = optimize.brentq(lambda x: cls(tables, x).coverage(top_fraction) - top_share, 0.0, 5.0,
                             xtol=1e-10)
+        _disk_put("alpha", key, float(a))
         return cls(tables, float(a))
 
     @classmethod
@@ -206,7 +226,24 @@ class AccessModel:
         return float(out) if np.ndim(out) == 0 else out
 
     def touched(self, n_samples: float | np.ndarray) -> np.ndarray | float:
-        """Expected fraction of rows accessed at least once by n samples."""
+        """Expected fraction of rows accessed at least once by n samples (a scalar's answer is
+        cached: every MFU/SSU replication asks for the same ones)."""
+        if np.ndim(n_samples) == 0:
+            key = (self.tables, self.alpha, float(n_samples))
+            got = _TOUCHED.get(key)
+            if got is None:
+                if len(_TOUCHED) > 4096:
+                    _TOUCHED.clear()
+                dkey = f"{_tables_key(self.tables)}|{self.alpha!r}|{float(n_samples)!r}"
+                got = _disk_get("touched", dkey)
+                if got is None:
+                    got = float(self._touched(float(n_samples)))
+                    _disk_put("touched", dkey, got)
+                _TOUCHED[key] = got
+            return got
+        return self._touched(n_samples)
+
+    def _touched(self, n_samples: float | np.ndarray) -> np.ndarray | float:
         p, c = self.bins
         n = np.atleast_1d(np.asarray(n_samples, dtype=float))
         # 1 - (1-p)^n computed stably
@@ -231,7 +268,14 @@ class AccessModel:
         if got is None:
             if len(_SC_CACHE) > 4096:
                 _SC_CACHE.clear()
-            got = _SC_CACHE[key] = self._ranked_share(float(r), float(m_samples), float(sample_rate))
+            dkey = f"{_tables_key(self.tables)}|{self.alpha!r}|{key[2]!r}|{key[3]!r}|{key[4]!r}"
+            pair = _disk_get("ranked", dkey)
+            if pair is not None:
+                got = RankedShare(float(pair[0]), float(pair[1]))
+            else:
+                got = self._ranked_share(float(r), float(m_samples), float(sample_rate))
+                _disk_put("ranked", dkey, [got.in_sample, got.out_of_sample])
+            _SC_CACHE[key] = got
         return got
 
     def _ranked_share(self, r: float, m: float, s: float) -> "RankedShare":
@@ -285,6 +329,89 @@ class AccessModel:
 
 
 _CACHE: dict[tuple, AccessModel] = {}
+
+# -- the cache on disk ----------------------------------------------------------------------------------
+_DISK: dict[str, dict[str, object]] | None = None  #: loaded on first use
+_NEW: dict[str, dict[str, object]] = {}  #: entries computed by this process, written at exit
+_DISK_MAX = 20_000  #: entries per kind; beyond, the file starts over
+
+
+@lru_cache(maxsize=64)
+def _tables_key(tables: tuple[int, ...]) -> str:
+    return hashlib.sha256(",".join(map(str, tables)).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def _disk_path() -> Path | None:
+    d = os.environ.get("CPRSIM_CACHE_DIR")
+    if d is not None:
+        if not d.strip():
+            return None
+        base = Path(d)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        base = Path(xdg) / "cprsim" if xdg else Path.home() / ".cache" / "cprsim"
+    import scipy
+
+    import cprsim
+
+    h = hashlib.sha256()
+    h.update(Path(__file__).read_bytes())
+    h.update(f"{np.__version__}|{scipy.__version__}|{cprsim.__version__}".encode())
+    return base / f"access-{h.hexdigest()[:16]}.json"
+
+
+def _read_disk(path: Path) -> dict[str, dict[str, object]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def _disk_get(kind: str, key: str) -> object | None:
+    global _DISK
+    try:
+        path = _disk_path()
+    except OSError:
+        return None
+    if path is None:
+        return None
+    if _DISK is None:
+        _DISK = _read_disk(path)
+    got = _DISK.get(kind, {}).get(key)
+    return got if got is not None else _NEW.get(kind, {}).get(key)
+
+
+def _disk_put(kind: str, key: str, value: object) -> None:
+    try:
+        if _disk_path() is None:
+            return
+    except OSError:
+        return
+    if not _NEW:
+        atexit.register(_flush)
+    _NEW.setdefault(kind, {})[key] = value
+
+
+def _flush() -> None:
+    """Merge this process's new entries into the file (temporary file + rename); errors ignored."""
+    global _NEW
+    new, _NEW = _NEW, {}
+    try:
+        path = _disk_path()
+        if path is None or not new:
+            return
+        data = _read_disk(path)
+        for kind, entries in new.items():
+            old = data.get(kind, {})
+            data[kind] = {**(old if len(old) + len(entries) <= _DISK_MAX else {}), **entries}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, separators=(",", ":")))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass
 
 #: the embedding dimension assumed when the rows come from the bytes and no ``access.dim`` is given
 #: (production DLRMs use 64-256; DLRM's Criteo Terabyte configuration uses 64)
@@ -364,7 +491,25 @@ class Layout:
 
 def layout(s) -> Layout:  # noqa: ANN001 - cprsim.scenario.Scenario
     """The table layout of a scenario: rows from ``embedding_gb / (dim x bytes_per_param)`` unless
-    the scenario gives the rows (``access.rows``, or a tables file)."""
+    the scenario gives the rows (``access.rows``, or a tables file). Cached by the keys it reads
+    (a tables file by its version): every MFU/SSU replication and planner step asks for it."""
+    a = s.access
+    key: tuple = (a.tables, a.table_scale, a.rows, a.dim, a.bytes_per_param, s.cluster.embedding_gb)
+    if a.tables != "criteo-kaggle":
+        try:
+            st = Path(a.tables).stat()
+            key += (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            return _layout(s)  # the error, as _layout words it
+    got = _LAYOUTS.get(key)
+    if got is None:
+        if len(_LAYOUTS) > 256:
+            _LAYOUTS.clear()
+        got = _LAYOUTS[key] = _layout(s)
+    return got
+
+
+def _layout(s) -> Layout:  # noqa: ANN001
     from cprsim.scenario import GB
 
     a = s.access

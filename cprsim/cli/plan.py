@@ -62,6 +62,25 @@ class Confidence(click.ParamType):
         return q
 
 
+class PlanPrecision(click.ParamType):
+    """A relative precision in (0, 1), or ``off``."""
+
+    name = "rel|off"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        if value is None or isinstance(value, float):
+            return value
+        if str(value).strip().lower() in ("off", "none", "exhaustive"):
+            return None
+        try:
+            x = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a relative precision like 0.1, nor 'off'", param, ctx)
+        if not (math.isfinite(x) and 0 < x < 1):
+            self.fail(f"{value!r} must be in (0, 1) (or 'off')", param, ctx)
+        return x
+
+
 def _accuracy_bound(ctx, param, value):  # noqa: ANN001, ANN202
     if value is not None and not (math.isfinite(value) and 0 < value < 0.5):
         raise click.BadParameter(f"{value!r} must be a finite loss in (0, 0.5), e.g. 0.001", ctx, param)
@@ -86,9 +105,14 @@ def _accuracy_bound(ctx, param, value):  # noqa: ANN001, ANN202
 @click.option("--allow-no-full-checkpoint", is_flag=True,
               help="Without job-level interruptions or an age cap, allow plans that take no full checkpoint.")
 @click.option("--replications", "-n", type=click.IntRange(min=2),
-              help="Fresh replications confirming each option (default: the scenario's).")
+              help="Fresh replications confirming each option (default: the scenario's; with --precision, the most).")
 @click.option("--search-replications", type=click.IntRange(min=2),
               help="Replications the interval search uses (default max(200, n/2)); never those that confirm.")
+@click.option("--precision", type=PlanPrecision(), default="0.1", show_default=True,
+              help="Adaptive replication: interval grids and options that lose no update stop once the 95% CI of "
+                   "the mean overhead is within this share of it; per-run promises stop when the rest of the n "
+                   "fresh replications cannot change the verdict (curtailment: the same proof); `off` runs every "
+                   "evaluation on all its replications.")
 @click.option("--strategies", default="partial,mfu,ssu", show_default=True,
               help="Strategies to rank besides full recovery (comma-separated, or `all`: "
                    "partial, mfu, ssu, lookahead, ecrm, checknrun).")
@@ -115,7 +139,7 @@ def _accuracy_bound(ctx, param, value):  # noqa: ANN001, ANN202
 def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: tuple[str, ...],
             confidence: float | None, objective: str, max_checkpoint_age: float | None, allow_extrapolation: bool,
             allow_no_full_checkpoint: bool, replications: int | None, search_replications: int | None,
-            strategies: str, calibration: Path | None, as_json: bool, out: Path | None,
+            precision: float | None, strategies: str, calibration: Path | None, as_json: bool, out: Path | None,
             embedding_servers: int | None, trainers: int, node_mtbf_h: float | None, save_s: float | None,
             load_s: float | None, shard_load_s: float | None, reschedule_s: float, duration_h: float,
             samples_per_s: float | None, job_mtbf_h: float | None, seed: int) -> None:
@@ -160,7 +184,7 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
                          search_replications=search_replications, strategies=strats, confidence=confidence,
                          objective=objective, max_checkpoint_age_h=max_checkpoint_age,
                          allow_extrapolation=allow_extrapolation, allow_no_full_checkpoint=allow_no_full_checkpoint,
-                         progress=advance)
+                         progress=advance, precision=precision)
     d = plan.as_dict()
     if out is not None:
         atomic_write_json(out, d)
@@ -188,7 +212,9 @@ def plan_table(plan):  # noqa: ANN001, ANN201
     promise = "on the mean" if plan.confidence is None else f"in {100 * plan.confidence:g}% of runs"
     title = (f"{plan.scenario}: {m} loss <= {plan.accuracy_bound:g}, {promise}; "
              f"{plan.failure_rate_per_h:.3g} failure events/h (start: {plan.failure_start}); "
-             f"search {plan.search_replications} / confirm {plan.replications} fresh replications, seed {plan.seed}")
+             f"search {plan.search_replications} / confirm {plan.replications} fresh replications"
+             + (f" (adaptive, precision {plan.precision:g})" if plan.precision is not None else "")
+             + f", seed {plan.seed}")
     t = Table(title=escape(title), caption="* recommended, = tied with it within the 95% CIs; (!) PLS beyond the "
               "calibrated range; P90: of single runs; runs within: share of fresh runs whose loss (upper 95% end) <= the bound "
               "(its 95% lower bound)")

@@ -14,7 +14,7 @@ from cprsim.cli.common import (DURATION, load_scenario, max_events_option, progr
 from cprsim.io import atomic_write_json, atomic_write_set, csv_text, dumps_json
 from cprsim.report import summary_dict, summary_table
 from cprsim.sim.records import Event, ReplicationResult
-from cprsim.sim.replicate import run_replications
+from cprsim.sim.replicate import METRICS, Precision, run_adaptive, run_replications
 
 
 def _strategy_names() -> list[str]:
@@ -28,7 +28,16 @@ def _strategy_names() -> list[str]:
 @scenario_argument
 @click.option("--strategy", help=f"Recovery strategy: {', '.join(_strategy_names())} (parameters: the scenario's [strategy] table; see docs/concepts.md).")
 @click.option("--interval", type=DURATION, help="Checkpoint interval: 90s, 30m, 1.5h (bare number: hours).")
-@click.option("--replications", "-n", type=click.IntRange(min=1), help="Number of replications.")
+@click.option("--replications", "-n", type=click.IntRange(min=1),
+              help="Number of replications (default: the scenario's); with --precision, the most.")
+@click.option("--precision", type=click.FloatRange(min=0, min_open=True), metavar="REL",
+              help="Adaptive replication: stop once the 95% CI half-width of the mean --precision-metric is "
+                   "within REL of the mean (0.02: 2%), checked after --min-replications and every 10 more, in "
+                   "replication order (same seed, same count); -n caps it.")
+@click.option("--min-replications", type=click.IntRange(min=2), default=20, show_default=True,
+              help="With --precision: replications before the first check.")
+@click.option("--precision-metric", type=click.Choice(list(METRICS)), default="overhead", show_default=True,
+              help="With --precision: the metric whose mean must reach it.")
 @click.option("--seed", type=click.IntRange(min=0), help="Root seed of every random stream.")
 @set_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
@@ -41,9 +50,19 @@ def _strategy_names() -> list[str]:
                    "after 200,000 failure events).")
 @max_events_option
 def command(scenario: str, strategy: str | None, interval: float | None, replications: int | None,
+            precision: float | None, min_replications: int, precision_metric: str,
             seed: int | None, sets: tuple[str, ...], out: Path | None, timeline: Path | None,
             as_json: bool, force: bool, max_events: float) -> None:
-    """Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown."""
+    """Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown.
+
+    With --precision, replications are added until the mean is known to that relative precision
+    (at least --min-replications, at most -n); the number run is itself reproducible.
+    """
+    ctx = click.get_current_context()
+    if precision is None:
+        for name in ("min_replications", "precision_metric"):
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --precision")
     s = load_scenario(scenario, sets, {"strategy.name": strategy, "checkpoint.interval_h": interval,
                                        "replications": replications, "seed": seed})
     from cprsim.plan import feasibility
@@ -58,9 +77,18 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
 
         feasibility.check(s, registry.get(s.strategy.name).plan_kind)
     record = out is not None or timeline is not None
+    rule = Precision(precision, s.replications, min_replications, metric=precision_metric) \
+        if precision is not None else None
     with progress_bar(s.replications, f"simulating {s.name}") as advance:
-        results, events = run_replications(s, record_first=record, progress=advance)
+        if rule is None:
+            results, events = run_replications(s, record_first=record, progress=advance)
+        else:
+            results, events = run_adaptive(s, rule, record_first=record, progress=advance)
     summary = summary_dict(s, results)
+    if rule is not None:
+        summary["adaptive"] = {**rule.as_dict(), "replications": len(results),
+                               "reached": len(results) < rule.cap or rule.met(
+                                   [getattr(r, rule.metric) for r in results])}
     if out is not None:
         write_run(out, s, results, events, summary)
     if timeline is not None:
@@ -72,7 +100,12 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
     else:
         from rich.console import Console
 
-        console().print(summary_table(s, results, summary=summary))
+        con = console()
+        con.print(summary_table(s, results, summary=summary))
+        if rule is not None:
+            a = summary["adaptive"]
+            con.print(f"{len(results)} replications ({rule.describe()}): "
+                      + ("precision reached" if a["reached"] else "stopped at the cap before reaching it"))
 
 
 def write_run(out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event],

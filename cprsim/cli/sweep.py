@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from cprsim.cli.common import console, max_events_option, progress_bar
 @click.command("sweep")
 @click.argument("sweep_file", metavar="SWEEP.toml", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Local worker processes.")
+              help="Local worker processes (started at once and kept; a point's replications are split "
+                   "across them when points are few, small points batched together).")
 @click.option("--scheduler", metavar="tcp://HOST:PORT",
               help="Run on this Dask distributed scheduler instead of local processes.")
 @click.option("--dask-local", type=click.IntRange(min=1), metavar="N",
@@ -23,33 +25,52 @@ from cprsim.cli.common import console, max_events_option, progress_bar
               help="Output folder (default: out/<sweep name>).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Extra fixed override for every point (dotted, TOML value), like the sweep's [set].")
+@click.option("--precision", type=click.FloatRange(min=0, min_open=True), metavar="REL",
+              help="Adaptive replication (replaces the file's `precision`): each point runs replications until "
+                   "the 95% CI half-width of its mean `precision_metric` (default overhead) is within REL of "
+                   "the mean, checked after --min-replications and every 10 more in replication order; the "
+                   "sweep's `replications` is then the most.")
+@click.option("--min-replications", type=click.IntRange(min=2),
+              help="With adaptive replication: replications before the first check (default: the file's "
+                   "`min_replications`, else 20).")
 @max_events_option
 def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int | None, resume: bool,
-            out: Path | None, sets: tuple[str, ...], max_events: float) -> None:
+            out: Path | None, sets: tuple[str, ...], precision: float | None, min_replications: int | None,
+            max_events: float) -> None:
     """Run every combination of a sweep file's grid values x strategies x replications.
 
     Results are appended to OUT/results.csv as each point completes; a killed sweep is finished
     with --resume (nothing written is lost, nothing is run twice). The files are identical
-    whatever --jobs or the scheduler. Then draw them with `cprsim plot`.
+    whatever --jobs or the scheduler, with or without adaptive replication (--precision, or
+    `precision` in the file). Then draw them with `cprsim plot`.
     """
     from cprsim import scenario as sc
     from cprsim.sweep import load_sweep, run_sweep
-    from cprsim.sweep.runner import check_out
+    from cprsim.sweep.runner import LocalWorkers, check_out
 
     if scheduler is not None and dask_local is not None:
         raise click.UsageError("give --scheduler or --dask-local, not both")
-    sw = load_sweep(sweep_file, sc.parse_set(sets), max_events=max_events)
+    sw = load_sweep(sweep_file, sc.parse_set(sets), max_events=max_events, precision=precision,
+                    min_replications=min_replications)
+    if min_replications is not None and sw.precision is None:
+        raise click.UsageError("--min-replications needs --precision (or `precision` in the sweep file)")
     out = out if out is not None else Path("out") / sw.name
     check_out(sw, out, resume)
     n = len(sw.points)
     where = (f"Dask scheduler {scheduler}" if scheduler else f"Dask LocalCluster ({dask_local} workers)"
              if dask_local else f"{jobs} local process{'es' if jobs > 1 else ''}")
     if sys.stderr.isatty():
+        reps = (f"{sw.replications} replications" if sw.precision is None else
+                f"{sw.precision.first_look}-{sw.replications} replications ({sw.precision.describe()})")
         click.echo(f"{sw.name}: {n} points ({len(sw.keys)} grid keys x {len(sw.strategies)} strategies) x "
-                   f"{sw.replications} replications, seed {sw.seed}, on {where}", err=True)
-    with progress_bar(n, f"sweep {sw.name}") as advance:
-        res = run_sweep(sw, out, jobs=jobs, scheduler=scheduler, dask_local=dask_local, resume=resume,
-                        progress=advance, sweep_text=sweep_file.read_bytes())
+                   f"{reps}, seed {sw.seed}, on {where}", err=True)
+    with contextlib.ExitStack() as stack:
+        # local workers start before the progress bar's thread: they can then be forked, warm
+        workers = stack.enter_context(LocalWorkers(jobs)) if jobs > 1 and scheduler is None and dask_local is None \
+            else None
+        with progress_bar(n, f"sweep {sw.name}") as advance:
+            res = run_sweep(sw, out, jobs=jobs, scheduler=scheduler, dask_local=dask_local, resume=resume,
+                            progress=advance, sweep_text=sweep_file.read_bytes(), workers=workers)
     con = console()
     if res.repaired:
         con.print(f"resume repaired {out}: {', '.join(res.repaired)}")

@@ -21,12 +21,32 @@ Given a scenario and an accuracy bound (the AUC or log-loss loss a user accepts)
 6. **Recommendation** (``report.py``): the cheapest option (mean or P90 overhead) that meets its
    bound; options whose CIs overlap the cheapest are tied and the simplest wins; oracles and
    options beyond the calibrated range are never recommended by default.
+
+**Adaptive replication** (``precision``, the default; ``precision=None`` runs every evaluation on
+all its replications, the exhaustive planner). Every interval's replications are one sequence
+run on demand (``search.Runs``), so nothing is simulated twice and common random numbers hold:
+
+* the interval grids of full recovery and of the rollback strategies become a local search from
+  the analytic optimum (Daly's interval) on the same lattice, each step a paired comparison of
+  neighbouring intervals on common random numbers, extended in batches until the difference is
+  significant or its 95% CI is within ``precision`` of the mean overhead (at most the grid's
+  replications);
+* the options that lose no update are confirmed until the 95% CI of their mean overhead is
+  within ``precision`` of it (``Precision``: a fixed-relative-width sequential CI, at least 30
+  replications, at most ``n``);
+* the per-run promise is confirmed with *curtailment* (``search.curtailed``): the ``n``-run
+  Clopper-Pearson verdict, stopped as soon as the remaining runs cannot change it: exactly the
+  same verdict and guarantee as all ``n``. A failure stops there (and the interval steps down);
+  a pass, which needs at least ``need(n)`` of the ``n`` runs anyway, completes them, so its row
+  shows the figures of all ``n``;
+* the interval search jumps from a pilot at the analytic interval and judges each interval with
+  curtailment.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -40,10 +60,10 @@ from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
 from cprsim.plan.rates import Rates, failure_rates
 from cprsim.plan.records import Option, Plan, finite
 from cprsim.plan.report import quantile_ci, recommend
-from cprsim.plan.search import PlsSearch, grid_below, judge, min_replications, simulate
+from cprsim.plan.search import PlsSearch, Runs, curtailed, grid_below, judge, min_replications, simulate
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim import strategies as registry
-from cprsim.sim.replicate import estimate
+from cprsim.sim.replicate import Precision, _t_quantile, estimate
 
 __all__ = ["make_plan", "Plan", "Option", "Rates", "failure_rates", "ALL_STRATEGIES", "LABELS", "finite",
            "AccuracyModel"]
@@ -57,6 +77,11 @@ def _pls_and_rollback() -> tuple[str, ...]:
 
 
 ALL_STRATEGIES = _pls_and_rollback()
+#: the planner's default precision: grids and confirmations of options that lose no update stop
+#: once the 95% CI of the mean overhead is within 10% of it (None: the exhaustive planner)
+DEFAULT_PRECISION = 0.1
+#: replications before the first look at a confirmation's precision
+CONFIRM_MIN = 30
 LABELS = {n: (registry.get(n).plan_label or n) for n in ("full", *ALL_STRATEGIES)}
 
 
@@ -74,6 +99,15 @@ class _Context:
     tick: Callable[[int], None]
     allow_extrapolation: bool
     notes: list[str]
+    precision: float | None = None  #: adaptive replication (None: every evaluation on all its replications)
+    runs: dict[tuple, Runs] = field(default_factory=dict)
+
+    def runs_of(self, tau: float, strategy: str, params: dict[str, Any], block: str = "search") -> Runs:
+        """The replications of one interval, strategy and block: a prefix shared by every use."""
+        key = (float(tau), strategy, tuple(sorted((k, repr(v)) for k, v in params.items())), block)
+        if key not in self.runs:
+            self.runs[key] = Runs(self.s, tau, strategy, params, block)
+        return self.runs[key]
 
 
 def make_plan(
@@ -91,9 +125,13 @@ def make_plan(
     allow_extrapolation: bool = False,
     allow_no_full_checkpoint: bool = False,
     progress: Callable[[int], None] | None = None,
+    precision: float | None = DEFAULT_PRECISION,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module doc)."""
     _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
+    if precision is not None and not (isinstance(precision, (int, float)) and math.isfinite(precision)
+                                      and 0 < precision < 1):
+        raise InputError(f"the precision must be a number in (0, 1) (e.g. 0.1), or none, got {precision!r}")
     if calibration is None:
         from cprsim.calibrate.calibration import load_calibration
 
@@ -115,7 +153,8 @@ def make_plan(
     notes = _accuracy_notes(acc, metric)
     notes += _failure_notes(s, rates)
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
-    ctx = _Context(s, accuracy_bound, metric, acc, confidence, n, ns, c, rates, tick, allow_extrapolation, notes)
+    ctx = _Context(s, accuracy_bound, metric, acc, confidence, n, ns, c, rates, tick, allow_extrapolation, notes,
+                   precision)
 
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
     T_F = _full_interval(s, rates, c, age, allow_no_full_checkpoint, notes)
@@ -140,7 +179,8 @@ def make_plan(
     pls_bound = acc.pls_bound(accuracy_bound, "partial") if "partial" in strategies else math.nan
     return Plan(s.name, metric, accuracy_bound, pls_bound, acc.calibrated, dict(acc.provenance),
                 rates.total * HOUR, tuple(options), rec.label, best_full.overhead.mean - rec.overhead.mean, message,
-                n, s.seed, tuple(notes), confidence, objective, ns, T_F, acc.description, s.failures.start, tied)
+                n, s.seed, tuple(notes), confidence, objective, ns, T_F, acc.description, s.failures.start, tied,
+                precision)
 
 
 # -- inputs and notes ---------------------------------------------------------------------------------
@@ -225,9 +265,16 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
     stepped = 0
     score = _score(ctx, cls.name, bound if cap is None else cap)
     while True:
-        res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
+        if ctx.precision is None:
+            res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
+            v = judge(score(res), 1.0, ctx.q)
+        elif cls.plan_kind == "pls":  # the n-run verdict, curtailed: exact
+            v, res = curtailed(ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n, ctx.q, score,
+                               complete_pass=True)
+        else:  # nothing to prove per run: the mean overhead to the precision asked
+            res = _precise(ctx, ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n)
+            v = judge(score(res), 1.0, ctx.q)
         ctx.tick(1)
-        v = judge(score(res), 1.0, ctx.q)
         if v.passed or cls.plan_kind != "pls" or stepped >= len(steps):
             break
         tau = steps[stepped]
@@ -253,6 +300,13 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
     if stepped:
         note += (f"; the confirmation stepped the interval down {stepped} grid step(s) "
                  "(the search's choice failed on fresh replications)")
+    if ctx.precision is not None and len(res) < ctx.n:
+        if cls.plan_kind == "pls":  # only a failure is cut short (a pass completes its n runs)
+            note += (f"; the verdict of {ctx.n} fresh replications was settled after {len(res)} "
+                     "(curtailment: the rest could not change it)")
+        else:
+            note += (f"; {len(res)} fresh replications (adaptive: the 95% CI of the mean overhead within "
+                     f"{100 * ctx.precision:g}% of it)")
     full_int = cls.plan_full_interval(params, tau)
     return Option(label, strat, tau, params, a_over, e_pls, est["overhead"], est["ckpt_overhead"], pls, loss,
                   v.passed if cls.plan_kind == "pls" else True, note,
@@ -275,6 +329,65 @@ def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[A
     return score
 
 
+def _precise(ctx: _Context, runs: Runs, cap: int) -> list[Any]:
+    """The first replications of ``runs`` that give the mean overhead to ``ctx.precision``
+    (:class:`Precision`: looks after ``CONFIRM_MIN`` and every 10 more, at most ``cap``)."""
+    rule = Precision(float(ctx.precision), cap, min(cap, CONFIRM_MIN))  # type: ignore[arg-type]
+    for look in rule.looks():
+        if look >= cap or rule.met(runs.values(look)):
+            return runs.upto(look)
+    return runs.upto(cap)  # pragma: no cover - the looks end at cap
+
+
+def _paired_lower(ctx: _Context, a: Runs, b: Runs, cap: int) -> bool:
+    """Is ``b``'s mean overhead significantly below ``a``'s? Paired on common random numbers
+    (replication i of both sees the same failures), in batches of 10 from 20 until the 95% CI of
+    the difference excludes 0, is within the precision of the mean overhead (a tie: no), or
+    ``cap`` replications."""
+    n = min(cap, 20)
+    while True:
+        x = a.values(n)
+        d = b.values(n) - x
+        if n < 2:
+            return False
+        m = float(d.mean())
+        h = _t_quantile(n - 1, 0.95) * float(d.std(ddof=1)) / math.sqrt(n)
+        if abs(m) > h:
+            return m < 0.0
+        if n >= cap or h <= float(ctx.precision) * abs(float(x.mean())):  # type: ignore[arg-type]
+            return False
+        n = min(cap, n + 10)
+
+
+def _descent(ctx: _Context, strategy: str, params: dict[str, Any], lattice: Callable[[int], float], j0: int,
+             cap: int, j_min: int | None = None, max_steps: int = 12) -> tuple[float, int]:
+    """From ``lattice(j0)`` (the analytic optimum), walk the lattice while a neighbour's mean
+    overhead is significantly lower (paired comparisons, :func:`_paired_lower`); stop where none
+    is: the interval and the number of intervals simulated."""
+    def runs(j: int) -> Runs:
+        return ctx.runs_of(lattice(j), strategy, params, "search")
+
+    seen = {lattice(j0)}
+
+    def lower(j: int, k: int) -> bool:
+        if (j_min is not None and k < j_min) or lattice(k) == lattice(j):
+            return False
+        ctx.tick(1)
+        seen.add(lattice(k))
+        return _paired_lower(ctx, runs(j), runs(k), cap)
+
+    j = j0
+    for d in (-1, 1):
+        if lower(j, j + d):
+            j += d
+            for _ in range(max_steps):
+                if not lower(j, j + d):
+                    break
+                j += d
+            break
+    return lattice(j), len(seen)
+
+
 def _full_options(ctx: _Context, age: float) -> list[Option]:
     s, c, rates = ctx.s, ctx.c, ctx.rates
     W = s.duration_s
@@ -295,18 +408,26 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
         return means[t]
 
     lo_limit = max(1.0, c.save_s / 20.0)
-    grid = sorted({float(min(cap, max(lo_limit, x))) for x in t_daly * np.geomspace(0.35, 2.8, 9)})
-    for _ in range(4):  # the optimum at the grid's lower edge: extend the grid downwards
-        vals = [sim_mean(t) for t in grid]
-        i = int(np.argmin(vals))
-        if i > 0 or grid[0] <= lo_limit * (1 + 1e-9):
-            break
-        grid = sorted({float(max(lo_limit, x)) for x in grid[0] * np.geomspace(0.2, 0.8, 4)} | set(grid))
-    t_sim = grid[int(np.argmin([sim_mean(t) for t in grid]))]
+    if ctx.precision is not None:  # a local search from Daly's interval on the same lattice (x 8^(1/8))
+        def lattice(j: int) -> float:
+            return float(min(cap, max(lo_limit, t_daly * 8.0 ** (j / 8.0))))
+
+        t_sim, k = _descent(ctx, "full", {}, lattice, 0, ng)
+        how = (f"local search from Daly's interval over a x{8 ** 0.125:.3g} grid ({k} intervals): no neighbour "
+               "significantly cheaper (paired comparisons on common random numbers)")
+    else:
+        grid = sorted({float(min(cap, max(lo_limit, x))) for x in t_daly * np.geomspace(0.35, 2.8, 9)})
+        for _ in range(4):  # the optimum at the grid's lower edge: extend the grid downwards
+            vals = [sim_mean(t) for t in grid]
+            i = int(np.argmin(vals))
+            if i > 0 or grid[0] <= lo_limit * (1 + 1e-9):
+                break
+            grid = sorted({float(max(lo_limit, x)) for x in grid[0] * np.geomspace(0.2, 0.8, 4)} | set(grid))
+        t_sim = grid[int(np.argmin([sim_mean(t) for t in grid]))]
+        how = f"grid of {len(grid)} intervals around Daly's, common random numbers"
     out = []
     for label, t, note in (("full (Young)", t_young, ""), ("full (Daly)", t_daly, ""),
-                           ("full (simulated optimum)", t_sim,
-                            f"grid of {len(grid)} intervals around Daly's, common random numbers")):
+                           ("full (simulated optimum)", t_sim, how)):
         out.append(_confirm(ctx, label, full, t, {}, _safe(lambda: analytic.full_overhead(W, t, c.save_s, lam, R)),
                             0.0, math.inf, note))
     return out
@@ -379,7 +500,9 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     def params_at(t: float) -> dict[str, Any]:
         return cls.plan_with_full_interval(variant, t, T_F)
 
-    search = PlsSearch(s, cls.name, params_at, 1.0, ctx.q, ctx.ns, ctx.tick, score=_score(ctx, cls.name, cap))
+    runs_of = (lambda t: ctx.runs_of(t, cls.name, params_at(t), "search")) if ctx.precision is not None else None
+    search = PlsSearch(s, cls.name, params_at, 1.0, ctx.q, ctx.ns, ctx.tick, score=_score(ctx, cls.name, cap),
+                       runs_of=runs_of)
     tau = search.run(cands, tau_a)
     if tau is None:
         ctx.notes.append(f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
@@ -388,8 +511,8 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     i = cands.index(tau)
     steps = list(reversed(cands[max(0, i - 3):i]))
     crit = "mean loss" if ctx.q is None else f"loss in {100 * ctx.q:g}% of runs (95% lower bound)"
-    note = (f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications; "
-            f"confirmed on {ctx.n} fresh ones")
+    note = (f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications"
+            + (" (curtailed)" if ctx.precision is not None else "") + f"; confirmed on {ctx.n} fresh ones")
     extra = _safe_note(lambda: cls.plan_note(s.with_updates({"checkpoint.interval_h": tau / HOUR,
                                                               "strategy": {"name": cls.name, **params_at(tau)}}), c))
     if extra:
@@ -413,6 +536,22 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
             s.with_updates({"strategy": {"name": cls.name, **params}})
         except InputError as e:  # e.g. k + m larger than the cluster
             ctx.notes.append(f"{cls.plan_label or cls.name} {_fmt_params(params)}: {e}")
+            continue
+        if ctx.precision is not None:  # a local search on the same lattice from the point nearest Daly's
+            ratio = (hi_f / lo_f) ** 0.25
+
+            def lattice(k: int, ratio: float = ratio) -> float:
+                return float(min(cap, max(1.0, t_daly * lo_f * ratio ** k)))
+
+            k0 = min(4, max(0, round(math.log(1.0 / lo_f) / math.log(ratio))))
+            t, _ = _descent(ctx, cls.name, params, lattice, k0, ng, j_min=0)
+            runs = ctx.runs_of(t, cls.name, params, "search")
+            if best is None:
+                best = (runs, params, t)
+            else:
+                m = min(len(runs), len(best[0]))
+                if float(runs.values(m).mean()) < float(best[0].values(m).mean()):
+                    best = (runs, params, t)
             continue
         grid_t = sorted({float(min(cap, max(1.0, x))) for x in t_daly * np.geomspace(lo_f, hi_f, 5)})
         means = []

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 import numpy as np
-from scipy import stats
 
 from cprsim.calibrate.accuracy import AccuracyFit, Data, select
 
@@ -56,6 +55,8 @@ def fit_through_origin(x: np.ndarray, y: np.ndarray) -> tuple[SlopeFit, float]:
     if n < 2 or sxx <= 0:
         return SlopeFit(b, -math.inf, math.inf, n), rss
     se = math.sqrt(rss / (n - 1) / sxx)
+    from scipy import stats
+
     h = float(stats.t.ppf(0.975, n - 1)) * se
     return SlopeFit(b, b - h, b + h, n), rss
 

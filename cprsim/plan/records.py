@@ -73,6 +73,9 @@ class Plan:
     accuracy_model: str = ""
     failure_start: str = "stationary"
     tied: tuple[str, ...] = ()
+    #: adaptive replication: grids and no-loss confirmations to this relative precision of the mean
+    #: overhead, per-run promises curtailed (None: every evaluation on all its replications)
+    precision: float | None = None
 
     def option(self, label: str) -> Option:
         return next(o for o in self.options if o.label == label)

@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from cprsim.plan.records import Option
 from cprsim.scenario import HOUR
@@ -15,6 +14,8 @@ from cprsim.scenario import HOUR
 
 def quantile_ci(values: Any, p: float, level: float = 0.95) -> tuple[float, float]:
     """Distribution-free CI of the p-quantile from order statistics (binomial), clipped to the data."""
+    from scipy import stats
+
     x = np.sort(np.asarray(values, dtype=float))
     n = x.size
     lo_k = int(stats.binom.ppf((1 - level) / 2, n, p))

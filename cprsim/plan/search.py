@@ -18,6 +18,26 @@ the PLS-is-proportional-to-the-interval rule, then stepping one grid point at a 
 largest passing interval. The chosen interval is then confirmed on a block of replications the
 search never saw (``streams.REPLICATION_BLOCKS["confirm"]``); if it fails there, the interval
 steps down the grid until it passes (at most ``max_steps`` times).
+
+**Early stopping that keeps the proof exact: curtailment.** The verdict on ``n`` replications is
+"at least ``need(n)`` runs within the bound" (``need`` the fewest successes whose Clopper-Pearson
+bound reaches ``q``). Replications are run in index order and counted: the verdict is settled
+once ``need`` runs are within (pass) or more than ``n - need`` are not (fail), whatever the
+remaining replications would show, so stopping there gives exactly the verdict of all ``n``
+(:func:`curtailed`): the same 95% guarantee, no extra error. Each step runs exactly the fewest
+further replications that could settle the verdict, so nothing is wasted. A failing interval is
+settled after ``n - need + 1`` failures, usually after a fraction of ``n``; a passing one needs
+at least ``need`` runs, so the planner's confirmation completes a pass to all ``n`` (at most
+``n - need`` more: 13 of 200 at q = 0.9) and shows the figures of all ``n``, as without
+curtailment; the search stops a pass where it is settled (its lower bound would be
+``cp_lower(k, n)``, the bound all ``n`` give if every remaining run failed: never above theirs).
+The criterion on the mean (``confidence = None``) is never curtailed.
+
+**The adaptive search** (the planner's default) starts from a pilot of the first replications at
+the analytic interval, jumps by the proportional rule using the pilot's estimate of the
+statistic, then judges each interval with curtailment; every interval's replications are a
+prefix of one sequence (:class:`Runs`), so a pilot is never run twice and common random numbers
+still hold.
 """
 
 from __future__ import annotations
@@ -28,7 +48,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import ReplicationResult
@@ -54,6 +73,8 @@ def cp_lower(successes: int, n: int, level: float = LEVEL) -> float:
     """One-sided Clopper-Pearson lower confidence bound of a binomial proportion."""
     if n <= 0 or successes <= 0:
         return 0.0
+    from scipy import stats
+
     return float(stats.beta.ppf(1.0 - level, successes, n - successes + 1))
 
 
@@ -105,6 +126,100 @@ def simulate(s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: 
     return res
 
 
+class Runs:
+    """Replications ``0, 1, 2, ...`` of a block for one interval and strategy, run on demand and
+    kept: whoever asks for ``n`` gets the same first ``n`` (a pilot, a search, a confirmation)."""
+
+    def __init__(self, s: Scenario, tau: float, strategy: str, params: dict[str, Any], block: str = "search") -> None:
+        upd = {"checkpoint.interval_h": min(tau, s.duration_s) / HOUR, "strategy": {"name": strategy, **params}}
+        self.s = s.with_updates(upd)
+        self.first = REPLICATION_BLOCKS[block]
+        self.results: list[ReplicationResult] = []
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def upto(self, n: int) -> list[ReplicationResult]:
+        if n > len(self.results):
+            more, _ = run_replications(self.s, n - len(self.results), first=self.first + len(self.results))
+            self.results.extend(more)
+        return self.results[:n]
+
+    def values(self, n: int, metric: str = "overhead") -> np.ndarray:
+        return np.array([getattr(r, metric) for r in self.upto(n)], dtype=float)
+
+
+#: the search's predictive stop: looks from this many replications on, every PRED_STEP more
+PRED_MIN, PRED_STEP = 40, 10
+
+
+def p_pass(k: int, m: int, n: int, need: int) -> float:
+    """Given ``k`` of the first ``m`` runs within the bound, the probability that at least
+    ``need`` of all ``n`` are (Beta-binomial predictive, uniform prior on the share)."""
+    r, left = need - k, n - m
+    if r <= 0:
+        return 1.0
+    if r > left:
+        return 0.0
+    from scipy import stats
+
+    return float(stats.betabinom.sf(r - 1, left, k + 1, m - k + 1))
+
+
+def curtailed(runs: Runs, n: int, q: float | None, score: Callable[[list[ReplicationResult]], np.ndarray],
+              bound: float = 1.0, predictive: float | None = None,
+              complete_pass: bool = False) -> tuple[Verdict, list[ReplicationResult]]:
+    """The verdict of :func:`judge` on ``n`` replications, stopped as soon as the rest cannot
+    change it (curtailment: exact, see the module doc); and the replications it ran.
+
+    ``complete_pass``: a pass then runs the rest of the ``n`` anyway (at most ``n - need`` more)
+    and returns :func:`judge`'s verdict on all of them (the same verdict, with the figures of all
+    ``n``): only failures are cut short. ``predictive = g`` (the search only, never a
+    confirmation) also stops once the verdict of all ``n`` is predicted with probability ``1 - g``
+    (:func:`p_pass`): a guess, not a proof."""
+    need = min_successes(n, q) if q is not None else None
+    if q is None or need is None:
+        res = runs.upto(n)
+        return judge(score(res), bound, q), res
+    m = k = 0
+    guess: bool | None = None
+    while True:
+        # the fewest further runs that could settle it: need - k more within, or n - need - f + 1 more not
+        step = min(need - k, n - need - (m - k) + 1)
+        if predictive is not None and m + step > PRED_MIN:
+            step = min(step, max(PRED_MIN - m, PRED_STEP))
+        m = min(n, m + max(1, step))
+        res = runs.upto(m)
+        x = score(res)
+        k = int(np.sum(x <= bound * (1 + 1e-12)))
+        if k >= need or m - k > n - need or m >= n:
+            break
+        if predictive is not None and m >= PRED_MIN:
+            p = p_pass(k, m, n, need)
+            if p >= 1.0 - predictive or p <= predictive:
+                guess = p >= 1.0 - predictive
+                break
+    passed = k >= need if guess is None else guess
+    if passed and complete_pass and m < n:
+        res = runs.upto(n)
+        return judge(score(res), bound, q), res
+    return Verdict(passed, k / m, cp_lower(k, n), pilot_statistic(x, n, q)), res
+
+
+def pilot_statistic(x: np.ndarray, n: int, q: float | None) -> float:
+    """From a pilot's scores, an estimate of the statistic :func:`judge` would compute on ``n``
+    runs: the ``need(n)/n`` quantile (or the mean, for the criterion on the mean)."""
+    x = np.sort(np.asarray(x, dtype=float))
+    if x.size == 0:
+        return math.nan
+    if q is None:
+        return float(x.mean())
+    need = min_successes(n, q)
+    if need is None:
+        return math.inf
+    return float(x[min(x.size - 1, max(0, math.ceil(need / n * x.size) - 1))])
+
+
 @dataclass
 class PlsSearch:
     """The largest grid interval whose PLS passes, for one strategy and parameter family."""
@@ -119,16 +234,29 @@ class PlsSearch:
     #: runs -> the values compared with ``bound`` (default: their PLS); the planner passes each run's
     #: accuracy loss relative to the accuracy bound, so that ``bound`` is 1
     score: Callable[[list[ReplicationResult]], np.ndarray] | None = None
+    #: adaptive: a pilot at the analytic interval, then curtailed verdicts on :class:`Runs`
+    #: (``runs_of(tau)``); else every interval on all ``n_search`` replications
+    runs_of: Callable[[float], Runs] | None = None
+    pilot: int = 40
+    #: adaptive: stop a search verdict once predicted with this probability of error (p_pass)
+    predictive: float | None = 0.05
 
     def __post_init__(self) -> None:
         self.cache: dict[float, Verdict] = {}
 
+    def _score(self, res: list[ReplicationResult]) -> np.ndarray:
+        return self.score(res) if self.score is not None else np.array([r.pls for r in res])
+
     def ok(self, tau: float) -> Verdict:
         if tau not in self.cache:
-            res = simulate(self.s, tau, self.strategy, self.params_at(tau), self.n_search)
+            if self.runs_of is not None:
+                v, _ = curtailed(self.runs_of(tau), self.n_search, self.q, self._score, self.bound,
+                                 self.predictive)
+            else:
+                res = simulate(self.s, tau, self.strategy, self.params_at(tau), self.n_search)
+                v = judge(self._score(res), self.bound, self.q)
             self.tick(1)
-            vals = self.score(res) if self.score is not None else np.array([r.pls for r in res])
-            self.cache[tau] = judge(vals, self.bound, self.q)
+            self.cache[tau] = v
         return self.cache[tau]
 
     def run(self, cands: list[float], guess: float) -> float | None:
@@ -136,6 +264,8 @@ class PlsSearch:
         if not cands:
             return None
         i = max(0, int(np.searchsorted(cands, guess * (1 + 1e-9), side="right")) - 1)
+        if self.runs_of is not None:
+            return self._run_adaptive(cands, i)
         v = self.ok(cands[i])
         if 0 < v.statistic < math.inf:  # one jump: PLS is about proportional to the interval
             target = cands[i] * self.bound / v.statistic
@@ -151,3 +281,48 @@ class PlsSearch:
             if self.ok(cands[i]).passed:
                 return cands[i]
         return None
+
+    def _run_adaptive(self, cands: list[float], i: int) -> float | None:
+        """As :meth:`run`, from a pilot: jump by the proportional rule from the pilot's estimate,
+        then from every verdict jump again by the rule fitted through the last two estimates
+        (log-log secant: MFU's and SSU's PLS are not proportional to the interval), within the
+        grid steps not yet settled (above the largest pass, below the smallest failure), until a
+        pass sits just below a failure: the same answer as :meth:`run`'s walk whenever passing is
+        monotone in the interval."""
+        assert self.runs_of is not None
+        x = self._score(self.runs_of(cands[i]).upto(min(self.pilot, self.n_search)))
+        pts = [(cands[i], pilot_statistic(x, self.n_search, self.q))]
+        best: int | None = None  # the largest index known to pass
+        hi = len(cands) - 1  # every index above hi fails
+        j = self._target(cands, pts, 0, hi, i)
+        while True:  # the bracket (best, hi] shrinks at every step
+            v = self.ok(cands[j])
+            pts.append((cands[j], v.statistic))
+            if v.passed:
+                best = j
+                if j >= hi:
+                    return cands[j]
+                j = self._target(cands, pts, j + 1, hi, j + 1)
+                continue
+            hi = j - 1
+            if hi < 0:
+                return None
+            if best is not None and best >= hi:
+                return cands[best]
+            j = self._target(cands, pts, 0 if best is None else best + 1, hi, hi)
+
+    def _target(self, cands: list[float], pts: list[tuple[float, float]], lo: int, hi: int, default: int) -> int:
+        good = [(t, s) for t, s in pts if 0 < s < math.inf]
+        if not good:
+            return min(hi, max(lo, default))
+        t1, s1 = good[-1]
+        b = 1.0
+        if len(good) >= 2:
+            t0, s0 = good[-2]
+            if t0 != t1 and s0 != s1:
+                est = math.log(s1 / s0) / math.log(t1 / t0)
+                if 0.2 <= est <= 5.0:
+                    b = est
+        target = t1 * (self.bound / s1) ** (1.0 / b)
+        k = max(0, int(np.searchsorted(cands, target * (1 + 1e-9), side="right")) - 1)
+        return min(hi, max(lo, k))

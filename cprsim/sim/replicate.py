@@ -1,15 +1,17 @@
-"""Replications of a scenario and their summary (means with 95% confidence intervals)."""
+"""Replications of a scenario and their summary (means with 95% confidence intervals); adaptive
+replication (:class:`Precision`: as many replications as a target precision of the mean needs)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-from scipy import stats
 
 from cprsim.costs import costs_of
+from cprsim.errors import InputError
 from cprsim.scenario import Scenario
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.records import Event, ReplicationResult
@@ -65,7 +67,7 @@ def estimate(values: Sequence[float] | np.ndarray, level: float = 0.95, non_nega
     if n < 2:
         return Estimate(m, m, m, 0.0, n, p50, p90, p99)
     sd = float(x.std(ddof=1))
-    h = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * sd / math.sqrt(n)
+    h = _t_quantile(n - 1, level) * sd / math.sqrt(n)
     lo = m - h
     if (non_negative if non_negative is not None else bool(np.all(x >= 0))) and lo < 0:
         lo = 0.0
@@ -100,4 +102,132 @@ def run_replications(
         out.append(res)
         if progress is not None:
             progress(1)
+    return out, events
+
+
+# -- adaptive replication ----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def _t_quantile(df: int, level: float) -> float:
+    """The two-sided Student-t quantile (scipy.stats is imported when first needed: it is slow to import)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + level / 2.0, df))
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Adaptive replication: as many replications as the mean of ``metric`` needs.
+
+    **The rule** (a fixed-relative-width sequential confidence interval, Chow & Robbins 1965;
+    Nádas 1969): run replications ``0, 1, 2, ...`` in index order and look at the 95% Student-t
+    CI of the metric's mean after ``min_n`` replications and then after every ``batch`` more;
+    stop at the first look where its half-width is at most ``rel x |mean|``, or at ``cap``.
+    The looks fall on replication counts fixed in advance and each one reads only the
+    replications before it, in index order, so the number of replications is a function of the
+    seed alone: whoever runs them, in whatever order they complete, stops at the same count
+    (:meth:`stop_at` recomputes it from the values).
+
+    **Validity.** As ``rel`` goes to 0 the stopped interval's coverage tends to 95% and the
+    number of replications to ``(t sd / (rel mean))^2`` (the theorem of Chow and Robbins); for a
+    finite ``rel`` it can fall a little short of 95%, chiefly when a few early replications agree
+    by chance: ``min_n`` (default 20) guards against that. A metric that is constant (every
+    value equal) stops at ``min_n``; one whose mean is 0 with some spread runs to ``cap``.
+    """
+
+    rel: float  #: target half-width of the 95% CI, relative to |mean|
+    cap: int  #: never more replications than this
+    min_n: int = 20  #: the first look (at most ``cap``)
+    batch: int = 10  #: replications between two looks
+    metric: str = "overhead"
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.rel, (int, float)) and math.isfinite(self.rel) and self.rel > 0):
+            raise InputError(f"the precision must be a finite number > 0 (e.g. 0.02), got {self.rel!r}")
+        if self.cap < 1 or self.min_n < 2 or self.batch < 1:
+            raise InputError(f"adaptive replication needs cap >= 1, a minimum >= 2 and batches >= 1 "
+                             f"(got cap {self.cap}, minimum {self.min_n}, batch {self.batch})")
+        if self.metric not in METRICS:
+            raise InputError(f"the precision's metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
+
+    @property
+    def first_look(self) -> int:
+        return min(self.min_n, self.cap)
+
+    def looks(self) -> Iterator[int]:
+        """The replication counts at which the rule is checked, ascending, ending at ``cap``."""
+        n = self.first_look
+        while n < self.cap:
+            yield n
+            n += self.batch
+        yield self.cap
+
+    def next_look(self, n: int) -> int:
+        """The first look at ``n`` replications or more (``cap`` at most)."""
+        n0 = self.first_look
+        if n <= n0:
+            return n0
+        return min(self.cap, n0 + -(-(n - n0) // self.batch) * self.batch)
+
+    def met(self, values: Sequence[float] | np.ndarray) -> bool:
+        """Is the CI of the mean of ``values`` narrow enough?"""
+        x = np.asarray(values, dtype=float)
+        n = x.size
+        if n < 2:
+            return False
+        m = float(x.mean())
+        h = _t_quantile(n - 1, self.level) * float(x.std(ddof=1)) / math.sqrt(n)
+        return h <= self.rel * abs(m)
+
+    def stop_at(self, values: Sequence[float] | np.ndarray) -> int | None:
+        """The count at which replications with these values (in index order) stop; None when
+        the rule asks for more than ``len(values)``."""
+        x = np.asarray(values, dtype=float)
+        for n in self.looks():
+            if n > x.size:
+                return None
+            if n >= self.cap or self.met(x[:n]):
+                return n
+        return None  # pragma: no cover - looks() always ends at cap
+
+    def describe(self) -> str:
+        return (f"adaptive: until the 95% CI of the mean {self.metric} is within {100 * self.rel:g}% of it "
+                f"(checked after {self.first_look} replications and every {self.batch} more, at most {self.cap})")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"precision": self.rel, "metric": self.metric, "min_replications": self.min_n,
+                "batch": self.batch, "max_replications": self.cap}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Precision":
+        """The rule :meth:`as_dict` wrote (a sweep's manifest)."""
+        return cls(float(d["precision"]), int(d["max_replications"]), int(d["min_replications"]),
+                   int(d["batch"]), str(d["metric"]))
+
+
+def run_adaptive(
+    s: Scenario,
+    precision: Precision,
+    *,
+    first: int = 0,
+    record_first: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[ReplicationResult], list[Event]]:
+    """Replications ``first, first+1, ...`` until ``precision`` stops them (see :class:`Precision`)."""
+    c = costs_of(s)
+    out: list[ReplicationResult] = []
+    values: list[float] = []
+    events: list[Event] = []
+    for look in precision.looks():
+        while len(out) < look:
+            i = first + len(out)
+            res, ev = simulate_one(s, i, record=record_first and i == first, costs=c)
+            if ev:
+                events = ev
+            out.append(res)
+            values.append(getattr(res, precision.metric))
+            if progress is not None:
+                progress(1)
+        if look >= precision.cap or precision.met(values):
+            break
     return out, events

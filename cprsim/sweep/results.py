@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cprsim.errors import InputError
-from cprsim.sim.replicate import METRICS, Estimate, estimate
+from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
 
 #: summarized per point: the simulator's metrics and the failure-free time W (useful_s)
 SUMMARIZED = (*METRICS, "useful_s")
@@ -92,7 +92,7 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
 
 
 def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[str],
-               expected_n: int | None) -> list[PointSummary]:
+               expected_n: int | None, rule: Precision | None = None) -> list[PointSummary]:
     col = {c: i for i, c in enumerate(head)}
     missing = [m for m in SUMMARIZED if m not in col]
     if missing:
@@ -105,7 +105,7 @@ def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[st
     out = []
     for i in sorted(groups):
         g = groups[i]
-        if expected_n is not None and len(g) < expected_n:
+        if expected_n is not None and not point_complete(g, col["replication"], expected_n, rule, head):
             continue  # a point still running in a sweep's journal
         first = g[0]
         ests = {}
@@ -120,6 +120,24 @@ def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[st
             interval_h=float(first[col["interval_h"]]) if "interval_h" in col else math.nan,
             n=len(g), metrics=ests))
     return out
+
+
+def point_complete(rows: list[list[str]], rep_col: int, replications: int, rule: Precision | None,
+                   head: list[str]) -> bool:
+    """Are these journal rows one whole point? Replications 0 .. m-1 once each, with m the
+    replications (or, with adaptive replication, the count where the rule stops on these values:
+    a point cut short by a kill has not reached its stop, so the rule asks for more)."""
+    m = len(rows)
+    if {r[rep_col] for r in rows} != {str(k) for k in range(m)}:
+        return False
+    if rule is None:
+        return m == replications
+    col = head.index(rule.metric)
+    try:
+        values = [float(r[col]) for r in sorted(rows, key=lambda r: int(r[rep_col]))]
+    except ValueError:
+        return False
+    return rule.stop_at(values) == m
 
 
 def load_results(path: str | Path) -> SweepResults:
@@ -142,7 +160,8 @@ def load_results(path: str | Path) -> SweepResults:
             keys = head[head.index("strategy") + 1: head.index("interval_h")]
         except ValueError:
             raise InputError(f"{table}: not a sweep's results table (needs strategy and interval_h columns)") from None
-        points = _summaries(table, head, rows, keys, manifest.get("replications"))
+        rule = Precision.from_dict(manifest["precision"]) if manifest.get("precision") else None
+        points = _summaries(table, head, rows, keys, manifest.get("replications"), rule)
         W = None
         cfg = folder / "config.toml"
         if cfg.is_file():

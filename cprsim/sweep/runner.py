@@ -28,10 +28,11 @@ import csv
 import io
 import json
 import logging
+import math
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
-from multiprocessing import get_context
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -40,15 +41,13 @@ from cprsim import scenario as sc
 from cprsim.errors import InputError
 from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, short
 from cprsim.sim.records import ReplicationResult
-from cprsim.sim.replicate import METRICS, estimate, run_replications
+from cprsim.sim.replicate import METRICS, Precision, estimate, run_replications
+from cprsim.sweep.results import point_complete
 from cprsim.sweep.spec import Point, Sweep, SweepError
 
 log = logging.getLogger(__name__)
 
 RESULT_METRICS = [c for c in ReplicationResult.columns() if c != "replication"]
-
-#: a unit of work: (point index, prefix cells of its rows, the point's raw scenario)
-Task = tuple[int, tuple[Any, ...], dict[str, Any]]
 
 
 def _cell(v: Any) -> Any:
@@ -59,17 +58,9 @@ def header(sweep: Sweep) -> list[str]:
     return ["point", "strategy", *sweep.keys, "interval_h", "replication", *RESULT_METRICS]
 
 
-def tasks(points: Sequence[Point]) -> list[Task]:
-    return [(p.index, (p.index, p.strategy, *(_cell(v) for _, v in p.values), p.raw["checkpoint"]["interval_h"]),
-             p.raw) for p in points]
-
-
-def run_point(index: int, prefix: tuple[Any, ...], raw: dict[str, Any]) -> tuple[int, str]:
-    """Every replication of one point, as CSV rows (no header). Runs in a worker process."""
-    s = sc.validate(dict(raw), f"point {index}")
-    results, _ = run_replications(s)
-    rows = ([*prefix, r.replication, *(getattr(r, c) for c in RESULT_METRICS)] for r in results)
-    return index, csv_text(None, rows)
+def _prefix(p: Point) -> tuple[Any, ...]:
+    """The cells that open every row of a point."""
+    return (p.index, p.strategy, *(_cell(v) for _, v in p.values), p.raw["checkpoint"]["interval_h"])
 
 
 def _version() -> str:
@@ -78,30 +69,280 @@ def _version() -> str:
     return cprsim.__version__
 
 
-# -- backends: each yields (index, rows) as points complete ---------------------------------------
-def _serial(work: list[Task]) -> Iterator[tuple[int, str]]:
-    for t in work:
-        yield run_point(*t)
+# -- work: chunks of a point's replications, batched into tasks ------------------------------------
+#: a chunk: (point index, the point's raw scenario, first replication, count)
+Item = tuple[int, dict[str, Any], int, int]
+
+#: per worker process: each point's scenario, validated once however many chunks of it the worker runs
+_SCENARIOS: dict[tuple[str, int], sc.Scenario] = {}
 
 
-def _processes(work: list[Task], jobs: int) -> Iterator[tuple[int, str]]:
-    # forkserver: workers fork from a clean server process that has imported the simulator once,
-    # so they start fast and inherit no threads or locks from this process (a progress bar's, dask's)
-    ctx = get_context("forkserver")
-    ctx.set_forkserver_preload(["cprsim.sweep.runner"])
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
-    try:
-        futures = [ex.submit(run_point, *t) for t in work]
-        for f in as_completed(futures):
-            yield f.result()
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+def _scenario(key: str, index: int, raw: dict[str, Any]) -> sc.Scenario:
+    s = _SCENARIOS.get((key, index))
+    if s is None:
+        if len(_SCENARIOS) >= 512:
+            _SCENARIOS.clear()
+        s = _SCENARIOS[(key, index)] = sc.validate(dict(raw), f"point {index}")
+    return s
+
+
+def run_items(key: str, items: Sequence[Item]) -> list[list[tuple[Any, ...]]]:
+    """Runs in a worker: each chunk's replications as ``(replication, *RESULT_METRICS)`` tuples.
+    ``key`` (the sweep's fingerprint) names the scenarios a long-lived worker keeps."""
+    out = []
+    for index, raw, first, count in items:
+        res, _ = run_replications(_scenario(key, index, raw), count, first=first)
+        out.append([(r.replication, *(getattr(r, c) for c in RESULT_METRICS)) for r in res])
+    return out
+
+
+def _warm() -> str:
+    """Import what a worker runs (the engine, every strategy) before its first chunk arrives."""
+    from cprsim.sim import engine, strategies  # noqa: F401
+
+    strategies.ensure_loaded()
+    return _version()
+
+
+#: a task is worth its start-up (pickling, a queue round trip: about a millisecond) above this many
+#: first-order events (``feasibility.events_per_replication``: checkpoints + failures + nodes)
+MIN_TASK_EVENTS = 1_000.0
+#: tasks per worker a sweep is cut into (the last ones finish close together), at most
+TASKS_PER_WORKER = 16
+
+
+@dataclass
+class _PointRun:
+    """One point being run: its replications as they come back, and when it may stop."""
+
+    point: Point
+    cap: int
+    rule: Precision | None
+    _cost: float | None = None
+    rows: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    values: list[float] = field(default_factory=list)  #: the rule's metric, replications 0 .. ready-1
+    ready: int = 0  #: replications 0 .. ready-1 are all back
+    sent: int = 0  #: replications 0 .. sent-1 were handed out
+    checked: int = 0  #: the rule was checked at every look up to here
+    stop: int | None = None  #: the point's number of replications, once decided
+
+    def add(self, rows: list[tuple[Any, ...]]) -> None:
+        for r in rows:
+            self.rows[r[0]] = r
+        col = 1 + RESULT_METRICS.index(self.rule.metric) if self.rule is not None else 0
+        while self.ready in self.rows:
+            if self.rule is not None:
+                self.values.append(float(self.rows[self.ready][col]))
+            self.ready += 1
+        if self.stop is not None:
+            return
+        if self.rule is None:
+            if self.ready >= self.cap:
+                self.stop = self.cap
+            return
+        while True:  # in replication order, each look on the replications before it
+            look = self.rule.next_look(self.checked + 1)
+            if look > self.ready:
+                break
+            self.checked = look
+            if look >= self.cap or self.rule.met(self.values[:look]):
+                self.stop = look
+                break
+
+    @property
+    def cost(self) -> float:
+        """First-order events of one replication (sizes the chunks; computed when first needed)."""
+        if self._cost is None:
+            self._cost = _cost(self.point)
+        return self._cost
+
+    def due(self) -> int:
+        """The replications the next decision needs (all of them without a rule)."""
+        if self.rule is None:
+            return self.cap
+        return self.rule.next_look(self.checked + 1)
+
+    def text(self) -> str:
+        prefix = _prefix(self.point)
+        assert self.stop is not None
+        return csv_text(None, ([*prefix, *self.rows[i]] for i in range(self.stop)))
+
+
+def _schedule(runs: list[_PointRun], backend: "_Backend", key: str) -> Iterator[_PointRun]:
+    """Hand out the points' replications in chunks and yield each point when it is complete.
+
+    Chunks are cut so that a sweep makes about ``TASKS_PER_WORKER`` tasks per worker, a point's
+    replications split across workers when points are few, and small points batched together so
+    that no task is below ``MIN_TASK_EVENTS``. Work the next decisions need goes first (the
+    replications up to each started point's next look, then new points in order); when nothing
+    else is left, idle workers run ahead on undecided points (speculation: replications past the
+    rule's stop are dropped). Decisions read replications in index order only, so the result
+    never depends on which worker ran what, or when."""
+    slots = max(1, backend.slots)
+    pending = list(reversed(runs))  # popped from the end: index order
+    active: list[_PointRun] = []
+    if slots == 1 or not runs:
+        target = math.inf
+    else:  # the expected work, from a sample of at most 64 points spread over the sweep
+        sample = runs[:: max(1, len(runs) // 64)]
+        expect = len(runs) * sum(r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
+                                 for r in sample) / len(sample)
+        target = max(MIN_TASK_EVENTS, expect / (slots * TASKS_PER_WORKER))
+    inflight: dict[Any, list[tuple[_PointRun, int, int]]] = {}
+
+    def pick() -> tuple[_PointRun, int] | None:
+        for r in active:  # owed: what the next decisions need
+            if r.stop is None and r.sent < r.due():
+                return r, r.due()
+        if pending:
+            r = pending.pop()
+            active.append(r)
+            return r, r.due()
+        if slots == 1:
+            return None
+        ahead = [r for r in active if r.stop is None and r.sent < r.cap and r.rule is not None]
+        if ahead:  # speculation, one look further for the point least ahead
+            r = min(ahead, key=lambda r: (r.sent - r.due(), r.point.index))
+            return r, r.rule.next_look(r.sent + 1)
+        return None
+
+    def task() -> list[tuple[_PointRun, int, int]]:
+        items: list[tuple[_PointRun, int, int]] = []
+        events = 0.0
+        while events < target:
+            got = pick()
+            if got is None:
+                break
+            r, upto = got
+            room = target - events
+            n = upto - r.sent if math.isinf(room) else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
+            items.append((r, r.sent, n))
+            r.sent += n
+            events += n * r.cost
+            if math.isinf(target):  # one process: one chunk at a time, each point's rows out as soon as done
+                break
+        return items
+
+    while True:
+        while len(inflight) < (1 if slots == 1 else 2 * slots):
+            items = task()
+            if not items:
+                break
+            h = backend.submit(run_items, key, [(r.point.index, r.point.raw, first, n) for r, first, n in items])
+            inflight[h] = items
+        if not inflight:
+            break
+        for h, result in backend.wait(list(inflight)):
+            for (r, _, _), rows in zip(inflight.pop(h), result):
+                if r.stop is not None and r.ready >= r.stop:
+                    continue  # speculation past the point's stop
+                r.add(rows)
+                if r.stop is not None and r.ready >= r.stop:
+                    active.remove(r)
+                    yield r
+    left = [r.point.index for r in runs if r.stop is None or r.ready < r.stop]
+    if left:  # pragma: no cover - a scheduling bug
+        raise SweepError(f"points {left[:5]} did not complete")
+
+
+# -- backends --------------------------------------------------------------------------------------
+class _Backend:
+    slots = 1
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        raise NotImplementedError
+
+    def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _Inline(_Backend):
+    """``--jobs 1``: every task runs in this process as it is handed out."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, Any] = {}
+        self.n = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.n += 1
+        self.done[self.n] = fn(*args)
+        return self.n
+
+    def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
+        return [(h, self.done.pop(h)) for h in handles]
+
+
+class LocalWorkers(_Backend):
+    """``--jobs N``: N worker processes, started at once and kept for the whole sweep.
+
+    The workers are forked from this process when it runs no other thread (they start in
+    milliseconds with everything imported: warm), else from a ``forkserver`` that imports the
+    simulator once (they then inherit no threads or locks, e.g. a progress bar's). Create them
+    before starting threads (``cprsim sweep`` does, before its progress bar)."""
+
+    def __init__(self, jobs: int) -> None:
+        import multiprocessing as mp
+        import threading
+
+        self.slots = jobs
+        if "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
+            ctx = mp.get_context("fork")
+        else:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(["cprsim.sweep.runner"])
+        self.method = ctx.get_start_method()
+        self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        for _ in range(jobs):  # start every worker now (fork: all at the first submit) and import
+            self.ex.submit(_warm)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.ex.submit(fn, *args)
+
+    def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
+        done, _ = futures_wait(handles, return_when=FIRST_COMPLETED)
+        return [(f, f.result()) for f in done]
+
+    def close(self) -> None:
+        self.ex.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "LocalWorkers":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _DaskBackend(_Backend):
+    def __init__(self, client: Any, cluster: Any) -> None:
+        from distributed import as_completed as dask_completed
+
+        self.client, self.cluster = client, cluster
+        self.slots = max(1, sum(client.nthreads().values()))
+        self.ac = dask_completed()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        f = self.client.submit(fn, *args, pure=False)
+        self.ac.add(f)
+        return f
+
+    def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
+        f = next(self.ac)
+        return [(f, f.result())]
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 def _dask_connect(scheduler: str | None, local_workers: int | None) -> tuple[Any, Any]:
     """A connected Dask client (and its LocalCluster, if one was started), checked before the
     sweep writes anything: a missing extra, an unreachable scheduler or workers running another
-    cprsim version are one-line errors and leave no output folder behind."""
+    cprsim version are one-line errors and leave no output folder behind. The workers import the
+    simulator now (warm), not at their first chunk."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -121,7 +362,7 @@ def _dask_connect(scheduler: str | None, local_workers: int | None) -> tuple[Any
                 client = Client(scheduler, timeout="10s")
             except (OSError, ValueError, TypeError) as e:
                 raise InputError(f"--scheduler {short(scheduler)}: cannot connect ({short(e, 120)})") from None
-        versions = {str(v) for v in client.run(_version).values()}
+        versions = {str(v) for v in client.run(_warm).values()}
         if versions != {__version__}:
             raise InputError(f"Dask workers run cprsim {', '.join(sorted(versions)) or '(none)'}, this client "
                              f"{__version__}: install the same version on every worker")
@@ -134,25 +375,13 @@ def _dask_connect(scheduler: str | None, local_workers: int | None) -> tuple[Any
         raise
 
 
-def _dask(work: list[Task], client: Any, cluster: Any) -> Iterator[tuple[int, str]]:
-    from distributed import as_completed as dask_completed
-
-    try:
-        futures = [client.submit(run_point, *t, pure=False) for t in work]
-        for f in dask_completed(futures):
-            yield f.result()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
 # -- the journal --------------------------------------------------------------------------------
 @dataclass
 class Journal:
     path: Path
     head: list[str]
-    replications: int
+    replications: int  #: a point's replications (with ``rule``: the most)
+    rule: Precision | None = None  #: adaptive replication: a point is complete where the rule stops
 
     def read(self) -> tuple[dict[int, list[list[str]]], list[int]]:
         """Complete points' rows (by point) and the order they were written in; torn tails dropped."""
@@ -176,9 +405,8 @@ class Journal:
                 order.append(i)
             by_point[i].append(r)
         rep_col = self.head.index("replication")
-        want = {str(k) for k in range(self.replications)}
-        complete = {i: rs for i, rs in by_point.items()
-                    if len(rs) == self.replications and {r[rep_col] for r in rs} == want}
+        complete = {i: rs for i, rs in by_point.items() if point_complete(rs, rep_col, self.replications, self.rule,
+                                                                           self.head)}
         return complete, [i for i in order if i in complete]
 
     def rewrite(self, points: dict[int, list[list[str]]], order: Sequence[int]) -> None:
@@ -217,24 +445,27 @@ def run_sweep(
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
     sweep_text: bytes | None = None,
+    workers: LocalWorkers | None = None,
 ) -> Outcome:
     """Run (or finish) a sweep into ``out``. Identical files whatever the backend.
 
     Nothing is created before the inputs and the backend are checked. The header files are
     written sweep.toml, config.toml, then manifest.json (the marker that a sweep lives here); a
     resume rewrites a missing sweep.toml or config.toml and removes the temporary files an
-    interrupted write left (``Outcome.repaired`` says what it repaired)."""
+    interrupted write left (``Outcome.repaired`` says what it repaired). ``workers``: local worker
+    processes already started (:class:`LocalWorkers`; default: started here for ``jobs > 1``)."""
     check_out(sweep, out, resume)
     connection = _dask_connect(scheduler, dask_local) if scheduler is not None or dask_local is not None else None
     out.mkdir(parents=True, exist_ok=True)
     repaired = _remove_stale_temporaries(out)
     head = header(sweep)
-    journal = Journal(out / "results.csv", head, sweep.replications)
+    journal = Journal(out / "results.csv", head, sweep.replications, sweep.precision)
     manifest_path = out / "manifest.json"
     manifest = {
         "cprsim_version": __version__, "name": sweep.name, "description": sweep.description,
         "source": sweep.source, "fingerprint": sweep.fingerprint, "seed": sweep.seed,
         "replications": sweep.replications, "keys": list(sweep.keys), "strategies": list(sweep.strategies),
+        **({"precision": sweep.precision.as_dict()} if sweep.precision is not None else {}),
         "points": [{"point": p.index, "strategy": p.strategy, "values": {k: v for k, v in p.values}}
                    for p in sweep.points],
     }
@@ -258,17 +489,26 @@ def run_sweep(
     todo = [p for p in sweep.points if p.index not in done]
     if progress is not None and done:
         progress(len(done))
-    work = tasks(todo)
+    parallel = connection is not None or workers is not None or (jobs > 1 and len(todo) > 0)
+    runs = [_PointRun(p, sweep.replications, sweep.precision) for p in todo]
+    own = None
     if connection is not None:
-        stream = _dask(work, *connection)
-    elif jobs > 1 and len(work) > 1:
-        stream = _processes(work, min(jobs, len(work)))
+        backend: _Backend = _DaskBackend(*connection)
+    elif workers is not None:
+        backend = workers
+    elif parallel:
+        backend = own = LocalWorkers(jobs)
     else:
-        stream = _serial(work)
-    for _, rows in stream:
-        journal.append(rows)
-        if progress is not None:
-            progress(1)
+        backend = _Inline()
+    try:
+        for r in _schedule(runs, backend, sweep.fingerprint):
+            journal.append(r.text())
+            r.rows.clear()
+            if progress is not None:
+                progress(1)
+    finally:
+        if own is not None or connection is not None:
+            backend.close()
     done, _ = journal.read()
     missing = [p.index for p in sweep.points if p.index not in done]
     if missing:  # pragma: no cover - a backend that lost points silently
@@ -282,6 +522,16 @@ def run_sweep(
 
 #: the files a sweep writes (their temporaries are ``.<name>.<random>.tmp`` beside them)
 OWN_FILES = ("results.csv", "summary.csv", "manifest.json", "sweep.toml", "config.toml", "plan.json")
+
+
+def _cost(p: Point) -> float:
+    """First-order events of one replication of a point (sizes its chunks)."""
+    from cprsim.plan.feasibility import events_per_replication
+
+    try:
+        return max(1.0, float(events_per_replication(sc.validate(dict(p.raw), f"point {p.index}"))[0]))
+    except (InputError, ValueError, ZeroDivisionError):  # pragma: no cover - points were validated
+        return 1.0
 
 
 def _remove_stale_temporaries(out: Path) -> list[str]:
@@ -352,5 +602,6 @@ def _write_plan(sweep: Sweep, path: Path) -> None:
     assert p is not None
     plan = make_plan(base, p.max_accuracy_loss, p.metric, replications=p.replications,
                      strategies=list(p.strategies), confidence=None if p.confidence == "mean" else p.confidence,
-                     objective=p.objective, max_checkpoint_age_h=p.max_checkpoint_age_h)
+                     objective=p.objective, max_checkpoint_age_h=p.max_checkpoint_age_h,
+                     precision=None if p.precision == "off" else float(p.precision))
     atomic_write_json(path, plan.as_dict())

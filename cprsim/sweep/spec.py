@@ -5,7 +5,8 @@
     name = "interval"                     # default: the file's stem
     description = "overhead against the checkpoint interval"
     scenario = "cpr-production"           # a built-in name, or a TOML file relative to this one
-    replications = 40                     # per point (default: the scenario's)
+    replications = 40                     # per point (default: the scenario's); with precision, the most
+    precision = 0.02                      # optional: adaptive replication (see below)
     seed = 2021                           # default: the scenario's
     strategies = ["full", "partial", { name = "mfu", top_fraction = 0.05, label = "mfu-5%" }]
 
@@ -25,6 +26,13 @@ the name). Nested tables are flattened, so ``[grid.checkpoint] interval_h = [...
 as ``"checkpoint.interval_h" = [...]``. Points are numbered grid-major in file order, strategies
 innermost; every point is validated before anything runs, and an error names the sweep file, the
 point and the key.
+
+**Adaptive replication** (``precision``, with ``min_replications = 20`` and ``precision_metric =
+"overhead"``): each point runs replications until the 95% CI half-width of its mean
+``precision_metric`` is within ``precision`` of the mean, checked after ``min_replications`` and
+every 10 more in replication order, at most ``replications``
+(:class:`cprsim.sim.replicate.Precision`); points then have different numbers of rows, each
+number a function of the seed alone.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError
 from cprsim.io import read_toml, short
+from cprsim.sim.replicate import Precision
 
 
 class SweepError(InputError):
@@ -61,6 +70,7 @@ class PlanSpec(_Model):
     confidence: float | Literal["mean"] = Field(0.9, description="P(a run's PLS <= bound) promised, or 'mean'")
     objective: Literal["mean", "p90"] = "mean"
     max_checkpoint_age_h: float | None = Field(None, gt=0)
+    precision: float | Literal["off"] = Field(0.1, description="the planner's adaptive replication, or 'off'")
 
     @model_validator(mode="after")
     def _known(self) -> "PlanSpec":
@@ -71,6 +81,8 @@ class PlanSpec(_Model):
             raise ValueError(f"unknown strategy {bad[0]!r} (known: {', '.join(ALL_STRATEGIES)})")
         if self.confidence != "mean" and not (0.5 <= float(self.confidence) < 1):
             raise ValueError(f"confidence must be in [0.5, 1) or 'mean', got {self.confidence!r}")
+        if self.precision != "off" and not (0 < float(self.precision) < 1):
+            raise ValueError(f"precision must be in (0, 1) or 'off', got {self.precision!r}")
         return self
 
 
@@ -81,6 +93,9 @@ class SweepFile(_Model):
     scenario: str = Field(..., min_length=1, description="built-in scenario name or TOML file")
     replications: int | None = Field(None, ge=1, le=1_000_000)
     seed: int | None = Field(None, ge=0)
+    precision: float | None = Field(None, gt=0, description="adaptive replication: target relative CI half-width")
+    min_replications: int = Field(20, ge=2, le=1_000_000)
+    precision_metric: str = "overhead"
     strategies: tuple[str | dict[str, Any], ...] = Field((), strict=False)
     set: dict[str, Any] = {}
     grid: dict[str, Any] = {}
@@ -91,6 +106,15 @@ class SweepFile(_Model):
     def _inside_out(cls, v: str | None) -> str | None:
         if v is not None and set(v) <= {"."}:
             raise ValueError("the name becomes the folder out/<name>: '.' and '..' are not names")
+        return v
+
+    @field_validator("precision_metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        from cprsim.sim.replicate import METRICS
+
+        if v not in METRICS:
+            raise ValueError(f"expected one of {', '.join(METRICS)}, got {v!r}")
         return v
 
     @field_validator("strategies")
@@ -125,6 +149,7 @@ class Sweep:
     seed: int
     plan: PlanSpec | None
     fingerprint: str  #: hash of everything that decides the numbers (resume checks it)
+    precision: Precision | None = None  #: adaptive replication (``replications`` is then its cap)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -145,12 +170,19 @@ def _label(entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(entry.get("label", entry["name"])), table
 
 
-def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None, max_events: float | None = None) -> Sweep:
+def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None, max_events: float | None = None,
+               *, precision: float | None = None, min_replications: int | None = None) -> Sweep:
     """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries; every
     point must simulate at most ``max_events`` events a replication (default: the budget of
-    ``cprsim.plan.feasibility``)."""
+    ``cprsim.plan.feasibility``); ``precision`` and ``min_replications`` replace the file's."""
     p = Path(path)
     doc = read_toml(p, "sweep file")
+    if isinstance(doc, dict):
+        doc = dict(doc)
+        if precision is not None:
+            doc["precision"] = float(precision)
+        if min_replications is not None:
+            doc["min_replications"] = int(min_replications)
     try:
         spec = SweepFile.model_validate(doc)
     except ValidationError as e:
@@ -231,11 +263,20 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
                 raise SweepError(f"{here}: {e}") from None
             points.append(Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s)))
     first = points[0].raw
-    fp = hashlib.sha256(json.dumps(
-        {"cprsim": __version__, "points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points]},
-        sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cap = int(first["replications"])
+    rule = None
+    if spec.precision is not None:
+        try:
+            rule = Precision(float(spec.precision), cap, spec.min_replications, metric=spec.precision_metric)
+        except InputError as e:
+            raise SweepError(f"{source}: precision: {e}") from None
+    ident: dict[str, Any] = {"cprsim": __version__,
+                             "points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points]}
+    if rule is not None:  # (absent otherwise: the fingerprints of fixed-replication sweeps do not change)
+        ident["precision"] = rule.as_dict()
+    fp = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Sweep(
         name=spec.name or path.stem, description=spec.description, source=source, base_raw=base,
         keys=keys, strategies=tuple(dict.fromkeys(pt.strategy for pt in points)), points=tuple(points),
-        replications=int(first["replications"]), seed=int(first["seed"]), plan=spec.plan, fingerprint=fp,
+        replications=cap, seed=int(first["seed"]), plan=spec.plan, fingerprint=fp, precision=rule,
     )
