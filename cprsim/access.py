@@ -45,7 +45,6 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize, special
 
 from cprsim.errors import InputError
 from cprsim.io import check_input_file, decode_errors, open_input_text, short
@@ -140,6 +139,8 @@ class AccessModel:
         if top_share >= hi:
             raise InputError(f"skew: {top_share:.3g} on the top {top_fraction:.3g} of rows is more "
                              f"skewed than Zipf can reach with these tables ({hi:.4g})")
+        from scipy import optimize
+
         a = optimize.brentq(lambda x: cls(tables, x).coverage(top_fraction) - top_share, 0.0, 5.0,
                             xtol=1e-10)
         _disk_put("alpha", key, float(a))
@@ -180,6 +181,8 @@ class AccessModel:
 
         def nll(a: float) -> float:
             return a * slog + sum(C * math.log(float(gen_harmonic(n, a))) for C, n in zip(tot, ns))
+
+        from scipy import optimize
 
         res = optimize.minimize_scalar(nll, bounds=(0.0, 5.0), method="bounded", options={"xatol": 1e-8})
         return cls(tuple(ns), float(res.x))
@@ -279,6 +282,8 @@ class AccessModel:
         return got
 
     def _ranked_share(self, r: float, m: float, s: float) -> "RankedShare":
+        from scipy import special  # here, not at import (every command's start)
+
         if not 0 <= r <= 1:
             raise InputError(f"top fraction must be in [0, 1], got {r}")
         if not 0 < s <= 1:

@@ -81,7 +81,6 @@ import sys
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from scipy import optimize
 
 #: log of the largest float: an expectation whose log exceeds it is reported as math.inf
 _LOG_MAX = math.log(sys.float_info.max)
@@ -174,7 +173,7 @@ def lam_recovery_nodes(rho: float, mu: float, n: int) -> float:
     hi = (n - 1) * mu
     if f(hi) <= 0:  # rounding: the bound itself
         return hi
-    return float(optimize.brentq(f, 0.0, hi, xtol=1e-15 * hi + 1e-300, rtol=1e-12))
+    return float(_brentq(f, 0.0, hi, xtol=1e-15 * hi + 1e-300, rtol=1e-12))
 
 
 # -- full recovery --------------------------------------------------------------------------------
@@ -323,7 +322,7 @@ def mtbf_for_ratio(W: float, delta: float, R: float, ratio: float = 2.0, recover
             raise ValueError("no finite MTBF reaches this ratio (is ratio above 1 + the saves' share?)")
     while g(lo) <= 0:
         lo -= math.log(10.0)
-    return math.exp(optimize.brentq(g, lo, hi, xtol=1e-10, rtol=1e-10))
+    return math.exp(_brentq(g, lo, hi, xtol=1e-10, rtol=1e-10))
 
 
 # -- partial recovery -----------------------------------------------------------------------------
@@ -517,7 +516,7 @@ def interval_for_pls(bound: float, W: float, delta: float, lam: float, k: int, n
     lo = 1e-6
     if f(lo) > 0:
         return 0.0
-    return float(optimize.brentq(f, lo, W, xtol=1e-6))
+    return float(_brentq(f, lo, W, xtol=1e-6))
 
 
 # -- prioritized saving (CPR-MFU/SSU) -------------------------------------------------------------
@@ -570,3 +569,10 @@ def prioritized_overhead(W: float, tau: float, full_s: float, partial_s: float, 
     """E[wall]/W - 1 for partial recovery with prioritized saves and a counting slowdown."""
     return partial_wall(W * (1.0 + counter), tau * (1.0 + counter),
                         prioritized_save_s(full_s, partial_s, K), lam, R) / W - 1.0
+
+
+def _brentq(*args, **kwargs) -> float:  # noqa: ANN002, ANN003
+    """scipy.optimize.brentq, imported when first needed (not at every command's start)."""
+    from scipy import optimize
+
+    return optimize.brentq(*args, **kwargs)

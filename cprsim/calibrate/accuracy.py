@@ -43,6 +43,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from cprsim.quantiles import f_sf, t_ppf
+
 #: candidate -> its terms beyond PLS (each multiplies PLS)
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "slope": (),
@@ -93,12 +95,10 @@ class Coef:
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean prediction and its 95% CI (lower, upper) for each row of ``X``."""
-        from scipy import stats
-
         X = np.atleast_2d(np.asarray(X, float))
         m = X @ self.b
         var = np.einsum("ij,jk,ik->i", X, self.cov, X)
-        h = (float(stats.t.ppf(0.975, self.dof)) if self.dof > 0 else math.inf) * np.sqrt(np.maximum(var, 0.0))
+        h = (t_ppf(0.975, self.dof) if self.dof > 0 else math.inf) * np.sqrt(np.maximum(var, 0.0))
         with np.errstate(invalid="ignore"):
             return m, m - h, m + h
 
@@ -195,8 +195,6 @@ class Fitted:
 
 def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str, Coef]]:
     """p-value of "one coefficient vector for all strategies", the pooled fit, the separate fits."""
-    from scipy import stats
-
     pooled = ols(d.X(terms), d.y)
     sep = {st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y) for st in d.strategies}
     k, p, n = len(sep), 1 + len(terms), d.y.size
@@ -204,7 +202,7 @@ def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str,
     if k < 2 or n <= k * p or rss_sep <= 0:
         return None, pooled, sep
     F = ((pooled.rss - rss_sep) / ((k - 1) * p)) / (rss_sep / (n - k * p))
-    return float(stats.f.sf(F, (k - 1) * p, n - k * p)), pooled, sep
+    return f_sf(F, (k - 1) * p, n - k * p), pooled, sep
 
 
 def fit_candidate(d: Data, name: str, significance: float = SIGNIFICANCE) -> Fitted:

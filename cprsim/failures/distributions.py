@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import stats
 
 FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant")
 #: families with a shape parameter (``sigma`` for lognormal)
@@ -93,6 +92,8 @@ class Distribution:
     # -- scipy view -------------------------------------------------------------------------
     @property
     def scipy(self):  # noqa: ANN201 - a frozen scipy distribution
+        from scipy import stats  # here, not at import: scipy.stats costs ~0.5 s of every command's start
+
         f, s, k = self.family, self.scale, self.shape
         if f == "exponential":
             return stats.expon(scale=s)

@@ -26,6 +26,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from cprsim.quantiles import t_ppf
 from cprsim.calibrate.accuracy import AccuracyFit, Data, select
 
 
@@ -55,9 +56,8 @@ def fit_through_origin(x: np.ndarray, y: np.ndarray) -> tuple[SlopeFit, float]:
     if n < 2 or sxx <= 0:
         return SlopeFit(b, -math.inf, math.inf, n), rss
     se = math.sqrt(rss / (n - 1) / sxx)
-    from scipy import stats
 
-    h = float(stats.t.ppf(0.975, n - 1)) * se
+    h = float(t_ppf(0.975, n - 1)) * se
     return SlopeFit(b, b - h, b + h, n), rss
 
 

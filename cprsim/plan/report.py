@@ -8,18 +8,17 @@ from typing import Any
 
 import numpy as np
 
+from cprsim.quantiles import binom_ppf
 from cprsim.plan.records import Option
 from cprsim.scenario import HOUR
 
 
 def quantile_ci(values: Any, p: float, level: float = 0.95) -> tuple[float, float]:
     """Distribution-free CI of the p-quantile from order statistics (binomial), clipped to the data."""
-    from scipy import stats
-
     x = np.sort(np.asarray(values, dtype=float))
     n = x.size
-    lo_k = int(stats.binom.ppf((1 - level) / 2, n, p))
-    hi_k = int(stats.binom.ppf(1 - (1 - level) / 2, n, p))
+    lo_k = int(binom_ppf((1 - level) / 2, n, p))
+    hi_k = int(binom_ppf(1 - (1 - level) / 2, n, p))
     return float(x[max(0, lo_k - 1)]), float(x[min(n - 1, hi_k)])
 
 

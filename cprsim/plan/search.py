@@ -49,6 +49,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from cprsim.quantiles import beta_ppf, betabinom_sf
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import run_replications
@@ -73,9 +74,8 @@ def cp_lower(successes: int, n: int, level: float = LEVEL) -> float:
     """One-sided Clopper-Pearson lower confidence bound of a binomial proportion."""
     if n <= 0 or successes <= 0:
         return 0.0
-    from scipy import stats
 
-    return float(stats.beta.ppf(1.0 - level, successes, n - successes + 1))
+    return float(beta_ppf(1.0 - level, successes, n - successes + 1))
 
 
 @functools.lru_cache(maxsize=256)  # asked for the same (n, q) at every interval of a search
@@ -161,9 +161,7 @@ def p_pass(k: int, m: int, n: int, need: int) -> float:
         return 1.0
     if r > left:
         return 0.0
-    from scipy import stats
-
-    return float(stats.betabinom.sf(r - 1, left, k + 1, m - k + 1))
+    return betabinom_sf(r - 1, left, k + 1, m - k + 1)
 
 
 def curtailed(runs: Runs, n: int, q: float | None, score: Callable[[list[ReplicationResult]], np.ndarray],

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from cprsim.quantiles import t_ppf
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
 from cprsim.scenario import Scenario
@@ -109,9 +110,8 @@ def run_replications(
 @functools.lru_cache(maxsize=4096)
 def _t_quantile(df: int, level: float) -> float:
     """The two-sided Student-t quantile (scipy.stats is imported when first needed: it is slow to import)."""
-    from scipy import stats
 
-    return float(stats.t.ppf(0.5 + level / 2.0, df))
+    return float(t_ppf(0.5 + level / 2.0, df))
 
 
 @dataclass(frozen=True)
