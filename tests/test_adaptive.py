@@ -23,7 +23,7 @@ from cprsim.sim.replicate import Precision, _t_quantile, run_adaptive, run_repli
 from cprsim.sim.streams import REPLICATION_BLOCKS
 from cprsim.sweep import load_results, load_sweep, run_sweep
 
-from planner_helpers import LinearAccuracy
+from planner_helpers import JOBBED_SCENARIO, LinearAccuracy
 
 
 def rows(path: Path) -> list[list[str]]:
@@ -290,15 +290,7 @@ def test_predictive_probability_matches_a_direct_sum():
         assert p_pass(k, m, n, need) == pytest.approx(direct, rel=1e-9, abs=1e-12)
 
 
-JOBBED = {
-    "name": "jobbed", "seed": 5, "replications": 100,
-    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
-    "job": {"duration_h": 40.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 120.0},
-    "failures": {"embedding": {"family": "exponential", "mtbf_h": 200.0},
-                 "job": {"family": "exponential", "mtbf_h": 8.0, "restart_s": 300.0}},
-}
+JOBBED = {**JOBBED_SCENARIO, "replications": 100}
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from cprsim.scenario import HOUR
 from cprsim.sim.replicate import estimate, run_replications
 
 from cli_helpers import one_line_error
-from planner_helpers import LinearAccuracy
+from planner_helpers import JOBBED_SCENARIO, LinearAccuracy
 
 QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
          "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20"]
@@ -134,15 +134,7 @@ def test_max_checkpoint_age_is_honoured_by_every_option():
 
 
 # -- job-level interruptions ---------------------------------------------------------------------------
-JOBBED = {
-    "name": "jobbed", "seed": 5, "replications": 60,
-    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
-    "job": {"duration_h": 40.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 120.0},
-    "failures": {"embedding": {"family": "exponential", "mtbf_h": 200.0},
-                 "job": {"family": "exponential", "mtbf_h": 8.0, "restart_s": 300.0}},
-}
+JOBBED = {**JOBBED_SCENARIO, "replications": 60}
 
 
 def test_a_plan_without_full_checkpoints_needs_asking():
