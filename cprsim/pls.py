@@ -128,7 +128,7 @@ class ShardLedger:
             age += x * (b - a)
         if amount <= 0 or total <= 0:
             return 0.0, 0.0
-        return pos / amount / total, age / amount / total
+        return float(pos / amount / total), float(age / amount / total)
 
     def rollback(self, progress: float) -> float:
         """The whole job went back to a full checkpoint taken at ``progress``.

@@ -60,7 +60,6 @@ FORMULAS = {
     "curvature": "loss = PLS x (b0 + b3 PLS)",
     "position+age": "loss = PLS x (b0 + b1 (position - 1/2) + b2 age)",
 }
-COEF_NAMES = {"": "b0", "position": "b1", "age": "b2", "pls": "b3"}
 SIGNIFICANCE = 0.05
 #: the covariates the planner assumes when it only has a PLS (a failure mid-training restoring a
 #: fresh save): the reference point of ``b0``
@@ -186,11 +185,16 @@ class Fitted:
     f_p_value: float | None
 
     def coef_for(self, strategy: str) -> Coef:
+        """The pooled coefficients, else the strategy's own, else vanilla CPR's (``partial``)."""
         return self.coef.get("*") or self.coef.get(strategy) or self.coef["partial"]
 
-    def predict(self, strategy: str, pls: Any, position: Any, age: Any) -> tuple[np.ndarray, ...]:
-        return self.coef_for(strategy).predict(design(self.terms, np.atleast_1d(pls), np.atleast_1d(position),
-                                                      np.atleast_1d(age)))
+    def predict(self, strategy: str, pls: Any, position: Any = REFERENCE["position"],
+                age: Any = REFERENCE["age"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean loss and its 95% CI at these PLS (position and age broadcast to them)."""
+        pls = np.atleast_1d(np.asarray(pls, float))
+        position = np.broadcast_to(np.asarray(position, float), pls.shape)
+        age = np.broadcast_to(np.asarray(age, float), pls.shape)
+        return self.coef_for(strategy).predict(design(self.terms, pls, position, age))
 
 
 def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str, Coef]]:
@@ -230,8 +234,7 @@ def held_out_errors(d: Data, name: str, significance: float = SIGNIFICANCE) -> n
         pred = np.empty(held.y.size)
         for st in np.unique(held.strategy):
             m = held.strategy == st
-            c = f.coef.get("*") or f.coef.get(str(st)) or f.coef.get("partial") or next(iter(f.coef.values()))
-            pred[m] = held.take(m).X(f.terms) @ c.b
+            pred[m] = held.take(m).X(f.terms) @ f.coef_for(str(st)).b
         err[test] = (held.y - pred) ** 2
     return err
 
@@ -252,14 +255,8 @@ class Selection:
 
     def describe(self) -> str:
         f = self.chosen
-        pool = ("one set of coefficients pooled over " + ", ".join(sorted(self.ranges)) +
-                (f" (F-test p = {f.f_p_value:.3g})" if f.f_p_value is not None else "")
-                if f.pooled else
-                ("each strategy's own coefficients (F-test p = " + f"{f.f_p_value:.3g})"
-                 if f.f_p_value is not None else f"{', '.join(sorted(f.coef))}'s own coefficients"))
-        alt = ", ".join(f"{k} {v:.3g}" for k, v in self.cv_mse.items())
-        return (f"{self.metric} model '{f.name}': {FORMULAS[f.name]}; {pool}; chosen by {self.rule} "
-                f"over {self.n} runs (held-out MSE: {alt})")
+        return _describe(self.metric, f.name, f.pooled, sorted(self.ranges), f.f_p_value, self.rule, self.n,
+                         self.cv_mse)
 
     def to_dict(self) -> dict[str, Any]:
         f = self.chosen
@@ -325,27 +322,12 @@ def model_table(points: Mapping[str, Mapping[str, Any]], metrics: Iterable[str] 
 
 
 @dataclass(frozen=True)
-class AccuracyFit:
+class AccuracyFit(Fitted):
     """A chosen model for one metric as the planner uses it (read from ``[model.<metric>]``)."""
 
     metric: str
-    name: str
-    terms: tuple[str, ...]
-    pooled: bool
-    coef: dict[str, Coef]
-    f_p_value: float | None
     ranges: dict[str, dict[str, tuple[float, float]]]
     description: str
-
-    def coef_for(self, strategy: str) -> Coef:
-        return self.coef.get("*") or self.coef.get(strategy) or self.coef["partial"]
-
-    def predict(self, strategy: str, pls: Any, position: Any = REFERENCE["position"],
-                age: Any = REFERENCE["age"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pls = np.atleast_1d(np.asarray(pls, float))
-        position = np.broadcast_to(np.asarray(position, float), pls.shape)
-        age = np.broadcast_to(np.asarray(age, float), pls.shape)
-        return self.coef_for(strategy).predict(design(self.terms, pls, position, age))
 
     def slope_at(self, strategy: str, position: float = REFERENCE["position"],
                  age: float = REFERENCE["age"], pls: float = REFERENCE["pls"]) -> tuple[float, float, float]:
@@ -383,7 +365,7 @@ class AccuracyFit:
     @classmethod
     def from_selection(cls, sel: Selection) -> "AccuracyFit":
         f = sel.chosen
-        return cls(sel.metric, f.name, f.terms, f.pooled, dict(f.coef), f.f_p_value, sel.ranges, sel.describe())
+        return cls(f.name, f.terms, f.pooled, dict(f.coef), f.f_p_value, sel.metric, sel.ranges, sel.describe())
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], metric: str, ranges: Mapping[str, Any], where: str) -> "AccuracyFit":
@@ -417,11 +399,20 @@ class AccuracyFit:
                     raise InputError(f"{where.rsplit('.', 1)[0]}.range.{st}.{k}: expected [min, max] finite "
                                      f"numbers, got {v!r}")
                 rng[st][k] = (float(v[0]), float(v[1]))
-        cv = table.get("cv_mse", {})
-        alt = ", ".join(f"{k} {v:.3g}" for k, v in cv.items()) if isinstance(cv, dict) else ""
+        cv = table.get("cv_mse")
+        runs = table.get("runs")
         pooled = "*" in coef
-        pool = (f"pooled over {', '.join(sorted(rng)) or 'the strategies'}" if pooled else
-                "each strategy's own coefficients") + (f" (F-test p = {p_value:.3g})" if p_value is not None else "")
-        desc = (f"{metric} model '{name}': {FORMULAS[name]}; {pool}; chosen by "
-                f"{table.get('selection', 'held-out selection')}" + (f" (held-out MSE: {alt})" if alt else ""))
-        return cls(metric, name, CANDIDATES[name], pooled, coef, p_value, rng, desc)
+        desc = _describe(metric, name, pooled, sorted(rng), p_value, str(table.get("selection", "held-out selection")),
+                         runs if isinstance(runs, int) else None, cv if isinstance(cv, dict) else {})
+        return cls(name, CANDIDATES[name], pooled, coef, p_value, metric, rng, desc)
+
+
+def _describe(metric: str, name: str, pooled: bool, strategies: Sequence[str], p_value: float | None, rule: str,
+              runs: int | None, cv_mse: Mapping[str, Any]) -> str:
+    """One line naming a chosen model, its pooling and the evidence (plan notes, simulate)."""
+    test = f" (F-test p = {p_value:.3g})" if p_value is not None else ""
+    pool = (f"one set of coefficients pooled over {', '.join(strategies) or 'the strategies'}" if pooled
+            else "each strategy's own coefficients") + test
+    alt = ", ".join(f"{k} {v:.3g}" for k, v in cv_mse.items() if isinstance(v, (int, float)))
+    return (f"{metric} model '{name}': {FORMULAS[name]}; {pool}; chosen by {rule}"
+            + (f" over {runs} runs" if runs is not None else "") + (f" (held-out MSE: {alt})" if alt else ""))

@@ -27,7 +27,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from cprsim.quantiles import t_ppf
-from cprsim.calibrate.accuracy import AccuracyFit, Data, select
+from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select
 
 
 class AccuracyModel(Protocol):
@@ -116,10 +116,8 @@ class PlanAccuracy:
     def run_losses(self, results: Sequence[Any], strategy: str) -> tuple[np.ndarray, np.ndarray]:
         """Each run's expected loss and the upper end of its 95% CI, at the run's own PLS,
         failure position and restored-state age (``pls``, ``pls_position``, ``pls_age``)."""
-        pls = np.array([r.pls for r in results], dtype=float)
+        pls, pos, age = _covariates(results)
         if self.fit is not None:
-            pos = np.array([getattr(r, "pls_position", 0.5) for r in results], dtype=float)
-            age = np.array([getattr(r, "pls_age", 0.0) for r in results], dtype=float)
             m, _, hi = self.fit.predict(strategy, pls, pos, age)
             return np.maximum(m, 0.0), np.maximum(hi, 0.0)
         f = self._fit(strategy)
@@ -135,12 +133,7 @@ class PlanAccuracy:
             return 0.0, 0.0, 0.0
         if self.fit is None:
             return self.loss(float(np.mean([r.pls for r in results])), strategy)
-        from cprsim.calibrate.accuracy import design
-
-        pls = np.array([r.pls for r in results], dtype=float)
-        pos = np.array([getattr(r, "pls_position", 0.5) for r in results], dtype=float)
-        age = np.array([getattr(r, "pls_age", 0.0) for r in results], dtype=float)
-        x = design(self.fit.terms, pls, pos, age).mean(axis=0)
+        x = design(self.fit.terms, *_covariates(results)).mean(axis=0)
         m, lo, hi = self.fit.coef_for(strategy).predict(x[None, :])
         return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
 
@@ -148,6 +141,15 @@ class PlanAccuracy:
         if not self.ranges:
             return None
         return self.ranges.get(strategy, self.ranges.get("partial"))
+
+
+def _covariates(results: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs' PLS, failure position and restored-state age (mid-training and fresh when a
+    result does not carry them)."""
+    pls = np.array([r.pls for r in results], dtype=float)
+    pos = np.array([getattr(r, "pls_position", 0.5) for r in results], dtype=float)
+    age = np.array([getattr(r, "pls_age", 0.0) for r in results], dtype=float)
+    return pls, pos, age
 
 
 def _points(raw: Any, metric: str) -> dict[str, dict[str, Any]]:
