@@ -576,3 +576,27 @@ def _brentq(*args, **kwargs) -> float:  # noqa: ANN002, ANN003
     from scipy import optimize
 
     return optimize.brentq(*args, **kwargs)
+
+
+# -- the node lifecycle -----------------------------------------------------------------------------
+def machine_repair_availability(n: int, spares: int, lam: float, mu: float, crews: int | None = None) -> float:
+    """Long-run share of time every one of ``n`` slots has a machine (the machine-repair model with
+    spares, M/M/c//(n+s)): ``n`` machines in service each fail at ``lam`` (exponential), ``spares``
+    idle machines do not fail and replace a failed one at once, a failed machine is repaired in an
+    exponential time of rate ``mu`` by one of ``crews`` crews (None: as many as needed).
+
+    With ``k`` machines failed, failures come at ``min(n, n + s - k) lam`` and repairs at
+    ``min(k, c) mu``; the birth-death chain's stationary law ``pi_k`` gives ``sum_{k <= s} pi_k``.
+    """
+    if n < 1 or spares < 0 or lam <= 0 or mu <= 0:
+        raise ValueError("need n >= 1, spares >= 0, lam > 0 and mu > 0")
+    total = n + spares
+    c = total if crews is None else crews
+    logp = [0.0]
+    for k in range(1, total + 1):
+        birth = min(n, n + spares - (k - 1)) * lam
+        death = min(k, c) * mu
+        logp.append(logp[-1] + math.log(birth) - math.log(death))
+    top = max(logp)
+    w = [math.exp(x - top) for x in logp]
+    return sum(w[: spares + 1]) / sum(w)

@@ -9,6 +9,9 @@ three bottlenecks, plus a fixed latency:
   (one trainer writes the dense part)
 * full load ``L = latency + max((E + N_t D) m / read, E m / (N_e node), D m / node)``
   (every trainer reads its own copy of the dense part)
+* a sharded dense model (``cluster.dense = "sharded"``): each trainer saves and loads its
+  ``D m / N_t``, which is read once: ``D m / node`` becomes ``D m / (N_t node)`` and ``N_t D`` is ``D``
+  (no embedding servers: ``E = 0``)
 * shard load (k servers at once) ``latency + k * E * m / N_e / min(read, k * node)``
 * trainer restore: the dense parameters copied from a peer trainer, ``D * m / node``
 * measured costs in the scenario's ``[costs]`` table replace the derived ones;
@@ -39,6 +42,7 @@ class Costs:
     node_bps: float
     dense_copy_s: float  #: a replaced trainer copies the dense part from a peer
     shard_load_fixed: float | None = None  #: a measured shard load (then k shards load in parallel)
+    trainer_bytes: float = 0.0  #: what one trainer saves and restores (the dense part, or its shard of it)
 
     def shard_load_s(self, k: int = 1) -> float:
         """k embedding shards restored at once from storage."""
@@ -63,10 +67,15 @@ def costs_of(s: Scenario) -> Costs:
     dense = c.dense_gb * GB * m
     node = st.node_gbps * GB
     ne, nt = c.embedding_servers, c.trainers
-    save = st.latency_s + max((emb + dense) / (st.write_gbps * GB), emb / (ne * node), dense / node)
-    load = st.latency_s + max((emb + nt * dense) / (st.read_gbps * GB), emb / (ne * node), dense / node)
-    shard = emb / c.embedding_servers
-    snap = max(shard, dense) / (s.checkpoint.snapshot_gbps * GB)
+    shard = emb / ne if ne else 0.0
+    if c.dense == "sharded":  # each trainer holds (saves, loads) its 1/N_t of the dense part; no copy
+        per_trainer, dense_read = dense / nt, dense
+    else:  # one trainer writes the dense part; every trainer reads its own copy
+        per_trainer, dense_read = dense, nt * dense
+    per_server = emb / (ne * node) if ne else 0.0  # seconds for one server's shard over its link
+    save = st.latency_s + max((emb + dense) / (st.write_gbps * GB), per_server, per_trainer / node)
+    load = st.latency_s + max((emb + dense_read) / (st.read_gbps * GB), per_server, per_trainer / node)
+    snap = max(shard, per_trainer) / (s.checkpoint.snapshot_gbps * GB)
     o = s.costs
     return Costs(
         save_s=o.save_s if o.save_s is not None else save,
@@ -79,5 +88,6 @@ def costs_of(s: Scenario) -> Costs:
         read_bps=st.read_gbps * GB,
         node_bps=node,
         dense_copy_s=dense / node,
+        trainer_bytes=per_trainer,
         shard_load_fixed=o.shard_load_s,
     )

@@ -29,6 +29,37 @@ ROWS = (
     ("ettr", "ETTR (useful / wall)", "frac"),
 )
 
+#: rows shown after "rescheduling" when the scenario has a node lifecycle ([lifecycle])
+LIFECYCLE_ROWS = (
+    ("detection_s", "  of which detection", "time"),
+    ("wait_s", "  of which waiting for a machine", "time"),
+    ("unfilled_s", "a node slot without a machine", "time"),
+    ("failures_bad", "failures of bad machines", "count"),
+    ("machines_retired", "machines retired", "count"),
+)
+
+
+def rows(s: Scenario) -> tuple[tuple[str, str, str], ...]:
+    """The table's rows for scenario ``s``."""
+    if s.lifecycle is None:
+        return ROWS
+    i = [k for k, _, _ in ROWS].index("reschedule_s") + 1
+    return ROWS[:i] + LIFECYCLE_ROWS + ROWS[i:]
+
+
+def badput(results: Sequence[ReplicationResult]) -> dict[str, dict[str, float]]:
+    """The mean wall time lost per cause (seconds) and its share of all lost time, with the P90 of
+    single runs: detection, waiting for a machine, replacement (swap-in, host selection or
+    rescheduling), load, re-execution, save stalls, degraded progress."""
+    per = [r.badput for r in results]
+    total = float(np.mean([r.wall_s - r.useful_s for r in results])) if results else 0.0
+    out = {}
+    for cause in per[0] if per else ():
+        v = np.array([b[cause] for b in per])
+        out[cause] = {"mean_s": float(v.mean()), "p90_s": float(np.percentile(v, 90)),
+                      "share": float(v.mean() / total) if total > 0 else 0.0}
+    return out
+
 
 def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None,
              results: Sequence[ReplicationResult] | None = None) -> dict[str, Any] | None:
@@ -81,6 +112,7 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "failure_free_s": s.duration_s,
         "failure_start": s.failures.start,
         "metrics": {k: e.as_dict() for k, e in est.items()},
+        "badput": badput(results),
         "accuracy_loss": accuracy(s, est, results=results),
         "strategy_footprint": footprint(s),
         "definitions": {
@@ -88,6 +120,9 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
             "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "
                              "and recovery strategy control (rescheduling excluded: every strategy pays it)",
             "ettr": "effective training time ratio: W / wall",
+            "badput": "wall - W by cause (mean seconds, P90 of single runs, share of wall - W): detection and "
+                      "waiting for a machine (node lifecycle), replacement (swap-in, host selection, or the "
+                      "[reschedule] time), load, re-execution, save stalls, degraded progress",
             "p50/p90/p99": "percentiles of single replications (the spread of runs; ci95 is the mean's)",
             "pls": "sum over failures of samples since the failed shard's last save x the shard's share "
                    "of updates, divided by the samples of the job",
@@ -118,7 +153,7 @@ def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str 
     t.add_column("95% CI", justify="right")
     for q in ("P50", "P90", "P99"):
         t.add_column(q, justify="right")
-    for key, label, kind in ROWS:
+    for key, label, kind in rows(s):
         e = est[key]
         m, ci = _fmt(e, kind, s.duration_s)
         t.add_row(label, m, ci, *(_pct(e.percentile(q), kind) for q in (50, 90, 99)))

@@ -94,11 +94,27 @@ class RescheduleDist(_DistSpec):
 
 
 class Cluster(_Model):
-    trainers: int = Field(20, ge=1, le=100_000, description="trainer nodes (dense MLP, replicated)")
-    embedding_servers: int = Field(18, ge=1, le=100_000, description="embedding parameter servers")
-    embedding_gb: float = Field(1000.0, gt=0, description="embedding tables, all shards, parameters only (GB)")
+    trainers: int = Field(20, ge=1, le=100_000, description="trainer nodes (dense MLP, replicated; or the shards "
+                          "of a sharded dense model)")
+    embedding_servers: int = Field(18, ge=0, le=100_000, description="embedding parameter servers (0: a dense "
+                                   "model without embedding tables; then embedding_gb = 0)")
+    embedding_gb: float = Field(1000.0, ge=0, description="embedding tables, all shards, parameters only (GB)")
     dense_gb: float = Field(1.0, ge=0, description="dense (MLP) parameters (GB)")
     optimizer_multiplier: float = Field(2.0, ge=1, description="saved bytes / parameter bytes (optimizer state)")
+    dense: Literal["replicated", "sharded"] = Field(
+        "replicated", description="replicated: every trainer holds the dense parameters (DLRM's data-parallel "
+        "MLP: a failed trainer copies them from a peer); sharded: the dense model is split across the trainers "
+        "with no replica (FSDP / tensor / pipeline parallel LLM or MoE training): a failed trainer's shard "
+        "comes from a checkpoint (or a peer's in-memory snapshot, checkpoint.mode = \"tiered\")")
+
+    @model_validator(mode="after")
+    def _embedding(self) -> "Cluster":
+        if (self.embedding_servers == 0) != (self.embedding_gb == 0):
+            raise ValueError("embedding_servers = 0 goes with embedding_gb = 0 (a model without embedding tables), "
+                             f"got {self.embedding_servers} servers and {self.embedding_gb} GB")
+        if self.embedding_gb == 0 and self.dense_gb == 0:
+            raise ValueError("the model has no parameters: give dense_gb or embedding_gb")
+        return self
 
 
 class Job(_Model):
@@ -181,11 +197,38 @@ class Storage(_Model):
     node_gbps: float = Field(3.125, gt=0, description="one node's network bandwidth (GB/s; 25 Gbit/s)")
 
 
+class Tiers(_Model):
+    """Tiered checkpoints (``checkpoint.mode = "tiered"``, Gemini-style): every ``interval_h`` each node
+    snapshots its state into its own memory (a stall at ``snapshot_gbps``), sends copies to ``replicas``
+    peers' memory in the background (``storage.node_gbps``), and every ``persist_every``-th snapshot
+    is also written to remote storage in the background (``storage.write_gbps``, shared by every
+    writer). A restore reads from the fastest tier that survived the failure."""
+
+    replicas: int = Field(1, ge=0, le=8, description="peers holding a copy of each node's snapshot")
+    peer_stride: int = Field(1, ge=1, description="node i's peers are i+stride, i+2*stride, ... among its "
+                             "type (a stride of the domain size puts them in other domains)")
+    persist_every: int = Field(4, ge=1, le=1_000_000, description="persist every k-th snapshot to storage")
+    memory_latency_s: float = Field(0.05, ge=0, description="fixed cost of a snapshot or a memory restore (s)")
+
+
 class Checkpoint(_Model):
-    interval_h: float = Field(1.0, gt=0, description="checkpoint every interval_h hours of progress")
-    mode: Literal["blocking", "two-phase"] = Field("blocking", description="blocking save, or snapshot then background persist")
-    snapshot_gbps: float = Field(50.0, gt=0, description="two-phase: in-memory snapshot bandwidth per node (GB/s)")
+    interval_h: float = Field(1.0, gt=0, description="checkpoint (tiered: snapshot) every interval_h hours of progress")
+    mode: Literal["blocking", "two-phase", "tiered"] = Field(
+        "blocking", description="blocking save; snapshot then background persist; or tiered: snapshot, replicate "
+        "to peers' memory, persist every k-th")
+    snapshot_gbps: float = Field(50.0, gt=0, description="two-phase/tiered: in-memory snapshot bandwidth per node (GB/s)")
     persist_slowdown: float = Field(0.0, ge=0, lt=1, description="two-phase: training slowdown while the persist competes for bandwidth")
+    tiers: Tiers | None = Field(None, description="tiered mode's parameters (defaults when the mode is tiered)")
+
+    @model_validator(mode="after")
+    def _tiers(self) -> "Checkpoint":
+        if self.tiers is not None and self.mode != "tiered":
+            raise ValueError(f"[checkpoint.tiers] is for mode = \"tiered\" (mode is {self.mode!r})")
+        return self
+
+    @property
+    def tier_spec(self) -> Tiers:
+        return self.tiers if self.tiers is not None else Tiers()
 
 
 class Domain(_Model):
@@ -241,6 +284,79 @@ class Failures(_Model):
     # `model = "fitted.toml"` is also accepted in a scenario file: merged at load (see load_raw)
 
 
+class Delay(_DistSpec):
+    """A duration in seconds (detection, swap-in, host selection, repair): a distribution, or a
+    constant (``mean_s = 0`` is allowed for a constant: instantaneous)."""
+
+    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"] = "constant"
+    mean_s: float | None = Field(None, ge=0, description="mean duration, seconds")
+    scale_s: float | None = Field(None, gt=0, description="scale parameter, seconds")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Delay":
+        if self.mean_s == 0 and self.family != "constant":
+            raise ValueError("mean_s = 0 is only for family = \"constant\" (no delay)")
+        self.dist  # noqa: B018
+        return self
+
+    @property
+    def zero(self) -> bool:
+        return self.mean_s == 0
+
+    @property
+    def dist(self) -> Distribution:
+        if self.mean_s == 0:
+            return Distribution("constant", 1.0)  # never sampled: see `zero`
+        return self._build(self.mean_s, self.scale_s, 1.0, "mean_s or scale_s")
+
+
+class Repair(_Model):
+    """The repair pipeline a failed machine enters once its failure is detected."""
+
+    auto: Delay = Field(Delay(family="lognormal", mean_s=4 * HOUR, sigma=1.0), description="automatic repair")
+    escalate_p: float = Field(0.0, ge=0, le=1, description="probability that automatic repair escalates to manual")
+    manual: Delay = Field(Delay(family="lognormal", mean_s=72 * HOUR, sigma=1.0),
+                          description="manual repair, after the automatic one when it escalates")
+    false_success_p: float = Field(0.0, ge=0, lt=1, description="probability that a repair reports success "
+                                   "while the fault persists")
+    recur: FailureDist = Field(FailureDist(family="exponential", mtbf_h=1.0), description="a persisting "
+                               "fault's time to fail again once the machine is back in service")
+    crews: int | None = Field(None, ge=1, le=1_000_000, description="repairs at once (None: unlimited)")
+
+
+class Health(_Model):
+    """Bad machines: a fraction whose failure hazard is ``bad_multiplier`` times a good one's
+    (proportional hazards: ``S_bad(t) = S(t)^k``); good machines may turn bad with age."""
+
+    bad_fraction: float = Field(0.0, ge=0, lt=1, description="share of machines that are bad at the start")
+    bad_multiplier: float = Field(1.0, ge=1, le=10_000, description="hazard multiplier of a bad machine")
+    turn_bad_per_h: float = Field(0.0, ge=0, description="rate (per hour in service) at which a good machine turns bad")
+
+
+class Retirement(_Model):
+    """Remove a machine from the fleet after ``failures`` failures within ``window_h`` hours."""
+
+    failures: int = Field(..., ge=1, le=1000)
+    window_h: float = Field(..., gt=0)
+
+
+class Lifecycle(_Model):
+    """The node lifecycle: a failed node's machine leaves the job for repair; a warm standby (swap
+    time), else a spare (host-selection time), else the first repaired machine replaces it; the job
+    waits meanwhile (a strategy that does not wait for the node goes on). Detection precedes it all.
+    Without this table a failed node is rescheduled after a draw of ``[reschedule]`` (no pools)."""
+
+    detection: Delay = Field(Delay(mean_s=0.0), description="time from a failure to its detection")
+    standbys: int = Field(0, ge=0, le=1_000_000, description="warm standby machines")
+    swap: Delay | None = Field(None, description="a standby's swap-in time (default: the [reschedule] distribution)")
+    spares: int = Field(0, ge=0, le=1_000_000, description="spare (cold) machines")
+    select: Delay | None = Field(None, description="a spare's (or a repaired machine's) host-selection and "
+                                 "provisioning time (default: the [reschedule] distribution)")
+    repair: Repair = Repair()
+    health: Health = Health()
+    retirement: Retirement | None = None
+
+
 class StrategyConfig(_Model):
     """The recovery strategy by registry name, with its own parameters (validated by it)."""
 
@@ -273,6 +389,8 @@ class Scenario(_Model):
     strategy: StrategyConfig = StrategyConfig()
     access: Access = Access()
     costs: CostOverrides = CostOverrides()
+    lifecycle: Lifecycle | None = Field(None, description="node lifecycle: detection, standbys, spares, repair, "
+                                        "bad machines (absent: a failed node is rescheduled after [reschedule])")
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
@@ -280,6 +398,12 @@ class Scenario(_Model):
 
         cls = get(self.strategy.name)
         cls.check(validate_params(self.strategy.name, self.strategy.params), self)
+        if self.cluster.embedding_servers == 0 and cls.needs_embedding_servers:
+            raise ValueError(f"strategy {self.strategy.name!r} recovers embedding shards, and this model has none "
+                             "(cluster.embedding_servers = 0): use strategy \"full\"")
+        if self.checkpoint.mode == "tiered" and not cls.supports_tiers:
+            raise ValueError(f"strategy {self.strategy.name!r} does not support checkpoint.mode = \"tiered\" "
+                             "(strategies that do: full)")
         if self.checkpoint.interval_h * HOUR > self.job.duration_s:
             raise ValueError(
                 f"checkpoint.interval_h ({self.checkpoint.interval_h} h) is longer than the job "

@@ -212,6 +212,11 @@ class ECRM(DegradedTrainers, Strategy):
             t = max(t, self.costs.dense_copy_s)
         return t
 
+    def on_node_back(self, run: "Run", n: int, up: float) -> bool:
+        if n in self.rebuild_end:  # the rebuild from parity starts once the server is back
+            self.rebuild_end[n] = up + self.rebuild_s
+        return super().on_node_back(run, n, up)
+
     def on_rollback(self, run: "Run") -> None:
         self.rebuild_end.clear()  # every node reloads the checkpoint: no rebuild from parity goes on
         self.degraded.clear()  # nor is any trainer degraded (a job-level rollback keeps those still down)

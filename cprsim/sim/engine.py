@@ -55,6 +55,7 @@ from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.streams import stream
 
 COMPUTE, SAVE, RESCHED, LOAD, IDLE = range(5)
+INF = float("inf")
 
 #: runaway guards: a replication that needs more failure events or checkpoints than this is
 #: stopped with a one-line error (the regime is hopeless, or the interval absurdly short)
@@ -141,6 +142,11 @@ class Run:
     job: simpy.Process | None = None
     #: kept for every replication of one scenario (and costs): what a strategy derives from them alone
     shared: dict = field(default_factory=dict)
+    #: the node lifecycle (scenario [lifecycle]): machines, pools, repairs; None: [reschedule] draws
+    fleet: Any = None
+    detection_s: float = 0.0  #: of resched_s: waiting for failures to be detected
+    wait_s: float = 0.0  #: of resched_s: waiting for a machine (no standby or spare free)
+    sharded: bool = False  #: the dense model is sharded across the trainers (no replica)
 
     # -- used by strategies --------------------------------------------------------------------
     def log(self, kind: str, node: int = -1, value: float = 0.0, t: float | None = None) -> None:
@@ -177,18 +183,24 @@ class Run:
         they come from the last checkpoint (a partial strategy cannot copy them from a replica)."""
         if not any(n < self.n_trainers for n in nodes):
             return False
+        if self.sharded:  # a trainer's shard of the dense model has no replica
+            return True
         now = self.env.now
         return all(self.up_at.get(t, -1.0) > now for t in range(self.n_trainers))
 
     # -- failure side -------------------------------------------------------------------------------
     def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
         now = self.env.now
-        up_at, nt = self.up_at, self.n_trainers
+        up_at, nt, fleet = self.up_at, self.n_trainers, self.fleet
         new = []
         for n, r in zip(nodes, rhos):
             if up_at.get(n, -1.0) > now:  # already down: it cannot fail again
                 continue
-            up_at[n] = now + r
+            if fleet is not None and n != self.job_node:  # the lifecycle says when it is back
+                up_at[n] = INF
+                fleet.on_fail(n)
+            else:
+                up_at[n] = now + r
             new.append(n)
             if n < nt:
                 self.fails_trainer += 1
@@ -209,6 +221,26 @@ class Run:
             if self.pending is not None:
                 self._settle(strict=True)
             self.job.interrupt(new)
+
+    def node_back(self, n: int, up: float) -> None:
+        """The lifecycle chose a machine for failed node ``n``: it is back at ``up``. A job waiting
+        for it (or training at a rate that depends on it) is interrupted to take the news."""
+        self.up_at[n] = up
+        if n in self.down:
+            self.down[n] = up
+        changed = self.strategy.on_node_back(self, n, up)  # type: ignore[union-attr]
+        job = self.job
+        if job is not None and job.is_alive and (
+                (self.phase == RESCHED and n in self.down) or (self.phase == COMPUTE and changed)):
+            job.interrupt([])
+
+    def _book_resched(self, a: float, b: float) -> None:
+        """The job waited for nodes from ``a`` to ``b``: book it (and its lifecycle split)."""
+        self.resched_s += b - a
+        if self.fleet is not None and b > a:
+            det, wait = self.fleet.critical_split(self.down, a, b)
+            self.detection_s += det
+            self.wait_s += wait
 
     def _settle(self, strict: bool) -> None:
         """Commit a two-phase checkpoint whose background persist has finished."""
@@ -320,10 +352,12 @@ class Run:
             self.phase, self.phase_start = RESCHED, now
             if rec:
                 self.log("resched_start")
+            if t_up == INF:  # a node waits for a machine: node_back interrupts the job when it has one
+                yield env.event()
             if not self._quiet(t_up - now):
                 yield env.timeout(t_up - now)
             now = env.now
-            self.resched_s += now - self.phase_start
+            self._book_resched(self.phase_start, now)
             if rec:
                 self.log("resched_end")
         self.down.clear()
@@ -388,7 +422,7 @@ class Run:
             if self.record:
                 self.log("save_abort", -1, self.progress)
         elif phase == RESCHED:
-            self.resched_s += elapsed
+            self._book_resched(self.phase_start, now)
         elif phase == LOAD:
             self.load_s += elapsed
         strat = self.strategy
@@ -444,6 +478,11 @@ class Run:
             ettr=useful / wall if wall > 0 else 1.0,
             pls_position=position,
             pls_age=age,
+            detection_s=self.detection_s,
+            wait_s=self.wait_s,
+            unfilled_s=self.fleet.finish() if self.fleet is not None else 0.0,
+            machines_retired=self.fleet.retired if self.fleet is not None else 0,
+            failures_bad=self.fleet.failures_bad if self.fleet is not None else 0,
         )
 
 
@@ -541,11 +580,12 @@ class _Dists(NamedTuple):
 
 
 def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists) -> None:
-    """One process for the renewal processes of every node and fixed failure-domain group."""
+    """One process for the renewal processes of every node and fixed failure-domain group (with a
+    node lifecycle, the nodes' own failures come from :class:`~cprsim.sim.lifecycle.Fleet`)."""
     nt, ne, seed, resched = s.cluster.trainers, s.cluster.embedding_servers, s.seed, dists.resched
     kinds: list[Units] = []
     for kind, (dist, first, count) in enumerate(((dists.trainer, 0, nt), (dists.embedding, nt, ne))):
-        if dist is not None and count > 0:
+        if dist is not None and count > 0 and run.fleet is None:
             kinds.append(Units(first, count, 1, dist, resched, stationary,
                                lambda b, kind=kind: stream(seed, rep, "node-block", kind, b)))
     for i, d in enumerate(s.failures.domains):
@@ -566,7 +606,7 @@ def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _D
     env, resched, f = run.env, dists.resched, s.failures
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
     for dist, first, count in ((dists.trainer, 0, nt), (dists.embedding, nt, ne)):
-        if dist is None:
+        if dist is None or run.fleet is not None:
             continue
         for n in range(first, first + count):
             env.process(_renewal_process(run, (n,), dist, lambda rng: (resched.sample(rng),),
@@ -648,10 +688,15 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
               W=s.duration_s, tau=s.interval_s, persist_slowdown=p.persist_slowdown, job_node=nt + ne,
               shared=p.shared)
     run.next_ckpt = run.tau
+    run.sharded = s.cluster.dense == "sharded"
     strat = run.strategy = p.strategy(p.params, run)
     run.ledger = strat.make_ledger(run)
     f = s.failures
     stationary = f.start == "stationary"
+    if s.lifecycle is not None:
+        from cprsim.sim.lifecycle import Fleet
+
+        run.fleet = Fleet(run, s, rep, (p.dists.trainer, p.dists.embedding), stationary, _urgent_timeout)
     (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
     if p.job_down is not None:
         env.process(_renewal_process(run, (run.job_node,), p.job_dist, p.job_down,
@@ -666,5 +711,13 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     if sched:
         env.process(_schedule_process(run, sched))
     run.job = env.process(run.job_process())
-    env.run(until=run.job)
+    try:
+        env.run(until=run.job)
+    except RuntimeError:  # nothing left to happen and the job not done: only a fleet out of machines
+        fl = run.fleet
+        if fl is None or not fl.stuck():
+            raise
+        raise Runaway(f"{s.name}: the fleet ran out of machines at {env.now / 3600:.4g} h of wall time "
+                      f"({fl.retired} retired, {len(fl.waiting)} node slots without one): add "
+                      "lifecycle.spares or relax [lifecycle.retirement]") from None
     return run.result(rep), run.events

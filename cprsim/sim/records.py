@@ -49,6 +49,21 @@ class ReplicationResult:
     #: mean failure position and restored-state age, as fractions of the job (0 when nothing is lost)
     pls_position: float = 0.0
     pls_age: float = 0.0
+    #: the node lifecycle ([lifecycle]; 0 without it): of reschedule_s, the seconds spent waiting for
+    #: failures to be detected and for a free machine (the rest: swap-in or host selection)
+    detection_s: float = 0.0
+    wait_s: float = 0.0
+    unfilled_s: float = 0.0  #: wall time with at least one node slot lacking a machine in service
+    machines_retired: int = 0  #: machines removed by the retirement policy
+    failures_bad: int = 0  #: node failures of bad machines
+
+    @property
+    def badput(self) -> dict[str, float]:
+        """Wall time lost, by cause (seconds): they add up to ``wall_s - useful_s``."""
+        replace = self.reschedule_s - self.detection_s - self.wait_s
+        return {"detection": self.detection_s, "waiting for a machine": self.wait_s, "replacement": replace,
+                "load": self.load_s, "re-execution": self.lost_s, "save stalls": self.save_s,
+                "degraded progress": self.degraded_s}
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -48,6 +48,10 @@ class Strategy:
     summary: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
     needs_throughput: ClassVar[bool] = False  #: counts samples: the job must give samples_per_s
+    #: recovers embedding shards: a model without embedding servers has nothing for it to do
+    needs_embedding_servers: ClassVar[bool] = True
+    #: works with tiered checkpoints (checkpoint.mode = "tiered")
+    supports_tiers: ClassVar[bool] = False
     rate: float = 1.0
 
     # -- planning hooks (read by cprsim.plan: a new strategy is planned without editing it) -------
@@ -121,6 +125,11 @@ class Strategy:
         run.rollback()
         return None
 
+    def on_node_back(self, run: "Run", n: int, up: float) -> bool:
+        """The node lifecycle found failed node ``n`` a machine, in service at ``up`` (its up time was
+        unknown until now). Returns True when the training rate changes because of it."""
+        return False
+
     def rate_at(self, run: "Run", now: float) -> float:
         return self.rate
 
@@ -176,6 +185,8 @@ class Full(Strategy):
     summary = "any failure: reschedule, every node reloads the last checkpoint, re-execute since it"
     plan_label = "full"
     plan_rank = 0
+    needs_embedding_servers = False
+    supports_tiers = True
 
     def make_ledger(self, run: "Run") -> None:
         return None  # a rollback loses no update
@@ -192,7 +203,8 @@ class DegradedTrainers:
 
     def _init_degraded(self, params: BaseModel, run: "Run") -> None:
         #: trainers fail without stalling the job (a cluster of one trainer has no peer to train on)
-        self.trainer_degraded = bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
+        self.trainer_degraded = (bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
+                                 and run.scenario.cluster.dense == "replicated")
         #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
         self.degraded = {}
 
@@ -211,6 +223,12 @@ class DegradedTrainers:
         now = run.env.now
         up_at, deg = run.up_at, self.degraded
         return all(up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers))
+
+    def on_node_back(self, run: "Run", n: int, up: float) -> bool:
+        if n in self.degraded:
+            self.degraded[n] = up + self.costs.dense_copy_s  # type: ignore[attr-defined]
+            return True
+        return False
 
     def _trainer_share(self, run: "Run", now: float) -> float:
         """The share of trainers at work (1 when none is degraded)."""

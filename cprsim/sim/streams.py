@@ -41,6 +41,8 @@ CONCERNS = {
     "job": 6,  # job-level interruptions (failures.job)
     "node-block": 7,  # bulk layout: (node type, block of 1,024 nodes of that type)
     "domain-block": 8,  # bulk layout: (fixed domain, block of 1,024 of its groups)
+    "lifecycle": 9,  # node lifecycle: 0 the machines' health, 1 detection, repair and replacement draws
+    "slot": 10,  # node lifecycle: the lifetimes of the machines serving node slot n, in turn
 }
 
 #: replication numbers are the first part of every stream name. The planner searches on

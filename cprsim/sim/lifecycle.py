@@ -1,0 +1,302 @@
+"""The node lifecycle (scenario ``[lifecycle]``): machines, pools, repair, bad machines, retirement.
+
+The engine's nodes are the job's *slots* (trainer ``i``, embedding server ``j``); a slot is filled
+by a *machine*. Without ``[lifecycle]`` a failed slot is back after a draw of ``[reschedule]``
+(the engine's own bookkeeping, unchanged). With it, :class:`Fleet` owns what happens between a
+failure and the slot's return:
+
+1. **Detection.** A failure is noticed after a draw of ``detection``; the job is stalled meanwhile
+   (synchronous training hangs on the dead rank).
+2. **Repair.** At detection the machine leaves for repair: ``repair.auto``; with probability
+   ``escalate_p`` also ``repair.manual``; ``crews`` repairs at once at most (first come, first
+   served). With probability ``false_success_p`` the repair reports success while the fault
+   persists: once back in service the machine fails again after a draw of ``repair.recur``.
+   A machine with ``retirement.failures`` failures within ``retirement.window_h`` is retired instead.
+3. **Replacement.** At detection the slot asks for a machine: a warm standby (in service after a
+   ``swap`` draw; a spare, if any, is then warmed up in the background, ``select``, to refill the
+   standbys), else a spare (``select``), else it waits (first come, first served) for the first
+   repaired machine (``select``). A repaired machine nobody waits for refills the standbys up to
+   their number (after ``select``), else joins the spares. Idle machines (standbys, spares) do not
+   fail.
+4. **Health.** A share ``bad_fraction`` of all machines is bad: its failure hazard is
+   ``bad_multiplier`` (k) times a good one's (proportional hazards, ``S_bad = S^k``). A good machine
+   in service turns bad after an exponential time of rate ``turn_bad_per_h`` (from then on its hazard
+   is k times, ``S(t | turned at x) = (S(t) / S(x))^k``); it stays bad.
+
+A slot's machine starts a fresh lifetime when it enters service (``failures.start = "stationary"``:
+the first machines start in steady state, drawing the equilibrium residual life; a bad machine's
+first lifetime is its residual for an exponential lifetime, else a fresh draw: an approximation).
+Failure domains, job-level interruptions, injected and replayed failures still come from the
+engine's processes; a node they take down goes through the same lifecycle (their ``[reschedule]``
+draws are ignored for nodes; a job-level restart keeps its own).
+
+Random draws: the lifetimes of slot ``n`` from stream ``("slot", n)``; the machines' health from
+``("lifecycle", 0)``; detection, repair and replacement draws from ``("lifecycle", 1)`` in the
+order events happen (SimPy's order is deterministic: one seed gives the same bytes).
+
+Accounting (per replication): ``detection_s`` and ``wait_s`` split the job's wait for nodes
+(``reschedule_s``) into detection, waiting for a machine, and (the rest) swap-in/selection, by the
+node the job waits for longest; ``unfilled_s`` is the wall time during which at least one slot has
+no machine in service (1 - unfilled/wall is the fleet's availability); ``machines_retired``;
+``failures_bad``: node failures of bad machines.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import numpy as np
+import simpy
+
+from cprsim.failures.distributions import Distribution
+from cprsim.sim.streams import stream
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cprsim.scenario import Scenario
+    from cprsim.sim.engine import Run
+
+INF = math.inf
+HOUR = 3600.0
+
+
+def ph_sample(dist: Distribution, k: float, rng: np.random.Generator, after: float = 0.0) -> float:
+    """A lifetime with ``k`` times the hazard of ``dist`` from ``after`` on, given survival to ``after``
+    (proportional hazards: ``S(t | t > after) = (S(t) / S(after))^k``); ``k = 1``, ``after = 0``: a plain draw.
+
+    Closed forms for exponential (``after + Exp(mean / k)``) and Weibull
+    (``s ((after/s)^b - ln U / k)^(1/b)``); scipy's ``isf`` for the others.
+    """
+    f, s, b = dist.family, dist.scale, dist.shape
+    if f == "exponential":
+        return after + float(rng.exponential(s / k))
+    if f == "constant":
+        return max(after, s)
+    u = float(rng.random())
+    if f == "weibull":
+        return s * ((after / s) ** b - math.log(u) / k) ** (1.0 / b)
+    sp = dist.scipy
+    s_after = float(sp.sf(after)) if after > 0 else 1.0
+    return max(after, float(sp.isf(s_after * u ** (1.0 / k))))
+
+
+class Fleet:
+    """The machines of one replication, their pools and repairs (see the module docstring)."""
+
+    def __init__(self, run: "Run", s: "Scenario", rep: int, lifetimes: tuple[Distribution | None, Distribution | None],
+                 stationary: bool, urgent: Callable[[simpy.Environment, float], simpy.Event]) -> None:
+        lc = s.lifecycle
+        assert lc is not None
+        self.run, self.env, self.urgent = run, run.env, urgent
+        nt, ne = run.n_trainers, run.n_embedding
+        n_slots = nt + ne
+        self.n_slots = n_slots
+        n = n_slots + lc.standbys + lc.spares
+        h = lc.health
+        self.k = h.bad_multiplier
+        self.turn_bad = h.turn_bad_per_h / HOUR  # per second
+        hrng = stream(s.seed, rep, "lifecycle", 0)
+        self.bad: list[bool] = (hrng.random(n) < h.bad_fraction).tolist() if h.bad_fraction > 0 else [False] * n
+        self.fault = [False] * n  #: a persisting fault (a repair that reported success wrongly)
+        self.rng = stream(s.seed, rep, "lifecycle", 1)
+        self.seed, self.rep = s.seed, rep
+        self.slot_rng: dict[int, np.random.Generator] = {}  #: made when a slot first draws
+        self.life = [lifetimes[0]] * nt + [lifetimes[1]] * ne  #: each slot's base lifetime (None: never fails)
+        self.machine: list[int | None] = list(range(n_slots))  #: slot -> machine in it (None: none yet)
+        self.gen = [0] * n_slots  #: bumped when a slot fails: a pending lifetime of its old machine is stale
+        self.turn_at = [INF] * n_slots  #: when the slot's machine turns bad (INF: not during this lifetime)
+        self.standby_target = lc.standbys
+        self.standby: deque[int] = deque(range(n_slots, n_slots + lc.standbys))
+        self.spare: deque[int] = deque(range(n_slots + lc.standbys, n))
+        self.warming = 0  #: spares or repaired machines being warmed up to join the standbys
+        self.waiting: deque[int] = deque()  #: slots waiting for a machine, first come first served
+        self.crews: list[float] | None = [0.0] * lc.repair.crews if lc.repair.crews is not None else None
+        self.lc = lc
+        self.resched = s.reschedule.dist
+        self.history: dict[int, deque[float]] = {}  #: machine -> its recent failure times (retirement)
+        # accounting
+        self.t_fail: dict[int, float] = {}
+        self.t_detect: dict[int, float] = {}
+        self.t_assign: dict[int, float] = {}
+        self.unfilled = 0
+        self.unfilled_since = 0.0
+        self.unfilled_s = 0.0
+        self.retired = 0
+        self.failures_bad = 0
+        self.in_repair = 0
+        for slot in range(n_slots):
+            self._arm(slot, 0.0, stationary)
+
+    # -- draws ----------------------------------------------------------------------------------
+    def _delay(self, spec) -> float:  # noqa: ANN001 - a scenario Delay, or None: the [reschedule] draw
+        if spec is None:
+            return float(self.resched.sample(self.rng))
+        return 0.0 if spec.zero else float(spec.dist.sample(self.rng))
+
+    def _lifetime(self, slot: int, m: int, stationary: bool) -> tuple[float, float]:
+        """(lifetime, time it turns bad) of machine ``m`` entering service in ``slot``, both from its
+        entry (INF: it never fails / does not turn bad)."""
+        rng = self.slot_rng.get(slot)
+        if rng is None:
+            rng = self.slot_rng[slot] = stream(self.seed, self.rep, "slot", slot)
+        if self.fault[m]:
+            return float(self.lc.repair.recur.dist.sample(rng)), INF
+        base = self.life[slot]
+        if base is None:
+            return INF, INF
+        if self.bad[m]:
+            if stationary and base.family == "exponential":
+                return float(rng.exponential(base.scale / self.k)), INF
+            return ph_sample(base, self.k, rng), INF
+        t = float(base.sample_residual(rng)) if stationary else float(base.sample(rng))
+        if self.turn_bad > 0:
+            x = float(rng.exponential(1.0 / self.turn_bad))
+            if x < t:  # it turns bad on the way: the rest of its life at k times the hazard
+                # (a stationary first lifetime: the residual after x is a fresh draw, an approximation)
+                t = ph_sample(base, self.k, rng, after=x) if not stationary else x + ph_sample(base, self.k, rng)
+                return t, x
+        return t, INF
+
+    # -- the slot's machine in service ----------------------------------------------------------
+    def _arm(self, slot: int, up_in: float, stationary: bool = False) -> None:
+        """The slot's machine enters service in ``up_in`` seconds; its lifetime starts then."""
+        m = self.machine[slot]
+        assert m is not None
+        life, turn = self._lifetime(slot, m, stationary)
+        self.turn_at[slot] = self.env.now + up_in + turn
+        self.env.process(self._in_service(slot, self.gen[slot], up_in, life))
+
+    def _in_service(self, slot: int, gen: int, up_in: float, life: float) -> Iterator[simpy.Event]:
+        if up_in > 0:
+            yield self.urgent(self.env, up_in)
+        if self.t_fail.get(slot) is not None:  # the slot was waiting: it is filled again
+            self._filled()
+        if life == INF:
+            return
+        yield self.urgent(self.env, life)
+        if self.gen[slot] == gen:  # still the same machine, in service: it fails
+            self.run.fail((slot,), (INF,))
+
+    def _filled(self) -> None:
+        self.unfilled -= 1
+        if self.unfilled == 0:
+            self.unfilled_s += self.env.now - self.unfilled_since
+
+    # -- failure ---------------------------------------------------------------------------------
+    def on_fail(self, slot: int) -> None:
+        """Slot ``slot`` failed now (the engine set its up time to INF): detection, then repair and
+        replacement; :meth:`Run.node_back` gets the up time once a machine is chosen."""
+        now = self.env.now
+        m = self.machine[slot]
+        assert m is not None
+        self.gen[slot] += 1
+        self.machine[slot] = None
+        if now >= self.turn_at[slot]:
+            self.bad[m] = True  # it had turned bad in service
+        if self.bad[m]:
+            self.failures_bad += 1
+        if self.unfilled == 0:
+            self.unfilled_since = now
+        self.unfilled += 1
+        self.t_fail[slot] = now
+        self.t_assign[slot] = INF
+        d = self._delay(self.lc.detection)
+        self.t_detect[slot] = now + d
+        if d == 0:
+            self._detected(slot, m)
+        else:
+            self.env.process(self._later(d, self._detected, slot, m))
+
+    def _later(self, dt: float, fn: Callable[..., None], *args: int) -> Iterator[simpy.Event]:
+        yield self.urgent(self.env, dt)
+        fn(*args)
+
+    def _detected(self, slot: int, m: int) -> None:
+        now = self.env.now
+        ret = self.lc.retirement
+        hist = self.history.setdefault(m, deque())
+        hist.append(now)
+        if ret is not None:
+            while hist and hist[0] < now - ret.window_h * HOUR:
+                hist.popleft()
+        if ret is not None and len(hist) >= ret.failures:
+            self.retired += 1  # out of the fleet for good
+        else:
+            self._repair(m, now)
+        self.waiting.append(slot)
+        self._dispatch()
+
+    def _repair(self, m: int, now: float) -> None:
+        r = self.lc.repair
+        dur = self._delay(r.auto)
+        if r.escalate_p > 0 and self.rng.random() < r.escalate_p:
+            dur += self._delay(r.manual)
+        self.fault[m] = r.false_success_p > 0 and bool(self.rng.random() < r.false_success_p)
+        start = now
+        self.in_repair += 1
+        if self.crews is not None:
+            start = max(now, heapq.heappop(self.crews))
+            heapq.heappush(self.crews, start + dur)
+        self.env.process(self._later(start + dur - now, self._repaired, m))
+
+    def _repaired(self, m: int) -> None:
+        self.in_repair -= 1
+        if self.waiting:
+            self._assign(self.waiting.popleft(), m, self._delay(self.lc.select))
+        elif len(self.standby) + self.warming < self.standby_target:
+            self._warm(m)
+        else:
+            self.spare.append(m)
+
+    def _warm(self, m: int) -> None:
+        self.warming += 1
+        self.env.process(self._later(self._delay(self.lc.select), self._warmed, m))
+
+    def _warmed(self, m: int) -> None:
+        self.warming -= 1
+        self.standby.append(m)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Give waiting slots a standby, else a spare; refill the standbys from the spares."""
+        while self.waiting and (self.standby or self.spare):
+            slot = self.waiting.popleft()
+            if self.standby:
+                m = self.standby.popleft()
+                self._assign(slot, m, self._delay(self.lc.swap))
+            else:
+                self._assign(slot, self.spare.popleft(), self._delay(self.lc.select))
+        while self.spare and len(self.standby) + self.warming < self.standby_target:
+            self._warm(self.spare.popleft())
+
+    def _assign(self, slot: int, m: int, delay: float) -> None:
+        now = self.env.now
+        self.machine[slot] = m
+        self.t_assign[slot] = now
+        self._arm(slot, delay)
+        self.run.node_back(slot, now + delay)
+
+    def stuck(self) -> bool:
+        """A node slot waits for a machine and none can ever come (all retired)."""
+        return bool(self.waiting) and not (self.in_repair or self.warming or self.standby or self.spare)
+
+    # -- result -----------------------------------------------------------------------------------
+    def finish(self) -> float:
+        """The unfilled time up to now (the end of the replication)."""
+        if self.unfilled > 0:
+            return self.unfilled_s + self.env.now - self.unfilled_since
+        return self.unfilled_s
+
+    def critical_split(self, down: dict[int, float], a: float, b: float) -> tuple[float, float]:
+        """(detection, waiting) seconds of the job's wait ``[a, b]`` for the nodes in ``down``, by the
+        node it waits for longest."""
+        crit, last = None, -INF
+        for n, t in down.items():
+            if n in self.t_fail and t > last:
+                crit, last = n, t
+        if crit is None:
+            return 0.0, 0.0
+        f, d, s = self.t_fail[crit], self.t_detect[crit], self.t_assign[crit]
+        return max(0.0, min(b, d) - max(a, f)), max(0.0, min(b, s) - max(a, d))

@@ -1,0 +1,221 @@
+"""The node lifecycle ([lifecycle], issue 16): regression, closed forms, hand-computed timelines.
+
+Statistical tests compare the simulator's mean (fixed seed) with a closed form through the 95%
+confidence interval of the mean.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from cprsim import analytic
+from cprsim import scenario as sc
+from cprsim.failures.distributions import Distribution
+from cprsim.scenario import HOUR
+from cprsim.sim.engine import Runaway, simulate_one
+from cprsim.sim.lifecycle import ph_sample
+from cprsim.sim.replicate import estimate, run_replications
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+# -- 1. without [lifecycle], the engine is the one before it --------------------------------------
+def test_every_builtin_without_a_lifecycle_gives_the_bytes_it_gave_before_the_lifecycle_existed():
+    """Digests of results and event logs made at 50ea55a (tests/golden/make_lifecycle_off.py)."""
+    sys.path.insert(0, str(GOLDEN))
+    try:
+        from make_lifecycle_off import cases, digest
+    finally:
+        sys.path.remove(str(GOLDEN))
+    want = json.loads((GOLDEN / "lifecycle_off.json").read_text())
+    got = {k: digest(s) for k, s in cases()}
+    assert set(got) == set(want)
+    assert [k for k in want if got[k] != want[k]] == []
+
+
+BASE = {
+    "name": "t", "seed": 3, "replications": 10,
+    "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
+    "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
+    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
+    "reschedule": {"family": "constant", "mean_s": 100.0},
+    "checkpoint": {"interval_h": 1.0},
+}
+
+
+def scen(**upd) -> sc.Scenario:
+    raw = {**BASE, **{k: v for k, v in upd.items() if k != "cluster"}}
+    raw["cluster"] = {**BASE["cluster"], **upd.get("cluster", {})}
+    return sc.validate(raw, "test")
+
+
+# -- 2. closed forms --------------------------------------------------------------------------------
+def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_time():
+    """Exponential failures, 1,000 warm standbys, no detection delay, unlimited repair: a failed node
+    is back after the swap time, so the exact mean wall of full recovery (analytic.full_wall with the
+    nodes-still-up recovery rate, as for [reschedule]) holds with rho = swap."""
+    N, mu, rho, d, L = 4, 1 / HOUR, 400.0, 30.0, 30.0
+    s = scen(seed=11, cluster={"embedding_servers": N}, reschedule={"family": "constant", "mean_s": 5.0},
+             failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu / HOUR}},
+             costs={"save_s": d, "load_s": L}, checkpoint={"interval_h": 0.07}, strategy={"name": "full"},
+             lifecycle={"standbys": 1000, "swap": {"family": "constant", "mean_s": rho}})
+    res, _ = run_replications(s, 1500)
+    wall = estimate([r.wall_s for r in res])
+    W, tau = s.duration_s, s.interval_s
+    exact = analytic.full_wall(W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L)
+    assert wall.lo <= exact <= wall.hi, (exact, wall)
+    # the [reschedule] time (5 s) is not used for nodes: with it the wall would be far shorter
+    short = analytic.full_wall(W, tau, d, N * mu, 5.0 + L, analytic.lam_recovery_nodes(5.0, mu, N), L)
+    assert short < wall.lo
+    assert all(r.detection_s == 0 and r.wait_s == 0 for r in res)
+
+
+@pytest.mark.parametrize("spares,crews", [(2, None), (1, 2)])
+def test_with_spares_and_no_standby_the_fleet_availability_is_the_machine_repair_queue(spares, crews):
+    """4 embedding slots failing at 1/h each, exponential repairs of mean 1.5 h, `spares` spares that
+    take over at once, `crews` repair crews: the share of wall time with every slot filled is the
+    M/M/c//(N+s) machine-repair chain's P(k <= s) (analytic.machine_repair_availability)."""
+    N, lam, repair_h = 4, 1 / HOUR, 1.5
+    s = scen(seed=5, cluster={"embedding_servers": N}, job={"duration_h": 150.0},
+             failures={"embedding": {"family": "exponential", "mtbf_h": 1.0}, "start": "fresh"},
+             costs={"save_s": 1.0, "load_s": 1.0}, checkpoint={"interval_h": 0.02},
+             lifecycle={"spares": spares, "select": {"mean_s": 0.0},
+                        "repair": {"auto": {"family": "exponential", "mean_s": repair_h * HOUR}, "crews": crews}})
+    res, _ = run_replications(s, 60)
+    avail = estimate([1.0 - r.unfilled_s / r.wall_s for r in res], non_negative=False)
+    exact = analytic.machine_repair_availability(N, spares, lam, 1 / (repair_h * HOUR), crews)
+    assert avail.lo <= exact <= avail.hi, (exact, avail)
+    # the chain without spares (every failure leaves a slot empty) is far from it: the test can fail
+    assert not avail.lo <= analytic.machine_repair_availability(N, spares - 1, lam, 1 / (repair_h * HOUR), crews) <= avail.hi
+
+
+def test_machine_repair_availability_by_hand():
+    # one slot, no spare, one crew: up a share mu / (lam + mu)
+    assert analytic.machine_repair_availability(1, 0, 2.0, 3.0, 1) == pytest.approx(3 / 5)
+    # one slot, one spare, unlimited crews: states 0,1,2 with rates lam, lam and mu, 2 mu
+    lam, mu = 1.0, 2.0
+    p = np.array([1.0, lam / mu, lam / mu * lam / (2 * mu)])
+    assert analytic.machine_repair_availability(1, 1, lam, mu) == pytest.approx(p[:2].sum() / p.sum())
+
+
+# -- 3. a hand-computed timeline ------------------------------------------------------------------------
+def test_detection_standby_warmup_and_waiting_by_hand():
+    """Node 2 fails at 1,000 s, node 3 at 1,100 s. Detection 60 s; 1 standby (swap 100 s), 1 spare
+    (select 500 s), repairs 1,000 s.
+
+    node 2: detected 1,060, takes the standby: up 1,160; the spare starts warming (ready 1,560).
+    node 3: detected 1,160, nothing free: waits; at 1,560 the warmed spare is a standby: up 1,660.
+    The job waits 1,000-1,660 (660 s): detection 60 + 60, waiting 400, swap-in 40 + 100.
+    """
+    s = scen(cluster={"trainers": 2, "embedding_servers": 4}, costs={"save_s": 10.0, "load_s": 20.0},
+             lifecycle={"detection": {"mean_s": 60.0}, "standbys": 1, "swap": {"mean_s": 100.0}, "spares": 1,
+                        "select": {"mean_s": 500.0}, "repair": {"auto": {"mean_s": 1000.0}}})
+    res, ev = simulate_one(s, 0, record=True, schedule=[(1000.0, (2,), (0.0,)), (1100.0, (3,), (0.0,))])
+    assert res.reschedule_s == pytest.approx(660.0)
+    assert res.detection_s == pytest.approx(120.0)
+    assert res.wait_s == pytest.approx(400.0)
+    assert res.badput["replacement"] == pytest.approx(140.0)
+    assert res.unfilled_s == pytest.approx(660.0)
+    assert res.lost_s == pytest.approx(1000.0)  # no checkpoint before 3,600 s of progress
+    assert res.load_s == pytest.approx(20.0)
+    assert res.wall_s == pytest.approx(36000 + 9 * 10 + 1000 + 660 + 20)
+    assert sum(res.badput.values()) == pytest.approx(res.wall_s - res.useful_s)
+
+
+def test_a_degraded_trainer_waits_for_its_machine_while_the_job_goes_on():
+    """Partial recovery keeps training on the other trainer while the failed one waits for a machine
+    (none free until its repair ends at 1,000 + 3,000 s); the job never stalls."""
+    s = scen(cluster={"trainers": 2, "embedding_servers": 4}, costs={"save_s": 10.0, "load_s": 20.0},
+             strategy={"name": "partial"},
+             lifecycle={"select": {"mean_s": 200.0}, "repair": {"auto": {"mean_s": 3000.0}}})
+    res, _ = simulate_one(s, 0, schedule=[(1000.0, (0,), (0.0,))])
+    assert res.reschedule_s == 0.0
+    # half the rate from 1,000 s until the machine is in service (4,200 s) and has copied the dense
+    # part: half that window is lost
+    copy = 0.3e9 * 2 / 1.25e9
+    assert res.degraded_s == pytest.approx((4200.0 + copy - 1000.0) / 2, rel=1e-9)
+
+
+def test_a_fleet_that_runs_out_of_machines_is_a_one_line_error():
+    s = scen(failures={"embedding": {"family": "exponential", "mtbf_h": 1.0}},
+             lifecycle={"retirement": {"failures": 1, "window_h": 1000.0}})
+    with pytest.raises(Runaway, match="ran out of machines .* add lifecycle.spares"):
+        simulate_one(s, 0)
+
+
+# -- 4. bad machines ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dist", [Distribution("weibull", 3600.0, 0.6), Distribution("gamma", 3600.0, 0.5),
+                                  Distribution("lognormal", 3600.0, 1.2), Distribution("exponential", 3600.0)])
+@pytest.mark.parametrize("after", [0.0, 1800.0])
+def test_proportional_hazard_draws_follow_s_to_the_k(dist, after):
+    """A bad machine's lifetime: S(t | t > after) = (S(t)/S(after))^k (Kolmogorov-Smirnov, 1%)."""
+    k, rng = 8.0, np.random.default_rng(4)
+    x = np.array([ph_sample(dist, k, rng, after) for _ in range(3000)])
+    s_after = float(dist.sf(after)) if after else 1.0
+    cdf = lambda t: 1.0 - (np.asarray(dist.sf(t)) / s_after) ** k  # noqa: E731
+    assert stats.kstest(x, cdf).pvalue > 0.01
+    # the plain lifetime is rejected: the test can fail
+    assert stats.kstest(x, lambda t: 1.0 - np.asarray(dist.sf(t)) / s_after).pvalue < 0.01
+
+
+def test_bad_machines_fail_as_the_two_state_chain_says():
+    """Half the machines bad at 9x the hazard, exponential lifetimes, 200 warm standbys (swapped in
+    1 s; none comes back from repair within a replication): each slot is a two-state chain, bad at
+    rate k lam, good at lam, its replacement bad with probability pi. P(bad at t) = P* + (pi - P*)
+    e^(-r t), r = k lam (1 - pi) + pi lam, P* = pi lam / r; the expected failures of bad machines over
+    the wall time T are k lam times its integral. Per replication, bad - q total has mean 0 with q
+    the chain's share over the mean wall time (the CI of the mean covers 0); pi = 0.5, the share a
+    test that ignored the hazard would expect, is rejected."""
+    lam, k, pi, n = 1 / (20 * HOUR), 9.0, 0.5, 6
+    s = scen(failures={"embedding": {"family": "exponential", "mtbf_h": 20.0}},
+             costs={"save_s": 0.01, "load_s": 0.01}, checkpoint={"interval_h": 0.01},
+             lifecycle={"standbys": 200, "swap": {"mean_s": 1.0},
+                        "health": {"bad_fraction": pi, "bad_multiplier": k}})
+    res, _ = run_replications(s, 400)
+    T = float(np.mean([r.wall_s for r in res]))
+    r_ = k * lam * (1 - pi) + pi * lam
+    p_star = pi * lam / r_
+    integral = p_star * T + (pi - p_star) * (1 - math.exp(-r_ * T)) / r_  # of P(bad at t) over [0, T]
+    bad_mean, good_mean = k * lam * integral, lam * (T - integral)
+    q = bad_mean / (bad_mean + good_mean)
+    d = estimate([r.failures_bad - q * r.failures_embedding for r in res], non_negative=False)
+    assert d.lo <= 0.0 <= d.hi, (q, d)
+    wrong = estimate([r.failures_bad - pi * r.failures_embedding for r in res], non_negative=False)
+    assert not wrong.lo <= 0.0 <= wrong.hi
+    assert sum(r.failures_embedding for r in res) == pytest.approx(n * (bad_mean + good_mean) * len(res), rel=0.1)
+
+
+# -- 5. through the CLI --------------------------------------------------------------------------------
+def test_simulate_shows_the_badput_breakdown(tmp_path):
+    from cli_helpers import run
+
+    out = tmp_path / "run"
+    r = run(*["simulate", "toy", "--replications", "5", "--set", "lifecycle.standbys=1",
+                "--set", "lifecycle.detection.mean_s=30", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "detection" in r.output and "waiting for a machine" in r.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert "detection_s" in summary["metrics"] or "detection_s" in json.dumps(summary)
+
+
+def test_bad_lifecycle_settings_are_one_line_errors():
+    from cli_helpers import run
+
+    for sets, key in ((["lifecycle.standbys=-1"], "lifecycle.standbys"),
+                      (["lifecycle.detection.mean_s=0", "lifecycle.detection.family=\"exponential\""],
+                       "lifecycle.detection"),
+                      (["lifecycle.health.bad_fraction=1.5"], "lifecycle.health.bad_fraction"),
+                      (["lifecycle.repair.escalate_p=2"], "lifecycle.repair.escalate_p")):
+        args = ["simulate", "toy", "--replications", "1"]
+        for x in sets:
+            args += ["--set", x]
+        r = run(*args)
+        assert r.exit_code != 0 and key in r.output and "Traceback" not in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
