@@ -39,12 +39,23 @@ LIFECYCLE_ROWS = (
 )
 
 
+#: rows shown after "checkpoints completed" with tiered checkpoints
+TIER_ROWS = (
+    ("memory_restores", "restores from peers' memory", "count"),
+    ("storage_restores", "restores from storage", "count"),
+)
+
+
 def rows(s: Scenario) -> tuple[tuple[str, str, str], ...]:
     """The table's rows for scenario ``s``."""
-    if s.lifecycle is None:
-        return ROWS
-    i = [k for k, _, _ in ROWS].index("reschedule_s") + 1
-    return ROWS[:i] + LIFECYCLE_ROWS + ROWS[i:]
+    out = ROWS
+    if s.lifecycle is not None:
+        i = [k for k, _, _ in out].index("reschedule_s") + 1
+        out = out[:i] + LIFECYCLE_ROWS + out[i:]
+    if s.checkpoint.mode == "tiered":
+        i = [k for k, _, _ in out].index("checkpoints") + 1
+        out = out[:i] + TIER_ROWS + out[i:]
+    return out
 
 
 def badput(results: Sequence[ReplicationResult]) -> dict[str, dict[str, float]]:

@@ -147,6 +147,11 @@ class Run:
     detection_s: float = 0.0  #: of resched_s: waiting for failures to be detected
     wait_s: float = 0.0  #: of resched_s: waiting for a machine (no standby or spare free)
     sharded: bool = False  #: the dense model is sharded across the trainers (no replica)
+    #: tiered checkpoints (checkpoint.mode = "tiered"): a :class:`~cprsim.sim.tiers.TierState`
+    tiers: Any = None
+    tier_load: float | None = None  #: the restore the last rollback chose (tiered): its load time
+    memory_restores: int = 0
+    storage_restores: int = 0
 
     # -- used by strategies --------------------------------------------------------------------
     def log(self, kind: str, node: int = -1, value: float = 0.0, t: float | None = None) -> None:
@@ -159,6 +164,16 @@ class Run:
         Updates that partial recoveries lost after that checkpoint are re-executed too: the
         ledger forgets them (what was lost before it stays lost: the checkpoint holds it).
         """
+        if self.tiers is not None:  # the fastest tier that survived the failure
+            r = self.tiers.restore(self.env.now)
+            self.ckpt_progress, self.tier_load = r.progress, r.load_s
+            self.tiers.rolled_back(r.progress, r.tier)
+            if r.tier == "memory":
+                self.memory_restores += 1
+            elif r.tier == "storage":
+                self.storage_restores += 1
+            if self.record:
+                self.log("tier_restore", -1, ("none", "memory", "storage").index(r.tier))
         lost = self.progress - self.ckpt_progress
         if lost > 0:
             self.lost_s += lost
@@ -201,6 +216,8 @@ class Run:
                 fleet.on_fail(n)
             else:
                 up_at[n] = now + r
+            if self.tiers is not None and n != self.job_node:
+                self.tiers.lost(n, now)  # its memory: its own snapshot and the copies it held
             new.append(n)
             if n < nt:
                 self.fails_trainer += 1
@@ -274,6 +291,7 @@ class Run:
         env, strat = self.env, self.strategy
         assert strat is not None
         two_phase = self.scenario.checkpoint.mode == "two-phase"
+        tiers = self.tiers  # tiered: the save is the snapshot's stall; the tiers replicate and persist
         timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
         save_cost, commit = strat.save_s, strat.on_commit
         # the hot phases (compute, blocking save) test `_quiet`'s condition in line: a phase ending
@@ -297,7 +315,7 @@ class Run:
                     self.phase, self.phase_start = SAVE, now
                     if rec:
                         self.log("save_start", -1, progress)
-                    dt = save_cost(self)
+                    dt = save_cost(self) if tiers is None else tiers.snapshot(now, progress)
                     end = now + dt
                     if skip and (not queue or end < queue[0][0]):  # nothing can happen meanwhile
                         env._now = end
@@ -363,6 +381,8 @@ class Run:
         self.down.clear()
         if self.load_left is not None:  # resume a restore that a failure nobody waits for interrupted
             dt, self.load_left = self.load_left, None
+        elif self.tier_load is not None:  # tiered: the tier the rollback chose
+            dt, self.tier_load = self.tier_load, None
         else:
             dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
         self.load_until = now + dt
@@ -419,6 +439,8 @@ class Run:
             self.progress = min(self.W, self.progress + elapsed * self.phase_rate)
         elif phase == SAVE:
             self.save_s += elapsed
+            if self.tiers is not None:
+                self.tiers.abort_in_flight()  # the snapshot's stall did not finish
             if self.record:
                 self.log("save_abort", -1, self.progress)
         elif phase == RESCHED:
@@ -483,6 +505,8 @@ class Run:
             unfilled_s=self.fleet.finish() if self.fleet is not None else 0.0,
             machines_retired=self.fleet.retired if self.fleet is not None else 0,
             failures_bad=self.fleet.failures_bad if self.fleet is not None else 0,
+            memory_restores=self.memory_restores,
+            storage_restores=self.storage_restores,
         )
 
 
@@ -669,6 +693,27 @@ def _prepare(s: Scenario, costs: Costs | None) -> _Prepared:
     return p
 
 
+def tier_spec(s: Scenario, c: Costs):  # noqa: ANN201 - a cprsim.sim.tiers.TierSpec
+    """The tiered checkpoints of scenario ``s``: each embedding server holds its shard; the trainers
+    hold the dense part (sharded: 1/N_t each; replicated: trainer 0's copy is the one saved, the
+    others hold the same parameters and save nothing)."""
+    from cprsim.sim.tiers import TierSpec
+
+    nt, ne = s.cluster.trainers, s.cluster.embedding_servers
+    b = np.zeros(nt + ne)
+    if s.cluster.dense == "sharded":
+        b[:nt] = c.trainer_bytes
+    else:
+        b[0] = c.dense_bytes
+    b[nt:] = c.shard_bytes
+    t, st = s.checkpoint.tier_spec, s.storage
+    GB = 1e9
+    return TierSpec(bytes_per_node=b, groups=((0, nt), (nt, ne)), replicas=t.replicas, stride=t.peer_stride,
+                    snapshot_bps=s.checkpoint.snapshot_gbps * GB, memory_latency_s=t.memory_latency_s,
+                    node_bps=st.node_gbps * GB, persist_every=t.persist_every, write_bps=st.write_gbps * GB,
+                    read_bps=st.read_gbps * GB, storage_latency_s=st.latency_s)
+
+
 def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
                  schedule: list[Scheduled] | None = None,
                  costs: Costs | None = None, streams: str = "bulk") -> tuple[ReplicationResult, list[Event]]:
@@ -693,6 +738,10 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     run.ledger = strat.make_ledger(run)
     f = s.failures
     stationary = f.start == "stationary"
+    if s.checkpoint.mode == "tiered":
+        from cprsim.sim.tiers import TierState
+
+        run.tiers = TierState(p.shared.setdefault("tier_spec", tier_spec(s, p.costs)))
     if s.lifecycle is not None:
         from cprsim.sim.lifecycle import Fleet
 

@@ -56,6 +56,9 @@ class ReplicationResult:
     unfilled_s: float = 0.0  #: wall time with at least one node slot lacking a machine in service
     machines_retired: int = 0  #: machines removed by the retirement policy
     failures_bad: int = 0  #: node failures of bad machines
+    #: tiered checkpoints (checkpoint.mode = "tiered"): rollbacks restored from peers' memory / storage
+    memory_restores: int = 0
+    storage_restores: int = 0
 
     @property
     def badput(self) -> dict[str, float]:

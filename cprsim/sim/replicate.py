@@ -22,6 +22,7 @@ METRICS = (
     "wall_s", "save_s", "load_s", "lost_s", "reschedule_s", "degraded_s",
     "failures_trainer", "failures_embedding", "failures_job", "checkpoints", "pls", "overhead", "ckpt_overhead",
     "ettr", "detection_s", "wait_s", "unfilled_s", "failures_bad", "machines_retired",
+    "memory_restores", "storage_restores",
 )
 
 #: the percentiles reported beside every mean (the spread of single runs, not of the mean)
