@@ -217,7 +217,8 @@ class Checkpoint(_Model):
         "blocking", description="blocking save; snapshot then background persist; or tiered: snapshot, replicate "
         "to peers' memory, persist every k-th")
     snapshot_gbps: float = Field(50.0, gt=0, description="two-phase/tiered: in-memory snapshot bandwidth per node (GB/s)")
-    persist_slowdown: float = Field(0.0, ge=0, lt=1, description="two-phase: training slowdown while the persist competes for bandwidth")
+    persist_slowdown: float = Field(0.0, ge=0, lt=1, description="two-phase/tiered: training slowdown while a "
+                                    "background persist competes for bandwidth")
     tiers: Tiers | None = Field(None, description="tiered mode's parameters (defaults when the mode is tiered)")
 
     @model_validator(mode="after")

@@ -45,6 +45,7 @@ run on demand (``search.Runs``), so nothing is simulated twice and common random
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -159,17 +160,31 @@ def make_plan(
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
     T_F = _full_interval(s, rates, c, age, allow_no_full_checkpoint, notes)
 
-    options = _full_options(ctx, age)
+    base = ctx  # the single-tier scenario: full recovery's usual options, and every other strategy
+    if s.checkpoint.mode == "tiered":
+        from cprsim.plan.tiered import single_tier
+
+        base = dataclasses.replace(ctx, s=single_tier(s), runs={})
+        notes.append("tiered checkpoints: \"full, tiered\" restores from peers' memory or storage; the other "
+                     "options are the same job with blocking saves to storage (single tier)")
+    options = _full_options(base, age)
+    if base is not ctx:
+        from cprsim.plan.tiered import tiered_option
+
+        options.append(tiered_option(ctx, age, _paired_lower, _confirm, DEFAULT_PRECISION))
     best_full = min(options, key=lambda o: o.overhead.mean)
     for name in strategies:
         cls = registry.get(name)
         if cls.needs_throughput and s.job.samples_per_s is None:
             notes.append(f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s")
             continue
+        if cls.needs_embedding_servers and s.cluster.embedding_servers == 0:
+            notes.append(f"{cls.plan_label or name} skipped: it recovers embedding shards, and the model has none")
+            continue
         if cls.plan_kind == "pls":
-            o = _pls_option(ctx, cls, T_F, best_full)
+            o = _pls_option(base, cls, T_F, best_full)
         else:
-            o = _rollback_option(ctx, cls, min(age, W))
+            o = _rollback_option(base, cls, min(age, W))
         if o is not None:
             options.append(o)
     options, rec, tied, message = recommend(options, ctx.bound, metric, objective, allow_extrapolation)
@@ -177,6 +192,8 @@ def make_plan(
         notes.append(f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
                      "(the maximum checkpoint age asked for)")
     pls_bound = acc.pls_bound(accuracy_bound, "partial") if "partial" in strategies else math.nan
+    if s.cluster.embedding_servers == 0:
+        pls_bound = math.nan
     return Plan(s.name, metric, accuracy_bound, pls_bound, acc.calibrated, dict(acc.provenance),
                 rates.total * HOUR, tuple(options), rec.label, best_full.overhead.mean - rec.overhead.mean, message,
                 n, s.seed, tuple(notes), confidence, objective, ns, T_F, acc.description, s.failures.start, tied,

@@ -420,14 +420,21 @@ class Run:
     def rate_at(self, now: float) -> float:
         """Progress per wall second now: the strategy's, slowed while a two-phase persist runs."""
         r = self.strategy.rate_at(self, now)  # type: ignore[union-attr]
-        if self.persist_slowdown and self.pending is not None and self.pending[1] > now:
-            r *= 1.0 - self.persist_slowdown
+        if self.persist_slowdown:
+            if self.tiers is not None:
+                if self.tiers.persisting(now)[0]:
+                    r *= 1.0 - self.persist_slowdown
+            elif self.pending is not None and self.pending[1] > now:
+                r *= 1.0 - self.persist_slowdown
         return r
 
     def next_rate_change(self, now: float) -> float:
         t = self.strategy.next_rate_change(self, now)  # type: ignore[union-attr]
-        if self.persist_slowdown and self.pending is not None and self.pending[1] > now:
-            t = min(t, self.pending[1])
+        if self.persist_slowdown:
+            if self.tiers is not None:
+                t = min(t, self.tiers.persisting(now)[1])
+            elif self.pending is not None and self.pending[1] > now:
+                t = min(t, self.pending[1])
         return t
 
     def _interrupted(self, nodes: list[int]) -> None:
@@ -688,7 +695,8 @@ def _prepare(s: Scenario, costs: Costs | None) -> _Prepared:
         job_down = (lambda rng: (restart,)) if restart is not None else (lambda rng: (float(resched.sample(rng)),))
     p = _last_prepared = _Prepared(
         scenario=s, costs=c, strategy=cls, params=cls.Params.model_validate(s.strategy.params),
-        persist_slowdown=s.checkpoint.persist_slowdown if s.checkpoint.mode == "two-phase" else 0.0, dists=dists,
+        persist_slowdown=s.checkpoint.persist_slowdown if s.checkpoint.mode in ("two-phase", "tiered") else 0.0,
+        dists=dists,
         job_dist=job_dist, job_down=job_down, shared={})
     return p
 
@@ -762,6 +770,8 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     run.job = env.process(run.job_process())
     try:
         env.run(until=run.job)
+    except InputError as e:  # the fleet ran out of machines (cprsim.sim.lifecycle.FleetExhausted)
+        raise Runaway(f"{s.name}: {e}") from None
     except RuntimeError:  # nothing left to happen and the job not done: only a fleet out of machines
         fl = run.fleet
         if fl is None or not fl.stuck():

@@ -30,7 +30,8 @@ Failure domains, job-level interruptions, injected and replayed failures still c
 engine's processes; a node they take down goes through the same lifecycle (their ``[reschedule]``
 draws are ignored for nodes; a job-level restart keeps its own).
 
-Random draws: the lifetimes of slot ``n`` from stream ``("slot", n)``; the machines' health from
+Random draws: the first machines' lifetimes from stream ``("slot-block", b)`` for slots
+``1024 b .. 1024 b + 1023`` in order, the later lifetimes of slot ``n`` from ``("slot", n)``; the machines' health from
 ``("lifecycle", 0)``; detection, repair and replacement draws from ``("lifecycle", 1)`` in the
 order events happen (SimPy's order is deterministic: one seed gives the same bytes).
 
@@ -51,6 +52,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import numpy as np
 import simpy
 
+from cprsim.errors import InputError
 from cprsim.failures.distributions import Distribution
 from cprsim.sim.streams import stream
 
@@ -59,6 +61,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
 
 INF = math.inf
+#: the first machines' lifetimes are drawn from one stream per block of this many slots (in slot
+#: order); a slot's later machines from its own stream (made only if it fails: most never do)
+BLOCK = 1024
 HOUR = 3600.0
 
 
@@ -82,6 +87,10 @@ def ph_sample(dist: Distribution, k: float, rng: np.random.Generator, after: flo
     return max(after, float(sp.isf(s_after * u ** (1.0 / k))))
 
 
+class FleetExhausted(InputError):
+    """The fleet can no longer fill every node slot (one line saying why)."""
+
+
 class Fleet:
     """The machines of one replication, their pools and repairs (see the module docstring)."""
 
@@ -93,7 +102,7 @@ class Fleet:
         nt, ne = run.n_trainers, run.n_embedding
         n_slots = nt + ne
         self.n_slots = n_slots
-        n = n_slots + lc.standbys + lc.spares
+        n = self.n_machines = n_slots + lc.standbys + lc.spares
         h = lc.health
         self.k = h.bad_multiplier
         self.turn_bad = h.turn_bad_per_h / HOUR  # per second
@@ -126,8 +135,10 @@ class Fleet:
         self.retired = 0
         self.failures_bad = 0
         self.in_repair = 0
-        for slot in range(n_slots):
-            self._arm(slot, 0.0, stationary)
+        for b in range(0, n_slots, BLOCK):  # first lifetimes: one stream per block of slots
+            rng = stream(s.seed, rep, "slot-block", b // BLOCK)
+            for slot in range(b, min(n_slots, b + BLOCK)):
+                self._arm(slot, 0.0, stationary, rng)
 
     # -- draws ----------------------------------------------------------------------------------
     def _delay(self, spec) -> float:  # noqa: ANN001 - a scenario Delay, or None: the [reschedule] draw
@@ -135,12 +146,14 @@ class Fleet:
             return float(self.resched.sample(self.rng))
         return 0.0 if spec.zero else float(spec.dist.sample(self.rng))
 
-    def _lifetime(self, slot: int, m: int, stationary: bool) -> tuple[float, float]:
+    def _lifetime(self, slot: int, m: int, stationary: bool,
+                  rng: np.random.Generator | None = None) -> tuple[float, float]:
         """(lifetime, time it turns bad) of machine ``m`` entering service in ``slot``, both from its
-        entry (INF: it never fails / does not turn bad)."""
-        rng = self.slot_rng.get(slot)
+        entry (INF: it never fails / does not turn bad); drawn from ``rng``, else the slot's stream."""
         if rng is None:
-            rng = self.slot_rng[slot] = stream(self.seed, self.rep, "slot", slot)
+            rng = self.slot_rng.get(slot)
+            if rng is None:
+                rng = self.slot_rng[slot] = stream(self.seed, self.rep, "slot", slot)
         if self.fault[m]:
             return float(self.lc.repair.recur.dist.sample(rng)), INF
         base = self.life[slot]
@@ -160,11 +173,11 @@ class Fleet:
         return t, INF
 
     # -- the slot's machine in service ----------------------------------------------------------
-    def _arm(self, slot: int, up_in: float, stationary: bool = False) -> None:
+    def _arm(self, slot: int, up_in: float, stationary: bool = False, rng: np.random.Generator | None = None) -> None:
         """The slot's machine enters service in ``up_in`` seconds; its lifetime starts then."""
         m = self.machine[slot]
         assert m is not None
-        life, turn = self._lifetime(slot, m, stationary)
+        life, turn = self._lifetime(slot, m, stationary, rng)
         self.turn_at[slot] = self.env.now + up_in + turn
         self.env.process(self._in_service(slot, self.gen[slot], up_in, life))
 
@@ -223,6 +236,11 @@ class Fleet:
                 hist.popleft()
         if ret is not None and len(hist) >= ret.failures:
             self.retired += 1  # out of the fleet for good
+            if self.n_machines - self.retired < self.n_slots:
+                raise FleetExhausted(
+                    f"the retirement policy left fewer machines than node slots at {now / HOUR:.4g} h of wall "
+                    f"time ({self.retired} retired of {self.n_machines}, {self.n_slots} slots): add lifecycle.spares "
+                    "or relax [lifecycle.retirement]")
         else:
             self._repair(m, now)
         self.waiting.append(slot)

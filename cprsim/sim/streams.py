@@ -42,7 +42,8 @@ CONCERNS = {
     "node-block": 7,  # bulk layout: (node type, block of 1,024 nodes of that type)
     "domain-block": 8,  # bulk layout: (fixed domain, block of 1,024 of its groups)
     "lifecycle": 9,  # node lifecycle: 0 the machines' health, 1 detection, repair and replacement draws
-    "slot": 10,  # node lifecycle: the lifetimes of the machines serving node slot n, in turn
+    "slot": 10,  # node lifecycle: the lifetimes of the machines serving node slot n after its first
+    "slot-block": 11,  # node lifecycle: the first machines' lifetimes, per block of 1,024 slots
 }
 
 #: replication numbers are the first part of every stream name. The planner searches on

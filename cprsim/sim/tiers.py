@@ -192,6 +192,8 @@ class TierState:
         self._ordinal = 0  # the ordinal of the state the job is at
         self._persists: deque[_Persist] = deque()  # not yet durable, by start
         self._durable: tuple[float, int] | None = None  # (progress, ordinal)
+        self._version = 0  # bumped by every change but time's: keys the cache of `persisting`
+        self._persisting: tuple[float, int, tuple[bool, float]] | None = None
 
     # -- time ------------------------------------------------------------------------------------
     def _advance(self, now: float, strict: bool) -> None:
@@ -218,6 +220,7 @@ class TierState:
     # -- events ----------------------------------------------------------------------------------
     def snapshot(self, now: float, progress: float) -> float:
         """A snapshot of ``progress`` (training s) taken at ``now`` (s); returns the stall, s."""
+        self._version += 1
         self._advance(now, strict=False)
         self._flight.append(_Snap(now, now + self._to_ready, progress))
         return self._stall
@@ -225,6 +228,7 @@ class TierState:
     def lost(self, node: int, now: float) -> None:
         """``node``'s memory is lost at ``now`` (s): its own snapshot and its peers' copies.
         Aborts the snapshots in flight and cancels the persists not finished."""
+        self._version += 1
         self._advance(now, strict=True)
         if not 0 <= node < self.spec.n:
             raise IndexError(f"node {node} is not in 0..{self.spec.n - 1}")
@@ -235,6 +239,7 @@ class TierState:
     def abort_in_flight(self) -> None:
         """The newest snapshot's stall was interrupted (at the time of the previous call): it never
         becomes memory-ready."""
+        self._version += 1
         if self._flight:
             self._flight.pop()
 
@@ -273,6 +278,7 @@ class TierState:
         """The job rolled back to ``progress`` (training s) from ``tier``: snapshots and persists
         newer than it are discarded; unless from "memory", the memory tier holds nothing usable
         until the next snapshot. Later snapshots count their ordinal from the restored state."""
+        self._version += 1
         if tier not in ("memory", "storage", "none"):
             raise ValueError(f"unknown tier {tier!r}")
         self._advance(self._now, strict=False)
@@ -284,6 +290,23 @@ class TierState:
             self._mem = None
         base = [s for s in (self._mem, self._durable) if s is not None]
         self._ordinal = max(base)[1] if base else 0
+
+    def persisting(self, now: float) -> tuple[bool, float]:
+        """(is a persist running at ``now``, the next time that may change it: a persist's start or
+        end, or an in-flight snapshot's memory-ready time, when a persist may be queued; inf if none)."""
+        if self._persisting is not None and self._persisting[0] == now and self._persisting[1] == self._version:
+            return self._persisting[2]
+        self._advance(now, strict=False)
+        busy, nxt = False, float("inf")
+        for p in self._persists:
+            if p.start <= now < p.end:
+                busy, nxt = True, min(nxt, p.end)
+            elif p.start > now:
+                nxt = min(nxt, p.start)
+        if self._flight:
+            nxt = min(nxt, self._flight[0].ready)
+        self._persisting = (now, self._version, (busy, nxt))
+        return busy, nxt
 
     # -- accessors -------------------------------------------------------------------------------
     def durable_progress(self, now: float) -> float | None:
