@@ -403,8 +403,11 @@ class Scenario(_Model):
             raise ValueError(f"strategy {self.strategy.name!r} recovers embedding shards, and this model has none "
                              "(cluster.embedding_servers = 0): use strategy \"full\"")
         if self.checkpoint.mode == "tiered" and not cls.supports_tiers:
+            from cprsim.sim.strategies import REGISTRY
+
+            able = ", ".join(sorted(n for n, c in REGISTRY.items() if c.supports_tiers))
             raise ValueError(f"strategy {self.strategy.name!r} does not support checkpoint.mode = \"tiered\" "
-                             "(strategies that do: full)")
+                             f"(strategies that do: {able})")
         if self.checkpoint.interval_h * HOUR > self.job.duration_s:
             raise ValueError(
                 f"checkpoint.interval_h ({self.checkpoint.interval_h} h) is longer than the job "

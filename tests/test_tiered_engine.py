@@ -77,9 +77,34 @@ def test_without_a_durable_checkpoint_the_job_starts_over():
     assert res.lost_s == pytest.approx(PROGRESS)
 
 
+def _partial(nodes):
+    raw = {**RAW, "job": {"duration_h": 5.0, "samples_per_s": 1000.0}, "strategy": {"name": "partial"}}
+    return simulate_one(sc.validate(raw, "test"), 0, record=True,
+                        schedule=[(T_FAIL, tuple(nodes), (100.0,) * len(nodes))])
+
+
+def test_partial_recovery_restores_a_shard_from_its_peers_memory():
+    """CPR on tiers: server 1 (node 3) comes back from the snapshot its peer holds (progress
+    10,800): it loses a quarter of the updates since then; nothing rolls back."""
+    res, _ = _partial([3])
+    assert res.lost_s == 0.0
+    assert res.pls == pytest.approx(0.25 * (PROGRESS - 10800.0) / 18000.0)
+    assert res.load_s == pytest.approx(8.5)
+
+
+def test_partial_recovery_falls_back_to_storage_for_a_shard_whose_peer_failed_too():
+    """Nodes 3 and 4 fail: node 3's only peer (4) is gone: its shard comes from the persisted
+    checkpoint (7,200; storage read of one shard: 5 + 20 GB / 2.5 GB/s = 13 s); node 4's peer (5) is
+    up: memory (10,800)."""
+    res, _ = _partial([3, 4])
+    assert res.pls == pytest.approx(0.25 * ((PROGRESS - 7200.0) + (PROGRESS - 10800.0)) / 18000.0)
+    assert res.load_s == pytest.approx(13.0)
+
+
 def test_tiered_needs_a_strategy_that_supports_it():
-    with pytest.raises(sc.ScenarioError, match="does not support checkpoint.mode"):
-        sc.validate({**RAW, "strategy": {"name": "partial"}}, "test")
+    with pytest.raises(sc.ScenarioError, match="does not support checkpoint.mode.*full, partial"):
+        sc.validate({**RAW, "job": {"duration_h": 5.0, "samples_per_s": 1000.0}, "strategy": {"name": "mfu"}},
+                    "test")
     with pytest.raises(sc.ScenarioError, match=r"\[checkpoint.tiers\] is for mode"):
         sc.validate({**RAW, "checkpoint": {"interval_h": 1.0, "tiers": {"replicas": 1}}}, "test")
 

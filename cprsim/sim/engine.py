@@ -239,6 +239,13 @@ class Run:
                 self._settle(strict=True)
             self.job.interrupt(new)
 
+    def take_tier_load(self, default: float) -> float:
+        """The load time of the tier the last rollback chose (tiered checkpoints), else ``default``."""
+        if self.tier_load is None:
+            return default
+        t, self.tier_load = self.tier_load, None
+        return t
+
     def node_back(self, n: int, up: float) -> None:
         """The lifecycle chose a machine for failed node ``n``: it is back at ``up``. A job waiting
         for it (or training at a rate that depends on it) is interrupted to take the news."""
@@ -327,7 +334,8 @@ class Run:
                         raise Runaway(f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
                                       f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
                                       "choose a longer checkpoint.interval_h")
-                    commit(self, progress)
+                    if tiers is None:  # tiered: the tiers know what is durable where (a snapshot
+                        commit(self, progress)  # is usable once replicated; see cprsim.sim.tiers)
                     if rec:
                         self.log("save_end", -1, progress)
                     self.phase = IDLE
@@ -381,8 +389,6 @@ class Run:
         self.down.clear()
         if self.load_left is not None:  # resume a restore that a failure nobody waits for interrupted
             dt, self.load_left = self.load_left, None
-        elif self.tier_load is not None:  # tiered: the tier the rollback chose
-            dt, self.tier_load = self.tier_load, None
         else:
             dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
         self.load_until = now + dt

@@ -77,6 +77,7 @@ class SSUParams(MFUParams):
 
 @register
 class MFU(Partial):
+    supports_tiers = False  #: its partial saves are not modelled on the tiers
     name = "mfu"
     summary = "CPR-MFU: partial recovery; partial saves of the top-r rows by exact access counts, a full save every K"
     Params = MFUParams

@@ -137,7 +137,7 @@ class Strategy:
         return float("inf")
 
     def load_s(self, run: "Run", nodes: set[int]) -> float:
-        return self.costs.load_s
+        return run.take_tier_load(self.costs.load_s)
 
     # job-level interruptions: every strategy rolls back to its last full (consistent) checkpoint
     def on_job_failure(self, run: "Run") -> None:
@@ -148,8 +148,9 @@ class Strategy:
         """Progress went back to the last full checkpoint (a strategy resets its own counters)."""
 
     def full_load_s(self, run: "Run") -> float:
-        """Every node reloads the last full checkpoint (after a job-level interruption)."""
-        return self.costs.load_s
+        """Every node reloads the last full checkpoint (after a job-level interruption; tiered: from
+        the tier the rollback chose)."""
+        return run.take_tier_load(self.costs.load_s)
 
 
 REGISTRY: dict[str, type[Strategy]] = {}
@@ -301,6 +302,8 @@ class Partial(DegradedTrainers, Strategy):
             job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
 
     full_restore = False  #: the next restore is a full load (no trainer survived to copy from)
+    supports_tiers = True  #: tiered: a failed shard comes from a peer's memory snapshot, else storage
+    tier_shard_load = 0.0  #: tiered: the restore of the shards failed in this episode (s)
 
     def __init__(self, params: BaseModel, run: "Run") -> None:
         super().__init__(params, run)
@@ -311,8 +314,14 @@ class Partial(DegradedTrainers, Strategy):
             return self.restore_all(run)
         now = run.env.now
         stall: set[int] = set()
+        tiers = run.tiers
         for n in nodes:
             if n >= run.n_trainers:
+                if tiers is not None:  # the newest snapshot a peer still holds, else the newest persisted
+                    r = tiers.shard_restore(now, n)
+                    if r.tier != "none":
+                        run.ledger.saved(r.progress, shards=n - run.n_trainers)  # type: ignore[union-attr]
+                    self.tier_shard_load = max(self.tier_shard_load, r.load_s)
                 run.lose_shard(n - run.n_trainers)
                 stall.add(n)
             elif self.trainer_degraded:  # the others train on; it copies the dense part once it is back
@@ -356,7 +365,10 @@ class Partial(DegradedTrainers, Strategy):
             self.full_restore = False
             return self.full_load_s(run)
         k = sum(1 for n in nodes if n >= run.n_trainers)
-        t = self.costs.shard_load_s(k) + self.shard_extra_s(run, k) if k else 0.0
+        if run.tiers is not None:
+            t, self.tier_shard_load = (self.tier_shard_load if k else 0.0), 0.0
+        else:
+            t = self.costs.shard_load_s(k) + self.shard_extra_s(run, k) if k else 0.0
         # a trainer the job waited for copies the dense part before the job resumes; a degraded
         # one copies it while the others train (its copy is in its degraded window, not a stall)
         if any(n < run.n_trainers and n not in self.degraded for n in nodes):
