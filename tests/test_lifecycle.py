@@ -219,3 +219,32 @@ def test_bad_lifecycle_settings_are_one_line_errors():
         r = run(*args)
         assert r.exit_code != 0 and key in r.output and "Traceback" not in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_the_breakdown_plot_splits_rescheduling_and_reads_tables_from_before_the_lifecycle(tmp_path):
+    from cli_helpers import run
+
+    from cprsim.plots.sweep import components
+    from cprsim.sweep.results import load_results
+
+    out = tmp_path / "run"
+    r = run("simulate", "dlrm-spares", "--replications", "10", "--set", "lifecycle.standbys=0",
+            "--set", "lifecycle.spares=3", "--set", "lifecycle.retirement.failures=100", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    res = load_results(out)
+    keys = [k for k, _, _ in components(list(res.points))]
+    assert {"detection_s", "wait_s", "replacement_s"} <= set(keys) and "reschedule_s" not in keys
+    r = run("plot", "breakdown", str(out), "--out", str(tmp_path / "b.png"))
+    assert r.exit_code == 0 and (tmp_path / "b.png").stat().st_size > 0, r.output
+    # a results table written before the lifecycle columns existed still loads (they read as 0)
+    old = tmp_path / "old.csv"
+    text = (out / "replications.csv").read_text().splitlines()
+    head = text[0].split(",")
+    keep = [i for i, c in enumerate(head) if c not in ("detection_s", "wait_s", "unfilled_s", "failures_bad",
+                                                       "machines_retired", "memory_restores", "storage_restores")]
+    old.write_text("\n".join(",".join(line.split(",")[i] for i in keep) for line in text) + "\n")
+    (tmp_path / "summary.json").write_text((out / "summary.json").read_text())
+    res = load_results(old)
+    assert res.points[0]["detection_s"].mean == 0.0
+    assert [k for k, _, _ in components(list(res.points))] == [k for k, _, _ in __import__(
+        "cprsim.plots.style", fromlist=["COMPONENTS"]).COMPONENTS]

@@ -11,7 +11,8 @@ import click
 KINDS = {
     "overhead": "a sweep's --out folder (or its results.csv): overhead vs interval per strategy, "
                 "CI or P50-P90 bands (--band), the planner's choices (plan.json, or --plan) marked",
-    "breakdown": "a sweep's --out folder or a `cprsim simulate --out` folder: stacked overhead components",
+    "breakdown": "a sweep's --out folder or a `cprsim simulate --out` folder: stacked overhead components "
+                 "(with a node lifecycle, rescheduling split into detection, waiting for a machine, swap-in)",
     "pls": "a sweep's --out folder: PLS vs interval per strategy, CI or P50-P90 bands (--band), "
            "with the PLS bound",
     "fit": "a `cprsim fit --report` JSON file: Kaplan-Meier vs the fitted families",
@@ -52,6 +53,7 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
     \b
     overhead     sweep folder -> overhead vs interval, CI or P50-P90 bands, planner's choice marked
     breakdown    sweep or simulate folder -> stacked bars: save, load, re-executed, rescheduling
+                 (detection, waiting for a machine, swap-in with a node lifecycle), degraded
     pls          sweep folder -> PLS vs interval with the bound, CI or P50-P90 bands
     fit          `cprsim fit --report` JSON -> survival: Kaplan-Meier vs fitted families
     calibration  `cprsim calibrate --out` folder -> accuracy loss vs PLS, per strategy

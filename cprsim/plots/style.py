@@ -25,6 +25,13 @@ COMPONENTS = (
     ("degraded_s", "degraded / slowed", "#ccb974"),
 )
 
+#: rescheduling's parts with a node lifecycle (``replacement_s`` = reschedule - detection - wait)
+LIFECYCLE_COMPONENTS = (
+    ("detection_s", "failure detection", "#937860"),
+    ("wait_s", "waiting for a machine", "#da8bc3"),
+    ("replacement_s", "swap-in / host selection", "#8172b2"),
+)
+
 #: Gantt phases
 PHASE_COLOURS = {
     "compute": "#a6cee3", "re-executed": "#e31a1c", "save": "#1f78b4", "save (aborted)": "#fb9a99",

@@ -15,7 +15,7 @@ import numpy as np
 
 from cprsim.errors import InputError
 from cprsim.plots import new_axes
-from cprsim.plots.style import COMPONENTS, base_name, colour
+from cprsim.plots.style import COMPONENTS, LIFECYCLE_COMPONENTS, base_name, colour
 from cprsim.sweep.results import PointSummary, SweepResults
 
 _METRIC_LABEL = {
@@ -177,6 +177,20 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None,
     return fig
 
 
+def components(pts: list[Any]) -> tuple[tuple[str, str, str], ...]:
+    """The stacked components: rescheduling split into detection, waiting for a machine and
+    replacement when a node lifecycle made any of the first two non-zero."""
+    if not any(p["detection_s"].mean > 0 or p["wait_s"].mean > 0 for p in pts):
+        return COMPONENTS
+    out = []
+    for key, label, c in COMPONENTS:
+        if key == "reschedule_s":
+            out += LIFECYCLE_COMPONENTS
+        else:
+            out.append((key, label, c))
+    return tuple(out)
+
+
 def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
     """Stacked bars: the mean of each overhead component as % of W, per point; the 95% CI of the
     total overhead as an error bar."""
@@ -195,8 +209,12 @@ def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
     x = np.arange(len(pts))
     bottom = np.zeros(len(pts))
     W = np.array([p["useful_s"].mean for p in pts])
-    for key, label, c in COMPONENTS:
-        h = np.array([p[key].mean for p in pts]) / W * 100
+    for key, label, c in components(pts):
+        if key == "replacement_s":  # rescheduling without detection and waiting for a machine
+            h = np.array([p["reschedule_s"].mean - p["detection_s"].mean - p["wait_s"].mean for p in pts])
+        else:
+            h = np.array([p[key].mean for p in pts])
+        h = h / W * 100
         ax.bar(x, h, 0.7, bottom=bottom, color=c, label=label)
         bottom += h
     tot = np.array([p["overhead"].mean for p in pts]) * 100

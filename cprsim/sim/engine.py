@@ -776,6 +776,8 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     run.job = env.process(run.job_process())
     try:
         env.run(until=run.job)
+    except Runaway:
+        raise
     except InputError as e:  # the fleet ran out of machines (cprsim.sim.lifecycle.FleetExhausted)
         raise Runaway(f"{s.name}: {e}") from None
     except RuntimeError:  # nothing left to happen and the job not done: only a fleet out of machines

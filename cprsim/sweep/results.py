@@ -21,6 +21,10 @@ from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
 
 #: summarized per point: the simulator's metrics and the failure-free time W (useful_s)
 SUMMARIZED = (*METRICS, "useful_s")
+#: columns added with the node lifecycle and tiered checkpoints (issue 16): 0 in a table written
+#: before them
+OPTIONAL = ("detection_s", "wait_s", "unfilled_s", "failures_bad", "machines_retired", "memory_restores",
+            "storage_restores")
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
 def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[str],
                expected_n: int | None, rule: Precision | None = None) -> list[PointSummary]:
     col = {c: i for i, c in enumerate(head)}
-    missing = [m for m in SUMMARIZED if m not in col]
+    missing = [m for m in SUMMARIZED if m not in col and m not in OPTIONAL]
     if missing:
         raise InputError(f"{path}: not a cprsim results table (no column {missing[0]})")
     groups: dict[int, list[list[str]]] = {}
@@ -111,7 +115,7 @@ def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[st
         ests = {}
         for m in SUMMARIZED:
             try:
-                ests[m] = estimate([float(r[col[m]]) for r in g])
+                ests[m] = estimate([float(r[col[m]]) if m in col else 0.0 for r in g])
             except ValueError:
                 raise InputError(f"{path}: column {m}: expected numbers") from None
         out.append(PointSummary(
