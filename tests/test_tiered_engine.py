@@ -148,6 +148,12 @@ def test_plan_picks_the_snapshot_interval_and_the_persist_period_and_confirms_th
                                                           50.0))
     assert tiered["overhead"]["n"] >= 30  # confirmed on fresh replications
     assert any("tiered checkpoints" in n for n in d["notes"])
+    # partial recovery on the tiers too (a shard from a peer's memory): its own persist period,
+    # and its promise confirmed on fresh replications
+    cpr = next(o for o in d["options"] if o["label"] == "CPR-vanilla, tiered")
+    assert cpr["params"]["persist_every"] in (1, 4, 16) and cpr["meets_bound"]
+    assert cpr["full_interval_h"] == pytest.approx(min(cpr["params"]["persist_every"] * cpr["interval_h"], 50.0))
+    assert "CPR-vanilla" in {o["label"] for o in d["options"]}  # and on blocking saves
 
 
 def test_tiered_beats_single_tier_full_recovery_on_the_large_gpu_cluster():

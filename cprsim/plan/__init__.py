@@ -183,6 +183,12 @@ def make_plan(
             continue
         if cls.plan_kind == "pls":
             o = _pls_option(base, cls, T_F, best_full)
+            if base is not ctx and cls.supports_tiers:  # besides: the same strategy on the tiers
+                from cprsim.plan.tiered import tiered_pls_option
+
+                t = tiered_pls_option(ctx, cls, T_F, best_full, _pls_option)
+                if t is not None:
+                    options.append(t)
         else:
             o = _rollback_option(base, cls, min(age, W))
         if o is not None:

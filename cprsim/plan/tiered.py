@@ -87,3 +87,29 @@ def tiered_option(ctx: Any, age: float, paired_lower: Any, confirm: Any, precisi
 
 def _dur(t: float) -> str:
     return f"{t / 3600:.3g} h" if t >= 3600 else f"{t / 60:.3g} min"
+
+
+#: the persist periods tried for a strategy that loses updates (each a whole PLS search)
+PLS_PERSIST_GRID = (1, 4, 16)
+
+
+def tiered_pls_option(ctx: Any, cls: type, T_F: float, best_full: Option, pls_option: Any) -> Option | None:
+    """Partial recovery on the tiers (a failed shard from a peer's memory, else storage): the PLS
+    search of the planner at each persist period of :data:`PLS_PERSIST_GRID` (and the scenario's);
+    the cheapest option that meets the bound, else the cheapest."""
+    s = ctx.s
+    k_now = s.checkpoint.tier_spec.persist_every
+    best: Option | None = None
+    for k in sorted(set(PLS_PERSIST_GRID) | {k_now}):
+        sub = dataclasses.replace(ctx, s=with_persist(s, k), runs={}, notes=[])
+        o = pls_option(sub, cls, T_F, best_full)
+        if o is None:
+            continue
+        o = dataclasses.replace(o, label=f"{o.label}, tiered", params={**o.params, "persist_every": k},
+                                full_interval_s=min(k * o.interval_s, s.duration_s),
+                                note=f"{o.note}; persist every {k} snapshots (searched over {sorted(set(PLS_PERSIST_GRID) | {k_now})})")
+        if best is None or (o.meets_bound, -o.overhead.mean) > (best.meets_bound, -best.overhead.mean):
+            best = o
+    if best is None:
+        ctx.notes.append(f"{cls.plan_label or cls.name}, tiered: no interval meets the bound at any persist period")
+    return best
