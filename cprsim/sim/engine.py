@@ -214,6 +214,8 @@ class Run:
             if fleet is not None and n != self.job_node:  # the lifecycle says when it is back
                 up_at[n] = INF
                 fleet.on_fail(n)
+            elif fleet is not None:  # a job-level interruption: detected, then restarted
+                up_at[n] = now + fleet.job_interrupted(n) + r
             else:
                 up_at[n] = now + r
             if self.tiers is not None and n != self.job_node:

@@ -28,7 +28,8 @@ the first machines start in steady state, drawing the equilibrium residual life;
 first lifetime is its residual for an exponential lifetime, else a fresh draw: an approximation).
 Failure domains, job-level interruptions, injected and replayed failures still come from the
 engine's processes; a node they take down goes through the same lifecycle (their ``[reschedule]``
-draws are ignored for nodes; a job-level restart keeps its own).
+draws are ignored for nodes). A job-level interruption is detected after a draw of ``detection``
+too, then restarts as before (``failures.job.restart_s`` or a ``[reschedule]`` draw).
 
 Random draws: the first machines' lifetimes from stream ``("slot-block", b)`` for slots
 ``1024 b .. 1024 b + 1023`` in order, the later lifetimes of slot ``n`` from ``("slot", n)``; the machines' health from
@@ -85,6 +86,31 @@ def ph_sample(dist: Distribution, k: float, rng: np.random.Generator, after: flo
     sp = dist.scipy
     s_after = float(sp.sf(after)) if after > 0 else 1.0
     return max(after, float(sp.isf(s_after * u ** (1.0 / k))))
+
+
+def draw_lifetime(base: Distribution | None, bad: bool, k: float, turn_bad: float, rng: np.random.Generator,
+                  stationary: bool = False) -> tuple[float, float]:
+    """(lifetime, time it turns bad) of a machine entering service (s; INF: never).
+
+    A bad machine: ``k`` times the hazard of ``base``. A good one turns bad after an exponential
+    time of rate ``turn_bad`` (per second) if that comes before its lifetime ends; from then on its
+    hazard is ``k`` times: ``S(t | turned at x) = (S(t) / S(x))^k``. ``stationary``: the first
+    machines, in steady state (the equilibrium residual life; for a bad machine exact only for an
+    exponential lifetime, else a fresh draw; after turning bad, a fresh draw: approximations).
+    """
+    if base is None:
+        return INF, INF
+    if bad:
+        if stationary and base.family == "exponential":
+            return float(rng.exponential(base.scale / k)), INF
+        return ph_sample(base, k, rng), INF
+    t = float(base.sample_residual(rng)) if stationary else float(base.sample(rng))
+    if turn_bad > 0:
+        x = float(rng.exponential(1.0 / turn_bad))
+        if x < t:  # it turns bad on the way: the rest of its life at k times the hazard
+            t = ph_sample(base, k, rng, after=x) if not stationary else x + ph_sample(base, k, rng)
+            return t, x
+    return t, INF
 
 
 class FleetExhausted(InputError):
@@ -156,21 +182,7 @@ class Fleet:
                 rng = self.slot_rng[slot] = stream(self.seed, self.rep, "slot", slot)
         if self.fault[m]:
             return float(self.lc.repair.recur.dist.sample(rng)), INF
-        base = self.life[slot]
-        if base is None:
-            return INF, INF
-        if self.bad[m]:
-            if stationary and base.family == "exponential":
-                return float(rng.exponential(base.scale / self.k)), INF
-            return ph_sample(base, self.k, rng), INF
-        t = float(base.sample_residual(rng)) if stationary else float(base.sample(rng))
-        if self.turn_bad > 0:
-            x = float(rng.exponential(1.0 / self.turn_bad))
-            if x < t:  # it turns bad on the way: the rest of its life at k times the hazard
-                # (a stationary first lifetime: the residual after x is a fresh draw, an approximation)
-                t = ph_sample(base, self.k, rng, after=x) if not stationary else x + ph_sample(base, self.k, rng)
-                return t, x
-        return t, INF
+        return draw_lifetime(self.life[slot], self.bad[m], self.k, self.turn_bad, rng, stationary)
 
     # -- the slot's machine in service ----------------------------------------------------------
     def _arm(self, slot: int, up_in: float, stationary: bool = False, rng: np.random.Generator | None = None) -> None:
@@ -221,6 +233,14 @@ class Fleet:
             self._detected(slot, m)
         else:
             self.env.process(self._later(d, self._detected, slot, m))
+
+    def job_interrupted(self, node: int) -> float:
+        """A job-level interruption (pseudo node ``node``) at now: it too is detected after a draw of
+        ``detection``, which the job's restart follows; returns that delay (booked as detection)."""
+        now = self.env.now
+        d = self._delay(self.lc.detection)
+        self.t_fail[node], self.t_detect[node], self.t_assign[node] = now, now + d, now + d
+        return d
 
     def _later(self, dt: float, fn: Callable[..., None], *args: int) -> Iterator[simpy.Event]:
         yield self.urgent(self.env, dt)
