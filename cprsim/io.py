@@ -108,6 +108,38 @@ def atomic_write_csv(path: str | os.PathLike, header: Sequence[str], rows: Itera
     return atomic_write_text(path, csv_text(header, rows))
 
 
+def _plain(v: Any, where: str) -> Any:
+    """``v`` with numpy scalars and arrays as Python values, tuples as lists, None dropped from tables."""
+    import numbers
+
+    if isinstance(v, dict):
+        return {str(k): _plain(x, f"{where}.{k}" if where else str(k)) for k, x in v.items() if x is not None}
+    if isinstance(v, (list, tuple)) or type(v).__name__ == "ndarray":
+        return [_plain(x, where) for x in v]
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return bool(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    if isinstance(v, str):
+        return v
+    raise TypeError(f"{where or 'TOML'}: cannot write {type(v).__name__} to TOML")
+
+
+def dumps_toml(doc: dict[str, Any], header: str = "") -> str:
+    """The one TOML writer (tomli-w): tables, arrays of tables, any key (quoted when not bare), any
+    string (escaped), numpy scalars as Python numbers, ``None`` left out; ``header`` as ``#`` lines."""
+    import tomli_w
+
+    text = tomli_w.dumps(_plain(doc, ""))
+    if header:  # a comment may not hold control characters: they are written escaped
+        clean = "".join(c if c == "\t" or not (ord(c) < 32 or ord(c) == 127) else f"\\x{ord(c):02x}"
+                        for c in header.replace("\r\n", "\n").replace("\r", "\n"))
+        text = "".join(f"# {h}\n" if h else "#\n" for h in clean.split("\n")) + "\n" + text
+    return text
+
+
 def toml_scalar(v: Any) -> str:
     """A TOML value: booleans, finite numbers (numpy's included), strings escaped as TOML basic
     strings (quotes, backslashes and control characters), and arrays of them."""

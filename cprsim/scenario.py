@@ -613,38 +613,10 @@ def describe_builtin(name: str) -> str:
 
 # --------------------------------------------------------------------------------------------
 def to_toml(data: dict[str, Any]) -> str:
-    """A small TOML writer for the effective config (scalars, lists, tables, arrays of tables)."""
-    lines: list[str] = []
-    _emit_table(data, [], lines)
-    return "\n".join(lines).strip() + "\n"
+    """A scenario's TOML (tables, arrays of tables; see :func:`cprsim.io.dumps_toml`)."""
+    from cprsim.io import dumps_toml
 
-
-def _scalar(v: Any) -> str:
-    from cprsim.io import toml_scalar
-
-    return toml_scalar(v)
-
-
-def _emit_table(d: dict[str, Any], path: list[str], lines: list[str]) -> None:
-    subs, arrays = [], []
-    for k, v in d.items():
-        if v is None:
-            continue
-        if isinstance(v, dict):
-            subs.append((k, v))
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
-            arrays.append((k, v))
-        else:
-            lines.append(f"{k} = {_scalar(v)}")
-    for k, v in subs:
-        lines.append("")
-        lines.append(f"[{'.'.join(path + [k])}]")
-        _emit_table(v, path + [k], lines)
-    for k, items in arrays:
-        for item in items:
-            lines.append("")
-            lines.append(f"[[{'.'.join(path + [k])}]]")
-            _emit_table(item, path + [k], lines)
+    return dumps_toml(data)
 
 
 def effective_dict(s: Scenario) -> dict[str, Any]:

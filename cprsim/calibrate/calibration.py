@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cprsim.errors import InputError
-from cprsim.io import read_toml, toml_key
+from cprsim.io import dumps_toml, read_toml
 
 METRICS = ("auc", "logloss")
 
@@ -133,38 +133,7 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
 
 
 # -- writing (used by the calibrate command) --------------------------------------------------------
-def _val(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_val(x) for x in v) + "]"
-    raise TypeError(type(v))
-
-
 def to_toml(doc: dict[str, Any], header: str = "") -> str:
-    """Tables of scalars/arrays, nested to any depth (``[a]``, ``[a.b]``, ...; keys quoted when not bare)."""
-    lines = [f"# {h}" for h in header.splitlines()] if header else []
+    """The calibration file's TOML (see :func:`cprsim.io.dumps_toml`), ``header`` as comments."""
+    return dumps_toml(doc, header)
 
-    def emit(d: dict[str, Any], path: str) -> None:
-        scal = {k: v for k, v in d.items() if not isinstance(v, dict)}
-        if path and (scal or not d):
-            lines.append("")
-            lines.append(f"[{path}]")
-        for k, v in scal.items():
-            lines.append(f"{toml_key(k)} = {_val(v)}")
-        for k, v in d.items():
-            if isinstance(v, dict):
-                emit(v, f"{path}.{toml_key(k)}" if path else toml_key(k))
-
-    emit(doc, "")
-    return "\n".join(lines).lstrip("\n") + "\n"
