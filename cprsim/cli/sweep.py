@@ -3,12 +3,58 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any, Iterator
 
 import click
 
 from cprsim.cli.common import console, max_events_option, progress_bar
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGINT, raised in the main thread (a BaseException: nothing on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Interrupted(click.ClickException):
+    """The one line a signalled sweep ends with; exit code 128 + the signal's number."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`_Signalled` in the main thread (once: a second one exits at
+    once, like ``kill -9``); the previous handlers come back on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    old = {s: signal.getsignal(s) for s in sigs}
+    state = {"raised": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        if state["raised"]:  # impatient: the workers die with this process (PR_SET_PDEATHSIG)
+            os._exit(128 + signum)
+        state["raised"] = True
+        raise _Signalled(signum)
+
+    for s in sigs:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 @click.command("sweep")
@@ -20,9 +66,16 @@ from cprsim.cli.common import console, max_events_option, progress_bar
               help="Run on this Dask distributed scheduler instead of local processes.")
 @click.option("--dask-local", type=click.IntRange(min=1), metavar="N",
               help="Start a Dask LocalCluster of N worker processes on loopback and run there.")
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              metavar="SECONDS", help="How long to try reaching --scheduler before giving up (nothing is written "
+                                      "before it answers).")
 @click.option("--resume", is_flag=True, help="Finish a sweep in --out: skip its completed points.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: out/<sweep name>).")
+@click.option("--format", "output_format", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True,
+              help="parquet: also write results.parquet and summary.parquet (the same tables, typed columns; "
+                   "needs pip install 'cprsim[parquet]'). results.csv and summary.csv are always written "
+                   "(`cprsim plot` reads them).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Extra fixed override for every point (dotted, TOML value), like the sweep's [set].")
 @click.option("--precision", type=click.FloatRange(min=0, min_open=True), metavar="REL",
@@ -34,19 +87,23 @@ from cprsim.cli.common import console, max_events_option, progress_bar
               help="With adaptive replication: replications before the first check (default: the file's "
                    "`min_replications`, else 20).")
 @max_events_option
-def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int | None, resume: bool,
-            out: Path | None, sets: tuple[str, ...], precision: float | None, min_replications: int | None,
-            max_events: float) -> None:
+def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int | None, connect_timeout: float,
+            resume: bool, out: Path | None, output_format: str, sets: tuple[str, ...], precision: float | None,
+            min_replications: int | None, max_events: float) -> None:
     """Run every combination of a sweep file's grid values x strategies x replications.
 
     Results are appended to OUT/results.csv as each point completes; a killed sweep is finished
     with --resume (nothing written is lost, nothing is run twice). The files are identical
     whatever --jobs or the scheduler, with or without adaptive replication (--precision, or
     `precision` in the file). Then draw them with `cprsim plot`.
+
+    SIGTERM or Ctrl-C stops the workers at once and exits with 128 + the signal's number; the
+    points completed are kept (finish with --resume). Workers never outlive the sweep, even
+    killed with kill -9.
     """
     from cprsim import scenario as sc
     from cprsim.sweep import load_sweep, run_sweep
-    from cprsim.sweep.runner import LocalWorkers, check_out
+    from cprsim.sweep.runner import LocalWorkers, check_format, check_out
 
     if scheduler is not None and dask_local is not None:
         raise click.UsageError("give --scheduler or --dask-local, not both")
@@ -55,6 +112,7 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
     if min_replications is not None and sw.precision is None:
         raise click.UsageError("--min-replications needs --precision (or `precision` in the sweep file)")
     out = out if out is not None else Path("out") / sw.name
+    check_format(output_format)
     check_out(sw, out, resume)
     n = len(sw.points)
     where = (f"Dask scheduler {scheduler}" if scheduler else f"Dask LocalCluster ({dask_local} workers)"
@@ -64,15 +122,30 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
                 f"{sw.precision.first_look}-{sw.replications} replications ({sw.precision.describe()})")
         click.echo(f"{sw.name}: {n} points ({len(sw.keys)} grid keys x {len(sw.strategies)} strategies) x "
                    f"{reps}, seed {sw.seed}, on {where}", err=True)
-    with contextlib.ExitStack() as stack:
-        # local workers start before the progress bar's thread: they can then be forked, warm
-        workers = stack.enter_context(LocalWorkers(jobs)) if jobs > 1 and scheduler is None and dask_local is None \
-            else None
-        with progress_bar(n, f"sweep {sw.name}") as advance:
-            res = run_sweep(sw, out, jobs=jobs, scheduler=scheduler, dask_local=dask_local, resume=resume,
-                            progress=advance, sweep_text=sweep_file.read_bytes(), workers=workers)
+    sweep_text = sweep_file.read_bytes()
+    done = [0]
+    try:
+        with _signals_raise(), contextlib.ExitStack() as stack:
+            # local workers start before the progress bar's thread: they can then be forked, warm;
+            # leaving on an exception (a signal) kills them
+            workers = stack.enter_context(LocalWorkers(jobs)) \
+                if jobs > 1 and scheduler is None and dask_local is None else None
+            with progress_bar(n, f"sweep {sw.name}") as advance:
+                def progress(k: int = 1) -> None:
+                    done[0] += k
+                    advance(k)
+
+                res = run_sweep(sw, out, jobs=jobs, scheduler=scheduler, dask_local=dask_local, resume=resume,
+                                progress=progress, sweep_text=sweep_text, workers=workers,
+                                output_format=output_format, connect_timeout=connect_timeout)
+    except _Signalled as e:
+        name = signal.Signals(e.signum).name
+        if not (out / "manifest.json").exists():
+            raise Interrupted(f"{name}: sweep stopped before writing anything", e.signum) from None
+        raise Interrupted(f"{name}: sweep stopped, workers ended; {done[0]} of {n} points complete in {out} "
+                          f"(finish with --resume)", e.signum) from None
     con = console()
     if res.repaired:
         con.print(f"resume repaired {out}: {', '.join(res.repaired)}")
     con.print(f"{res.points} points ({res.ran} run now, {res.points - res.ran} already done) -> "
-              f"{res.results}, {res.summary}")
+              f"{', '.join(str(f) for f in (res.results, res.summary, *res.parquet))}")

@@ -9,14 +9,25 @@
 * ``summary.csv``: one row per point: for every metric (ETTR included), the mean and its 95% CI
   (``<metric>_mean``, ``_lo``, ``_hi``) and the P50/P90/P99 of single replications
   (``_p50``, ``_p90``, ``_p99``: the spread of runs, not of the mean); written at the end.
-* ``manifest.json``: the sweep's fingerprint, points, seed, version; ``sweep.toml``: the sweep file
-  as given; ``config.toml``: the effective config of point 0; ``plan.json`` if the sweep asks.
+* ``manifest.json``: the sweep's fingerprint, points, seed, the versions of cprsim, Python, numpy,
+  scipy and simpy; ``sweep.toml``: the sweep file as given; ``config.toml``: the effective config of
+  point 0; ``plan.json`` if the sweep asks.
+* ``results.parquet``, ``summary.parquet`` (``output_format="parquet"``, needs pyarrow): the same
+  tables as the CSV files (same columns; a column is int64, float64 or string as all its CSV cells
+  read as ints, else as floats, else as text), written at the end in addition to the CSV files.
 
 **Resume.** A sweep killed at any instant (``kill -9`` included) has lost at most the points that
 were running: the journal holds whole lines of whole points, except possibly a torn last write,
 which ``--resume`` discards (it keeps only points with every replication present and rewrites
 the journal atomically before appending). A resumed sweep skips completed points and never
 duplicates one. Resuming with a changed sweep file is refused (the fingerprint differs).
+
+**No orphans.** Local workers (:class:`LocalWorkers`) die with the sweep: on Linux each sets
+``PR_SET_PDEATHSIG`` (SIGKILL when its parent dies), and everywhere a watcher thread in each worker
+exits it when the sweep process is gone (its parent sentinel closes, or its parent pid changes).
+They ignore SIGINT (a terminal's Ctrl-C reaches the whole process group: the sweep decides). An
+exception in the sweep (a signal turned into one by ``cprsim sweep``) kills the workers instead of
+waiting for their running chunks.
 
 **Reproducibility.** A point's numbers depend only on its scenario (seed included), never on the
 worker that ran it: every replication draws from streams named by ``(seed, replication, ...)``.
@@ -30,7 +41,11 @@ import json
 import logging
 import math
 import os
+import signal
+import sys
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +109,58 @@ def run_items(key: str, items: Sequence[Item]) -> list[list[tuple[Any, ...]]]:
         res, _ = run_replications(_scenario(key, index, raw), count, first=first)
         out.append([(r.replication, *(getattr(r, c) for c in RESULT_METRICS)) for r in res])
     return out
+
+
+def _die_with_parent() -> None:
+    """In a worker process: exit as soon as the sweep process that started it is gone (``kill -9``
+    included), never outlive it as an orphan.
+
+    * Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills this process when its parent
+      (the thread that forked it) exits. The parent is the sweep process (fork) or the forkserver.
+    * everywhere: a daemon thread waits on the multiprocessing parent sentinel (a pipe the sweep
+      process holds: it closes when the sweep dies, also under a forkserver, whose workers would
+      otherwise keep the forkserver alive) and checks that the parent pid has not changed."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait as mp_wait
+
+    ppid = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the thread below suffices
+            pass
+    parent = mp.parent_process()
+    try:
+        sentinel = parent.sentinel if parent is not None else None
+    except ValueError:  # pragma: no cover
+        sentinel = None
+
+    def gone() -> bool:
+        return os.getppid() != ppid or (sentinel is not None and bool(mp_wait([sentinel], timeout=0)))
+
+    if gone():  # the parent died before the death signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            if sentinel is not None:
+                mp_wait([sentinel], timeout=0.5)
+            else:  # pragma: no cover
+                threading.Event().wait(0.5)
+            if gone():
+                os._exit(1)
+
+    threading.Thread(target=watch, name="cprsim-parent-watch", daemon=True).start()
+
+
+def _worker_init() -> None:
+    """A local worker's initializer: default SIGTERM, ignore SIGINT, die with the sweep."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler a forked worker inherited
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the sweep stops us
+    _die_with_parent()
 
 
 def _warm() -> str:
@@ -255,7 +322,7 @@ class _Backend:
     def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
         raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         pass
 
 
@@ -281,11 +348,15 @@ class LocalWorkers(_Backend):
     The workers are forked from this process when it runs no other thread (they start in
     milliseconds with everything imported: warm), else from a ``forkserver`` that imports the
     simulator once (they then inherit no threads or locks, e.g. a progress bar's). Create them
-    before starting threads (``cprsim sweep`` does, before its progress bar)."""
+    before starting threads (``cprsim sweep`` does, before its progress bar).
+
+    The workers die with this process (:func:`_die_with_parent`). :meth:`close` waits for the
+    running chunks; ``close(abort=True)`` (and leaving the ``with`` block on an exception, e.g. a
+    signal) kills the workers at once. A forkserver exits by itself once its workers are gone and
+    this process exits (CPython closes its pipe)."""
 
     def __init__(self, jobs: int) -> None:
         import multiprocessing as mp
-        import threading
 
         self.slots = jobs
         if "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
@@ -294,25 +365,60 @@ class LocalWorkers(_Backend):
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(["cprsim.sweep.runner"])
         self.method = ctx.get_start_method()
-        self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
-        for _ in range(jobs):  # start every worker now (fork: all at the first submit) and import
-            self.ex.submit(_warm)
+        self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+        try:
+            for _ in range(jobs):  # start every worker now (fork: all at the first submit) and import
+                self.ex.submit(_warm)
+        except BaseException:
+            self.close(abort=True)
+            raise
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.ex.submit(fn, *args)
+        try:
+            return self.ex.submit(fn, *args)
+        except BrokenProcessPool:
+            raise self._broken() from None
 
     def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
-        done, _ = futures_wait(handles, return_when=FIRST_COMPLETED)
-        return [(f, f.result()) for f in done]
+        while True:  # in slices: a signal is handled within a second whatever thread receives it
+            done, _ = futures_wait(handles, timeout=1.0, return_when=FIRST_COMPLETED)
+            if done:
+                break
+        try:
+            return [(f, f.result()) for f in done]
+        except BrokenProcessPool:
+            raise self._broken() from None
 
-    def close(self) -> None:
+    @staticmethod
+    def _broken() -> SweepError:
+        return SweepError("a worker process died (killed, or out of memory?); the completed points are kept: "
+                          "run again with --resume")
+
+    def close(self, abort: bool = False) -> None:
+        if abort:
+            self._kill()
         self.ex.shutdown(wait=True, cancel_futures=True)
+
+    def _kill(self) -> None:
+        """SIGKILL every worker now (their running chunks are lost; a resume reruns those points)."""
+        kill = getattr(self.ex, "kill_workers", None)  # Python >= 3.14
+        if kill is not None:
+            try:
+                kill()
+                return
+            except Exception:  # pragma: no cover - fall back to the processes themselves
+                pass
+        for p in list((getattr(self.ex, "_processes", None) or {}).values()):
+            try:
+                p.kill()
+            except (OSError, ValueError, AttributeError):  # already gone or not started
+                pass
 
     def __enter__(self) -> "LocalWorkers":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.close(abort=exc_type is not None)
 
 
 class _DaskBackend(_Backend):
@@ -332,17 +438,17 @@ class _DaskBackend(_Backend):
         f = next(self.ac)
         return [(f, f.result())]
 
-    def close(self) -> None:
-        self.client.close()
+    def close(self, abort: bool = False) -> None:
+        self.client.close()  # releases its futures: the scheduler drops their chunks
         if self.cluster is not None:
             self.cluster.close()
 
 
-def _dask_connect(scheduler: str | None, local_workers: int | None) -> tuple[Any, Any]:
+def _dask_connect(scheduler: str | None, local_workers: int | None, timeout: float = 10.0) -> tuple[Any, Any]:
     """A connected Dask client (and its LocalCluster, if one was started), checked before the
     sweep writes anything: a missing extra, an unreachable scheduler or workers running another
     cprsim version are one-line errors and leave no output folder behind. The workers import the
-    simulator now (warm), not at their first chunk."""
+    simulator now (warm), not at their first chunk. ``timeout``: seconds to reach ``scheduler``."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -355,11 +461,11 @@ def _dask_connect(scheduler: str | None, local_workers: int | None) -> tuple[Any
     try:
         if local_workers is not None:
             cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
             client = Client(cluster)
         else:
             try:
-                client = Client(scheduler, timeout="10s")
+                client = Client(scheduler, timeout=f"{timeout:g}s")
             except (OSError, ValueError, TypeError) as e:
                 raise InputError(f"--scheduler {short(scheduler)}: cannot connect ({short(e, 120)})") from None
         versions = {str(v) for v in client.run(_warm).values()}
@@ -433,6 +539,7 @@ class Outcome:
     results: Path
     summary: Path
     repaired: tuple[str, ...] = ()  #: what a resume repaired (missing header files, stale temporaries)
+    parquet: tuple[Path, ...] = ()  #: the Parquet tables written (``output_format="parquet"``)
 
 
 def run_sweep(
@@ -446,6 +553,8 @@ def run_sweep(
     progress: Callable[[int], None] | None = None,
     sweep_text: bytes | None = None,
     workers: LocalWorkers | None = None,
+    output_format: str = "csv",
+    connect_timeout: float = 10.0,
 ) -> Outcome:
     """Run (or finish) a sweep into ``out``. Identical files whatever the backend.
 
@@ -453,16 +562,22 @@ def run_sweep(
     written sweep.toml, config.toml, then manifest.json (the marker that a sweep lives here); a
     resume rewrites a missing sweep.toml or config.toml and removes the temporary files an
     interrupted write left (``Outcome.repaired`` says what it repaired). ``workers``: local worker
-    processes already started (:class:`LocalWorkers`; default: started here for ``jobs > 1``)."""
+    processes already started (:class:`LocalWorkers`; default: started here for ``jobs > 1``).
+    ``output_format="parquet"``: also write results.parquet and summary.parquet (needs pyarrow,
+    checked before anything is created). ``connect_timeout``: seconds to reach ``scheduler``.
+    An exception while points run (a signal that ``cprsim sweep`` turns into one included) kills
+    the workers started here (and a Dask cluster's) and leaves the journal for ``--resume``."""
+    check_format(output_format)
     check_out(sweep, out, resume)
-    connection = _dask_connect(scheduler, dask_local) if scheduler is not None or dask_local is not None else None
+    connection = (_dask_connect(scheduler, dask_local, connect_timeout)
+                  if scheduler is not None or dask_local is not None else None)
     out.mkdir(parents=True, exist_ok=True)
     repaired = _remove_stale_temporaries(out)
     head = header(sweep)
     journal = Journal(out / "results.csv", head, sweep.replications, sweep.precision)
     manifest_path = out / "manifest.json"
     manifest = {
-        "cprsim_version": __version__, "name": sweep.name, "description": sweep.description,
+        "cprsim_version": __version__, "versions": versions(), "name": sweep.name, "description": sweep.description,
         "source": sweep.source, "fingerprint": sweep.fingerprint, "seed": sweep.seed,
         "replications": sweep.replications, "keys": list(sweep.keys), "strategies": list(sweep.strategies),
         **({"precision": sweep.precision.as_dict()} if sweep.precision is not None else {}),
@@ -500,28 +615,107 @@ def run_sweep(
         backend = own = LocalWorkers(jobs)
     else:
         backend = _Inline()
+    finished = False
     try:
         for r in _schedule(runs, backend, sweep.fingerprint):
             journal.append(r.text())
             r.rows.clear()
             if progress is not None:
                 progress(1)
+        finished = True
     finally:
         if own is not None or connection is not None:
-            backend.close()
+            backend.close(abort=not finished)
     done, _ = journal.read()
     missing = [p.index for p in sweep.points if p.index not in done]
     if missing:  # pragma: no cover - a backend that lost points silently
         raise SweepError(f"{out}: points {missing[:5]} did not complete; run again with --resume")
     journal.rewrite(done, sorted(done))
     _write_summary(sweep, out / "summary.csv", done)
+    parquet: list[Path] = []
+    if output_format == "parquet":
+        for name in ("results", "summary"):
+            parquet.append(write_parquet(out / f"{name}.csv", out / f"{name}.parquet"))
     if sweep.plan is not None and not (out / "plan.json").exists():
         _write_plan(sweep, out / "plan.json")
-    return Outcome(out, len(sweep.points), len(todo), journal.path, out / "summary.csv", tuple(repaired))
+    return Outcome(out, len(sweep.points), len(todo), journal.path, out / "summary.csv", tuple(repaired),
+                   tuple(parquet))
 
 
 #: the files a sweep writes (their temporaries are ``.<name>.<random>.tmp`` beside them)
-OWN_FILES = ("results.csv", "summary.csv", "manifest.json", "sweep.toml", "config.toml", "plan.json")
+OWN_FILES = ("results.csv", "summary.csv", "manifest.json", "sweep.toml", "config.toml", "plan.json",
+             "results.parquet", "summary.parquet")
+
+#: ``output_format`` values: the CSV tables always, Parquet copies in addition
+FORMATS = ("csv", "parquet")
+
+
+def versions() -> dict[str, str]:
+    """The versions a sweep ran with (manifest.json): Python and the packages its numbers depend on."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "cprsim": __version__}
+    for name in ("numpy", "scipy", "simpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:  # pragma: no cover - a dependency installed without metadata
+            out[name] = "unknown"
+    return out
+
+
+def check_format(output_format: str) -> None:
+    """A known output format whose writer is installed (before anything is created)."""
+    if output_format not in FORMATS:
+        raise InputError(f"output format {short(output_format)}: not one of {', '.join(FORMATS)}")
+    if output_format == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise InputError("--format parquet needs pyarrow: pip install 'cprsim[parquet]'") from None
+
+
+def _is_int(text: str) -> bool:
+    t = text[1:] if text[:1] in "+-" else text
+    return t.isascii() and t.isdigit() and -(2 ** 63) <= int(text) < 2 ** 63
+
+
+def _is_float(text: str) -> bool:
+    if "_" in text or text != text.strip():
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parquet_column(cells: Sequence[str]) -> Any:
+    """A CSV column as a typed Arrow array: int64 if every cell reads as an int, else float64 if
+    every cell reads as a float (``repr`` round-trips, so the values are exact), else string."""
+    import pyarrow as pa
+
+    if all(_is_int(c) for c in cells):
+        return pa.array([int(c) for c in cells], pa.int64())
+    if all(_is_float(c) for c in cells):
+        return pa.array([float(c) for c in cells], pa.float64())
+    return pa.array(list(cells), pa.string())
+
+
+def write_parquet(csv_path: Path, path: Path) -> Path:
+    """``csv_path``'s table as Parquet at ``path`` (same columns, typed by :func:`parquet_column`),
+    written atomically; the same CSV gives the same bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with csv_path.open(newline="", encoding="utf-8") as f:
+        table = list(csv.reader(f))
+    head, body = table[0], table[1:]
+    cols = [parquet_column([r[j] for r in body]) for j in range(len(head))]
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_arrays(cols, names=head), sink, compression="snappy")
+    return atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def _cost(p: Point) -> float:
