@@ -140,35 +140,6 @@ def dumps_toml(doc: dict[str, Any], header: str = "") -> str:
     return text
 
 
-def toml_scalar(v: Any) -> str:
-    """A TOML value: booleans, finite numbers (numpy's included), strings escaped as TOML basic
-    strings (quotes, backslashes and control characters), and arrays of them."""
-    import math
-    import numbers
-
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, numbers.Integral):
-        return str(int(v))
-    if isinstance(v, numbers.Real):
-        x = float(v)
-        if not math.isfinite(x):
-            raise ValueError(f"cannot write the non-finite number {x} to TOML")
-        return repr(x)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(toml_scalar(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def toml_key(k: str) -> str:
-    """A TOML key: bare when it can be (letters, digits, ``_``, ``-``), else a quoted basic string."""
-    import re
-
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else toml_scalar(k)
-
-
 #: a configuration file (scenario, sweep, fitted model, calibration) is at most this large
 MAX_CONFIG_BYTES = 16 * 2**20
 #: a data file (failure log, trace, table sizes, access counts) is at most this large

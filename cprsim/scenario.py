@@ -567,8 +567,9 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
     """Paths in a scenario are relative to its file and become absolute (so a sweep's worker in
     another folder finds them); ``failures.model`` merges a fitted model file.
 
-    A model file (``cprsim fit --out``) holds ``[failures.<type>]`` and ``[reschedule]`` tables;
-    the scenario's own keys win over the model's.
+    A model file (``cprsim fit --out``) holds ``[failures.<type>]`` and ``[reschedule]`` tables,
+    or (``--bad-nodes``) ``[lifecycle.health]``, merged into a scenario that has a ``[lifecycle]``
+    table; the scenario's own keys win over the model's.
     """
     acc = raw.get("access")
     if isinstance(acc, dict):
@@ -596,6 +597,10 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
             fail[key] = m["failures"][key]
     if "reschedule" in m and "reschedule" not in raw:
         raw["reschedule"] = m["reschedule"]
+    health = m.get("lifecycle", {}).get("health") if isinstance(m.get("lifecycle"), dict) else None
+    lc = raw.get("lifecycle")
+    if health is not None and isinstance(lc, dict) and "health" not in lc:
+        lc["health"] = health  # `cprsim fit --bad-nodes`: only into a scenario that has a lifecycle
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
