@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from cprsim.errors import InputError
 from cprsim.io import read_toml
 from cprsim.plots import new_axes
 from cprsim.plots.style import colour
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
 
 
 def read_calibration(path: str | Path) -> dict[str, Any]:
@@ -26,7 +29,34 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def plot_calibration(doc: dict[str, Any], metric: str = "auc", ax: Any = None):  # noqa: ANN201
+def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwargs: Any) -> "Figure":
+    """Accuracy loss against PLS (a fraction): per strategy, the mean over seeds at each
+    checkpoint budget with ±1 sd error bars, the fit through the origin with its 95% CI, and the
+    planner's model in the title. ``metric``: ``"auc"`` (AUC points lost) or ``"logloss"`` (its rise).
+
+    ``doc``: a Calibration (``cprsim.load_calibration``), the dict of a calibration.toml
+    (``cprsim.run_calibration`` returns one), a calibration.toml or ``cprsim calibrate --out``
+    folder, or None for the shipped calibration; ``ax``: axes to draw into (default: a new figure);
+    ``kwargs``: passed to the points (``Axes.errorbar``). Returns the Figure."""
+    import os
+
+    from matplotlib.lines import Line2D
+
+    from cprsim.plots import artist_kwargs, set_title
+
+    if doc is None:
+        from cprsim.calibrate.calibration import default_path
+
+        doc = default_path()
+        if doc is None:
+            raise InputError("no calibration file ships with this installation: give one")
+    if isinstance(doc, (str, os.PathLike)):
+        doc = read_calibration(doc)
+    elif not isinstance(doc, dict):
+        raw = getattr(doc, "raw", None)  # a Calibration
+        if not isinstance(raw, dict) or not raw:
+            raise InputError("this calibration has no measured points to draw (a placeholder)")
+        doc = raw
     if metric not in ("auc", "logloss"):
         raise InputError(f"metric must be auc or logloss, got {metric!r}")
     fig, ax = new_axes(ax, (6.5, 4.3))
@@ -42,7 +72,8 @@ def plot_calibration(doc: dict[str, Any], metric: str = "auc", ax: Any = None): 
             ys.append(y[sel].mean())
             xe.append(pls[sel].std(ddof=1) if sel.sum() > 1 else 0.0)
             ye.append(y[sel].std(ddof=1) if sel.sum() > 1 else 0.0)
-        ax.errorbar(xs, ys, yerr=ye, xerr=xe, fmt="o", color=c, capsize=3, label=f"{st} (mean ± sd over seeds)")
+        ax.errorbar(xs, ys, yerr=ye, xerr=xe, **artist_kwargs(
+            {"fmt": "o", "color": c, "capsize": 3, "label": f"{st} (mean ± sd over seeds)"}, kwargs, Line2D))
         f = doc["fit"].get(st, {})
         slope = f.get(f"{metric}_slope")
         if isinstance(slope, float) and math.isfinite(slope) and pls.size:
@@ -56,11 +87,10 @@ def plot_calibration(doc: dict[str, Any], metric: str = "auc", ax: Any = None): 
     ax.set_ylabel("AUC loss (baseline − with failures)" if metric == "auc" else "log-loss increase (with failures − baseline)")
     prov = doc.get("provenance", {})
     seeds = prov.get("seeds", [])
-    ax.set_title(f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
+    set_title(ax, f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
                  + ("" if prov.get("calibrated", True) else " (placeholder, not measured)")
                  + _model_line(doc, metric), fontsize=10)
     ax.legend(fontsize=6)
-    fig.tight_layout()
     return fig
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cprsim.errors import InputError
 from cprsim.plots import new_axes
 from cprsim.plots.style import PHASE_COLOURS
 from cprsim.sim.records import Event
 from cprsim.timeline import spans
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
 
 HOUR = 3600.0
 
@@ -34,7 +37,32 @@ def read_events(path: str | Path) -> list[Event]:
     return out
 
 
-def plot_timeline(events: Sequence[Event], n_trainers: int, title: str = "", ax: Any = None):  # noqa: ANN201
+def plot_timeline(events: Any, n_trainers: int | None = None, title: str = "", ax: Any = None, *,
+                  replication: int | None = None, **kwargs: Any) -> "Figure":
+    """A Gantt chart of one replication against wall-clock time (hours): the job's phases
+    (compute, re-executed work, saves, rescheduling, loads) on one track, each failed node's
+    downtime on its own, lost updates (PLS) marked.
+
+    ``events``: a ``cprsim.Runs`` (then ``replication``, default its first, is re-run with event
+    recording, and ``n_trainers`` and the title come from its scenario) or the events of one
+    replication (``Event`` records: ``cprsim.Runs.timeline(i)``, ``events.csv``) with
+    ``n_trainers``, the scenario's trainer count; ``ax``: axes to draw into (default: a new
+    figure); ``kwargs``: passed to the phase bars (``Axes.broken_barh``). Returns the Figure."""
+    from matplotlib.collections import PolyCollection
+
+    from cprsim.plots import artist_kwargs, set_title
+
+    if hasattr(events, "timeline") and hasattr(events, "scenario"):  # a cprsim.Runs
+        runs = events
+        i = runs.results[0].replication if replication is None and runs.results else (replication or 0)
+        events = runs.timeline(i)
+        s = runs.scenario
+        n_trainers = s.cluster.trainers if n_trainers is None else n_trainers
+        title = title or f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication {i}"
+    elif replication is not None:
+        raise TypeError("replication= applies to a cprsim.Runs; events are one replication's already")
+    if n_trainers is None:
+        raise TypeError("plot_timeline needs n_trainers (the scenario's cluster.trainers) with a list of events")
     sp, marks = spans(events, n_trainers)
     tracks = ["job"] + sorted({s.track for s in sp if s.track != "job"},
                               key=lambda t: (t.split()[0] != "trainer", int(t.split()[1])))
@@ -44,7 +72,8 @@ def plot_timeline(events: Sequence[Event], n_trainers: int, title: str = "", ax:
     for s in sp:
         c = PHASE_COLOURS.get(s.name, "#999999")
         ax.broken_barh([(s.start_s / HOUR, (s.end_s - s.start_s) / HOUR)], (row[s.track] - 0.4, 0.8),
-                       facecolors=c, label=None if s.name in seen else s.name)
+                       **artist_kwargs({"facecolor": c, "label": None if s.name in seen else s.name}, kwargs,
+                                       PolyCollection))
         seen.add(s.name)
     for m in marks:
         if m.name == "pls" and m.value > 0:
@@ -54,8 +83,7 @@ def plot_timeline(events: Sequence[Event], n_trainers: int, title: str = "", ax:
     ax.set_yticks(range(len(tracks)), list(reversed(tracks)), fontsize=7)
     ax.set_xlabel("wall-clock time (hours)")
     ax.set_ylabel("track")
-    ax.set_title(title or "one replication: job phases and failed nodes")
+    set_title(ax, title or "one replication: job phases and failed nodes")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
     return fig

@@ -1,5 +1,9 @@
 """Sweep figures: overhead and PLS against the checkpoint interval, and the time breakdown.
 
+Each takes a :class:`~cprsim.sweep.results.SweepResults` (``cprsim.Sweep.run``, ``load_results``),
+a ``cprsim.Runs`` (``cprsim.simulate``: one point) or a results folder, ``ax=`` (axes to draw
+into) and ``**kwargs`` for the main artist (the lines; the bars of the breakdown).
+
 The lines are means over replications; the band around each (``band=``) is either the 95% CI
 of the mean (``"ci"``) or the spread of single runs from their median to their 90th percentile
 (``"p90"``: P50 to P90 of the point's replications, read from results.csv / replications.csv).
@@ -9,14 +13,18 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cprsim.errors import InputError
-from cprsim.plots import new_axes
+from cprsim.plots import artist_kwargs, new_axes, set_title
 from cprsim.plots.style import COMPONENTS, LIFECYCLE_COMPONENTS, base_name, colour
 from cprsim.sweep.results import PointSummary, SweepResults
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
 
 _METRIC_LABEL = {
     "overhead": "total overhead (% of failure-free time W)",
@@ -55,6 +63,37 @@ def _legend(ax: Any, band: str | None) -> None:
     ax.legend(handles=handles, fontsize=7)
 
 
+def as_results(res: Any) -> SweepResults:
+    """What the figures take: a SweepResults as is, a ``cprsim.Runs`` (anything with
+    ``to_results()``) as its single point, a path as :func:`~cprsim.sweep.results.load_results`."""
+    if isinstance(res, SweepResults):
+        return res
+    to_results = getattr(res, "to_results", None)
+    if callable(to_results):
+        return to_results()
+    if isinstance(res, (str, os.PathLike)):
+        from cprsim.sweep.results import load_results
+
+        return load_results(res)
+    raise TypeError(f"expected SweepResults, Runs or a results folder, got {type(res).__name__}")
+
+
+def as_plan_dict(plan: Any) -> dict[str, Any] | None:
+    """A plan as the dict of ``plan.json``: a ``Plan`` (anything with ``as_dict()``), or the dict."""
+    if plan is None or isinstance(plan, dict):
+        return plan
+    as_dict = getattr(plan, "as_dict", None)
+    if callable(as_dict):
+        return as_dict()
+    raise TypeError(f"expected a Plan or the dict of plan.json, got {type(plan).__name__}")
+
+
+def _line(kwargs: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+    from matplotlib.lines import Line2D
+
+    return artist_kwargs(defaults, kwargs, Line2D)
+
+
 def _groups(res: SweepResults) -> dict[tuple[str, str], list[PointSummary]]:
     """Lines: one per strategy and combination of the varying grid keys other than the interval."""
     other = [k for k in res.varying() if k != "checkpoint.interval_h"]
@@ -83,10 +122,19 @@ def _interval_axis(ax: Any, xs: list[float]) -> None:
         ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, Any] | None = None,
-                  ax: Any = None, band: str = "ci"):  # noqa: ANN201
-    """Overhead (mean, and a band: ``BANDS``) against the interval, a line per strategy; the
-    planner's options as markers with their 95% CIs, the recommended one as a star."""
+def plot_overhead(res: Any, metric: str = "overhead", plan: Any = None, ax: Any = None, band: str = "ci",
+                  **kwargs: Any) -> "Figure":
+    """Overhead against the checkpoint interval: the mean over replications (in % of the
+    failure-free time W) and a band (``band="ci"``: the 95% CI of the mean; ``"p90"``: P50 to P90
+    of single replications), a line per strategy (and combination of the other varying grid
+    keys); the interval axis in hours of progress.
+
+    ``res``: SweepResults, Runs or a results folder; ``metric``: ``"overhead"`` (wall - W) / W or
+    ``"ckpt_overhead"`` (save + load + re-executed + degraded) / W; ``plan``: a Plan (or the dict
+    of plan.json; default: the sweep's plan.json) whose options are drawn as markers with their
+    95% CIs, the recommended one as a star; ``ax``: axes to draw into (default: a new figure);
+    ``kwargs``: passed to the lines (``Axes.plot``). Returns the Figure."""
+    res = as_results(res)
     if metric not in _METRIC_LABEL:
         raise InputError(f"--metric must be one of {', '.join(_METRIC_LABEL)}, got {metric!r}")
     _band_fields(band)
@@ -100,9 +148,10 @@ def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, A
         lo, hi = (edge * 100 for edge in band_edges(pts, metric, band))
         c = colour(st, strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
-        ax.plot(x, m, ls, marker="o", ms=3, color=c, label=st + (f" ({extra})" if extra else ""))
+        ax.plot(x, m, **_line(kwargs, linestyle=ls, marker="o", markersize=3, color=c,
+                                label=st + (f" ({extra})" if extra else "")))
         ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
-    plan = plan if plan is not None else res.plan
+    plan = as_plan_dict(plan) if plan is not None else res.plan
     if plan is not None:
         _mark_plan(ax, plan, metric, strategies)
     _interval_axis(ax, [p.interval_h for p in res.points])
@@ -110,11 +159,10 @@ def plot_overhead(res: SweepResults, metric: str = "overhead", plan: dict[str, A
     if ys and max(ys) / min(ys) > 300:  # an interval far too long for full recovery blows up
         ax.set_yscale("log")
     ax.set_ylabel(_METRIC_LABEL[metric] + (", log scale" if ax.get_yscale() == "log" else ""))
-    ax.set_title(f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval "
-                 f"(mean, {BANDS[band][0]})")
+    set_title(ax, f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval "
+                  f"(mean, {BANDS[band][0]})")
     ax.grid(alpha=0.3)
     _legend(ax, band)
-    fig.tight_layout()
     return fig
 
 
@@ -133,11 +181,17 @@ def _mark_plan(ax: Any, plan: dict[str, Any], metric: str, strategies: list[str]
                     label=f"plan: {o['label']}, τ={o['interval_h']:.3g} h" + (" (recommended)" if rec else ""))
 
 
-def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None,
-             band: str = "ci"):  # noqa: ANN201
-    """PLS (mean, and a band: ``BANDS``; ``"p90"`` shows whether one run in ten exceeds the bound)
-    against the interval for every strategy that loses updates, and the PLS bound (the planner's,
-    or given)."""
+def plot_pls(res: Any, bound: float | None = None, ax: Any = None, band: str = "ci",
+             **kwargs: Any) -> "Figure":
+    """PLS (the portion of lost samples, a fraction) against the checkpoint interval (hours) for
+    every strategy that loses updates: the mean and a band (``band="ci"``: the 95% CI of the
+    mean; ``"p90"``: P50 to P90 of single replications, which shows whether one run in ten
+    exceeds the bound), and the PLS bound (``bound``, else the sweep's plan's), each option's own
+    bound where it differs.
+
+    ``res``: SweepResults, Runs or a results folder; ``ax``: axes to draw into (default: a new
+    figure); ``kwargs``: passed to the lines (``Axes.plot``). Returns the Figure."""
+    res = as_results(res)
     _band_fields(band)
     fig, ax = new_axes(ax)
     plan = res.plan
@@ -152,8 +206,8 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None,
         x = np.array([p.interval_h for p in pts])
         c = colour(st, res.strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
-        ax.plot(x, [p["pls"].mean for p in pts], ls, marker="o", ms=3, color=c,
-                label=st + (f" ({extra})" if extra else ""))
+        ax.plot(x, [p["pls"].mean for p in pts], **_line(kwargs, linestyle=ls, marker="o", markersize=3, color=c,
+                                                          label=st + (f" ({extra})" if extra else "")))
         ax.fill_between(x, *band_edges(pts, "pls", band), color=c, alpha=0.18, lw=0)
         drawn += 1
     if bound is not None and math.isfinite(bound):
@@ -170,10 +224,9 @@ def plot_pls(res: SweepResults, bound: float | None = None, ax: Any = None,
                 ha="center")
     _interval_axis(ax, [p.interval_h for p in res.points])
     ax.set_ylabel("PLS (portion of lost samples)")
-    ax.set_title(f"{res.name}: lost updates vs checkpoint interval (mean, {BANDS[band][0]})")
+    set_title(ax, f"{res.name}: lost updates vs checkpoint interval (mean, {BANDS[band][0]})")
     ax.grid(alpha=0.3)
     _legend(ax, band if drawn else None)
-    fig.tight_layout()
     return fig
 
 
@@ -191,9 +244,19 @@ def components(pts: list[Any]) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
-    """Stacked bars: the mean of each overhead component as % of W, per point; the 95% CI of the
-    total overhead as an error bar."""
+def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> "Figure":
+    """Where the time goes: stacked bars of the mean of each overhead component (checkpoint saves,
+    loads, re-executed work, rescheduling, or with a node lifecycle its detection / waiting for a
+    machine / swap-in parts, degraded progress) in % of the failure-free time W, one bar per point
+    (at most 40: select some with ``res.where(...)``); the 95% CI of the total overhead as an
+    error bar.
+
+    ``res``: SweepResults, Runs (one bar) or a results folder; ``ax``: axes to draw into (default:
+    a new figure sized to the bars); ``kwargs``: passed to the bars (``Axes.bar``). Returns the
+    Figure."""
+    from matplotlib.patches import Rectangle
+
+    res = as_results(res)
     pts = list(res.points)
     if len(pts) > 40:
         raise InputError(f"{res.source}: {len(pts)} points are too many bars; select some with --where")
@@ -215,7 +278,7 @@ def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
         else:
             h = np.array([p[key].mean for p in pts])
         h = h / W * 100
-        ax.bar(x, h, 0.7, bottom=bottom, color=c, label=label)
+        ax.bar(x, h, **artist_kwargs({"width": 0.7, "bottom": bottom, "color": c, "label": label}, kwargs, Rectangle))
         bottom += h
     tot = np.array([p["overhead"].mean for p in pts]) * 100
     lo = np.array([p["overhead"].lo for p in pts]) * 100
@@ -227,8 +290,7 @@ def plot_breakdown(res: SweepResults, ax: Any = None):  # noqa: ANN201
         tick.set_color(colour(p.strategy, res.strategies))
     ax.set_ylabel("overhead (% of failure-free time W)")
     ax.set_xlabel("strategy and setting")
-    ax.set_title(f"{res.name}: where the time goes (mean over replications)")
+    set_title(ax, f"{res.name}: where the time goes (mean over replications)")
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
     return fig

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 
 class Event(NamedTuple):
@@ -69,8 +72,23 @@ class ReplicationResult:
                 "degraded progress": self.degraded_s}
 
     def as_dict(self) -> dict:
+        """The fields as a plain dict (seconds, counts and fractions, as in ``replications.csv``)."""
         return asdict(self)
 
     @classmethod
     def columns(cls) -> list[str]:
+        """The field names, in ``replications.csv``'s column order."""
         return [f.name for f in fields(cls)]
+
+    @classmethod
+    def to_frame(cls, results: "Iterable[ReplicationResult]") -> "pandas.DataFrame":
+        """A pandas DataFrame of replications: one row per result, the columns of :meth:`columns`
+        (times in seconds; ``pls``, ``overhead``, ``ckpt_overhead`` and ``ettr`` fractions).
+
+        ``ReplicationResult.to_frame(results)`` for a list; pandas is optional: without it this
+        raises an ImportError that names ``pip install pandas``."""
+        from cprsim.api import require_pandas
+
+        pd = require_pandas("ReplicationResult.to_frame()")
+        cols = cls.columns()
+        return pd.DataFrame([[getattr(r, c) for c in cols] for r in results], columns=cols)

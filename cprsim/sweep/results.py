@@ -14,7 +14,10 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 from cprsim.errors import InputError
 from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
@@ -29,6 +32,10 @@ OPTIONAL = ("detection_s", "wait_s", "unfilled_s", "failures_bad", "machines_ret
 
 @dataclass(frozen=True)
 class PointSummary:
+    """One point of a sweep (or a whole ``cprsim simulate`` run): its strategy label, grid values and
+    checkpoint interval (hours), and each metric's :class:`~cprsim.sim.replicate.Estimate` over its
+    ``n`` replications (``point["overhead"]``: mean, 95% CI, P50/P90/P99; times in seconds)."""
+
     point: int
     strategy: str
     values: dict[str, Any]  #: grid key -> value
@@ -37,11 +44,17 @@ class PointSummary:
     metrics: dict[str, Estimate]
 
     def __getitem__(self, metric: str) -> Estimate:
+        """The :class:`~cprsim.sim.replicate.Estimate` of one metric (``point["pls"].p90``)."""
         return self.metrics[metric]
 
 
 @dataclass(frozen=True)
 class SweepResults:
+    """Summarized results: one :class:`PointSummary` per point (a sweep's grid values x strategies,
+    or the single point of a ``cprsim simulate`` run), read back by :func:`load_results`, returned
+    by :meth:`cprsim.Sweep.run` or built from replications by :meth:`from_runs`. ``plan``: the
+    sweep's ``plan.json`` (if any); ``failure_free_s``: W, the failure-free training time (seconds)."""
+
     source: Path
     keys: tuple[str, ...]
     points: tuple[PointSummary, ...]
@@ -52,6 +65,7 @@ class SweepResults:
 
     @property
     def strategies(self) -> list[str]:
+        """The strategy labels of the points, in order of first appearance."""
         return list(dict.fromkeys(p.strategy for p in self.points))
 
     def varying(self) -> list[str]:
@@ -59,6 +73,8 @@ class SweepResults:
         return [k for k in self.keys if len({json.dumps(p.values[k]) for p in self.points}) > 1]
 
     def where(self, conditions: dict[str, Any]) -> "SweepResults":
+        """The points whose grid values equal ``conditions`` (``{"checkpoint.interval_h": 0.5}``;
+        numbers compare to a relative 1e-12). An unknown key or no matching point is an InputError."""
         for k in conditions:
             if k not in self.keys:
                 raise InputError(f"--where {k}: not a grid key of {self.source} (keys: {', '.join(self.keys) or 'none'})")
@@ -66,6 +82,38 @@ class SweepResults:
         if not pts:
             raise InputError(f"{self.source}: no point has {', '.join(f'{k}={v}' for k, v in conditions.items())}")
         return SweepResults(self.source, self.keys, pts, self.name, self.plan, self.failure_free_s, self.manifest)
+
+    def to_frame(self, stats: tuple[str, ...] = ("mean", "lo", "hi", "p50", "p90", "p99")) -> "pandas.DataFrame":
+        """A pandas DataFrame with one row per point: ``point``, ``strategy``, the grid keys,
+        ``interval_h`` (hours), ``n`` (replications), then ``<metric>_<stat>`` for every summarized
+        metric (``summary.csv``'s columns; ``lo``/``hi``: the 95% CI of the mean; ``p50``..``p99``:
+        percentiles of single replications). Times in seconds, overheads and PLS as fractions.
+
+        pandas is optional: without it this raises an ImportError that names ``pip install pandas``."""
+        from cprsim.api import require_pandas
+
+        pd = require_pandas("SweepResults.to_frame()")
+        metrics = list(self.points[0].metrics) if self.points else list(SUMMARIZED)
+        cols = ["point", "strategy", *self.keys, "interval_h", "n"]
+        cols += [f"{m}_{s}" for m in metrics for s in stats]
+        rows = []
+        for p in self.points:
+            row: list[Any] = [p.point, p.strategy, *(p.values.get(k) for k in self.keys), p.interval_h, p.n]
+            row += [getattr(p.metrics[m], s) for m in metrics for s in stats]
+            rows.append(row)
+        return pd.DataFrame(rows, columns=cols)
+
+    @classmethod
+    def from_runs(cls, scenario: Any, results: Any, name: str | None = None) -> "SweepResults":
+        """One point summarized from replications of one scenario (a list of
+        :class:`~cprsim.sim.records.ReplicationResult`), with the estimator :func:`load_results`
+        applies to a ``cprsim simulate --out`` folder: what the sweep figures take."""
+        if not results:
+            raise InputError("no replications to summarize")
+        ests = {m: estimate([float(getattr(r, m)) for r in results]) for m in SUMMARIZED}
+        pt = PointSummary(0, scenario.strategy.name, {}, float(scenario.checkpoint.interval_h), len(results), ests)
+        return cls(Path(f"<{scenario.name}: {len(results)} replications>"), (), (pt,), name or scenario.name,
+                   None, float(scenario.duration_s))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -145,6 +193,10 @@ def point_complete(rows: list[list[str]], rep_col: int, replications: int, rule:
 
 
 def load_results(path: str | Path) -> SweepResults:
+    """Read results back without re-running anything: a sweep's output folder (or its
+    ``results.csv``, even while the sweep still runs: complete points only) or a ``cprsim simulate
+    --out`` folder (one point). Each point summarized like ``cprsim simulate`` (mean, 95% Student-t
+    CI, P50/P90/P99 of single replications; times in seconds)."""
     p = Path(path)
     if p.is_file():
         folder = p.parent

@@ -1,0 +1,801 @@
+"""The public API: ``from cprsim import load_scenario, simulate, plan, fit, Sweep, ...``.
+
+A small surface over the simulator, the planner, sweeps and the failure-log fits, for notebooks
+and scripts; the command line (``cprsim ...``) does the same from a terminal. Every name here is
+re-exported by ``cprsim`` itself (imported on first use: ``import cprsim`` stays light)::
+
+    from cprsim import load_scenario, simulate, plan
+
+    s = load_scenario("toy", interval_h=1.0, strategy="partial")
+    runs = simulate(s, 20)                  # 20 replications: runs.results, runs.summary()
+    p = plan(s, max_accuracy_loss=0.001)    # p.recommended_option, p.to_frame()
+
+**Units**, as everywhere in cprsim: times of the simulation in seconds (``*_s``), checkpoint
+intervals and failure-time parameters in hours (``*_h``), sizes in GB (1e9 bytes) and
+bandwidths in GB/s; overheads, PLS (the portion of lost samples) and ETTR are fractions
+(0.05 = 5%). Bad input (an unknown scenario key, a missing file, a malformed log) raises
+:class:`InputError` with a one-line message naming the key or file.
+
+Optional dependencies: pandas for the ``to_frame()`` methods (an ImportError naming ``pip
+install pandas`` without it), torch for :func:`run_calibration` (the ``dlrm`` extra).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+
+from cprsim import scenario as _sc
+from cprsim.calibrate.calibration import Calibration, load_calibration
+from cprsim.costs import Costs
+from cprsim.errors import InputError
+from cprsim.plan.records import Option
+from cprsim.plan.records import Plan as _PlanRecord
+from cprsim.plots import save_figure
+from cprsim.plots.calibration import plot_calibration
+from cprsim.plots.gantt import plot_timeline
+from cprsim.plots.sweep import plot_breakdown, plot_overhead, plot_pls
+from cprsim.scenario import Scenario
+from cprsim.sim.records import Event, ReplicationResult
+from cprsim.sim.replicate import Estimate, Precision
+from cprsim.sweep.results import PointSummary, SweepResults, load_results
+
+if TYPE_CHECKING:  # pragma: no cover - imported on first use (scipy.stats is slow to import)
+    import pandas
+
+    from cprsim.failures.fit import Fit, FitReport
+    from cprsim.failures.traces import Trace
+    from cprsim.plots.fit import plot_fit
+
+__all__ = [
+    # scenarios
+    "load_scenario", "scenario_names", "checkpoint_costs", "Scenario", "Costs",
+    # simulation
+    "simulate", "Runs", "ReplicationResult", "Event", "Estimate",
+    # planning
+    "plan", "Plan", "Option", "pls_bound", "load_calibration", "Calibration", "run_calibration",
+    # sweeps
+    "Sweep", "SweepResults", "PointSummary", "load_results",
+    # failure logs
+    "fit", "read_trace", "FitReport", "Fit", "Trace",
+    # figures
+    "plot_overhead", "plot_pls", "plot_breakdown", "plot_timeline", "plot_fit", "plot_calibration", "save_figure",
+    # errors
+    "InputError",
+]
+
+#: names defined in modules that are slow to import (scipy.stats): imported on first use
+_LAZY = {"FitReport": "cprsim.failures.fit", "Fit": "cprsim.failures.fit", "Trace": "cprsim.failures.traces",
+         "plot_fit": "cprsim.plots.fit"}
+
+
+def require_pandas(what: str = "to_frame()") -> Any:
+    """The pandas module, or an ImportError (one line) naming ``pip install pandas``."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError(f"{what} needs pandas, an optional dependency: pip install pandas", name="pandas") from None
+    return pandas
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+def _plain(v: Any) -> Any:
+    """A value the scenario's strict validation takes: numpy scalars as Python numbers, tuples as lists."""
+    if hasattr(v, "item") and type(v).__module__ == "numpy":
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _distribution_table(fit_: Any, unit: str) -> dict[str, Any]:
+    """A fitted family (``Fit``, or a ``FitReport``'s best) as a scenario distribution table: the
+    scale in hours (``unit="h"``: failures) or seconds (``"s"``: ``reschedule``), its shape or sigma
+    (what ``cprsim fit --out`` writes)."""
+    f = getattr(fit_, "best", fit_)
+    scale = f.scale_ if unit == "h" else f.scale_ * 3600.0
+    d: dict[str, Any] = {"family": f.family, f"scale_{unit}": float(scale)}
+    if f.family == "lognormal":
+        d["sigma"] = float(f.shape_)
+    elif f.family != "exponential":
+        d["shape"] = float(f.shape_)
+    return d
+
+
+def _override(key: str, value: Any) -> Any:
+    if (hasattr(value, "scale_") and hasattr(value, "family")) or (hasattr(value, "best") and hasattr(value, "fits")):
+        return _distribution_table(value, "s" if key.split(".")[0] == "reschedule" else "h")
+    return _plain(value)
+
+
+def _updates(set_: Mapping[str, Any] | Sequence[str] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if set_ is not None:
+        if isinstance(set_, Mapping):
+            out.update(set_)
+        elif isinstance(set_, str):
+            out.update(_sc.parse_set([set_]))
+        else:
+            out.update(_sc.parse_set(list(set_)))
+    for k, v in overrides.items():
+        out[k.replace("__", ".")] = v
+    return {k: _override(k, v) for k, v in out.items()}
+
+
+def load_scenario(name_or_path: str | os.PathLike[str] | Scenario, *,
+                  set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 - the CLI's --set
+                  strategy: str | Mapping[str, Any] | None = None, interval_h: float | None = None,
+                  replications: int | None = None, seed: int | None = None, **overrides: Any) -> Scenario:
+    """A validated scenario: ``name_or_path`` a built-in name (:func:`scenario_names`), a TOML
+    file, or a Scenario to change, with overrides applied (like ``cprsim simulate NAME --set
+    KEY=VALUE``).
+
+    * ``set``: dotted keys and values, ``{"cluster.trainers": 40, "storage.write_gbps": 5.0}``
+      (or the CLI's ``["cluster.trainers=40"]``); a value may be a whole table (``{"strategy":
+      {"name": "mfu", "top_fraction": 0.05}}``) or a fitted distribution (a ``Fit``, or a
+      ``FitReport`` for its best family: ``{"failures.embedding": report}`` writes its family,
+      ``scale_h`` in hours and shape; under ``reschedule``, ``scale_s`` in seconds);
+    * keyword overrides, ``__`` for the dots: ``cluster__trainers=40``;
+    * shortcuts: ``strategy`` (a name sets ``strategy.name``, like ``--strategy``; a dict replaces
+      the whole ``[strategy]`` table), ``interval_h`` (``checkpoint.interval_h``, hours of
+      progress between checkpoints), ``replications`` and ``seed``.
+
+    Units: ``*_h`` hours, ``*_s`` seconds, ``*_gb`` GB, ``*_gbps`` GB/s. An unknown key or an
+    impossible value raises :class:`InputError` naming it.
+    """
+    upd = _updates(set, overrides)
+    if strategy is not None:
+        if isinstance(strategy, str):
+            upd["strategy.name"] = strategy
+        else:
+            upd["strategy"] = _plain(dict(strategy))
+    if interval_h is not None:
+        upd["checkpoint.interval_h"] = float(interval_h)
+    if replications is not None:
+        upd["replications"] = _plain(replications)
+    if seed is not None:
+        upd["seed"] = _plain(seed)
+    if isinstance(name_or_path, Scenario):
+        return name_or_path.with_updates(upd, f"{name_or_path.name} (load_scenario)") if upd else name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"load_scenario takes a name, a path or a Scenario, not {type(name_or_path).__name__}")
+    return _sc.load(os.fspath(name_or_path), upd or None)
+
+
+def _as_scenario(scenario: str | os.PathLike[str] | Scenario) -> Scenario:
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def scenario_names() -> list[str]:
+    """The names of the built-in scenarios (``cprsim scenarios``), sorted."""
+    return _sc.builtin_names()
+
+
+def checkpoint_costs(scenario: str | os.PathLike[str] | Scenario) -> Costs:
+    """The scenario's derived checkpoint costs (``cprsim show``): ``save_s`` (a blocking full save,
+    seconds), ``load_s`` (every node reloads), ``shard_load_s(k)`` (k embedding shards restored at
+    once), ``dense_copy_s``, the bytes (``embedding_bytes``, ``dense_bytes``, ``shard_bytes``) and
+    bandwidths (bytes/s); measured costs in the scenario's ``[costs]`` table replace derived ones."""
+    from cprsim.costs import costs_of
+
+    return costs_of(_as_scenario(scenario))
+
+
+# -- simulation -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Runs:
+    """Replications of one scenario (what :func:`simulate` returns): a sequence of
+    :class:`ReplicationResult` (``runs[0]``, ``len(runs)``, ``for r in runs``).
+
+    ``scenario``: the scenario simulated (seed and replications included); ``results``: one
+    :class:`ReplicationResult` per replication, in replication order (times in seconds, overheads
+    and PLS fractions); ``events``: the events of the first replication when ``simulate(...,
+    record=True)`` (else empty: :meth:`timeline` re-runs any replication); ``precision``: the
+    adaptive-replication rule, if any.
+    """
+
+    scenario: Scenario
+    results: list[ReplicationResult]
+    events: list[Event] = field(default_factory=list, repr=False)
+    precision: Precision | None = None
+
+    def __len__(self) -> int:
+        """The number of replications."""
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[ReplicationResult]:
+        """The replications' results, in replication order."""
+        return iter(self.results)
+
+    def __getitem__(self, i: int) -> ReplicationResult:
+        """The ``i``-th result (a position in ``results``, not a replication index)."""
+        return self.results[i]
+
+    def __repr__(self) -> str:
+        s = self.scenario
+        return (f"Runs({s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:g} h, "
+                f"{len(self.results)} replications, seed {s.seed})")
+
+    def estimates(self) -> dict[str, Estimate]:
+        """Every metric's :class:`Estimate` over the replications: mean, 95% Student-t CI of the
+        mean, P50/P90/P99 of single replications (``runs.estimates()["overhead"].mean``)."""
+        from cprsim.sim.replicate import summarize
+
+        return summarize(self.results)
+
+    def summary(self) -> dict[str, Any]:
+        """The summary ``cprsim simulate --json`` prints, as a dict: the scenario, strategy,
+        interval (hours), seed, replications, W (``failure_free_s``, seconds), every metric's
+        estimate (``metrics``: mean, ``ci95``, sd, n, p50/p90/p99), the badput by cause (seconds),
+        the accuracy loss implied by the PLS (shipped calibration), the strategy's footprint, and
+        ``adaptive`` with a precision rule. NaNs become null in JSON (``cprsim.io.dumps_json``)."""
+        from cprsim.report import summary_dict
+
+        d = summary_dict(self.scenario, self.results)
+        rule = self.precision
+        if rule is not None:
+            d["adaptive"] = {**rule.as_dict(), "replications": len(self.results),
+                             "reached": len(self.results) < rule.cap or rule.met(
+                                 [getattr(r, rule.metric) for r in self.results])}
+        return d
+
+    def to_frame(self) -> "pandas.DataFrame":
+        """A pandas DataFrame, one row per replication (the columns of ``replications.csv``: times
+        in seconds, overheads and PLS fractions). pandas is optional (``pip install pandas``)."""
+        return ReplicationResult.to_frame(self.results)
+
+    def to_results(self) -> SweepResults:
+        """The replications as one summarized point (:class:`SweepResults`), as the sweep figures
+        and ``load_results`` of a ``cprsim simulate --out`` folder have it."""
+        return SweepResults.from_runs(self.scenario, self.results)
+
+    def timeline(self, replication: int | None = None) -> list[Event]:
+        """The events of one replication (default: the first), re-run alone with event recording
+        (each replication is reproducible on its own): times in seconds (:class:`Event`)."""
+        first = self.results[0].replication if self.results else 0
+        i = first if replication is None else int(replication)
+        if self.events and i == first:
+            return list(self.events)
+        from cprsim.sim.replicate import run_replications
+
+        _, events = run_replications(self.scenario, 1, first=i, record_first=True)
+        return events
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write the files of ``cprsim simulate --out FOLDER`` (all or none): ``config.toml`` (the
+        effective scenario), ``summary.json``, ``replications.csv`` and ``events.csv`` (of the first
+        replication), readable by :func:`load_results` and ``cprsim plot``. Returns the folder."""
+        from cprsim.cli.simulate import write_run
+
+        out = Path(folder)
+        write_run(out, self.scenario, self.results, self.timeline(), self.summary())
+        return out
+
+
+def simulate(scenario: str | os.PathLike[str] | Scenario, replications: int | None = None, *,
+             seed: int | None = None, first: int = 0, precision: float | None = None,
+             min_replications: int = 20, precision_metric: str = "overhead", record: bool = False,
+             force: bool = False, max_events: float = 1e7,
+             progress: Callable[[int], None] | None = None) -> Runs:
+    """Simulate replications of a scenario (``cprsim simulate``) and return them as :class:`Runs`.
+
+    ``scenario``: a Scenario, a built-in name or a TOML file; ``replications``: how many (default:
+    the scenario's); ``seed``: the root seed of every random stream (default: the scenario's); the
+    same seed gives the same numbers. ``first``: the index of the first replication (each one is
+    reproducible on its own: replications 100..199 are ``first=100``). ``precision``: adaptive
+    replication: stop once the 95% CI half-width of the mean ``precision_metric`` is within this
+    fraction of the mean (0.02: 2%), checked after ``min_replications`` and every 10 more, at most
+    ``replications``. ``record``: keep the events of the first replication (``runs.events``).
+
+    Before simulating, a scenario whose replications would each simulate more than ``max_events``
+    events, or (unless ``force``) a regime the analytic check calls hopeless, raises InputError.
+    ``progress(n)`` is called as replications complete. Times in the results are seconds.
+    """
+    s = _as_scenario(scenario)
+    upd: dict[str, Any] = {}
+    if replications is not None:
+        upd["replications"] = _plain(replications)
+    if seed is not None:
+        upd["seed"] = _plain(seed)
+    if upd:
+        s = load_scenario(s, set=upd)
+    if first < 0:
+        raise InputError(f"first must be >= 0, got {first}")
+    from cprsim.plan import feasibility
+    from cprsim.sim.replicate import run_adaptive, run_replications
+
+    feasibility.check_budget(s, max_events)
+    f = s.failures
+    if not (f.trainer or f.embedding or f.domains or f.injected or f.job or f.replay):
+        warnings.warn(f"{s.name}: no failure source ([failures] is empty or missing): nothing will fail",
+                      stacklevel=2)
+    if not force and not f.replay:
+        from cprsim.sim import strategies as registry
+
+        feasibility.check(s, registry.get(s.strategy.name).plan_kind)
+    rule = Precision(precision, s.replications, min_replications, metric=precision_metric) \
+        if precision is not None else None
+    if rule is None:
+        results, events = run_replications(s, first=first, record_first=record, progress=progress)
+    else:
+        results, events = run_adaptive(s, rule, first=first, record_first=record, progress=progress)
+    return Runs(s, results, events, rule)
+
+
+# -- planning -------------------------------------------------------------------------------------
+class Plan(_PlanRecord):
+    """What :func:`plan` returns: the options, each confirmed on fresh replications, and the
+    recommendation (a :class:`cprsim.plan.Plan` with a few conveniences).
+
+    Fields: ``scenario`` (name), ``metric`` and ``accuracy_bound`` (the loss accepted), ``pls_bound``
+    (CPR-vanilla's PLS bound; each :class:`Option` carries its own), ``options``, ``recommended``
+    (an option's label), ``saving`` (best full recovery's overhead minus the recommended one's, a
+    fraction of W), ``message``, ``notes``, ``replications`` (confirmation replications per
+    option), ``seed``, ``confidence`` (P(a run's PLS <= bound) promised; None: on the mean),
+    ``full_interval_s`` (seconds between full checkpoints of every partial option),
+    ``accuracy_model`` (the calibration's model, described). ``as_dict()``: the JSON of ``cprsim
+    plan --out``. Options: ``interval_s`` (seconds), ``overhead``/``ckpt_overhead``/``pls``/``ettr``
+    (:class:`Estimate`, fractions), ``params`` (the strategy's parameters).
+    """
+
+    @classmethod
+    def _of(cls, record: _PlanRecord, scenario: Scenario | None = None) -> "Plan":
+        p = cls(**{f.name: getattr(record, f.name) for f in dataclasses.fields(record)})
+        object.__setattr__(p, "_scenario", scenario)
+        return p
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.scenario}: {self.metric} loss <= {self.accuracy_bound:g}, recommended "
+                f"{self.recommended!r} of {len(self.options)} options)")
+
+    @property
+    def recommended_option(self) -> Option:
+        """The recommended :class:`Option`."""
+        return self.option(self.recommended)
+
+    def scenario_for(self, label: str | None = None, scenario: Scenario | None = None) -> Scenario:
+        """The planned scenario changed to run one option (default: the recommended one): its
+        strategy and parameters, and its checkpoint interval (hours; at most the job). ``scenario``:
+        the scenario planned (default: the one given to :func:`plan`)."""
+        base = scenario if scenario is not None else getattr(self, "_scenario", None)
+        if base is None:
+            raise InputError("this plan does not hold its scenario: pass scenario=")
+        labels = [o.label for o in self.options]
+        if label is not None and label not in labels:
+            raise InputError(f"no option {label!r} in this plan (options: {', '.join(labels)})")
+        o = self.option(label if label is not None else self.recommended)
+        return base.with_updates({"checkpoint.interval_h": min(o.interval_s, base.duration_s) / 3600.0,
+                                  "strategy": {"name": o.strategy, **o.params}}, f"{base.name}: {o.label}")
+
+    def to_frame(self) -> "pandas.DataFrame":
+        """A pandas DataFrame, one row per option: label, strategy, params, ``interval_h`` and
+        ``full_interval_h`` (hours), each estimate flattened to ``<name>_mean``, ``_lo``, ``_hi``
+        (95% CI of the mean), ``_p50``, ``_p90``, ``_p99`` (``overhead``, ``ckpt_overhead``,
+        ``pls``, ``ettr``: fractions), the option's PLS bound, accuracy loss, share of runs within
+        the bound, ``meets_bound``, ``tied`` and ``recommended``. pandas is optional (``pip
+        install pandas``)."""
+        pd = require_pandas("Plan.to_frame()")
+        rows = []
+        for o in self.options:
+            d = o.as_dict()
+            row: dict[str, Any] = {"label": o.label, "strategy": o.strategy, "params": dict(o.params),
+                                   "interval_h": d["interval_h"], "full_interval_h": d["full_interval_h"]}
+            for k, v in d.items():
+                if k in row or k in ("interval_s", "full_interval_s", "label", "strategy", "params"):
+                    continue
+                if isinstance(v, dict) and "mean" in v and "ci95" in v:
+                    for stat, x in (("mean", v["mean"]), ("lo", v["ci95"][0]), ("hi", v["ci95"][1]),
+                                    ("p50", v["p50"]), ("p90", v["p90"]), ("p99", v["p99"])):
+                        row[f"{k}_{stat}"] = x
+                elif v is None and k == "ettr":
+                    continue
+                else:
+                    row[k] = v
+            row["recommended"] = o.label == self.recommended
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def plan(scenario: str | os.PathLike[str] | Scenario, max_accuracy_loss: float, metric: str = "auc", *,
+         strategies: Sequence[str] | str = ("partial", "mfu", "ssu"), confidence: float | None = 0.9,
+         objective: str = "mean", max_checkpoint_age_h: float | None = None, replications: int | None = None,
+         search_replications: int | None = None, precision: float | None = 0.1,
+         calibration: Calibration | str | os.PathLike[str] | None = None, allow_extrapolation: bool = False,
+         allow_no_full_checkpoint: bool = False, progress: Callable[[int], None] | None = None) -> Plan:
+    """Plan the checkpoint intervals and recovery strategy for an accuracy bound (``cprsim plan``).
+
+    ``max_accuracy_loss``: the loss accepted, in the unit of ``metric`` (``"auc"``: AUC points
+    lost; ``"logloss"``: the rise in log-loss), in (0, 0.5). ``strategies``: the partial-recovery
+    and rollback strategies compared with full recovery (``"all"``: every one). ``confidence``:
+    P(a run's PLS <= its bound) promised per run (None: on the mean). ``objective``: rank by mean or
+    ``"p90"`` overhead. ``max_checkpoint_age_h``: full checkpoints at most this many hours of
+    progress apart. ``replications``: fresh replications confirming each option (default: the
+    scenario's); ``search_replications``: those of the search. ``precision``: the planner's
+    adaptive replication (a fraction of the mean overhead; None: exhaustive). ``calibration``: a
+    Calibration or calibration.toml (default: the shipped one). ``allow_extrapolation``: plan to the
+    accuracy bound even beyond twice the PLS range the calibration measured;
+    ``allow_no_full_checkpoint``: without job-level interruptions or an age cap, allow plans that
+    take no full checkpoint. ``progress(n)`` is called as the planner advances.
+
+    Returns a :class:`Plan`: ``plan.recommended_option``, ``plan.to_frame()``,
+    ``plan.scenario_for()`` (the scenario running the recommendation). Intervals in seconds
+    (``interval_s``) and hours (``as_dict()["options"][i]["interval_h"]``), overheads and PLS
+    fractions.
+    """
+    from cprsim.plan import ALL_STRATEGIES, make_plan
+
+    s = _as_scenario(scenario)
+    names = list(ALL_STRATEGIES) if strategies == "all" else \
+        ([strategies] if isinstance(strategies, str) else list(strategies))
+    unknown = [x for x in names if x not in ALL_STRATEGIES]
+    if unknown:
+        raise InputError(f"strategies: unknown {', '.join(map(repr, unknown))} (choose from "
+                         f"{', '.join(ALL_STRATEGIES)}, or 'all')")
+    cal = calibration
+    if cal is not None and not isinstance(cal, Calibration):
+        cal = load_calibration(cal)
+    record = make_plan(s, max_accuracy_loss, metric, calibration=cal, replications=replications,
+                       search_replications=search_replications, strategies=names, confidence=confidence,
+                       objective=objective, max_checkpoint_age_h=max_checkpoint_age_h,
+                       allow_extrapolation=allow_extrapolation, allow_no_full_checkpoint=allow_no_full_checkpoint,
+                       progress=progress, precision=precision)
+    return Plan._of(record, s)
+
+
+def pls_bound(max_accuracy_loss: float, strategy: str = "partial", metric: str = "auc",
+              calibration: Calibration | str | os.PathLike[str] | None = None) -> float:
+    """The PLS bound the planner derives from an accuracy bound: the largest PLS (a fraction of
+    the job's samples) whose ``metric`` loss stays within ``max_accuracy_loss`` at the upper end of
+    the calibration's 95% CI, for a failure mid-training restoring a fresh state (``plan(...)``'s
+    ``pls_bound`` for CPR-vanilla, ``strategy="partial"``). ``calibration``: a Calibration or
+    calibration.toml (default: the shipped one). ``inf`` when the loss does not grow with PLS."""
+    from cprsim.plan.accuracy import plan_accuracy
+
+    if not (isinstance(max_accuracy_loss, (int, float)) and math.isfinite(max_accuracy_loss)
+            and max_accuracy_loss > 0):
+        raise InputError(f"max_accuracy_loss must be a finite number > 0, got {max_accuracy_loss!r}")
+    cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+    return float(plan_accuracy(cal, metric).pls_bound(float(max_accuracy_loss), strategy))
+
+
+def run_calibration(out: str | os.PathLike[str], preset: str = "quick", *, jobs: int = 1, threads: int = 1,
+                    measure_costs: bool = True, resume: bool = False, progress: Callable[..., None] | None = None,
+                    **changes: Any) -> dict[str, Any]:
+    """Measure accuracy loss against PLS on a real PyTorch DLRM (``cprsim calibrate``; needs torch,
+    the ``dlrm`` extra) into the folder ``out``: calibration.toml, points.csv, the figure,
+    manifest.json and run.json. Returns the calibration document (the dict of calibration.toml:
+    ``plot_calibration`` draws it, ``load_calibration(out / "calibration.toml")`` reads it for
+    :func:`plan`).
+
+    ``preset``: ``"quick"``, ``"standard"`` or ``"paper"`` (docs/calibration.md); ``changes``
+    replace fields of the preset (``train_samples=12_800, seeds=(0,), budgets=(0.5, 0.125),
+    strategies=("partial",)``: budgets are checkpoint intervals as fractions of the run).
+    ``jobs``: worker processes, ``threads``: torch threads each; ``measure_costs``: also time
+    torch.save/load and the end-to-end check (clock measurements); ``resume``: finish a killed
+    calibration in ``out``; ``progress(n, what, resumed)`` is called as runs finish.
+    """
+    if "torch" not in sys.modules:  # OpenMP threads that sleep while they wait (as `cprsim calibrate`)
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ImportError("run_calibration() needs torch: pip install 'cprsim[dlrm]'", name="torch") from None
+    from cprsim.calibrate.pipeline import calibrate
+    from cprsim.calibrate.runner import PRESETS
+
+    if preset not in PRESETS:
+        raise InputError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    p = PRESETS[preset]
+    if changes:
+        known = {f.name for f in dataclasses.fields(p)}
+        bad = [k for k in changes if k not in known]
+        if bad:
+            raise InputError(f"unknown preset field {bad[0]!r} (fields: {', '.join(sorted(known))})")
+        p = dataclasses.replace(p, **{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+    kw: dict[str, Any] = {} if progress is None else {"progress": progress}
+    return calibrate(p, Path(out), measure_costs=measure_costs, jobs=jobs, threads=threads, resume=resume, **kw)
+
+
+# -- sweeps ---------------------------------------------------------------------------------------
+def _absolute(raw: dict[str, Any]) -> dict[str, Any]:
+    """A scenario table whose file references (a replayed trace, access tables) are absolute."""
+    raw = copy.deepcopy(raw)
+    fail = raw.get("failures")
+    if isinstance(fail, dict) and isinstance(fail.get("replay"), str):
+        fail["replay"] = str(Path(fail["replay"]).resolve())
+    acc = raw.get("access")
+    if isinstance(acc, dict) and isinstance(acc.get("tables"), str) and acc["tables"] != "criteo-kaggle":
+        acc["tables"] = str(Path(acc["tables"]).resolve())
+    return raw
+
+
+class Sweep:
+    """A what-if sweep built in Python (no TOML file): every combination of ``grid`` values x
+    ``strategies``, each point ``replications`` replications of the base scenario with the
+    overrides applied; ``run()`` runs it like ``cprsim sweep`` (same files, same numbers) and
+    returns :class:`SweepResults`.
+
+    ``scenario``: the base, a built-in name, a TOML file or a Scenario. ``grid``: dotted keys to
+    lists of values, ``{"checkpoint.interval_h": [0.25, 0.5, 1, 2]}`` (hours; as a sweep file's
+    ``[grid]``). ``strategies``: names or tables (``{"name": "mfu", "top_fraction": 0.05,
+    "label": "mfu-5%"}``), each replacing the scenario's ``[strategy]`` table. ``set``: fixed
+    overrides of every point. ``replications``, ``seed``: per point (default: the scenario's).
+    ``precision``: adaptive replication (the 95% CI half-width of the mean ``precision_metric``
+    within this fraction of the mean, checked after ``min_replications`` and every 10 more;
+    ``replications`` is then the most). ``plan``: the planner's choice on the base scenario,
+    written to plan.json and marked by :func:`plot_overhead` (``{"max_accuracy_loss": 0.001}``,
+    the keys of a sweep file's ``[plan]``). ``name``: the sweep's name (letters, digits, ``. _ -``).
+
+    Every point is validated at construction (an InputError names the point and key).
+    :meth:`to_toml` gives the equivalent sweep file: ``cprsim sweep`` on it writes the same bytes.
+    ``sweep.expanded``: the expanded sweep (:class:`cprsim.sweep.spec.Sweep`: points, seed,
+    fingerprint).
+    """
+
+    def __init__(self, scenario: str | os.PathLike[str] | Scenario, grid: Mapping[str, Sequence[Any]] | None = None,
+                 *, strategies: Sequence[str | Mapping[str, Any]] = (),
+                 set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 - a sweep file's [set]
+                 replications: int | None = None, seed: int | None = None, name: str = "sweep",
+                 description: str = "", precision: float | None = None, min_replications: int = 20,
+                 precision_metric: str = "overhead", plan: Mapping[str, Any] | None = None,
+                 max_events: float | None = None) -> None:
+        from pydantic import ValidationError
+
+        from cprsim.sweep.spec import SweepError, SweepFile, expand
+
+        self._base: Scenario | None = scenario if isinstance(scenario, Scenario) else None
+        if self._base is None:
+            if not isinstance(scenario, (str, os.PathLike)):
+                raise TypeError(f"Sweep takes a scenario name, path or Scenario, not {type(scenario).__name__}")
+            ref = os.fspath(scenario)
+            if not _sc.is_builtin(ref):
+                ref = str(Path(ref).resolve())
+        else:
+            ref = "scenario.toml"
+        doc: dict[str, Any] = {"name": name}
+        if description:
+            doc["description"] = description
+        doc["scenario"] = ref
+        if replications is not None:
+            doc["replications"] = _plain(replications)
+        if seed is not None:
+            doc["seed"] = _plain(seed)
+        if precision is not None:
+            doc["precision"] = float(precision)
+            if min_replications != 20:
+                doc["min_replications"] = _plain(min_replications)
+            if precision_metric != "overhead":
+                doc["precision_metric"] = precision_metric
+        if strategies:
+            doc["strategies"] = [e if isinstance(e, str) else _plain(dict(e)) for e in strategies]
+        fixed = _updates(set, {})
+        if fixed:
+            doc["set"] = fixed
+        if grid:
+            doc["grid"] = {k: [_plain(x) for x in v] if not isinstance(v, (str, bytes, Mapping)) else v
+                           for k, v in grid.items()}
+        if plan is not None:
+            doc["plan"] = _plain(dict(plan))
+        self._doc = doc
+        source = Path(f"<Sweep {name}>")
+        with tempfile.TemporaryDirectory(prefix="cprsim-sweep-") as tmp:
+            check = dict(doc)
+            if self._base is not None:  # the Scenario as a file, for the sweep's loader
+                path = Path(tmp) / "scenario.toml"
+                path.write_text(self._scenario_toml(), encoding="utf-8")
+                check["scenario"] = str(path)
+            try:
+                spec = SweepFile.model_validate(check)
+            except ValidationError as e:
+                raise SweepError(_sc.format_error(e, str(source))) from None
+            #: the expanded sweep (:class:`cprsim.sweep.spec.Sweep`): points, fingerprint, seed
+            self.expanded = expand(spec, source, None, max_events)
+
+    def _scenario_toml(self) -> str:
+        assert self._base is not None
+        return _sc.to_toml(_absolute(_sc.effective_dict(self._base)))
+
+    def __repr__(self) -> str:
+        sw = self.expanded
+        return (f"Sweep({sw.name!r}: {len(sw.points)} points ({', '.join(sw.keys) or 'no grid'} x "
+                f"{len(sw.strategies)} strategies), {sw.replications} replications, seed {sw.seed})")
+
+    def __len__(self) -> int:
+        """The number of points (grid combinations x strategies)."""
+        return len(self.expanded.points)
+
+    @property
+    def name(self) -> str:
+        """The sweep's name (the default output folder of ``cprsim sweep`` is out/<name>)."""
+        return self.expanded.name
+
+    @property
+    def points(self) -> tuple[Any, ...]:
+        """The points (:class:`cprsim.sweep.spec.Point`: index, strategy label, grid values, the
+        effective scenario table), grid-major in ``grid`` order, strategies innermost."""
+        return self.expanded.points
+
+    @property
+    def fingerprint(self) -> str:
+        """The hash of everything that decides the numbers (a resumed run checks it)."""
+        return self.expanded.fingerprint
+
+    def to_toml(self) -> str:
+        """The equivalent sweep file (``cprsim sweep FILE`` gives the same results). With a
+        Scenario as the base, the file refers to ``scenario.toml`` beside it (:meth:`save`
+        writes both)."""
+        from cprsim.io import dumps_toml
+
+        return dumps_toml(self._doc)
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``sweep.toml`` (and ``scenario.toml`` for a Scenario base) into ``folder``, for
+        ``cprsim sweep FOLDER/sweep.toml``; returns the sweep file's path."""
+        from cprsim.io import atomic_write_text
+
+        out = Path(folder)
+        if self._base is not None:
+            atomic_write_text(out / "scenario.toml", self._scenario_toml())
+        return atomic_write_text(out / "sweep.toml", self.to_toml())
+
+    def run(self, out: str | os.PathLike[str] | None = None, *, jobs: int = 1, resume: bool = False,
+            scheduler: str | None = None, dask_local: int | None = None,
+            progress: Callable[[int], None] | None = None) -> SweepResults:
+        """Run every point (``cprsim sweep``) and return the summarized :class:`SweepResults`.
+
+        ``out``: the output folder (results.csv, summary.csv, manifest.json, config.toml,
+        sweep.toml, plan.json: the files of ``cprsim sweep``, byte for byte); default: a temporary
+        folder, removed once read. ``jobs``: local worker processes (the files do not depend on
+        it); ``scheduler`` (``tcp://HOST:PORT``) or ``dask_local`` (N workers): run on Dask (the
+        distributed extra). ``resume``: finish a sweep killed in ``out``. ``progress(n)`` is
+        called as points complete."""
+        from cprsim.sweep.runner import run_sweep
+
+        if jobs < 1:
+            raise InputError(f"jobs must be >= 1, got {jobs}")
+        if out is None:
+            if resume:
+                raise InputError("resume needs the folder of the sweep to finish: out=")
+            with tempfile.TemporaryDirectory(prefix="cprsim-sweep-") as tmp:
+                return self.run(Path(tmp) / self.name, jobs=jobs, scheduler=scheduler, dask_local=dask_local,
+                                progress=progress)
+        text = self.to_toml().encode("utf-8") if self._base is None else None
+        outcome = run_sweep(self.expanded, Path(out), jobs=jobs, scheduler=scheduler, dask_local=dask_local,
+                            resume=resume, progress=progress, sweep_text=text)
+        return load_results(outcome.out)
+
+
+# -- failure logs ---------------------------------------------------------------------------------
+def read_trace(path: str | os.PathLike[str], format: str = "csv", *,  # noqa: A002 - the CLI's --format
+               filters: Mapping[str, str] | None = None, node_count: int | None = None) -> "Trace":
+    """Read the failure log at ``path`` (``cprsim fit TRACE --format ...``): ``format`` one of
+    ``csv`` (cprsim's schema: node, node_type, event, time_h, cause), ``lanl``, ``titan``,
+    ``philly``, ``infinitehbd``; ``filters``: ``{column: value}`` kept (case-insensitive; causes match
+    substrings); ``node_count``: InfiniteHBD's node count. Returns a Trace: ``trace.nodes``,
+    ``trace.n_failures()``, ``trace.horizon()`` (hours), ``trace.lifetimes()`` (up-times in hours
+    and their observed flags; the last of each node right-censored)."""
+    from cprsim.failures.traces import read_trace as _read
+
+    return _read(path, format, dict(filters or {}), node_count)
+
+
+def fit(data: Any, observed: Any = None, *, format: str = "csv",  # noqa: A002 - the CLI's --format
+        filters: Mapping[str, str] | None = None, node_type: str | None = None,
+        interarrival: str = "repair-to-failure", node_count: int | None = None,
+        families: Sequence[str] | None = None, bootstrap: int | None = None, seed: int = 0) -> "FitReport":
+    """Fit lifetime families to failure times with right-censoring (``cprsim fit``): exponential,
+    Weibull, gamma, lognormal and log-logistic by censored maximum likelihood, ranked by AIC.
+
+    ``data``: a failure log's path (read with ``format``, ``filters``, ``node_count`` as
+    :func:`read_trace`), a Trace, or durations in hours (``observed``: their event flags, False =
+    right-censored; default all observed). From a log, ``interarrival`` picks the lifetimes
+    (``"repair-to-failure"`` up-times, or ``"failure-to-failure"``) of ``node_type`` (default: all).
+    ``bootstrap``: parametric-bootstrap draws for the goodness-of-fit p-value (default: 49, or 0
+    above 5,000 lifetimes); ``seed``: their seed.
+
+    Returns a FitReport: ``report.fits`` ranked by AIC (``scale_`` in hours, ``shape_``, their 95%
+    CIs, ``mean_`` hours, ``AIC_``, ``p_value_``), ``report.best``, the Kaplan-Meier curve;
+    :func:`plot_fit` draws it and ``load_scenario(..., set={"failures.embedding": report})`` uses
+    the best family.
+    """
+    import numpy as np
+
+    from cprsim.failures.fit import FIT_FAMILIES, fit_all
+
+    what = "fit"
+    if isinstance(data, (str, os.PathLike)):
+        what = os.fspath(data)
+        data = read_trace(data, format, filters=filters, node_count=node_count)
+    if hasattr(data, "intervals") and hasattr(data, "nodes"):  # a Trace
+        if observed is not None:
+            raise TypeError("observed= applies to durations; a failure log says which lifetimes are censored")
+        what = what if what != "fit" else str(getattr(data, "source", "fit"))
+        t, obs = data.intervals(interarrival, node_type)
+    else:
+        t = np.asarray(data, dtype=float).ravel()
+        obs = np.ones(t.size, dtype=bool) if observed is None else np.asarray(observed, dtype=bool).ravel()
+        if obs.size != t.size:
+            raise InputError(f"observed has {obs.size} flags for {t.size} durations")
+    if t.size == 0:
+        raise InputError(f"{what}: no lifetimes{' of node type ' + node_type if node_type else ''} to fit")
+    B = bootstrap if bootstrap is not None else (49 if t.size <= 5000 else 0)
+    return fit_all(t, obs, tuple(families) if families is not None else FIT_FAMILIES, bootstrap=B, seed=seed,
+                   what=what)
+
+
+# -- docstrings of the types defined elsewhere --------------------------------------------------------
+_DOCS = {
+    "Scenario": """One validated description of a cluster, a job, its checkpoint costs, failures and a
+    recovery strategy (:func:`load_scenario`). Units: ``*_h`` hours (failure-time parameters, the
+    job's ``job.duration_h``, ``checkpoint.interval_h``), ``*_s`` seconds (costs), ``*_gb`` GB,
+    ``*_gbps`` GB/s. ``duration_s`` (W, the failure-free training time) and ``interval_s`` are in
+    seconds; ``with_updates({"dotted.key": value})`` is a validated copy with changes;
+    ``cprsim show NAME`` prints every key with its default (docs/concepts.md).""",
+    "Option": """One option of a :class:`Plan`: a strategy (``strategy``, ``params``) at a
+    checkpoint interval (``interval_s``, seconds; ``full_interval_s`` between full checkpoints),
+    confirmed on fresh replications: ``overhead``, ``ckpt_overhead``, ``pls``, ``ettr``
+    (:class:`Estimate`, fractions), ``pls_bound`` (inf: loses no update), ``accuracy_loss`` at the
+    mean PLS, ``within`` (share of runs within the bound) and ``meets_bound``.""",
+    "Calibration": """The accuracy model the planner reads (:func:`load_calibration`): per strategy and
+    metric, the slope of accuracy loss against PLS (``slopes``; ``upper``: the upper end of its 95%
+    CI), ``calibrated`` (False: a placeholder, not measured), ``provenance``, and ``raw`` (the
+    calibration.toml document: ``[fit]``, ``[points]``, ``[model]``). ``accuracy_loss(pls)`` and
+    ``max_pls(bound)`` use the slopes; the planner uses the richer model (:func:`pls_bound`).""",
+    "Costs": """A scenario's checkpoint costs (:func:`checkpoint_costs`): ``save_s`` (a blocking full
+    save, or a two-phase persist), ``snapshot_s`` (a two-phase stall), ``load_s`` (every node
+    reloads), ``dense_copy_s`` (seconds); ``shard_load_s(k)`` (k embedding shards restored at once,
+    seconds); bytes (``embedding_bytes``, ``dense_bytes``, ``shard_bytes``, ``trainer_bytes``) and
+    bandwidths (``read_bps``, ``node_bps``: bytes/s).""",
+    "FitReport": """The fits of one set of lifetimes (:func:`fit`): ``fits`` (each a ``Fit``: family,
+    ``scale_`` in the data's unit (hours), ``shape_``, their 95% CIs, ``mean_``, ``AIC_``, ``BIC_``,
+    the Kaplan-Meier distance ``ks_`` and its bootstrap ``p_value_``) ranked by AIC, ``best``, the
+    counts ``n``, ``events``, ``censored``, and the Kaplan-Meier curve (``km_t``, ``km_s`` with its
+    95% band ``km_lo``, ``km_hi``). ``as_dict()``: the JSON of ``cprsim fit --report``.""",
+    "Trace": """A failure log in one schema (:func:`read_trace`): ``nodes`` (each node's observation
+    window and its fail/repair events, hours), ``source``, ``counts`` (what the source reports).
+    ``lifetimes()`` / ``intervals(...)``: the durations (hours) and observed flags :func:`fit`
+    fits; ``repairs()``: repair times; ``horizon()``: the last time in the log (hours);
+    ``n_failures()``.""",
+}
+
+
+def _document(name: str, obj: Any) -> Any:
+    """Give a type defined elsewhere its docstring here when its own is missing or is only the
+    dataclass signature."""
+    own = getattr(obj, "__doc__", None) or ""
+    if name in _DOCS and (not own.strip() or own.startswith(f"{getattr(obj, '__name__', name)}(")):
+        import inspect
+
+        try:
+            obj.__doc__ = inspect.cleandoc(_DOCS[name])
+        except (AttributeError, TypeError):  # pragma: no cover - an immutable type
+            pass
+    return obj
+
+
+for _name in ("Scenario", "Option", "Calibration", "Costs"):
+    _document(_name, globals()[_name])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = _document(name, getattr(importlib.import_module(_LAZY[name]), name))
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'cprsim.api' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
