@@ -115,7 +115,8 @@ def _accuracy_bound(ctx, param, value):  # noqa: ANN001, ANN202
                    "evaluation on all its replications.")
 @click.option("--strategies", default="partial,mfu,ssu", show_default=True,
               help="Strategies to rank besides full recovery (comma-separated, or `all`: "
-                   "partial, mfu, ssu, lookahead, ecrm, checknrun).")
+                   "partial, mfu, ssu, lookahead, ecrm, checknrun and those installed plugins register, "
+                   "entry-point group cprsim.strategies).")
 @click.option("--calibration", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="calibration.toml from `cprsim calibrate` (default: the one shipped).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
@@ -154,7 +155,9 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
     --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
     from cprsim.plan import make_plan
+    from cprsim.sim import strategies as registry
 
+    registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
     if scenario is None:
         missing = [n for n, v in (("--embedding-servers", embedding_servers), ("--node-mtbf-h", node_mtbf_h),
                                   ("--save-s", save_s), ("--load-s", load_s)) if v is None]
@@ -171,7 +174,7 @@ def command(scenario: str | None, max_accuracy_loss: float, metric: str, sets: t
         from cprsim.calibrate.calibration import load_calibration
 
         cal = load_calibration(calibration)
-    from cprsim.plan import ALL_STRATEGIES
+    from cprsim.plan import ALL_STRATEGIES  # the registry's, plugins included (loads them)
 
     strats = list(ALL_STRATEGIES) if strategies.strip() == "all" else \
         [x.strip() for x in strategies.split(",") if x.strip()]

@@ -18,15 +18,18 @@ from cprsim.sim.replicate import METRICS, Precision, run_adaptive, run_replicati
 
 
 def _strategy_names() -> list[str]:
+    """The built-in strategies, for the help: it imports no plugin (whatever is installed, the help
+    and docs/cli.md stay the same); a plugin's name is checked when the command runs."""
     from cprsim.sim import strategies
 
-    strategies.ensure_loaded()
-    return strategies.names()
+    return strategies.builtin_names()
 
 
 @click.command("simulate")
 @scenario_argument
-@click.option("--strategy", help=f"Recovery strategy: {', '.join(_strategy_names())} (parameters: the scenario's [strategy] table; see docs/concepts.md).")
+@click.option("--strategy", help=f"Recovery strategy: {', '.join(_strategy_names())}, or one an installed plugin "
+                                 "registers (entry-point group cprsim.strategies) (parameters: the scenario's "
+                                 "[strategy] table; see docs/concepts.md).")
 @click.option("--interval", type=DURATION, help="Checkpoint interval: 90s, 30m, 1.5h (bare number: hours).")
 @click.option("--replications", "-n", type=click.IntRange(min=1),
               help="Number of replications (default: the scenario's); with --precision, the most.")
@@ -63,6 +66,9 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
         for name in ("min_replications", "precision_metric"):
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
                 raise click.UsageError(f"--{name.replace('_', '-')} needs --precision")
+    from cprsim.sim import strategies as registry
+
+    registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
     s = load_scenario(scenario, sets, {"strategy.name": strategy, "checkpoint.interval_h": interval,
                                        "replications": replications, "seed": seed})
     from cprsim.plan import feasibility
@@ -73,8 +79,6 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
         click.echo(f"warning: {s.name}: no failure source ([failures] is empty or missing): nothing will fail",
                    err=True)
     if not force and not s.failures.replay:
-        from cprsim.sim import strategies as registry
-
         feasibility.check(s, registry.get(s.strategy.name).plan_kind)
     record = out is not None or timeline is not None
     rule = Precision(precision, s.replications, min_replications, metric=precision_metric) \

@@ -102,8 +102,11 @@ def command(sweep_file: Path, jobs: int, scheduler: str | None, dask_local: int 
     killed with kill -9.
     """
     from cprsim import scenario as sc
+    from cprsim.sim import strategies
     from cprsim.sweep import load_sweep, run_sweep
     from cprsim.sweep.runner import LocalWorkers, check_format, check_out
+
+    strategies.ensure_loaded()  # a broken plugin is one line here, whatever --jobs
 
     if scheduler is not None and dask_local is not None:
         raise click.UsageError("give --scheduler or --dask-local, not both")

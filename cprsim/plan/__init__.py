@@ -70,20 +70,38 @@ __all__ = ["make_plan", "Plan", "Option", "Rates", "failure_rates", "ALL_STRATEG
            "AccuracyModel"]
 
 
+#: the built-ins the planner can rank besides full recovery, in the order it lists them
+_BUILTIN_ORDER = ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun")
+
+
 def _pls_and_rollback() -> tuple[str, ...]:
+    """Every registered strategy but full recovery, plugins included: the built-ins in their order,
+    then the others by name (loads the plugins: ``registry.ensure_loaded``)."""
     registry.ensure_loaded()
-    return tuple(n for n in ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun") if n in registry.REGISTRY) + \
-        tuple(sorted(n for n in registry.REGISTRY if n not in ("full", "partial", "mfu", "ssu", "lookahead",
-                                                                 "ecrm", "checknrun")))
+    return tuple(n for n in _BUILTIN_ORDER if n in registry.REGISTRY) + \
+        tuple(sorted(n for n in registry.REGISTRY if n != "full" and n not in _BUILTIN_ORDER))
 
 
-ALL_STRATEGIES = _pls_and_rollback()
+def _labels() -> dict[str, str]:
+    return {n: (registry.get(n).plan_label or n) for n in ("full", *_pls_and_rollback())}
+
+
+def __getattr__(name: str) -> Any:
+    """``ALL_STRATEGIES`` (every strategy the planner can rank besides full recovery) and ``LABELS``
+    (registry name -> plan label) are read from the registry when asked for, plugins included:
+    importing this package loads no plugin."""
+    if name == "ALL_STRATEGIES":
+        return _pls_and_rollback()
+    if name == "LABELS":
+        return _labels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: the planner's default precision: grids and confirmations of options that lose no update stop
 #: once the 95% CI of the mean overhead is within 10% of it (None: the exhaustive planner)
 DEFAULT_PRECISION = 0.1
 #: replications before the first look at a confirmation's precision
 CONFIRM_MIN = 30
-LABELS = {n: (registry.get(n).plan_label or n) for n in ("full", *ALL_STRATEGIES)}
 
 
 @dataclass

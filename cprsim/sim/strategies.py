@@ -11,15 +11,28 @@ A strategy decides four things and nothing else; the engine (``engine.py``) owns
 
 ``rate`` (progress per second of wall time while computing, 1 unless the strategy slows
 training down) is an attribute; ``rate_at``/``next_rate_change`` let it vary over time. Register a new strategy with ``@register``; its ``Params`` is a
-pydantic model of its scenario parameters (``[strategy]`` table), validated strictly.
+pydantic model of its scenario parameters (``[strategy]`` table), validated strictly; ``label``
+and ``colour`` say how tables, plans and figures show it.
 ``make_ledger(run)`` gives the PLS ledger its lost updates go to (``None`` for a strategy that
 never loses one: full recovery keeps no ledger); ``run.shared`` keeps what a strategy derives
 from the scenario alone across its replications.
+
+**Plugins.** A distribution adds strategies by declaring entry points in the group
+``cprsim.strategies`` (``[project.entry-points."cprsim.strategies"]`` in its ``pyproject.toml``),
+each naming a module whose import registers them, or a ``module:Class``. :func:`ensure_loaded`
+imports the built-ins and then every such entry point, once per process, the first time the
+names are listed or a name that is not built in is looked up (never at ``cprsim --help``); every
+process that does, a sweep's workers included, gets the same registry. A plugin that fails to import, or takes a name that is
+registered already, is a one-line :class:`cprsim.errors.InputError` naming its entry point and
+distribution. See ``examples/plugin_strategy/``.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import threading
+import zlib
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -43,6 +56,22 @@ class PartialParams(BaseModel):
         "until its replacement has copied the dense parameters (false: the job stalls until it has)")
 
 
+#: colours of the strategies that do not set their own (picked by a hash of the name); the
+#: built-ins' own colours are not among them
+SPARE_COLOURS = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
+#: the colours of the built-ins defined outside this module, until their classes set ``colour``
+#: themselves (a plugin never gets these: a name it shares with a built-in is refused anyway)
+_BUILTIN_COLOURS = {"mfu": "#2ca02c", "ssu": "#9467bd", "lookahead": "#8c564b", "ecrm": "#ff7f0e",
+                    "checknrun": "#17becf"}
+
+
+def default_colour(name: str, builtin: bool = False) -> str:
+    """The colour of a strategy that sets none: one of :data:`SPARE_COLOURS`, by a stable hash."""
+    if builtin and name in _BUILTIN_COLOURS:
+        return _BUILTIN_COLOURS[name]
+    return SPARE_COLOURS[zlib.crc32(name.encode()) % len(SPARE_COLOURS)]
+
+
 class Strategy:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
@@ -54,8 +83,15 @@ class Strategy:
     supports_tiers: ClassVar[bool] = False
     rate: float = 1.0
 
+    # -- presentation (read by tables, plans and figures instead of tables of their own) ---------
+    #: its display name; default: its ``plan_label`` if it sets one, else its registry name
+    label: ClassVar[str] = ""
+    #: its colour in figures (a matplotlib colour, e.g. ``"#1f77b4"``); default: one of
+    #: :data:`SPARE_COLOURS` picked from its name (stable across runs and processes)
+    colour: ClassVar[str] = ""
+
     # -- planning hooks (read by cprsim.plan: a new strategy is planned without editing it) -------
-    plan_label: ClassVar[str] = ""  #: its name in plans (default: the registry name)
+    plan_label: ClassVar[str] = ""  #: its name in plans (default: its ``label``)
     #: "rollback": loses no update, its interval minimises overhead; "pls": loses updates, its
     #: interval is the largest that keeps PLS within the bound
     plan_kind: ClassVar[Literal["rollback", "pls"]] = "rollback"
@@ -96,6 +132,20 @@ class Strategy:
 
         return analytic.full_overhead(s.duration_s, tau, costs.save_s, rates.total,
                                       s.reschedule.dist.mean() + costs.load_s)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A class that sets its own ``name`` gets its own ``label``, ``plan_label`` and ``colour``
+        unless it sets them too (a subclass of a built-in does not inherit the built-in's)."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "name" not in own:
+            return
+        if "label" not in own:
+            cls.label = own.get("plan_label") or cls.name
+        if "plan_label" not in own:
+            cls.plan_label = cls.label
+        if "colour" not in own:
+            cls.colour = default_colour(cls.name, builtin=cls.__module__.startswith("cprsim."))
 
     def __init__(self, params: BaseModel, run: "Run") -> None:
         self.params = params
@@ -154,19 +204,51 @@ class Strategy:
 
 
 REGISTRY: dict[str, type[Strategy]] = {}
+#: the entry-point group a distribution declares its strategies in (``module`` or ``module:Class``)
+ENTRY_POINT_GROUP = "cprsim.strategies"
+#: the modules of the built-in strategies besides this one (loaded before any plugin)
+BUILTIN_MODULES = ("cprsim.sim.prioritized", "cprsim.sim.beyond")
+#: a strategy name: it is a TOML value, a CSV cell and an item of ``--strategies a,b``
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+
+
+class DuplicateStrategy(ValueError):
+    """A strategy registered under a name another class has already."""
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
-    REGISTRY[cls.name] = cls
+    """Class decorator: make ``cls`` known by ``cls.name`` (to scenarios, the CLI, the planner, sweeps).
+
+    A name another class holds is refused (:class:`DuplicateStrategy`); registering the same class
+    again, or a class of the same module and qualified name (a module reloaded, a notebook cell run
+    again), replaces it."""
+    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+        raise TypeError(f"@register takes a subclass of cprsim.sim.strategies.Strategy, got {cls!r}")
+    name = cls.name
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "all":
+        raise ValueError(f"{cls.__module__}.{cls.__qualname__}: strategy name {name!r} is not a name: give "
+                         "letters, digits, '_', '-', '.' or '+' (at most 64, not 'all')")
+    old = REGISTRY.get(name)
+    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise DuplicateStrategy(f"strategy {name!r} is registered already (by {old.__module__}.{old.__qualname__})")
+    REGISTRY[name] = cls
     return cls
 
 
 def get(name: str) -> type[Strategy]:
-    ensure_loaded()
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(REGISTRY))})") from None
+    """The strategy registered as ``name``. A built-in (or one registered in this process) is found
+    without loading the plugins; any other name loads them first (:func:`ensure_loaded`). Once a
+    plugin failed to load, every lookup raises its error."""
+    _load_builtins()
+    if _load_error is not None:
+        raise _load_error.with_traceback(None)
+    cls = REGISTRY.get(name)
+    if cls is None:
+        ensure_loaded()
+        cls = REGISTRY.get(name)
+    if cls is None:
+        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(REGISTRY))})")
+    return cls
 
 
 def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
@@ -184,7 +266,8 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
 class Full(Strategy):
     name = "full"
     summary = "any failure: reschedule, every node reloads the last checkpoint, re-execute since it"
-    plan_label = "full"
+    label = plan_label = "full"
+    colour = "#1f77b4"
     plan_rank = 0
     needs_embedding_servers = False
     supports_tiers = True
@@ -279,7 +362,8 @@ class Partial(DegradedTrainers, Strategy):
         "updates count as PLS"
     )
     Params = PartialParams
-    plan_label = "CPR-vanilla"
+    label = plan_label = "CPR-vanilla"
+    colour = "#d62728"
     plan_kind = "pls"
     plan_rank = 1
 
@@ -459,27 +543,120 @@ def job_level_overhead(s, full_interval: float, rates, costs) -> float:  # noqa:
 
 
 def names() -> list[str]:
+    """Every strategy's name, plugins included (loads them: see :func:`ensure_loaded`)."""
     ensure_loaded()
     return sorted(REGISTRY)
 
 
-def _load_plugins() -> None:
-    """Import the modules that register further strategies (fixed list: no dynamic user imports)."""
+def builtin_names() -> list[str]:
+    """The built-in strategies' names (imports no plugin)."""
+    _load_builtins()
+    return sorted(n for n, c in REGISTRY.items() if c.__module__ == __name__ or c.__module__ in BUILTIN_MODULES)
+
+
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
     import importlib
 
-    for mod in ("cprsim.sim.prioritized", "cprsim.sim.beyond"):
+    for mod in BUILTIN_MODULES:
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:  # a module not written yet
             if e.name != mod:
                 raise
+    _builtins_loaded = True
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(ep: Any) -> str:
+    """``plugin DIST VERSION, entry point "NAME = VALUE" (group ...)``: where a plugin comes from."""
+    dist = getattr(ep, "dist", None)
+    where = f"{dist.name} {dist.version}" if dist is not None else "(distribution unknown)"
+    return f"plugin {where}, entry point \"{ep.name} = {ep.value}\" (group {ENTRY_POINT_GROUP})"
+
+
+def _load_entry_point(ep: Any) -> None:
+    """Import one entry point; its import registers its strategies (a class it names is registered
+    here if it did not register itself). Any failure: a one-line :class:`InputError` naming it."""
+    import inspect
+
+    from cprsim.errors import InputError
+
+    before = dict(REGISTRY)
+    try:
+        obj = ep.load()
+        if isinstance(obj, type) and issubclass(obj, Strategy):
+            if REGISTRY.get(obj.name) is not obj:
+                register(obj)
+        elif inspect.ismodule(obj):  # it registered its strategies now, or when it was imported before
+            mod = obj.__name__
+            if REGISTRY.keys() == before.keys() and not any(
+                    c.__module__ == mod or c.__module__.startswith(mod + ".") for c in REGISTRY.values()):
+                raise InputError(f"{_describe(ep)}: its module {mod} registers no strategy (decorate a "
+                                 "subclass of cprsim.sim.strategies.Strategy with @register)")
+        else:
+            raise InputError(f"{_describe(ep)} names a {type(obj).__name__}, neither a module nor a "
+                             "subclass of cprsim.sim.strategies.Strategy")
+    except InputError:
+        REGISTRY.clear()
+        REGISTRY.update(before)
+        raise
+    except DuplicateStrategy as e:
+        REGISTRY.clear()
+        REGISTRY.update(before)
+        raise InputError(f"{_describe(ep)}: {_one_line(e)}; uninstall one of the two, or rename "
+                         "the plugin's strategy") from None
+    except Exception as e:  # noqa: BLE001 -- whatever its import raises: one line, never a traceback
+        REGISTRY.clear()
+        REGISTRY.update(before)
+        raise InputError(f"{_describe(ep)} failed to load: {type(e).__name__}: {_one_line(e)}") from None
+
+
+def _load_plugins() -> None:
+    """The built-in strategies, then every entry point of :data:`ENTRY_POINT_GROUP`, by name."""
+    from importlib.metadata import entry_points
+
+    _load_builtins()
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value)):
+        _load_entry_point(ep)
 
 
 _load_plugins_done = False
+_load_error: Exception | None = None  #: a plugin that failed: every later call raises it again
+_loading = threading.local()  # a plugin that asks the registry while it is being imported
+_lock = threading.RLock()
 
 
 def ensure_loaded() -> None:
-    global _load_plugins_done
-    if not _load_plugins_done:
-        _load_plugins()
-        _load_plugins_done = True
+    """Load the built-in strategies and the installed plugins, once per process (lazily: nothing
+    is imported before a strategy is looked up). A plugin that fails to import, or registers a
+    name that is taken, raises a one-line :class:`cprsim.errors.InputError` naming its entry point
+    and distribution, now and at every later call."""
+    global _load_plugins_done, _load_error
+    if _load_plugins_done:
+        if _load_error is not None:
+            raise _load_error.with_traceback(None)
+        return
+    with _lock:
+        if _load_plugins_done or getattr(_loading, "active", False):
+            if _load_error is not None:
+                raise _load_error.with_traceback(None)
+            return
+        _loading.active = True
+        try:
+            _load_plugins()
+        except Exception as e:
+            _load_error = e
+            raise
+        finally:
+            _loading.active = False
+            _load_plugins_done = True
