@@ -5,15 +5,6 @@ from __future__ import annotations
 import zlib
 
 #: registry names and the planner's labels map to the same colour
-STRATEGY_COLOURS = {
-    "full": "#1f77b4",
-    "partial": "#d62728",
-    "mfu": "#2ca02c",
-    "ssu": "#9467bd",
-    "lookahead": "#8c564b",
-    "ecrm": "#ff7f0e",
-    "checknrun": "#17becf",
-}
 _SPARE = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
 
 #: components of the wall time, in stacking order (ReplicationResult fields)
@@ -40,24 +31,38 @@ PHASE_COLOURS = {
 }
 
 
+def _registry() -> dict:
+    from cprsim.sim import strategies
+
+    strategies.ensure_loaded()
+    return strategies.REGISTRY
+
+
 def base_name(label: str) -> str:
-    """The registry name inside a strategy label (``mfu-5%`` -> ``mfu``, ``CPR-SSU`` -> ``ssu``)."""
+    """The registry name inside a strategy label (``mfu-5%`` -> ``mfu``, ``CPR-SSU`` -> ``ssu``, a
+    class's ``label`` -> its name)."""
+    reg = _registry()
+    if label in reg:
+        return label
+    by_label = {c.label: n for n, c in reg.items()}
+    if label in by_label:
+        return by_label[label]
     low = label.lower()
     if low.startswith("cpr-"):
         low = low[4:]
-        return "partial" if low.startswith("vanilla") else low.split()[0]
-    if low.startswith("full"):
-        return "full"
-    for name in sorted(STRATEGY_COLOURS, key=len, reverse=True):
+        return "partial" if low.startswith("vanilla") else low.split()[0].rstrip(",")
+    for name in sorted(reg, key=len, reverse=True):
         if low.startswith(name):
             return name
     return low
 
 
 def colour(label: str, others: list[str] | None = None) -> str:
+    """A strategy's colour (its class's ``colour``); a label no strategy claims gets a spare one."""
+    reg = _registry()
     name = base_name(label)
-    if name in STRATEGY_COLOURS:
-        return STRATEGY_COLOURS[name]
-    unknown = [x for x in (others or []) if base_name(x) not in STRATEGY_COLOURS]
+    if name in reg:
+        return reg[name].colour
+    unknown = [x for x in (others or []) if base_name(x) not in reg]
     i = unknown.index(label) if label in unknown else zlib.crc32(label.encode())
     return _SPARE[i % len(_SPARE)]

@@ -86,6 +86,7 @@ def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:  # noqa: ANN0
 @register
 class ECRM(DegradedTrainers, Strategy):
     name = "ecrm"
+    colour = "#ff7f0e"
     summary = "ECRM: erasure-coded embedding servers; rebuild from parity while training continues"
     Params = ECRMParams
     plan_label = "ECRM"
@@ -282,6 +283,7 @@ class CheckNRun(Strategy):
     """
 
     name = "checknrun"
+    colour = "#17becf"
     summary = ("Check-N-Run: differential (dirty rows only) and quantized checkpoints; one-shot, consecutive "
                "or intermittent re-baselining; full recovery")
     Params = CheckNRunParams
@@ -462,6 +464,7 @@ class Lookahead(MFU):
     """
 
     name = "lookahead"
+    colour = "#8c564b"
     summary = ("BagPipe-style: partial saves of the rows the next window will use most (no counters; protects less "
                "than MFU); trainer caches")
     Params = LookaheadParams

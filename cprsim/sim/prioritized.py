@@ -79,6 +79,7 @@ class SSUParams(MFUParams):
 class MFU(Partial):
     supports_tiers = False  #: its partial saves are not modelled on the tiers
     name = "mfu"
+    colour = "#2ca02c"
     summary = "CPR-MFU: partial recovery; partial saves of the top-r rows by exact access counts, a full save every K"
     Params = MFUParams
     needs_throughput = True
@@ -231,6 +232,7 @@ class MFU(Partial):
 @register
 class SSU(MFU):
     name = "ssu"
+    colour = "#9467bd"
     summary = "CPR-SSU: as MFU, but rows ranked by counts from a sub-sample (rate s) of the inputs"
     Params = SSUParams
     plan_label = "CPR-SSU"

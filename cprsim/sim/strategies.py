@@ -145,7 +145,7 @@ class Strategy:
         if "plan_label" not in own:
             cls.plan_label = cls.label
         if "colour" not in own:
-            cls.colour = default_colour(cls.name, builtin=cls.__module__.startswith("cprsim."))
+            cls.colour = default_colour(cls.name)
 
     def __init__(self, params: BaseModel, run: "Run") -> None:
         self.params = params
