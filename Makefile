@@ -1,4 +1,4 @@
-# The two commands of the README. Both create .venv on first use (Python >= 3.11).
+# The two commands of the README, and make test-fast. Each creates .venv on first use (Python >= 3.11).
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -6,7 +6,7 @@ PIP     = $(PY) -m pip
 # torch is pinned (a CPU wheel on these machines; an unpinned torch pulls GBs of CUDA wheels)
 CONSTRAINTS = .ci/constraints.txt
 
-.PHONY: run test fuzz figures bench clean
+.PHONY: run test test-fast fuzz figures bench clean
 
 $(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(VENV)/.installed-run: pyproject.toml
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,movielens,parquet]'
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,movielens,parquet,pandas]'
 	touch $@ $(VENV)/.installed-run
 
 ## make run: simulate the built-in default scenario (cpr-production) and print the breakdown
@@ -27,6 +27,10 @@ run: $(VENV)/.installed-run
 ## make test: the whole test suite
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -p no:cacheprovider
+
+## make test-fast: the suite without the tests marked slow (each above ~2 s; under a minute on 2 cores)
+test-fast: $(VENV)/.installed-test
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
 ## make fuzz: the long bad-input campaign (5,000 hostile inputs through the CLI; counts in out/fuzz.json)
 fuzz: $(VENV)/.installed-test

@@ -111,10 +111,25 @@ def footprint(s: Scenario) -> dict[str, float] | None:
     return describe(s, costs_of(s)) if describe is not None else None
 
 
+def _versions() -> dict[str, str]:
+    """The Python and package versions behind a result (read from the installed metadata, nothing imported)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "cprsim": __version__}
+    for name in ("numpy", "scipy", "simpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:  # pragma: no cover (all three are dependencies)
+            out[name] = "unknown"
+    return out
+
+
 def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str, Any]:
     est = summarize(results)
     return {
         "cprsim_version": __version__,
+        "versions": _versions(),
         "scenario": s.name,
         "strategy": s.strategy.name,
         "interval_h": s.checkpoint.interval_h,
