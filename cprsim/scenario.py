@@ -326,11 +326,13 @@ class Repair(_Model):
 
 
 class Health(_Model):
-    """Bad machines: a fraction whose failure hazard is ``bad_multiplier`` times a good one's
-    (proportional hazards: ``S_bad(t) = S(t)^k``); good machines may turn bad with age."""
+    """Bad machines: a fraction that fails ``bad_multiplier`` times as often as a good one (its
+    lifetimes are a good machine's divided by k: ``S_bad(t) = S(k t)``, so the long-run failure
+    rate is k times whatever the lifetime family; what ``cprsim fit --bad-nodes`` estimates from
+    failure counts); good machines may turn bad with age."""
 
     bad_fraction: float = Field(0.0, ge=0, lt=1, description="share of machines that are bad at the start")
-    bad_multiplier: float = Field(1.0, ge=1, le=10_000, description="hazard multiplier of a bad machine")
+    bad_multiplier: float = Field(1.0, ge=1, le=10_000, description="how many times as often a bad machine fails (its lifetimes divided by it)")
     turn_bad_per_h: float = Field(0.0, ge=0, description="rate (per hour in service) at which a good machine turns bad")
 
 
@@ -366,7 +368,7 @@ class StrategyConfig(_Model):
 
     @model_validator(mode="after")
     def _known(self) -> "StrategyConfig":
-        from cprsim.sim.strategies import validate_params
+        from cprsim.registry import validate_params
 
         validate_params(self.name, self.params)
         return self
@@ -395,7 +397,7 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
-        from cprsim.sim.strategies import get, validate_params
+        from cprsim.registry import get, validate_params
 
         cls = get(self.strategy.name)
         cls.check(validate_params(self.strategy.name, self.strategy.params), self)
@@ -403,7 +405,7 @@ class Scenario(_Model):
             raise ValueError(f"strategy {self.strategy.name!r} recovers embedding shards, and this model has none "
                              "(cluster.embedding_servers = 0): use strategy \"full\"")
         if self.checkpoint.mode == "tiered" and not cls.supports_tiers:
-            from cprsim.sim.strategies import REGISTRY
+            from cprsim.registry import REGISTRY
 
             able = ", ".join(sorted(n for n, c in REGISTRY.items() if c.supports_tiers))
             raise ValueError(f"strategy {self.strategy.name!r} does not support checkpoint.mode = \"tiered\" "

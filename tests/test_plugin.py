@@ -220,8 +220,10 @@ def fresh_registry(monkeypatch):
     strategies.ensure_loaded()
     saved = dict(strategies.REGISTRY)
     before = set(sys.modules)
-    monkeypatch.setattr(strategies, "_load_plugins_done", False)
-    monkeypatch.setattr(strategies, "_load_error", None)
+    from cprsim import registry
+
+    monkeypatch.setattr(registry, "_load_plugins_done", False)
+    monkeypatch.setattr(registry, "_load_error", None)
     yield monkeypatch
     strategies.REGISTRY.clear()
     strategies.REGISTRY.update(saved)

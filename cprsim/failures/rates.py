@@ -1,12 +1,13 @@
 """Long-run failure-event rates of a scenario (renewal rate = 1 / mean), by what they interrupt.
 
 Used by the planner (analytic figures) and by strategies that weigh expected restore costs
-(Check-N-Run's re-baselining rule). A replayed trace has no closed-form rate: it is estimated
-from 20 replications (the planner only)."""
+(Check-N-Run's re-baselining rule). A replayed trace has no closed-form rate: the planner's
+:func:`cprsim.plan.rates.failure_rates` estimates it from 20 replications."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from cprsim.scenario import Scenario
 
@@ -21,7 +22,9 @@ class Rates:
     exponential: bool
 
 
-def failure_rates(s: Scenario) -> Rates:
+def failure_rates(s: Scenario, replayed: Callable[[Scenario], tuple[float, float]] | None = None) -> Rates:
+    """The scenario's rates; ``replayed(s)`` gives a replayed trace's (node events, embedding-server
+    failures) per second (:func:`cprsim.plan.rates.failure_rates` passes a simulation)."""
     f, c = s.failures, s.cluster
     nodes = emb = emb_nodes = job = 0.0
     expo = True
@@ -54,13 +57,11 @@ def failure_rates(s: Scenario) -> Rates:
         job = 1.0 / f.job.dist.mean()
         expo &= f.job.family == "exponential"
     if f.replay:
-        from cprsim.sim.replicate import run_replications
-
+        if replayed is None:
+            raise ValueError(f"{s.name}: a replayed trace's rates are measured by simulation: use "
+                             "cprsim.plan.rates.failure_rates")
         expo = False
-        res, _ = run_replications(s.with_updates({"strategy.name": "partial", "failures.replay": f.replay}), 20)
-        wall = sum(r.wall_s for r in res)
-        nodes = sum(r.failure_events - r.failures_job for r in res) / wall
+        nodes, emb_nodes = replayed(s)
         emb = nodes
-        emb_nodes = sum(r.failures_embedding for r in res) / wall
     k = emb_nodes / emb if emb > 0 else 1.0
     return Rates(nodes + job, nodes, emb, k, job, expo)

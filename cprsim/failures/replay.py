@@ -58,7 +58,7 @@ from cprsim.errors import InputError
 from cprsim.io import check_input_file, decode_errors
 from cprsim.failures.traces import Trace, read_csv
 from cprsim.scenario import HOUR, Scenario
-from cprsim.sim.streams import stream
+from cprsim.streams import stream
 
 #: the block length of the bootstrap of replications r > 0, hours (the whole trace when shorter)
 BLOCK_H = 168.0

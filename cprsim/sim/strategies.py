@@ -30,14 +30,16 @@ distribution. See ``examples/plugin_strategy/``.
 from __future__ import annotations
 
 import math
-import re
-import threading
 import zlib
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from cprsim.pls import ShardLedger
+from cprsim.registry import (  # noqa: F401 - the registry, re-exported where strategies are written
+    BUILTIN_MODULES, ENTRY_POINT_GROUP, REGISTRY, DuplicateStrategy, builtin_names, ensure_loaded, get, names,
+    register, validate_params,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
@@ -59,16 +61,8 @@ class PartialParams(BaseModel):
 #: colours of the strategies that do not set their own (picked by a hash of the name); the
 #: built-ins' own colours are not among them
 SPARE_COLOURS = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
-#: the colours of the built-ins defined outside this module, until their classes set ``colour``
-#: themselves (a plugin never gets these: a name it shares with a built-in is refused anyway)
-_BUILTIN_COLOURS = {"mfu": "#2ca02c", "ssu": "#9467bd", "lookahead": "#8c564b", "ecrm": "#ff7f0e",
-                    "checknrun": "#17becf"}
-
-
-def default_colour(name: str, builtin: bool = False) -> str:
+def default_colour(name: str) -> str:
     """The colour of a strategy that sets none: one of :data:`SPARE_COLOURS`, by a stable hash."""
-    if builtin and name in _BUILTIN_COLOURS:
-        return _BUILTIN_COLOURS[name]
     return SPARE_COLOURS[zlib.crc32(name.encode()) % len(SPARE_COLOURS)]
 
 
@@ -201,65 +195,6 @@ class Strategy:
         """Every node reloads the last full checkpoint (after a job-level interruption; tiered: from
         the tier the rollback chose)."""
         return run.take_tier_load(self.costs.load_s)
-
-
-REGISTRY: dict[str, type[Strategy]] = {}
-#: the entry-point group a distribution declares its strategies in (``module`` or ``module:Class``)
-ENTRY_POINT_GROUP = "cprsim.strategies"
-#: the modules of the built-in strategies besides this one (loaded before any plugin)
-BUILTIN_MODULES = ("cprsim.sim.prioritized", "cprsim.sim.beyond")
-#: a strategy name: it is a TOML value, a CSV cell and an item of ``--strategies a,b``
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
-
-
-class DuplicateStrategy(ValueError):
-    """A strategy registered under a name another class has already."""
-
-
-def register(cls: type[Strategy]) -> type[Strategy]:
-    """Class decorator: make ``cls`` known by ``cls.name`` (to scenarios, the CLI, the planner, sweeps).
-
-    A name another class holds is refused (:class:`DuplicateStrategy`); registering the same class
-    again, or a class of the same module and qualified name (a module reloaded, a notebook cell run
-    again), replaces it."""
-    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
-        raise TypeError(f"@register takes a subclass of cprsim.sim.strategies.Strategy, got {cls!r}")
-    name = cls.name
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "all":
-        raise ValueError(f"{cls.__module__}.{cls.__qualname__}: strategy name {name!r} is not a name: give "
-                         "letters, digits, '_', '-', '.' or '+' (at most 64, not 'all')")
-    old = REGISTRY.get(name)
-    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
-        raise DuplicateStrategy(f"strategy {name!r} is registered already (by {old.__module__}.{old.__qualname__})")
-    REGISTRY[name] = cls
-    return cls
-
-
-def get(name: str) -> type[Strategy]:
-    """The strategy registered as ``name``. A built-in (or one registered in this process) is found
-    without loading the plugins; any other name loads them first (:func:`ensure_loaded`). Once a
-    plugin failed to load, every lookup raises its error."""
-    _load_builtins()
-    if _load_error is not None:
-        raise _load_error.with_traceback(None)
-    cls = REGISTRY.get(name)
-    if cls is None:
-        ensure_loaded()
-        cls = REGISTRY.get(name)
-    if cls is None:
-        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(REGISTRY))})")
-    return cls
-
-
-def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
-    cls = get(name)
-    try:
-        return cls.Params.model_validate(params)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{loc + ': ' if loc else ''}{msg} (strategy {name!r})") from None
 
 
 @register
@@ -540,123 +475,3 @@ def job_level_overhead(s, full_interval: float, rates, costs) -> float:  # noqa:
         return 0.0
     restart = s.failures.job.restart_s if s.failures.job.restart_s is not None else s.reschedule.dist.mean()
     return rates.job * (min(full_interval, s.duration_s) / 2.0 + restart + costs.load_s)
-
-
-def names() -> list[str]:
-    """Every strategy's name, plugins included (loads them: see :func:`ensure_loaded`)."""
-    ensure_loaded()
-    return sorted(REGISTRY)
-
-
-def builtin_names() -> list[str]:
-    """The built-in strategies' names (imports no plugin)."""
-    _load_builtins()
-    return sorted(n for n, c in REGISTRY.items() if c.__module__ == __name__ or c.__module__ in BUILTIN_MODULES)
-
-
-_builtins_loaded = False
-
-
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
-    import importlib
-
-    for mod in BUILTIN_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:  # a module not written yet
-            if e.name != mod:
-                raise
-    _builtins_loaded = True
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _describe(ep: Any) -> str:
-    """``plugin DIST VERSION, entry point "NAME = VALUE" (group ...)``: where a plugin comes from."""
-    dist = getattr(ep, "dist", None)
-    where = f"{dist.name} {dist.version}" if dist is not None else "(distribution unknown)"
-    return f"plugin {where}, entry point \"{ep.name} = {ep.value}\" (group {ENTRY_POINT_GROUP})"
-
-
-def _load_entry_point(ep: Any) -> None:
-    """Import one entry point; its import registers its strategies (a class it names is registered
-    here if it did not register itself). Any failure: a one-line :class:`InputError` naming it."""
-    import inspect
-
-    from cprsim.errors import InputError
-
-    before = dict(REGISTRY)
-    try:
-        obj = ep.load()
-        if isinstance(obj, type) and issubclass(obj, Strategy):
-            if REGISTRY.get(obj.name) is not obj:
-                register(obj)
-        elif inspect.ismodule(obj):  # it registered its strategies now, or when it was imported before
-            mod = obj.__name__
-            if REGISTRY.keys() == before.keys() and not any(
-                    c.__module__ == mod or c.__module__.startswith(mod + ".") for c in REGISTRY.values()):
-                raise InputError(f"{_describe(ep)}: its module {mod} registers no strategy (decorate a "
-                                 "subclass of cprsim.sim.strategies.Strategy with @register)")
-        else:
-            raise InputError(f"{_describe(ep)} names a {type(obj).__name__}, neither a module nor a "
-                             "subclass of cprsim.sim.strategies.Strategy")
-    except InputError:
-        REGISTRY.clear()
-        REGISTRY.update(before)
-        raise
-    except DuplicateStrategy as e:
-        REGISTRY.clear()
-        REGISTRY.update(before)
-        raise InputError(f"{_describe(ep)}: {_one_line(e)}; uninstall one of the two, or rename "
-                         "the plugin's strategy") from None
-    except Exception as e:  # noqa: BLE001 -- whatever its import raises: one line, never a traceback
-        REGISTRY.clear()
-        REGISTRY.update(before)
-        raise InputError(f"{_describe(ep)} failed to load: {type(e).__name__}: {_one_line(e)}") from None
-
-
-def _load_plugins() -> None:
-    """The built-in strategies, then every entry point of :data:`ENTRY_POINT_GROUP`, by name."""
-    from importlib.metadata import entry_points
-
-    _load_builtins()
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value)):
-        _load_entry_point(ep)
-
-
-_load_plugins_done = False
-_load_error: Exception | None = None  #: a plugin that failed: every later call raises it again
-_loading = threading.local()  # a plugin that asks the registry while it is being imported
-_lock = threading.RLock()
-
-
-def ensure_loaded() -> None:
-    """Load the built-in strategies and the installed plugins, once per process (lazily: nothing
-    is imported before a strategy is looked up). A plugin that fails to import, or registers a
-    name that is taken, raises a one-line :class:`cprsim.errors.InputError` naming its entry point
-    and distribution, now and at every later call."""
-    global _load_plugins_done, _load_error
-    if _load_plugins_done:
-        if _load_error is not None:
-            raise _load_error.with_traceback(None)
-        return
-    with _lock:
-        if _load_plugins_done or getattr(_loading, "active", False):
-            if _load_error is not None:
-                raise _load_error.with_traceback(None)
-            return
-        _loading.active = True
-        try:
-            _load_plugins()
-        except Exception as e:
-            _load_error = e
-            raise
-        finally:
-            _loading.active = False
-            _load_plugins_done = True
