@@ -118,6 +118,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
 _MC_TABLES = (20_000, 5_000, 50_000)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m_samples,r,rate", [
     (20_000, 0.01, 1.0), (20_000, 0.05, 1.0), (2_000, 0.01, 1.0),  # MFU: exact counts of the window
     (200_000, 0.05, 0.05), (20_000, 0.1, 0.2),  # SSU: counts of a sub-sample

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from cli_helpers import one_line_error, run
 from cprsim import scenario as sc
 from cprsim.errors import InputError
 from cprsim.plan import make_plan
@@ -23,7 +22,8 @@ from cprsim.sim.replicate import Precision, _t_quantile, run_adaptive, run_repli
 from cprsim.sim.streams import REPLICATION_BLOCKS
 from cprsim.sweep import load_results, load_sweep, run_sweep
 
-from planner_helpers import JOBBED_SCENARIO, LinearAccuracy
+#: why the Dask-backend tests skip when the distributed extra is absent
+NO_DASK = "the Dask backends need the distributed extra (pip install 'cprsim[distributed]')"
 
 
 def rows(path: Path) -> list[list[str]]:
@@ -87,10 +87,10 @@ def test_run_adaptive_stops_where_the_rule_says_on_a_prefix_of_the_fixed_replica
     assert res == fixed  # the same replications 0 .. n-1: adaptive only decides how many
 
 
-def test_simulate_precision_is_reproducible_and_capped(tmp_path):
+def test_simulate_precision_is_reproducible_and_capped(tmp_path, cli, one_line_error):
     out = []
     for tag in ("a", "b"):
-        r = run("simulate", "toy", "--precision", "0.08", "-n", "300", "--json", "--out", tmp_path / tag)
+        r = cli("simulate", "toy", "--precision", "0.08", "-n", "300", "--json", "--out", tmp_path / tag)
         assert r.exit_code == 0, r.output
         out.append(json.loads(r.output))
     assert (tmp_path / "a" / "replications.csv").read_bytes() == (tmp_path / "b" / "replications.csv").read_bytes()
@@ -99,10 +99,10 @@ def test_simulate_precision_is_reproducible_and_capped(tmp_path):
     assert a["reached"] and 20 <= n < 300 and out[0]["replications"] == n
     ov = out[0]["metrics"]["overhead"]
     assert (ov["ci95"][1] - ov["ci95"][0]) / 2 <= 0.08 * ov["mean"]
-    capped = json.loads(run("simulate", "toy", "--precision", "0.001", "-n", "30", "--json").output)
+    capped = json.loads(cli("simulate", "toy", "--precision", "0.001", "-n", "30", "--json").output)
     assert capped["adaptive"]["replications"] == 30 and not capped["adaptive"]["reached"]
-    assert "needs --precision" in one_line_error(run("simulate", "toy", "--min-replications", "5"))
-    assert "--precision" in one_line_error(run("simulate", "toy", "--precision", "0"))
+    assert "needs --precision" in one_line_error(cli("simulate", "toy", "--min-replications", "5"))
+    assert "--precision" in one_line_error(cli("simulate", "toy", "--precision", "0"))
 
 
 # -- sweeps ---------------------------------------------------------------------------------------------
@@ -126,13 +126,15 @@ def _adaptive_sweep(tmp_path: Path, intervals: str = "[0.25, 0.5, 1.0]") -> Path
     return p
 
 
-def test_adaptive_sweep_gives_identical_files_on_every_backend(tmp_path):
+@pytest.mark.slow
+def test_adaptive_sweep_gives_identical_files_on_every_backend(tmp_path, cli):
+    pytest.importorskip("distributed", reason=NO_DASK)
     sweep = _adaptive_sweep(tmp_path)
     outs = {}
     for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("j3", ["--jobs", "3"]),
                          ("dask", ["--dask-local", "2"])):
         out = tmp_path / label
-        r = run("sweep", sweep, "--out", out, *extra)
+        r = cli("sweep", sweep, "--out", out, *extra)
         assert r.exit_code == 0, r.output
         outs[label] = out
     for name in ("results.csv", "summary.csv", "manifest.json"):
@@ -150,16 +152,16 @@ def test_adaptive_sweep_gives_identical_files_on_every_backend(tmp_path):
     for p in res.points:
         values = [float(r[head.index("overhead")]) for r in table[1:] if r[0] == str(p.point)]
         assert rule.stop_at(values) == len(values) == p.n
-    sim = json.loads(run("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy",
+    sim = json.loads(cli("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy",
                          "partial", "-n", "300", "--precision", "0.1", "--json").output)
     assert sim["replications"] == res.points[3].n
 
 
-def test_adaptive_sweep_resume_reruns_a_point_cut_short(tmp_path):
+def test_adaptive_sweep_resume_reruns_a_point_cut_short(tmp_path, cli):
     """A point's rows cut before the rule's stop are not a complete point: resume runs it again."""
     sweep = _adaptive_sweep(tmp_path)
     ref = tmp_path / "ref"
-    assert run("sweep", sweep, "--out", ref).exit_code == 0
+    assert cli("sweep", sweep, "--out", ref).exit_code == 0
     table = rows(ref / "results.csv")
     n0 = sum(1 for r in table[1:] if r[0] == "0")
     assert n0 > 25
@@ -169,28 +171,28 @@ def test_adaptive_sweep_resume_reruns_a_point_cut_short(tmp_path):
         (out / name).write_bytes((ref / name).read_bytes())
     lines = (ref / "results.csv").read_text().splitlines(keepends=True)
     (out / "results.csv").write_text("".join(lines[:1 + n0 - 5]))  # point 0 without its last 5 replications
-    r = run("sweep", sweep, "--out", out, "--resume")
+    r = cli("sweep", sweep, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     assert "6 run now, 0 already done" in r.output
     for name in ("results.csv", "summary.csv"):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
 
 
-def test_sweep_precision_options_and_errors(tmp_path):
+def test_sweep_precision_options_and_errors(tmp_path, cli, one_line_error):
     plain = tmp_path / "p.toml"
     plain.write_text(ADAPTIVE_SWEEP.format(intervals="[0.5]").replace("precision = 0.1\n", ""))
     assert load_sweep(plain).precision is None
     sw = load_sweep(plain, precision=0.2, min_replications=30)
     assert sw.precision == Precision(0.2, 300, 30)
     assert sw.fingerprint != load_sweep(plain).fingerprint != load_sweep(plain, precision=0.3).fingerprint
-    r = run("sweep", plain, "--min-replications", "5", "--out", tmp_path / "x")
+    r = cli("sweep", plain, "--min-replications", "5", "--out", tmp_path / "x")
     assert "needs --precision" in one_line_error(r)
     assert not (tmp_path / "x").exists()
     bad = tmp_path / "b.toml"
     for text, needle in (("precision = -0.1\n", "precision"), ("precision = 0.1\nprecision_metric = \"x\"\n",
                                                                "precision_metric")):
         bad.write_text(text + 'scenario = "toy"\n')
-        assert needle in one_line_error(run("sweep", bad, "--out", tmp_path / "o"))
+        assert needle in one_line_error(cli("sweep", bad, "--out", tmp_path / "o"))
 
 
 class _Recorder:
@@ -252,6 +254,7 @@ class _FakeRuns:
         return [type("R", (), {"pls": float(x)})() for x in self.scores[:m]]
 
 
+@pytest.mark.slow
 def test_curtailment_gives_exactly_the_verdict_of_all_replications():
     """Curtailed or not, the verdict is judge's on all n; it stops at the first replication where
     the rest can no longer change it; its lower bound is never above the full n's."""
@@ -290,23 +293,27 @@ def test_predictive_probability_matches_a_direct_sum():
         assert p_pass(k, m, n, need) == pytest.approx(direct, rel=1e-9, abs=1e-12)
 
 
-JOBBED = {**JOBBED_SCENARIO, "replications": 100}
+@pytest.fixture
+def jobbed(jobbed_scenario):
+    return {**jobbed_scenario, "replications": 100}
 
 
 @pytest.fixture(scope="module")
-def production_plans():
+def production_plans(linear_accuracy):
     s = sc.load("cpr-production", {"replications": 120})
-    kw = dict(calibration=LinearAccuracy(), replications=120, search_replications=120)
+    kw = dict(calibration=linear_accuracy(), replications=120, search_replications=120)
     return s, make_plan(s, 0.001, **kw), make_plan(s, 0.001, precision=None, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["cpr-production", "jobbed"])
-def test_adaptive_plans_land_within_one_grid_step_of_the_exhaustive_planner(case, production_plans):
+def test_adaptive_plans_land_within_one_grid_step_of_the_exhaustive_planner(case, production_plans, linear_accuracy,
+                                                                            jobbed):
     if case == "cpr-production":
         _, adaptive, exhaustive = production_plans
     else:
-        s = sc.validate(JOBBED, "t")
-        kw = dict(calibration=LinearAccuracy(0.01), strategies=["partial", "mfu"])
+        s = sc.validate(jobbed, "t")
+        kw = dict(calibration=linear_accuracy(0.01), strategies=["partial", "mfu"])
         adaptive, exhaustive = make_plan(s, 0.05, **kw), make_plan(s, 0.05, precision=None, **kw)
     assert adaptive.precision == 0.1 and exhaustive.precision is None
     ex = {o.label: o for o in exhaustive.options}
@@ -321,6 +328,7 @@ def test_adaptive_plans_land_within_one_grid_step_of_the_exhaustive_planner(case
     assert ex[adaptive.recommended].meets_bound
 
 
+@pytest.mark.slow
 def test_the_adaptive_plan_keeps_its_promise_on_a_fresh_validation_block(production_plans):
     """P(a run's PLS <= bound) >= 0.9, proven with curtailment: on a third block of replications
     (neither searched nor confirmed with), the share within is not significantly below 0.9."""
@@ -334,7 +342,8 @@ def test_the_adaptive_plan_keeps_its_promise_on_a_fresh_validation_block(product
     assert upper >= 0.9, f"only {k}/{len(res)} fresh runs within the bound"
 
 
-def test_the_adaptive_planner_simulates_fewer_replications(production_plans, monkeypatch):
+@pytest.mark.slow
+def test_the_adaptive_planner_simulates_fewer_replications(production_plans, monkeypatch, linear_accuracy):
     """Not a timing: the number of replications each planner simulates."""
     import cprsim.plan.search as search
 
@@ -348,7 +357,7 @@ def test_the_adaptive_planner_simulates_fewer_replications(production_plans, mon
         return res
 
     monkeypatch.setattr(search, "run_replications", counting)
-    kw = dict(calibration=LinearAccuracy(), replications=120, search_replications=120)
+    kw = dict(calibration=linear_accuracy(), replications=120, search_replications=120)
     make_plan(s, 0.001, **kw)
     adaptive = counted["n"]
     counted["n"] = 0
@@ -356,14 +365,14 @@ def test_the_adaptive_planner_simulates_fewer_replications(production_plans, mon
     assert adaptive < 0.6 * counted["n"], (adaptive, counted["n"])
 
 
-def test_plan_precision_option(tmp_path):
+def test_plan_precision_option(tmp_path, one_line_error, cli, linear_accuracy):
     quick = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
              "--load-s", "60", "--duration-h", "20", "--max-accuracy-loss", "0.001", "--strategies", "partial",
              "-n", "40", "--search-replications", "40", "--json"]
-    d = json.loads(run(*quick, "--precision", "off").output)
+    d = json.loads(cli(*quick, "--precision", "off").output)
     assert d["precision"] is None
-    d = json.loads(run(*quick, "--precision", "0.2").output)
+    d = json.loads(cli(*quick, "--precision", "0.2").output)
     assert d["precision"] == 0.2
-    assert "off" in one_line_error(run(*quick, "--precision", "2"))
+    assert "off" in one_line_error(cli(*quick, "--precision", "2"))
     with pytest.raises(InputError, match="precision"):
-        make_plan(sc.load("toy"), 0.001, calibration=LinearAccuracy(), precision=1.5)
+        make_plan(sc.load("toy"), 0.001, calibration=linear_accuracy(), precision=1.5)

@@ -152,6 +152,7 @@ def test_node_wait_is_the_busy_period_of_independent_nodes():
     assert analytic.node_wait(rho, mu, 2) == pytest.approx(rho * (1 + mu * rho / 2), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_full_recovery_with_the_recovery_rate_of_the_nodes_still_up_matches_the_simulator():
     """4 nodes, node MTBF 1 h, 400 s rescheduling: the wait sees 3 nodes, not 4."""
     N, mu, rho, d, L = 4, 1 / HOUR, 400.0, 30.0, 30.0
@@ -186,6 +187,7 @@ def test_partial_wall_split_reduces_to_partial_wall_with_one_type():
         analytic.partial_wall(W, tau, d, lam, rec, lam, rec - wait), rel=1e-10)
 
 
+@pytest.mark.slow
 def test_partial_recovery_charges_trainer_failures_a_dense_copy():
     mu_e = mu_t = 1 / (4 * HOUR)
     n, rho, d, shard = 4, 300.0, 60.0, 600.0
@@ -220,6 +222,7 @@ def stall_without(mu: float, n: int, rho: float, load: float) -> float:
     return analytic.recovery_time(rho + load, (n - 1) * mu, analytic.lam_recovery_nodes(rho, mu, n - 1), load)
 
 
+@pytest.mark.slow
 def test_vanilla_pls_counts_failures_during_other_recoveries():
     s = pls_scenario({"name": "partial"}, 2.0, seed=13)
     res, _ = run_replications(s, 2000)
@@ -235,6 +238,7 @@ def test_vanilla_pls_counts_failures_during_other_recoveries():
     assert analytic.interval_for_pls(bound, W, 60.0, n * mu, 1, n, stall_s=stall) == pytest.approx(1.7 * HOUR, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_vanilla_pls_with_instant_recoveries_is_the_compute_only_form():
     """No stall to speak of: the new form and the old one agree, and both with the simulator."""
     s = pls_scenario({"name": "partial"}, 2.0, seed=14).with_updates(
@@ -247,6 +251,7 @@ def test_vanilla_pls_with_instant_recoveries_is_the_compute_only_form():
     assert inside(new, pls) and inside(old, pls), (new, old, pls)
 
 
+@pytest.mark.slow
 def test_prioritized_pls_counts_failures_during_other_recoveries():
     K, r = 4, 0.05
     s = pls_scenario({"name": "mfu", "top_fraction": r, "full_every": K, "counter_overhead": 0.0}, 1.0, seed=21)

@@ -26,7 +26,6 @@ from cprsim.sim.engine import simulate_one
 from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.streams import stream
 
-from cli_helpers import run
 from test_stationary import CASES, equilibrium_cdf
 
 
@@ -199,6 +198,7 @@ def _unit_failures(units: Units, unit: int, horizon: float, first_window: float)
     return [f for f in out if f[0] < horizon]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 4])
 def test_a_units_draws_do_not_depend_on_the_unit_count_nor_on_the_windows(k):
     """Node 5 (k = 1) or group 5 (k = 4) of 100 or 3,000 units, drawn in one window or in many."""
@@ -296,7 +296,7 @@ def test_same_seed_same_bytes():
         assert a[0].failure_events > 0
 
 
-def test_a_sweep_gives_the_same_bytes_with_one_or_two_jobs(tmp_path):
+def test_a_sweep_gives_the_same_bytes_with_one_or_two_jobs(tmp_path, cli):
     """`cprsim simulate` has no --jobs: a sweep over it does (worker processes rebuild every stream)."""
     (tmp_path / "s.toml").write_text(sc.to_toml(sc.effective_dict(_everything())))
     (tmp_path / "w.toml").write_text('name = "w"\nscenario = "s.toml"\nreplications = 3\n'
@@ -304,7 +304,7 @@ def test_a_sweep_gives_the_same_bytes_with_one_or_two_jobs(tmp_path):
     outs = []
     for jobs in ("1", "2"):
         out = tmp_path / f"j{jobs}"
-        r = run("sweep", tmp_path / "w.toml", "--out", out, "--jobs", jobs)
+        r = cli("sweep", tmp_path / "w.toml", "--out", out, "--jobs", jobs)
         assert r.exit_code == 0, r.output
         outs.append((out / "results.csv").read_bytes())
     assert outs[0] == outs[1]

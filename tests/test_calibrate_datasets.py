@@ -319,6 +319,7 @@ def test_seed_data_shuffles_one_epoch_per_seed(tmp_path):
 
 
 # -- MovieLens-100k -------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(bool(NO_MOVIELENS), reason=NO_MOVIELENS)
 def test_movielens_features_and_no_leakage():
     s = S.read_movielens_100k()
@@ -482,6 +483,7 @@ def _cli(*args):
     return CliRunner().invoke(main, ["calibrate", *map(str, args)])
 
 
+@pytest.mark.slow
 @pytest.mark.dlrm
 def test_cli_on_a_csv_with_schema(tmp_path, torch):
     data = _write_csv(tmp_path / "log.csv", _rows(16_000, seed=3))
@@ -512,6 +514,7 @@ def test_cli_on_a_csv_with_schema(tmp_path, torch):
     assert not (tmp_path / "o2").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.dlrm
 @pytest.mark.skipif(bool(NO_MOVIELENS), reason=NO_MOVIELENS)
 def test_cli_on_a_movielens_slice_reports_a_slope_with_its_ci(tmp_path, torch):

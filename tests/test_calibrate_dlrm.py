@@ -63,6 +63,7 @@ def test_model_learns(prep):
     assert ll < entropy
 
 
+@pytest.mark.slow
 def test_training_is_deterministic(prep):
     a, _ = R.train(prep, SMALL.model, 0)
     b, _ = R.train(prep, SMALL.model, 0)
@@ -70,6 +71,7 @@ def test_training_is_deterministic(prep):
         assert torch.equal(v, b.state_tensors()[k]), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["partial", "mfu", "ssu", "lookahead"])
 def test_failure_with_fresh_checkpoint_changes_nothing(prep, base, strategy):
     n = prep.n_iters
@@ -82,6 +84,7 @@ def test_failure_with_fresh_checkpoint_changes_nothing(prep, base, strategy):
         assert torch.equal(v, model.state_tensors()[k]), k
 
 
+@pytest.mark.slow
 def test_stale_failure_reverts_the_shard_and_books_exact_lost_updates(prep):
     n = prep.n_iters
     st = Setting("partial", "stale", periodic_actions(n, 40, 1, [(70, 1)]))
@@ -107,6 +110,7 @@ def test_stale_failure_reverts_the_shard_and_books_exact_lost_updates(prep):
     assert not torch.equal(m2.emb[rows], base.emb[rows])
 
 
+@pytest.mark.slow
 def test_mfu_saves_hot_rows_and_loses_less(prep):
     n = prep.n_iters
     fails = [(55, 0), (75, 2), (95, 3)]
@@ -138,6 +142,7 @@ def test_pls_of_emulation_equals_simulator(tmp_path):
     assert checked >= 2
 
 
+@pytest.mark.slow
 def test_costs_and_end_to_end(prep):
     from cprsim.calibrate.costs import end_to_end, measure_shard_io
 
@@ -150,6 +155,7 @@ def test_costs_and_end_to_end(prep):
     assert e["simulated_overhead"] > 0 and np.isfinite(e["measured_overhead"])
 
 
+@pytest.mark.slow
 def test_emulated_pls_is_what_a_training_run_measures(prep):
     """PLS, position and age do not depend on the trained values: the emulation without training
     gives exactly what run_one measures (every strategy, one budget of the SMALL preset)."""
@@ -166,6 +172,7 @@ def test_emulated_pls_is_what_a_training_run_measures(prep):
         R._PREP.clear()
 
 
+@pytest.mark.slow
 def test_the_standard_preset_reaches_pls_03_for_every_strategy():
     """The planner needs the model up to PLS 0.3 or beyond: the standard preset's budgets reach it
     for every strategy (seed 0 alone already does), and its failures strike early and late."""
@@ -186,6 +193,7 @@ def test_fit_origin_recovers_slope():
     assert f.lo < 0.015 < f.hi and f.r2 > 0.9 and f.n == 20
 
 
+@pytest.mark.slow
 def test_cli_quick_preset(tmp_path):
     """The quick preset end to end (about a minute on 2 cores)."""
     from cprsim.cli import main
@@ -229,6 +237,7 @@ def test_fast_forward_and_gradients_match_the_reference_formulation(prep):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_flat_adagrad_is_torch_adagrad_bitwise(prep):
     a = R.new_model(prep, SMALL.model, 0)
     b = R.new_model(prep, SMALL.model, 0)

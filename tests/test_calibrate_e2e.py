@@ -123,6 +123,7 @@ def e2e():
     return prep, end_to_end(prep, TINY, 0, None, fails, repeats=2, threads=1)
 
 
+@pytest.mark.slow
 def test_real_run_is_well_formed(e2e):
     prep, e = e2e
     n, iv, reps = prep.n_iters, e["interval_iterations"], e["repeats"]
@@ -140,6 +141,7 @@ def test_real_run_is_well_formed(e2e):
     assert "page cache" in e["notes"]
 
 
+@pytest.mark.slow
 def test_real_run_pairs_and_predictions_are_consistent(e2e):
     """Each repetition's figures: measured = (checkpointed - plain) / plain; the prediction = its
     own saves and loads over its plain run (the simulator adds nothing else here); the CI and the
@@ -160,6 +162,7 @@ def test_real_run_pairs_and_predictions_are_consistent(e2e):
     assert e["tolerance"] == pytest.approx(0.2 * e["simulated_overhead"])
 
 
+@pytest.mark.slow
 def test_real_run_writes_to_toml(e2e):
     _, e = e2e
     back = tomllib.loads(to_toml({"end_to_end": e}))["end_to_end"]
@@ -167,6 +170,7 @@ def test_real_run_writes_to_toml(e2e):
     assert back["plain_wall_s"]["values"] == e["plain_wall_s"]["values"]
 
 
+@pytest.mark.slow
 def test_given_interval_and_torch_threads_restored():
     prep = R.synthetic_prepared(dataclasses.replace(TINY, train_samples=4_096), 0)
     before = torch.get_num_threads()

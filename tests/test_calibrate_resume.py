@@ -44,6 +44,7 @@ def reference(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_reference_outputs(reference):
     head, *rows = (reference / "points.csv").read_text().splitlines()
     assert head == ",".join(P.POINTS_HEADER) and len(rows) == R.n_steps(TINY) == 6
@@ -56,6 +57,7 @@ def test_reference_outputs(reference):
     assert run["runs_run_now"] == 6 and run["jobs"] == 1
 
 
+@pytest.mark.slow
 def test_two_jobs_write_the_same_bytes(reference, tmp_path):
     P.calibrate(TINY, tmp_path, measure_costs=False, jobs=2)
     assert _bytes(tmp_path) == _bytes(reference)
@@ -75,6 +77,7 @@ def _killed_copy(reference, out, k, torn):
     (out / "points.csv").write_text(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k, torn", [(0, 0), (2, 17), (5, 0)])
 def test_a_killed_calibration_resumes_to_the_same_bytes(reference, tmp_path, k, torn):
     out = tmp_path / "killed"
@@ -154,6 +157,7 @@ def test_a_journal_with_another_header_is_refused(reference, tmp_path):
         P.calibrate(TINY, out, measure_costs=False, resume=True)
 
 
+@pytest.mark.slow
 def test_cli_jobs_resume_and_progress_lines(reference, tmp_path, monkeypatch):
     """The CLI (TINY in place of the quick preset): a line per finished run on a non-terminal."""
     from cprsim.cli import main

@@ -9,21 +9,18 @@ import sys
 import pytest
 
 from cprsim import scenario as sc
-from cli_helpers import one_line_error, run
 
 
-
-
-def test_scenarios_lists_the_builtins():
-    r = run("scenarios")
+def test_scenarios_lists_the_builtins(cli):
+    r = cli("scenarios")
     assert r.exit_code == 0
     for name in sc.builtin_names():
         assert name in r.output
     assert {"cpr-production", "toy"} <= set(sc.builtin_names())
 
 
-def test_show_prints_the_effective_config_which_loads_back(tmp_path):
-    r = run("show", "toy", "--set", "cluster.trainers=3")
+def test_show_prints_the_effective_config_which_loads_back(tmp_path, cli):
+    r = cli("show", "toy", "--set", "cluster.trainers=3")
     assert r.exit_code == 0, r.output
     text = r.output.split("\n# derived:")[0]
     f = tmp_path / "eff.toml"
@@ -32,11 +29,22 @@ def test_show_prints_the_effective_config_which_loads_back(tmp_path):
     assert "[storage]" in text and "latency_s" in text  # defaults included
 
 
-def test_simulate_writes_its_files_and_same_seed_gives_same_bytes(tmp_path):
+@pytest.mark.parametrize("name", sc.builtin_names())
+def test_show_works_on_every_builtin_and_its_config_loads_back(tmp_path, cli, name):
+    """Every built-in shows (a dense model with no embedding tables included) and reads back."""
+    r = cli("show", name)
+    assert r.exit_code == 0, r.output
+    assert "# derived:" in r.output and "embedding rows:" in r.output
+    f = tmp_path / "eff.toml"
+    f.write_text(r.output.split("\n# derived:")[0])
+    assert sc.load(str(f)) == sc.load(name)
+
+
+def test_simulate_writes_its_files_and_same_seed_gives_same_bytes(tmp_path, cli):
     outs = []
     for k in range(2):
         out = tmp_path / f"run{k}"
-        r = run("simulate", "toy", "-n", "8", "--strategy", "partial", "--out", str(out),
+        r = cli("simulate", "toy", "-n", "8", "--strategy", "partial", "--out", str(out),
                 "--timeline", str(out / "timeline.json"), "--json")
         assert r.exit_code == 0, r.output
         outs.append(out)
@@ -51,12 +59,30 @@ def test_simulate_writes_its_files_and_same_seed_gives_same_bytes(tmp_path):
     assert any(e.get("name") == "compute" for e in trace["traceEvents"])
     assert sc.load(str(outs[0] / "config.toml")).strategy.name == "partial"
     # another seed, other numbers
-    r = run("simulate", "toy", "-n", "8", "--seed", "99", "--out", str(tmp_path / "other"))
+    r = cli("simulate", "toy", "-n", "8", "--seed", "99", "--out", str(tmp_path / "other"))
     assert (tmp_path / "other" / "replications.csv").read_bytes() != (outs[0] / "replications.csv").read_bytes()
 
 
-def test_simulate_prints_a_table():
-    r = run("simulate", "toy", "-n", "4", "--interval", "45m")
+def test_summary_records_the_python_and_package_versions(tmp_path, cli):
+    import platform
+    from importlib.metadata import version
+
+    import cprsim
+
+    r = cli("simulate", "toy", "-n", "2", "--out", tmp_path / "o", "--json")
+    assert r.exit_code == 0, r.output
+    for summary in (json.loads(r.output), json.loads((tmp_path / "o" / "summary.json").read_text())):
+        v = summary["versions"]
+        assert set(v) == {"python", "cprsim", "numpy", "scipy", "simpy"}
+        assert v["python"] == platform.python_version() and v["cprsim"] == cprsim.__version__
+        assert v["cprsim"] == summary["cprsim_version"]
+        for name in ("numpy", "scipy", "simpy"):
+            assert v[name] == version(name), name
+        assert all(isinstance(x, str) and x and x != "unknown" for x in v.values()), v
+
+
+def test_simulate_prints_a_table(cli):
+    r = cli("simulate", "toy", "-n", "4", "--interval", "45m")
     assert r.exit_code == 0, r.output
     assert "checkpoint-related overhead" in r.output and "0.75 h" in r.output
 
@@ -71,15 +97,15 @@ def test_simulate_prints_a_table():
     (["--set", "failures.embedding.family=\"weibull\"", "--set", "failures.embedding.mtbf_h=10"], "weibull needs `shape`"),
     (["--interval", "soon"], "not a duration"),
 ])
-def test_bad_configs_are_one_line_errors(args, needle):
-    assert needle in one_line_error(run("simulate", "toy", "-n", "2", *args))
+def test_bad_configs_are_one_line_errors(args, needle, one_line_error, cli):
+    assert needle in one_line_error(cli("simulate", "toy", "-n", "2", *args))
 
 
-def test_missing_and_malformed_files(tmp_path):
-    assert "no such file" in one_line_error(run("simulate", str(tmp_path / "none.toml")))
+def test_missing_and_malformed_files(tmp_path, one_line_error, cli):
+    assert "no such file" in one_line_error(cli("simulate", str(tmp_path / "none.toml")))
     bad = tmp_path / "bad.toml"
     bad.write_text("[cluster\ntrainers = 2\n")
-    assert "invalid TOML" in one_line_error(run("simulate", str(bad)))
+    assert "invalid TOML" in one_line_error(cli("simulate", str(bad)))
 
 
 def test_python_dash_m_and_version():

@@ -70,6 +70,7 @@ def scenarios(draw):
     return scen(**upd)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.integers(0, 3))
 def test_accounting_identity_and_pls_bounds(s, rep):

@@ -19,7 +19,6 @@ from cprsim.failures.fit import FIT_FAMILIES, cluster_mtbf, fit_all, fit_family
 from cprsim.failures.traces import read_trace
 from cprsim.sim.engine import simulate_one
 
-from conftest_shared import PUBLIC, needs_shared
 
 TRUTH = {"exponential": (100.0, 1.0), "weibull": (100.0, 0.7), "gamma": (100.0, 2.0),
          "lognormal": (100.0, 0.8), "loglogistic": (100.0, 2.5)}
@@ -42,6 +41,7 @@ def censored_sample(family, n, censor_share, rng):
     return np.minimum(life, c), life <= c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FIT_FAMILIES)
 @pytest.mark.parametrize("censor_share", [0.0, 0.4, 0.8])
 def test_parameter_recovery_coverage(family, censor_share):
@@ -61,6 +61,7 @@ def test_parameter_recovery_coverage(family, censor_share):
     assert cover_sc >= 16 and cover_sh >= 16, (cover_sc, cover_sh)
 
 
+@pytest.mark.slow
 def test_agreement_with_lifelines():
     lifelines = pytest.importorskip("lifelines")
     rng = np.random.default_rng(5)
@@ -79,6 +80,7 @@ def test_agreement_with_lifelines():
     assert fll.scale_ == pytest.approx(ll.alpha_, rel=1e-3) and fll.shape_ == pytest.approx(ll.beta_, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_model_selection_and_goodness_of_fit_see_the_truth():
     t, obs = censored_sample("weibull", 600, 0.3, np.random.default_rng(11))
     rep = fit_all(t, obs, bootstrap=39, seed=1)
@@ -120,10 +122,9 @@ def test_malformed_traces_are_one_line_errors_with_exit_2(tmp_path, body, needle
 
 
 # -- the fit CLI and the model file ---------------------------------------------------------------------
-def test_fit_cli_writes_a_model_a_scenario_can_use(tmp_path):
-    from traces_examples import example
-
-    trace = example(tmp_path)
+@pytest.mark.slow
+def test_fit_cli_writes_a_model_a_scenario_can_use(tmp_path, example_trace):
+    trace = example_trace
     model, png = tmp_path / "model.toml", tmp_path / "fit.png"
     r = CliRunner().invoke(main, ["fit", str(trace), "--out", str(model), "--plot", str(png), "--cluster-size", "8",
                                   "--bootstrap", "0", "--json"])
@@ -155,32 +156,33 @@ def test_replay_maps_trace_failures_onto_nodes(tmp_path):
 
 
 # -- the public traces: counts as their SOURCE.md states them ----------------------------------------------
-@needs_shared
-def test_readers_count_what_the_sources_say():
-    ih = read_trace(PUBLIC / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd")
+@pytest.mark.slow
+@pytest.mark.shared
+def test_readers_count_what_the_sources_say(public_traces):
+    ih = read_trace(public_traces / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd")
     assert ih.counts["events"] == 1168 and ih.counts["fault_start"] == 584 and ih.counts["fault_end"] == 584
     assert ih.counts["levels"] == {"Hardware": 298, "Other": 262, "Software": 24}
     assert ih.counts["faulty_nodes"] == 231 and len(ih.nodes) == 400 and ih.counts["never_failed_nodes"] == 169
-    lanl = read_trace(PUBLIC / "SimEDC" / "trace.csv", "lanl")
+    lanl = read_trace(public_traces / "SimEDC" / "trace.csv", "lanl")
     assert lanl.counts["records"] == 23739 and lanl.counts["systems"] == 23
     # each system's `nodes` column: 3,577 nodes fail, 1,430 never do (system 17 gives no count)
     assert lanl.counts["failed_nodes"] == 3577 and lanl.counts["never_failed_nodes"] == 1430 and len(lanl.nodes) == 5007
-    ti = read_trace(PUBLIC / "TitanGPULife" / "gc_summary_loc.csv", "titan")
+    ti = read_trace(public_traces / "TitanGPULife" / "gc_summary_loc.csv", "titan")
     assert ti.counts["rows"] == 30207 and ti.counts["dead"] == 5089 and ti.counts["censored"] == 25118
-    ph = read_trace(PUBLIC / "philly-traces" / "jobs.json", "philly")
+    ph = read_trace(public_traces / "philly-traces" / "jobs.json", "philly")
     assert ph.counts["jobs"] == 3034 and ph.counts["multi_attempt_jobs"] == 816 and ph.counts["reattempts"] == 1456
     t, obs = ti.lifetimes()
     assert obs.sum() == 5089 and (~obs).sum() == 25118
 
 
-@needs_shared
-def test_committed_fits_match_a_refit():
+@pytest.mark.shared
+def test_committed_fits_match_a_refit(public_traces):
     """traces/fitted/ holds numbers derived from ../shared: a refit gives them back."""
     import tomllib
     from pathlib import Path
 
     fitted = tomllib.loads((Path(__file__).parents[1] / "traces/fitted/infinitehbd-hardware.toml").read_text())
-    tr = read_trace(PUBLIC / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd", {"level": "hardware"}, 400)
+    tr = read_trace(public_traces / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd", {"level": "hardware"}, 400)
     rep = fit_all(*tr.lifetimes())
     assert rep.best.family == fitted["failures"]["embedding"]["family"]
     assert rep.best.scale_ == pytest.approx(fitted["failures"]["embedding"]["scale_h"], rel=1e-6)

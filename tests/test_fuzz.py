@@ -140,6 +140,7 @@ def mutated_log(draw, fmt_name):  # noqa: ANN001, ANN201
     return draw(fz.mutated_text(text)), fmt, extra
 
 
+@pytest.mark.slow
 @_settings("trace")
 @given(data=st.data())
 def test_failure_logs(work, data):

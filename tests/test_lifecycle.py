@@ -20,7 +20,7 @@ from cprsim import scenario as sc
 from cprsim.failures.distributions import Distribution
 from cprsim.scenario import HOUR
 from cprsim.sim.engine import Runaway, simulate_one
-from cprsim.sim.lifecycle import ph_sample
+from cprsim.sim.lifecycle import fast_sample
 from cprsim.sim.replicate import estimate, run_replications
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -154,15 +154,22 @@ def test_a_fleet_that_runs_out_of_machines_is_a_one_line_error():
 @pytest.mark.parametrize("dist", [Distribution("weibull", 3600.0, 0.6), Distribution("gamma", 3600.0, 0.5),
                                   Distribution("lognormal", 3600.0, 1.2), Distribution("exponential", 3600.0)])
 @pytest.mark.parametrize("after", [0.0, 1800.0])
-def test_proportional_hazard_draws_follow_s_to_the_k(dist, after):
-    """A bad machine's lifetime: S(t | t > after) = (S(t)/S(after))^k (Kolmogorov-Smirnov, 1%)."""
+def test_bad_machine_draws_live_k_times_as_fast(dist, after):
+    """A bad machine's lifetime: S(t | t > after) = S(after + k (t - after)) / S(after)
+    (Kolmogorov-Smirnov, 1%), so its mean life from ``after`` on is a good one's divided by k (it
+    fails k times as often, whatever the family: the CI of the mean covers the closed form)."""
     k, rng = 8.0, np.random.default_rng(4)
-    x = np.array([ph_sample(dist, k, rng, after) for _ in range(3000)])
+    x = np.array([fast_sample(dist, k, rng, after) for _ in range(3000)])
     s_after = float(dist.sf(after)) if after else 1.0
-    cdf = lambda t: 1.0 - (np.asarray(dist.sf(t)) / s_after) ** k  # noqa: E731
+    cdf = lambda t: 1.0 - np.asarray(dist.sf(after + k * (np.asarray(t) - after))) / s_after  # noqa: E731
     assert stats.kstest(x, cdf).pvalue > 0.01
-    # the plain lifetime is rejected: the test can fail
+    # the plain lifetime and k times the hazard (S^k) are rejected: the test can fail
     assert stats.kstest(x, lambda t: 1.0 - np.asarray(dist.sf(t)) / s_after).pvalue < 0.01
+    if dist.family != "exponential":  # for the exponential the two coincide
+        assert stats.kstest(x, lambda t: 1.0 - (np.asarray(dist.sf(t)) / s_after) ** k).pvalue < 0.01
+    if after == 0.0:
+        m = estimate(list(x))
+        assert m.lo <= dist.mean() / k <= m.hi, (m, dist.mean() / k)
 
 
 def test_bad_machines_fail_as_the_two_state_chain_says():

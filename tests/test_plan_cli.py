@@ -9,7 +9,6 @@ from click.testing import CliRunner
 
 from cprsim.cli import main
 
-from cli_helpers import one_line_error
 
 QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "2000", "--save-s", "120",
          "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20", "-n", "40",
@@ -51,11 +50,11 @@ def test_the_plan_says_when_it_rests_on_an_uncalibrated_model(tmp_path):
     (["--max-accuracy-loss", "0.001", "--strategies", "partial,bogus"], "bogus"),
     (["--max-accuracy-loss", "0.001", "--metric", "accuracy"], "accuracy"),
 ])
-def test_plan_refuses_bad_input_in_one_line(args, needle):
+def test_plan_refuses_bad_input_in_one_line(args, needle, one_line_error):
     assert needle in one_line_error(CliRunner().invoke(main, QUICK + args))
 
 
-def test_plan_without_scenario_or_quick_options_says_what_is_missing():
+def test_plan_without_scenario_or_quick_options_says_what_is_missing(one_line_error):
     line = one_line_error(CliRunner().invoke(main, ["plan", "--max-accuracy-loss", "0.001"]))
     assert "--node-mtbf-h" in line
 
@@ -69,5 +68,5 @@ def test_access_prints_and_plots(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--skew", "0.01"], ["--skew", "0.5:0.1"], ["--counts", "missing.csv"]])
-def test_access_bad_input(args):
+def test_access_bad_input(args, one_line_error):
     one_line_error(CliRunner().invoke(main, ["access", *args]))

@@ -17,8 +17,6 @@ from cprsim.plan.search import GRID_RATIO
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import estimate, run_replications
 
-from cli_helpers import one_line_error
-from planner_helpers import JOBBED_SCENARIO, LinearAccuracy
 
 QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
          "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20"]
@@ -117,11 +115,11 @@ def test_confidence_mean_and_objective_p90():
     (["--objective", "p50"], "p50"),
     (["--max-checkpoint-age", "-3h"], "duration"),
 ])
-def test_bad_plan_options_are_one_line_errors(args, needle):
+def test_bad_plan_options_are_one_line_errors(args, needle, one_line_error):
     assert needle in one_line_error(CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", *args]))
 
 
-def test_too_few_replications_to_prove_the_confidence_is_refused():
+def test_too_few_replications_to_prove_the_confidence_is_refused(one_line_error):
     line = one_line_error(CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "-n", "10"]))
     assert "29" in line  # (1 - 0.95)^(1/n) >= 0.9 needs n >= 29
 
@@ -134,24 +132,27 @@ def test_max_checkpoint_age_is_honoured_by_every_option():
 
 
 # -- job-level interruptions ---------------------------------------------------------------------------
-JOBBED = {**JOBBED_SCENARIO, "replications": 60}
+@pytest.fixture
+def jobbed(jobbed_scenario):
+    return {**jobbed_scenario, "replications": 60}
 
 
-def test_a_plan_without_full_checkpoints_needs_asking():
-    s = sc.validate({**JOBBED, "failures": {"embedding": JOBBED["failures"]["embedding"]}}, "t")
-    p = make_plan(s, 0.05, calibration=LinearAccuracy(0.01), replications=40, search_replications=40,
+def test_a_plan_without_full_checkpoints_needs_asking(linear_accuracy, jobbed):
+    s = sc.validate({**jobbed, "failures": {"embedding": jobbed["failures"]["embedding"]}}, "t")
+    p = make_plan(s, 0.05, calibration=linear_accuracy(0.01), replications=40, search_replications=40,
                   strategies=["partial"])
     assert all(o.full_interval_s < s.duration_s for o in p.options if o.strategy != "full")
-    p2 = make_plan(s, 0.05, calibration=LinearAccuracy(0.01), replications=40, search_replications=40,
+    p2 = make_plan(s, 0.05, calibration=linear_accuracy(0.01), replications=40, search_replications=40,
                    strategies=["partial"], allow_no_full_checkpoint=True)
     assert p2.full_interval_s == s.duration_s
 
 
-def test_two_interval_plan_against_a_brute_force_grid():
+@pytest.mark.slow
+def test_two_interval_plan_against_a_brute_force_grid(linear_accuracy, jobbed):
     """With job-level interruptions and a loose PLS bound, CPR-vanilla's interval is the full-checkpoint
     interval; no grid interval that keeps PLS within the bound is significantly cheaper (paired CRN)."""
-    s = sc.validate(JOBBED, "t")
-    p = make_plan(s, 0.05, calibration=LinearAccuracy(0.01), replications=100, search_replications=100,
+    s = sc.validate(jobbed, "t")
+    p = make_plan(s, 0.05, calibration=linear_accuracy(0.01), replications=100, search_replications=100,
                   strategies=["partial", "mfu"])
     van = p.option("CPR-vanilla")
     assert van.meets_bound and van.full_interval_s == pytest.approx(van.interval_s)

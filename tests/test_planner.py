@@ -20,7 +20,6 @@ from cprsim.sim.prioritized import coverage_of
 from cprsim.sim.replicate import estimate, run_replications
 from cprsim.sim.streams import REPLICATION_BLOCKS
 
-from planner_helpers import LinearAccuracy
 
 BOUND = 0.001
 
@@ -38,8 +37,8 @@ def poisson(base):
 
 
 @pytest.fixture(scope="module")
-def plan(base):
-    return make_plan(base, BOUND, calibration=LinearAccuracy(), replications=120, search_replications=120)
+def plan(base, linear_accuracy):
+    return make_plan(base, BOUND, calibration=linear_accuracy(), replications=120, search_replications=120)
 
 
 def _run(s, tau_s, strategy, params=None, n=None, seed=None, block="search"):
@@ -112,14 +111,14 @@ def test_judge_per_run_and_on_the_mean():
     assert judge(x, 0.5, None).passed and not judge(x, 0.49, None).passed
 
 
-def test_confirmation_steps_the_interval_down_until_fresh_runs_pass(base):
+def test_confirmation_steps_the_interval_down_until_fresh_runs_pass(base, linear_accuracy):
     """An interval far too long fails on the confirmation block; the plan steps down the grid."""
     from cprsim.plan import _confirm, _Context
     from cprsim.plan.accuracy import plan_accuracy
     from cprsim.plan.rates import failure_rates as rates_of
     from cprsim.sim import strategies
 
-    acc = plan_accuracy(LinearAccuracy(), "auc")
+    acc = plan_accuracy(linear_accuracy(), "auc")
     ctx = _Context(base, BOUND, "auc", acc, 0.9, 100, 100, costs_of(base), rates_of(base), lambda k=1: None,
                    False, [])
     bound = acc.pls_bound(BOUND, "partial")
@@ -183,18 +182,18 @@ def test_vanilla_pls_matches_its_analytic_expectation(poisson):
     assert pls.lo - extra * expect <= expect <= pls.hi + extra * expect
 
 
-def test_partial_recovery_does_not_pay_for_a_tiny_bound(base):
-    p = make_plan(base, 1e-7, calibration=LinearAccuracy(), replications=30, search_replications=30)
+def test_partial_recovery_does_not_pay_for_a_tiny_bound(base, linear_accuracy):
+    p = make_plan(base, 1e-7, calibration=linear_accuracy(), replications=30, search_replications=30)
     assert p.option(p.recommended).strategy == "full"
     assert "does not pay" in p.message
 
 
 @pytest.mark.parametrize("bound", [-0.001, 0.0, float("nan"), float("inf"), 0.7])
-def test_planner_refuses_impossible_bounds(base, bound):
+def test_planner_refuses_impossible_bounds(base, bound, linear_accuracy):
     with pytest.raises(InputError, match="accuracy bound"):
-        make_plan(base, bound, calibration=LinearAccuracy())
+        make_plan(base, bound, calibration=linear_accuracy())
 
 
-def test_planner_refuses_unknown_metric(base):
+def test_planner_refuses_unknown_metric(base, linear_accuracy):
     with pytest.raises(InputError, match="metric"):
-        make_plan(base, 0.001, "accuracy", calibration=LinearAccuracy())
+        make_plan(base, 0.001, "accuracy", calibration=linear_accuracy())

@@ -10,7 +10,6 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from cli_helpers import one_line_error, run
 from cprsim.plots.sweep import band_edges, plot_overhead, plot_pls
 from cprsim.sweep import load_results
 
@@ -26,15 +25,14 @@ strategies = ["full", "partial", { name = "mfu", top_fraction = 0.05, full_every
 """
 
 
-
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(tmp_path_factory, cli):
     d = tmp_path_factory.mktemp("plots")
     (d / "s.toml").write_text(SWEEP)
-    assert run("sweep", d / "s.toml", "--out", d / "sweep").exit_code == 0
-    assert run("simulate", "toy", "-n", "3", "--strategy", "full", "--out", d / "sim").exit_code == 0
-    assert run("plan", "toy", "--max-accuracy-loss", "0.001", "-n", "30", "--out", d / "plan.json").exit_code == 0
-    r = run("fit", ROOT / "traces" / "examples" / "weibull-64.csv", "--bootstrap", "0", "--report", d / "fit.json")
+    assert cli("sweep", d / "s.toml", "--out", d / "sweep").exit_code == 0
+    assert cli("simulate", "toy", "-n", "3", "--strategy", "full", "--out", d / "sim").exit_code == 0
+    assert cli("plan", "toy", "--max-accuracy-loss", "0.001", "-n", "30", "--out", d / "plan.json").exit_code == 0
+    r = cli("fit", ROOT / "traces" / "examples" / "weibull-64.csv", "--bootstrap", "0", "--report", d / "fit.json")
     assert r.exit_code == 0, r.output
     return d
 
@@ -65,38 +63,38 @@ CASES = [
 
 
 @pytest.mark.parametrize("kind, src, extra, labels", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_each_kind_writes_png_and_svg_with_its_labels(files, kind, src, extra, labels):
+def test_each_kind_writes_png_and_svg_with_its_labels(files, kind, src, extra, labels, cli):
     source = src if Path(src).is_absolute() else files / src
     extra = [x.format(d=files) for x in extra]
     png = files / f"{kind}-{abs(hash(tuple(extra)))}.png"
-    r = run("plot", kind, source, "--out", png, *extra)
+    r = cli("plot", kind, source, "--out", png, *extra)
     assert r.exit_code == 0, r.output
     img = mpimg.imread(png)
     assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 300
     assert img[..., :3].std() > 0.01  # not a blank canvas
     svg = png.with_suffix(".svg")
-    assert run("plot", kind, source, "--out", svg, *extra).exit_code == 0
+    assert cli("plot", kind, source, "--out", svg, *extra).exit_code == 0
     text = svg_text(svg)
     for label in labels:
         assert label in text, (label, text[:400])
 
 
-def test_same_results_same_image_bytes(files):
+def test_same_results_same_image_bytes(files, cli):
     a, b = files / "a.png", files / "b.png"
     for out in (a, b):
-        assert run("plot", "overhead", files / "sweep", "--out", out).exit_code == 0
+        assert cli("plot", "overhead", files / "sweep", "--out", out).exit_code == 0
     assert a.read_bytes() == b.read_bytes()
-    assert run("plot", "overhead", files / "sweep", "--out", files / "c.pdf").exit_code == 0
+    assert cli("plot", "overhead", files / "sweep", "--out", files / "c.pdf").exit_code == 0
     assert (files / "c.pdf").read_bytes().startswith(b"%PDF")
 
 
-def test_default_output_is_beside_the_results(files):
-    r = run("plot", "pls", files / "sweep")
+def test_default_output_is_beside_the_results(files, cli):
+    r = cli("plot", "pls", files / "sweep")
     assert r.exit_code == 0 and (files / "sweep" / "pls.png").is_file()
 
 
-def test_where_selects_points(files):
-    r = run("plot", "breakdown", files / "sweep", "--where", "checkpoint.interval_h=0.5", "-o", files / "w.svg")
+def test_where_selects_points(files, cli):
+    r = cli("plot", "breakdown", files / "sweep", "--where", "checkpoint.interval_h=0.5", "-o", files / "w.svg")
     assert r.exit_code == 0, r.output
     text = svg_text(files / "w.svg")
     assert "τ=0.5 h" in text and "τ=0.25 h" not in text
@@ -160,16 +158,16 @@ def test_the_figure_draws_the_band_asked_for(files):
     (["timeline", "{d}/fit.json"], "expected a `cprsim simulate --out` folder"),
     (["pls", "{d}/sim/events.csv"], "not a cprsim results table"),
 ])
-def test_bad_input_is_a_one_line_error(files, args, expected):
-    assert expected in one_line_error(run("plot", *[a.format(d=files) for a in args]))
+def test_bad_input_is_a_one_line_error(files, args, expected, one_line_error, cli):
+    assert expected in one_line_error(cli("plot", *[a.format(d=files) for a in args]))
 
 
 @pytest.mark.parametrize("args, expected", [
     (["breakdown", "{d}/sweep", "--band", "p90"], "'p90' does not apply to breakdown"),
     (["overhead", "{d}/sweep", "--band", "p95"], "Invalid value for '--band': 'p95' is not one of"),
 ])
-def test_a_bad_option_is_a_usage_error(files, args, expected):
-    r = run("plot", *[a.format(d=files) for a in args])
+def test_a_bad_option_is_a_usage_error(files, args, expected, cli):
+    r = cli("plot", *[a.format(d=files) for a in args])
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     errors = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(errors) == 1 and expected in errors[0], r.output

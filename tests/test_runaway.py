@@ -13,12 +13,11 @@ from cprsim.errors import InputError
 from cprsim.plan import feasibility
 from cprsim.sim import engine
 
-from cli_helpers import one_line_error
 
 HOPELESS = ["--set", "failures.embedding.mtbf_h=0.05"]
 
 
-def test_simulate_refuses_a_hopeless_regime_and_says_what_would_finish():
+def test_simulate_refuses_a_hopeless_regime_and_says_what_would_finish(one_line_error):
     line = one_line_error(CliRunner().invoke(main, ["simulate", "toy", *HOPELESS, "-n", "2"]))
     assert "hopeless" in line and "MTBF of" in line and "within 2x" in line
 
@@ -41,14 +40,14 @@ def test_partial_recovery_is_not_hopeless_where_full_recovery_is():
     feasibility.check(s, "pls")  # no error
 
 
-def test_a_runaway_replication_stops_with_one_line(monkeypatch):
+def test_a_runaway_replication_stops_with_one_line(monkeypatch, one_line_error):
     monkeypatch.setattr(engine, "MAX_FAILURE_EVENTS", 500)
     r = CliRunner().invoke(main, ["simulate", "toy", *HOPELESS, "-n", "1", "--force"])
     line = one_line_error(r)
     assert "stopped after 500 failure events" in line
 
 
-def test_the_planner_refuses_a_hopeless_regime():
+def test_the_planner_refuses_a_hopeless_regime(one_line_error):
     line = one_line_error(CliRunner().invoke(main, [
         "plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "0.5", "--save-s", "120",
         "--load-s", "60", "--max-accuracy-loss", "0.001"]))

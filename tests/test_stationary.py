@@ -68,6 +68,7 @@ def test_a_stationary_renewal_process_fails_at_the_long_run_rate_from_the_start(
     assert fresh.mean() - T / d.mean() > 4 * fresh.std(ddof=1) / math.sqrt(n)
 
 
+@pytest.mark.slow
 def test_the_engine_sees_the_long_run_rate_with_a_stationary_start():
     raw, _ = sc.load_raw("toy")
     raw["failures"] = {"embedding": {"family": "weibull", "shape": 0.5, "mtbf_h": 20.0}, "start": "stationary"}

@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import one_line_error, run
 from cprsim.sim.replicate import METRICS
 from cprsim.sweep import load_results, load_sweep
 from cprsim.sweep.runner import SUMMARY_STATS
+
+#: why the Dask-backend tests skip when the distributed extra is absent
+NO_DASK = "the Dask backends need the distributed extra (pip install 'cprsim[distributed]')"
 
 SWEEP = """
 name = "t"
@@ -37,8 +39,6 @@ def write_sweep(tmp_path: Path, reps: int = 6, intervals: str = "[0.25, 0.5, 1.0
     return p
 
 
-
-
 def rows(path: Path) -> list[list[str]]:
     with path.open(newline="") as f:
         return list(csv.reader(f))
@@ -52,8 +52,9 @@ def test_expansion_is_grid_major_with_strategies_innermost(tmp_path):
     assert sw.points[1].raw["strategy"]["name"] == "partial"
 
 
-def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path):
-    from distributed import LocalCluster
+@pytest.mark.slow
+def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path, cli):
+    LocalCluster = pytest.importorskip("distributed", reason=NO_DASK).LocalCluster
 
     sweep = write_sweep(tmp_path)
     outs = {}
@@ -62,7 +63,7 @@ def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path):
         for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("dask", ["--dask-local", "2"]),
                              ("scheduler", ["--scheduler", cluster.scheduler_address])):
             out = tmp_path / label
-            r = run("sweep", sweep, "--out", out, *extra)
+            r = cli("sweep", sweep, "--out", out, *extra)
             assert r.exit_code == 0, r.output
             outs[label] = out
     for name in ("results.csv", "summary.csv", "manifest.json", "config.toml", "sweep.toml"):
@@ -74,7 +75,7 @@ def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path):
     keys = [(r[0], r[4]) for r in table[1:]]
     assert len(set(keys)) == len(keys)  # no point x replication twice
     # a point equals `cprsim simulate` of the same scenario, replication by replication
-    r = run("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy", "partial",
+    r = cli("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy", "partial",
             "-n", "6", "--out", tmp_path / "sim")
     assert r.exit_code == 0, r.output
     sim = rows(tmp_path / "sim" / "replications.csv")
@@ -82,10 +83,11 @@ def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path):
     assert [row[4:] for row in point3] == sim[1:]
 
 
-def test_resume_after_kill_9_loses_nothing_and_duplicates_nothing(tmp_path):
+@pytest.mark.slow
+def test_resume_after_kill_9_loses_nothing_and_duplicates_nothing(tmp_path, one_line_error, cli):
     sweep = write_sweep(tmp_path, reps=400, intervals="[0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0]")
     ref = tmp_path / "ref"
-    assert run("sweep", sweep, "--out", ref).exit_code == 0
+    assert cli("sweep", sweep, "--out", ref).exit_code == 0
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "cprsim", "sweep", str(sweep), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -105,8 +107,8 @@ def test_resume_after_kill_9_loses_nothing_and_duplicates_nothing(tmp_path):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
     assert 2 <= before < 14
-    one_line_error(run("sweep", sweep, "--out", out))  # no silent overwrite without --resume
-    r = run("sweep", sweep, "--out", out, "--resume")
+    one_line_error(cli("sweep", sweep, "--out", out))  # no silent overwrite without --resume
+    r = cli("sweep", sweep, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     ran = int(r.output.split("(")[1].split()[0])
     assert ran <= 14 - before  # the points complete before the kill were not run again
@@ -114,10 +116,10 @@ def test_resume_after_kill_9_loses_nothing_and_duplicates_nothing(tmp_path):
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
 
 
-def test_resume_discards_a_torn_tail_and_an_incomplete_point(tmp_path):
+def test_resume_discards_a_torn_tail_and_an_incomplete_point(tmp_path, cli):
     sweep = write_sweep(tmp_path)
     ref = tmp_path / "ref"
-    assert run("sweep", sweep, "--out", ref).exit_code == 0
+    assert cli("sweep", sweep, "--out", ref).exit_code == 0
     out = tmp_path / "torn"
     out.mkdir()
     for name in ("manifest.json", "config.toml"):
@@ -126,19 +128,19 @@ def test_resume_discards_a_torn_tail_and_an_incomplete_point(tmp_path):
     # points 0-1 whole, point 2 with 4 of its 6 rows, then half a line (a write cut by kill -9)
     torn = lines[:1 + 12] + lines[13:17] + [lines[17][:25]]
     (out / "results.csv").write_text("".join(torn))
-    r = run("sweep", sweep, "--out", out, "--resume")
+    r = cli("sweep", sweep, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     assert "4 run now, 2 already done" in r.output
     assert (out / "results.csv").read_bytes() == (ref / "results.csv").read_bytes()
 
 
-def test_resume_refuses_a_changed_sweep(tmp_path):
+def test_resume_refuses_a_changed_sweep(tmp_path, cli, one_line_error):
     sweep = write_sweep(tmp_path)
     out = tmp_path / "o"
-    assert run("sweep", sweep, "--out", out).exit_code == 0
+    assert cli("sweep", sweep, "--out", out).exit_code == 0
     changed = write_sweep(tmp_path, reps=7, name="s2.toml")
-    assert "different sweep" in one_line_error(run("sweep", changed, "--out", out, "--resume"))
-    r = run("sweep", sweep, "--out", out, "--resume")  # same sweep, complete: nothing to run
+    assert "different sweep" in one_line_error(cli("sweep", changed, "--out", out, "--resume"))
+    r = cli("sweep", sweep, "--out", out, "--resume")  # same sweep, complete: nothing to run
     assert r.exit_code == 0 and "0 run now, 6 already done" in r.output
 
 
@@ -152,29 +154,31 @@ def test_resume_refuses_a_changed_sweep(tmp_path):
     ('scenario = "toy"\nstrategies = ["full", "nosuch"]\n', "nosuch"),
     ('scenario = "toy"\nstrategies = ["full", "full"]\n', "share the label"),
 ])
-def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected):
+def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected, one_line_error, cli):
     p = tmp_path / "bad.toml"
     p.write_text(text)
-    line = one_line_error(run("sweep", p, "--out", tmp_path / "o"))
+    line = one_line_error(cli("sweep", p, "--out", tmp_path / "o"))
     assert str(p) in line and expected in line, line
     assert not (tmp_path / "o").exists()
 
 
-def test_unreachable_scheduler_is_a_one_line_error(tmp_path):
-    line = one_line_error(run("sweep", write_sweep(tmp_path), "--out", tmp_path / "o",
+@pytest.mark.slow
+def test_unreachable_scheduler_is_a_one_line_error(tmp_path, one_line_error, cli):
+    pytest.importorskip("distributed", reason=NO_DASK)
+    line = one_line_error(cli("sweep", write_sweep(tmp_path), "--out", tmp_path / "o",
                               "--scheduler", "tcp://127.0.0.1:9"))
     assert "cannot connect" in line
     assert not (tmp_path / "o").exists()  # nothing created before the backend was checked
 
 
-def test_missing_sweep_file(tmp_path):
-    assert "no such sweep file" in one_line_error(run("sweep", tmp_path / "none.toml"))
+def test_missing_sweep_file(tmp_path, one_line_error, cli):
+    assert "no such sweep file" in one_line_error(cli("sweep", tmp_path / "none.toml"))
 
 
-def test_results_read_back_match_the_summary(tmp_path):
+def test_results_read_back_match_the_summary(tmp_path, cli):
     sweep = write_sweep(tmp_path)
     out = tmp_path / "o"
-    assert run("sweep", sweep, "--out", out).exit_code == 0
+    assert cli("sweep", sweep, "--out", out).exit_code == 0
     res = load_results(out)
     summ = rows(out / "summary.csv")
     head = summ[0]
@@ -189,9 +193,9 @@ def test_results_read_back_match_the_summary(tmp_path):
     assert manifest["replications"] == 6 and len(manifest["points"]) == 6
 
 
-def test_summary_carries_percentiles_of_single_runs_and_ettr(tmp_path):
+def test_summary_carries_percentiles_of_single_runs_and_ettr(tmp_path, cli):
     out = tmp_path / "o"
-    assert run("sweep", write_sweep(tmp_path), "--out", out).exit_code == 0
+    assert cli("sweep", write_sweep(tmp_path), "--out", out).exit_code == 0
     table = rows(out / "results.csv")
     col = {c: i for i, c in enumerate(table[0])}
     assert {"failures_job", "ettr"} <= set(col) and {"failures_job", "ettr"} <= set(METRICS)
@@ -215,12 +219,12 @@ def test_summary_carries_percentiles_of_single_runs_and_ettr(tmp_path):
     assert spread > 0  # the runs differ, so the percentiles are not the mean under another name
 
 
-def test_a_sweep_over_a_replayed_trace_writes_plain_numbers(tmp_path):
+def test_a_sweep_over_a_replayed_trace_writes_plain_numbers(tmp_path, cli):
     trace = Path(__file__).resolve().parents[1] / "traces" / "examples" / "exponential-16.csv"
     p = tmp_path / "replay.toml"
     p.write_text(f'scenario = "toy"\nreplications = 3\n[set]\n"failures.replay" = "{trace}"\n'
                  '[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n')
-    r = run("sweep", p, "--out", tmp_path / "o")
+    r = cli("sweep", p, "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
     for name in ("results.csv", "summary.csv"):
         text = (tmp_path / "o" / name).read_text()
@@ -234,7 +238,7 @@ class _Killed(BaseException):
 
 @pytest.mark.parametrize("step", ["sweep.toml", "config.toml", "manifest.json", "append", "rewrite",
                                   "summary.csv"])
-def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, monkeypatch, step):
+def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, monkeypatch, step, cli):
     """Kill the sweep inside one write (its temporary file half-written and left behind, or half a
     journal append written), then `--resume`: the files are byte-identical to an uninterrupted
     run's, and no temporary file is left."""
@@ -243,7 +247,7 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, 
 
     f = write_sweep(tmp_path, reps=3, intervals="[0.5, 1.0]")
     ref = tmp_path / "ref"
-    assert run("sweep", f, "--out", ref).exit_code == 0
+    assert cli("sweep", f, "--out", ref).exit_code == 0
     out = tmp_path / "killed"
     real_atomic, real_append = cio.atomic_write_bytes, runner.Journal.append
     state = {"appends": 0, "rewrites": 0}
@@ -278,9 +282,22 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, 
         from cprsim.sweep import load_sweep as _load
         runner.run_sweep(_load(f), out, sweep_text=f.read_bytes())
     monkeypatch.undo()
-    r = run("sweep", f, "--out", out, "--resume")
+    r = cli("sweep", f, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     names = sorted(p.name for p in ref.iterdir())
     assert sorted(p.name for p in out.iterdir()) == names  # nothing extra: no temporaries
     for name in names:
         assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_replication_that_cannot_run_names_its_point_and_replication(tmp_path, jobs, one_line_error, cli):
+    """A fleet the retirement policy exhausts (point 1): one line naming the point's settings, the
+    replication (to rerun it alone) and why, whichever process ran it."""
+    p = tmp_path / "s.toml"
+    p.write_text('scenario = "toy"\nreplications = 4\n[set]\n"failures.embedding.family" = "exponential"\n'
+                 '"failures.embedding.mtbf_h" = 1.0\n"lifecycle.retirement.window_h" = 1000.0\n'
+                 '[grid]\n"lifecycle.retirement.failures" = [1000, 1]\n')
+    line = one_line_error(cli("sweep", p, "--out", tmp_path / "o", "--jobs", jobs))
+    assert "point 1 (full, lifecycle.retirement.failures=1)" in line, line
+    assert "replication " in line and "add lifecycle.spares" in line, line

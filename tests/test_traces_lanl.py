@@ -18,8 +18,6 @@ from cprsim.errors import InputError
 from cprsim.failures.fit import fit_family
 from cprsim.failures.traces import OTHER, column_key, read_trace
 
-from cli_helpers import one_line_error, run
-from conftest_shared import PUBLIC, needs_shared
 
 LANL_HEADER = ["System", "machine type", "nodes", "procstot", "procsinnode", "nodenum", "nodenumz", "node install",
                "node prod", "node decom", "fru type", "mem", "cputype", "memtype", "num intercon", "purpose",
@@ -82,9 +80,9 @@ def test_never_failed_nodes_enter_censored_and_the_exponential_mle_is_exposure_o
     assert sorted(t[~obs].tolist()) == sorted([240 - 102, 240 - 61, 240.0, 240.0, 240.0])
 
 
-def test_cli_fit_counts_them_as_censored(small, tmp_path):
+def test_cli_fit_counts_them_as_censored(small, tmp_path, cli):
     rep = tmp_path / "rep.json"
-    r = run("fit", small, "--format", "lanl", "--bootstrap", "0", "--json", "--report", rep)
+    r = cli("fit", small, "--format", "lanl", "--bootstrap", "0", "--json", "--report", rep)
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["n"] == 9 and d["events"] == 4 and d["censored"] == 5
@@ -92,7 +90,7 @@ def test_cli_fit_counts_them_as_censored(small, tmp_path):
     expo = next(f for f in d["fits"] if f["family"] == "exponential")
     assert expo["scale"] == pytest.approx((NODES * END_H - DOWN_H) / 4, rel=1e-12)
     assert json.loads(rep.read_text())["censored"] == 5
-    table = run("fit", small, "--format", "lanl", "--bootstrap", "0")
+    table = cli("fit", small, "--format", "lanl", "--bootstrap", "0")
     assert table.exit_code == 0 and "9 lifetimes, 4 failures, 5 censored" in table.output
     assert "3 never failed" in table.output
 
@@ -162,12 +160,12 @@ def test_failure_filters_are_competing_risks_and_keep_every_node(small):
     assert kern.n_failures() == 1
 
 
-def test_unknown_columns_are_one_line_errors_listing_the_columns(small, tmp_path):
-    line = one_line_error(run("fit", small, "--format", "lanl", "--filter", "sistem=1"))
+def test_unknown_columns_are_one_line_errors_listing_the_columns(small, tmp_path, one_line_error, cli):
+    line = one_line_error(cli("fit", small, "--format", "lanl", "--filter", "sistem=1"))
     assert "sistem" in line and "system" in line and "nodenum" in line and "purpose" in line
     csvf = tmp_path / "t.csv"
     csvf.write_text("node,node_type,event,time_h,cause\na,node,fail,5,disk\n")
-    line = one_line_error(run("fit", csvf, "--filter", "level=hardware"))
+    line = one_line_error(cli("fit", csvf, "--filter", "level=hardware"))
     assert "level" in line and "node_type" in line and "cause" in line
     with pytest.raises(InputError, match="not a column of --format titan"):
         read_trace(csvf, "titan", {"system": "1"})
@@ -179,7 +177,7 @@ def test_unknown_columns_are_one_line_errors_listing_the_columns(small, tmp_path
     w.writeheader()
     w.writerows(rows)
     short.write_text(buf.getvalue())
-    assert "purpose" in one_line_error(run("fit", short, "--format", "lanl", "--filter", "purpose=compute"))
+    assert "purpose" in one_line_error(cli("fit", short, "--format", "lanl", "--filter", "purpose=compute"))
     assert column_key("Prob Started (mm/dd/yy hh:mm)") == "prob_started"
 
 
@@ -218,7 +216,7 @@ def test_generic_filters_on_the_other_formats(tmp_path):
     assert list(read_trace(ihbd, "infinitehbd", {"node": "n2"}, 5).nodes) == ["n2"]
 
 
-def test_failure_to_failure_times_on_a_hand_made_log(tmp_path):
+def test_failure_to_failure_times_on_a_hand_made_log(tmp_path, cli):
     f = tmp_path / "t.csv"
     f.write_text("node,node_type,event,time_h,cause\n"
                  "a,node,start,10,\n"
@@ -244,19 +242,19 @@ def test_failure_to_failure_times_on_a_hand_made_log(tmp_path):
     t2, obs2 = disk.failure_intervals()
     assert sorted(zip(t2.tolist(), obs2.tolist())) == sorted([
         (10.0, True), (2.0, True), (18.0, False), (20.0, True), (40.0, False), (100.0, False)])
-    r = run("fit", f, "--interarrival", "failure-to-failure", "--bootstrap", "0", "--json")
+    r = cli("fit", f, "--interarrival", "failure-to-failure", "--bootstrap", "0", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["interarrival"] == "failure-to-failure" and d["n"] == 6 and d["events"] == 4
     expo = next(x for x in d["fits"] if x["family"] == "exponential")
     assert expo["scale"] == pytest.approx(190.0 / 4, rel=1e-12)
-    default = json.loads(run("fit", f, "--bootstrap", "0", "--json").output)
+    default = json.loads(cli("fit", f, "--bootstrap", "0", "--json").output)
     assert default["interarrival"] == "repair-to-failure" and default["n"] == 5
 
 
-def test_repairs_get_the_full_ranking_printed_and_in_the_report(small, tmp_path):
+def test_repairs_get_the_full_ranking_printed_and_in_the_report(small, tmp_path, cli):
     rep = tmp_path / "r.json"
-    r = run("fit", small, "--format", "lanl", "--bootstrap", "0", "--report", rep)
+    r = cli("fit", small, "--format", "lanl", "--bootstrap", "0", "--report", rep)
     assert r.exit_code == 0, r.output
     d = json.loads(rep.read_text())
     fams = [f["family"] for f in d["repairs"]["fits"]]
@@ -270,9 +268,10 @@ def test_repairs_get_the_full_ranking_printed_and_in_the_report(small, tmp_path)
 
 
 # -- the public LANL log ------------------------------------------------------------------------------------
-@needs_shared
-def test_the_public_lanl_log_counts_each_systems_nodes():
-    tr = read_trace(PUBLIC / "SimEDC" / "trace.csv", "lanl", {"system": "20"})
+@pytest.mark.slow
+@pytest.mark.shared
+def test_the_public_lanl_log_counts_each_systems_nodes(public_traces):
+    tr = read_trace(public_traces / "SimEDC" / "trace.csv", "lanl", {"system": "20"})
     assert tr.counts["per_system"]["20"] == {"in_log": 400, "nodes": 512}
     assert tr.counts["never_failed_nodes"] == 112 and len(tr.nodes) == 512
     t, obs = tr.lifetimes()
@@ -287,7 +286,7 @@ def test_the_public_lanl_log_counts_each_systems_nodes():
     for tt, oo in ((t, obs), (t0, obs0)):
         assert fit_family("exponential", tt, oo).mean_ == pytest.approx(tt.sum() / oo.sum(), rel=1e-6)
     assert t.sum() - t0.sum() > 0 and obs.sum() == obs0.sum()  # more exposure, the same failures
-    whole = read_trace(PUBLIC / "SimEDC" / "trace.csv", "lanl")
+    whole = read_trace(public_traces / "SimEDC" / "trace.csv", "lanl")
     assert whole.counts["systems_without_node_count"] == ["17"]
     assert whole.counts["never_failed_nodes"] == sum(
         v["nodes"] - v["in_log"] for v in whole.counts["per_system"].values() if v["nodes"] is not None)

@@ -364,6 +364,7 @@ def test_every_partial_strategy_has_the_option_on_by_default():
     assert "trainer_degraded" not in strategies.get("full").Params.model_fields
 
 
+@pytest.mark.slow
 def test_planner_charges_a_degraded_trainer_its_window_over_n_t():
     """Embedding and trainer failures at 1/(4 h) per node, 4 + 4 nodes: the first-order degraded
     form lies in the simulated mean's CI; the stall form (option off) overshoots it by ~9%."""
