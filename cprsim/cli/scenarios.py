@@ -44,6 +44,8 @@ def access_lines(s) -> list[str]:  # noqa: ANN001
     """What the access model derives from the scenario: rows, skew, rows touched per interval."""
     from cprsim import access
 
+    if s.cluster.embedding_gb <= 0 or s.cluster.embedding_servers == 0:
+        return ["embedding rows: none (no embedding tables: a dense model)"]
     lay, model = access.layout(s), access.of(s)
     how = ("rows from embedding_gb / (dim x bytes_per_param)" if lay.derived == "rows"
            else "dim from embedding_gb / (rows x bytes_per_param)")

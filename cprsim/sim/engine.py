@@ -776,17 +776,19 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     if sched:
         env.process(_schedule_process(run, sched))
     run.job = env.process(run.job_process())
+    name = f"{s.name}, replication {rep}"  # errors name the replication: one can rerun it alone
     try:
         env.run(until=run.job)
-    except Runaway:
-        raise
+    except Runaway as e:
+        msg = str(e)
+        raise Runaway(name + msg[len(s.name):] if msg.startswith(s.name + ":") else f"{name}: {msg}") from None
     except InputError as e:  # the fleet ran out of machines (cprsim.sim.lifecycle.FleetExhausted)
-        raise Runaway(f"{s.name}: {e}") from None
+        raise Runaway(f"{name}: {e}") from None
     except RuntimeError:  # nothing left to happen and the job not done: only a fleet out of machines
         fl = run.fleet
         if fl is None or not fl.stuck():
             raise
-        raise Runaway(f"{s.name}: the fleet ran out of machines at {env.now / 3600:.4g} h of wall time "
+        raise Runaway(f"{name}: the fleet ran out of machines at {env.now / 3600:.4g} h of wall time "
                       f"({fl.retired} retired, {len(fl.waiting)} node slots without one): add "
                       "lifecycle.spares or relax [lifecycle.retirement]") from None
     return run.result(rep), run.events

@@ -18,14 +18,16 @@ failure and the slot's return:
    repaired machine (``select``). A repaired machine nobody waits for refills the standbys up to
    their number (after ``select``), else joins the spares. Idle machines (standbys, spares) do not
    fail.
-4. **Health.** A share ``bad_fraction`` of all machines is bad: its failure hazard is
-   ``bad_multiplier`` (k) times a good one's (proportional hazards, ``S_bad = S^k``). A good machine
-   in service turns bad after an exponential time of rate ``turn_bad_per_h`` (from then on its hazard
-   is k times, ``S(t | turned at x) = (S(t) / S(x))^k``); it stays bad.
+4. **Health.** A share ``bad_fraction`` of all machines is bad: it fails ``bad_multiplier`` (k) times
+   as often as a good one (its lifetimes are a good one's divided by k, accelerated life,
+   ``S_bad(t) = S(k t)``; for exponential lifetimes the same as k times the hazard; for a Weibull of
+   shape b, k^b times the hazard). A good machine in service turns bad after an exponential time of
+   rate ``turn_bad_per_h`` (from then on its clock runs k times as fast,
+   ``S(t | turned at x) = S(x + k (t - x)) / S(x)``); it stays bad.
 
 A slot's machine starts a fresh lifetime when it enters service (``failures.start = "stationary"``:
-the first machines start in steady state, drawing the equilibrium residual life; a bad machine's
-first lifetime is its residual for an exponential lifetime, else a fresh draw: an approximation).
+the first machines start in steady state, drawing the equilibrium residual life, a bad machine's
+divided by k).
 Failure domains, job-level interruptions, injected and replayed failures still come from the
 engine's processes; a node they take down goes through the same lifecycle (their ``[reschedule]``
 draws are ignored for nodes). A job-level interruption is detected after a draw of ``detection``
@@ -68,47 +70,54 @@ BLOCK = 1024
 HOUR = 3600.0
 
 
-def ph_sample(dist: Distribution, k: float, rng: np.random.Generator, after: float = 0.0) -> float:
-    """A lifetime with ``k`` times the hazard of ``dist`` from ``after`` on, given survival to ``after``
-    (proportional hazards: ``S(t | t > after) = (S(t) / S(after))^k``); ``k = 1``, ``after = 0``: a plain draw.
+def fast_sample(dist: Distribution, k: float, rng: np.random.Generator, after: float = 0.0) -> float:
+    """A lifetime whose clock runs ``k`` times as fast as ``dist``'s from ``after`` on, given survival to
+    ``after`` (accelerated life: ``S(t | t > after) = S(after + k (t - after)) / S(after)``); ``k = 1``,
+    ``after = 0``: a plain draw. A machine that lives its lifetimes this way fails ``k`` times as
+    often in the long run, whatever the family (the renewal rate is ``k / mean``): what
+    ``bad_multiplier`` means, and what ``cprsim fit --bad-nodes`` estimates from failure counts.
 
-    Closed forms for exponential (``after + Exp(mean / k)``) and Weibull
-    (``s ((after/s)^b - ln U / k)^(1/b)``); scipy's ``isf`` for the others.
+    Closed forms for exponential (``after + Exp(mean / k)``) and Weibull; scipy's ``isf`` for the others.
     """
     f, s, b = dist.family, dist.scale, dist.shape
     if f == "exponential":
         return after + float(rng.exponential(s / k))
     if f == "constant":
-        return max(after, s)
+        return after + max(0.0, s - after) / k
     u = float(rng.random())
     if f == "weibull":
-        return s * ((after / s) ** b - math.log(u) / k) ** (1.0 / b)
-    sp = dist.scipy
-    s_after = float(sp.sf(after)) if after > 0 else 1.0
-    return max(after, float(sp.isf(s_after * u ** (1.0 / k))))
+        t = s * ((after / s) ** b - math.log(u)) ** (1.0 / b)
+    else:
+        sp = dist.scipy
+        s_after = float(sp.sf(after)) if after > 0 else 1.0
+        t = max(after, float(sp.isf(s_after * u)))
+    return after + (t - after) / k
 
 
 def draw_lifetime(base: Distribution | None, bad: bool, k: float, turn_bad: float, rng: np.random.Generator,
                   stationary: bool = False) -> tuple[float, float]:
     """(lifetime, time it turns bad) of a machine entering service (s; INF: never).
 
-    A bad machine: ``k`` times the hazard of ``base``. A good one turns bad after an exponential
-    time of rate ``turn_bad`` (per second) if that comes before its lifetime ends; from then on its
-    hazard is ``k`` times: ``S(t | turned at x) = (S(t) / S(x))^k``. ``stationary``: the first
-    machines, in steady state (the equilibrium residual life; for a bad machine exact only for an
-    exponential lifetime, else a fresh draw; after turning bad, a fresh draw: approximations).
+    A bad machine lives ``k`` times as fast as ``base`` (:func:`fast_sample`: it fails ``k`` times as
+    often). A good one turns bad after an exponential time of rate ``turn_bad`` (per second) if that
+    comes before its lifetime ends; from then on its clock runs ``k`` times as fast:
+    ``S(t | turned at x) = S(x + k (t - x)) / S(x)``. ``stationary``: the first machines, in steady
+    state (the equilibrium residual life, divided by ``k`` for a bad machine: exact, the residual life
+    of a renewal process ``k`` times as fast; after turning bad, a fresh draw: an approximation).
     """
     if base is None:
         return INF, INF
     if bad:
-        if stationary and base.family == "exponential":
-            return float(rng.exponential(base.scale / k)), INF
-        return ph_sample(base, k, rng), INF
+        if stationary:
+            if base.family == "exponential":
+                return float(rng.exponential(base.scale / k)), INF
+            return float(base.sample_residual(rng)) / k, INF
+        return fast_sample(base, k, rng), INF
     t = float(base.sample_residual(rng)) if stationary else float(base.sample(rng))
     if turn_bad > 0:
         x = float(rng.exponential(1.0 / turn_bad))
-        if x < t:  # it turns bad on the way: the rest of its life at k times the hazard
-            t = ph_sample(base, k, rng, after=x) if not stationary else x + ph_sample(base, k, rng)
+        if x < t:  # it turns bad on the way: the rest of its life k times as fast
+            t = fast_sample(base, k, rng, after=x) if not stationary else x + fast_sample(base, k, rng)
             return t, x
     return t, INF
 

@@ -101,14 +101,37 @@ def _scenario(key: str, index: int, raw: dict[str, Any]) -> sc.Scenario:
     return s
 
 
+class PointFailed(InputError):
+    """A replication of point ``index`` that cannot run (it would never finish: :class:`Runaway`, a
+    fleet out of machines); raised in a worker, named with the point's settings by the sweep."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(index, message)  # both in args: it crosses process boundaries (pickle)
+        self.index, self.message = index, message
+
+    def __str__(self) -> str:
+        return f"point {self.index}: {self.message}"
+
+
 def run_items(key: str, items: Sequence[Item]) -> list[list[tuple[Any, ...]]]:
     """Runs in a worker: each chunk's replications as ``(replication, *RESULT_METRICS)`` tuples.
     ``key`` (the sweep's fingerprint) names the scenarios a long-lived worker keeps."""
     out = []
     for index, raw, first, count in items:
-        res, _ = run_replications(_scenario(key, index, raw), count, first=first)
+        try:
+            res, _ = run_replications(_scenario(key, index, raw), count, first=first)
+        except InputError as e:
+            raise PointFailed(index, str(e)) from None
         out.append([(r.replication, *(getattr(r, c) for c in RESULT_METRICS)) for r in res])
     return out
+
+
+def _point_failed(e: PointFailed, runs: "list[_PointRun]") -> InputError:
+    """One line: which point (its strategy and grid values), which replication, why; what to do."""
+    p = next((r.point for r in runs if r.point.index == e.index), None)
+    where = "" if p is None else " (" + ", ".join([p.strategy, *(f"{k}={_cell(v)}" for k, v in p.values)]) + ")"
+    return InputError(f"point {e.index}{where}: {e.message}; the sweep stops at the first replication that "
+                      "cannot run: take the point out of the grid or change its settings")
 
 
 def _die_with_parent() -> None:
@@ -290,23 +313,26 @@ def _schedule(runs: list[_PointRun], backend: "_Backend", key: str) -> Iterator[
                 break
         return items
 
-    while True:
-        while len(inflight) < (1 if slots == 1 else 2 * slots):
-            items = task()
-            if not items:
+    try:
+        while True:
+            while len(inflight) < (1 if slots == 1 else 2 * slots):
+                items = task()
+                if not items:
+                    break
+                h = backend.submit(run_items, key, [(r.point.index, r.point.raw, first, n) for r, first, n in items])
+                inflight[h] = items
+            if not inflight:
                 break
-            h = backend.submit(run_items, key, [(r.point.index, r.point.raw, first, n) for r, first, n in items])
-            inflight[h] = items
-        if not inflight:
-            break
-        for h, result in backend.wait(list(inflight)):
-            for (r, _, _), rows in zip(inflight.pop(h), result):
-                if r.stop is not None and r.ready >= r.stop:
-                    continue  # speculation past the point's stop
-                r.add(rows)
-                if r.stop is not None and r.ready >= r.stop:
-                    active.remove(r)
-                    yield r
+            for h, result in backend.wait(list(inflight)):
+                for (r, _, _), rows in zip(inflight.pop(h), result):
+                    if r.stop is not None and r.ready >= r.stop:
+                        continue  # speculation past the point's stop
+                    r.add(rows)
+                    if r.stop is not None and r.ready >= r.stop:
+                        active.remove(r)
+                        yield r
+    except PointFailed as e:  # a worker's (or, one process, this one's)
+        raise _point_failed(e, runs) from None
     left = [r.point.index for r in runs if r.stop is None or r.ready < r.stop]
     if left:  # pragma: no cover - a scheduling bug
         raise SweepError(f"points {left[:5]} did not complete")
