@@ -22,8 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `cprsim calibrate` (before torch loads)
 
-from cprsim.calibrate import pipeline as P  # noqa: E402
-from cprsim.calibrate import runner as R  # noqa: E402
+from cprsim.calibrate import pipeline as P
+from cprsim.calibrate import runner as R
 
 
 def _fmt(s: float) -> str:
@@ -35,14 +35,18 @@ def main() -> None:
     ap.add_argument("--preset", choices=sorted(R.PRESETS), default="quick")
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--threads-per-job", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=0, help="only the first K runs; extrapolate the rest")
+    ap.add_argument(
+        "--runs", type=int, default=0, help="only the first K runs; extrapolate the rest"
+    )
     a = ap.parse_args()
     p = R.PRESETS[a.preset]
     total = R.n_steps(p)
     runs = R.plan_runs(p)[: a.runs] if a.runs else None
     load = os.getloadavg()[0]
-    print(f"preset {a.preset}: {total} runs of {p.train_samples} samples; {os.cpu_count()} cores; "
-          f"{a.threads_per_job} torch thread(s) per job; load average before: {load:.2f}")
+    print(
+        f"preset {a.preset}: {total} runs of {p.train_samples} samples; {os.cpu_count()} cores; "
+        f"{a.threads_per_job} torch thread(s) per job; load average before: {load:.2f}"
+    )
     walls: dict[int, float] = {}
     cpus: dict[int, float] = {}
     files: dict[int, dict[str, bytes]] = {}
@@ -59,19 +63,27 @@ def main() -> None:
             walls[j] = time.perf_counter() - t
     first = a.jobs[0]
     for j in a.jobs:
-        line = (f"--jobs {j}: {_fmt(walls[j])}   ratio to --jobs {first}: {walls[j] / walls[first]:.3f}"
-                f"   CPU of the runs {cpus[j]:.1f} s")
+        line = (
+            f"--jobs {j}: {_fmt(walls[j])}   ratio to --jobs {first}: {walls[j] / walls[first]:.3f}"
+            f"   CPU of the runs {cpus[j]:.1f} s"
+        )
         if runs is not None:
             line += f"   extrapolated to all {total} runs: {_fmt(walls[j] / len(runs) * total)} (EXTRAPOLATION)"
         print(line)
-    print("idle-machine estimate (EXTRAPOLATION, not a measurement): CPU of the runs / jobs = "
-          + ", ".join(f"--jobs {j}: {_fmt(cpus[j] / j * (total / len(runs) if runs else 1))}" for j in a.jobs))
+    print(
+        "idle-machine estimate (EXTRAPOLATION, not a measurement): CPU of the runs / jobs = "
+        + ", ".join(
+            f"--jobs {j}: {_fmt(cpus[j] / j * (total / len(runs) if runs else 1))}" for j in a.jobs
+        )
+    )
     if files:
         same = all(files[j] == files[first] for j in a.jobs)
         print(f"calibration.toml and points.csv identical across --jobs {a.jobs}: {same}")
         if not same:
             raise SystemExit(1)
-    print(f"load average after: {os.getloadavg()[0]:.2f} (the machine may be shared: rerun if it was busy)")
+    print(
+        f"load average after: {os.getloadavg()[0]:.2f} (the machine may be shared: rerun if it was busy)"
+    )
 
 
 if __name__ == "__main__":

@@ -28,27 +28,32 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `cprsim calibrate` (before torch loads)
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
+import torch
+from torch import nn
+from torch.nn import functional as F
 
-from cprsim.calibrate import runner as R  # noqa: E402
-from cprsim.calibrate.data import N_CAT, N_DENSE  # noqa: E402
-from cprsim.calibrate.emulation import Emulator, Setting, periodic_actions  # noqa: E402
+from cprsim.calibrate import runner as R
+from cprsim.calibrate.data import N_CAT, N_DENSE
+from cprsim.calibrate.emulation import Emulator, Setting, periodic_actions
 
 
 class Floor(nn.Module):
     """A bare eager DLRM with the calibration model's sizes (reference-implementation style)."""
 
-    def __init__(self, n_rows: int, cfg) -> None:  # noqa: ANN001
+    def __init__(self, n_rows: int, cfg) -> None:
         super().__init__()
         d = cfg.dim
         self.emb = nn.EmbeddingBag(n_rows, d, mode="sum", sparse=True)
-        self.bottom = nn.Sequential(nn.Linear(N_DENSE, cfg.bottom_hidden), nn.ReLU(),
-                                    nn.Linear(cfg.bottom_hidden, d), nn.ReLU())
+        self.bottom = nn.Sequential(
+            nn.Linear(N_DENSE, cfg.bottom_hidden),
+            nn.ReLU(),
+            nn.Linear(cfg.bottom_hidden, d),
+            nn.ReLU(),
+        )
         self.li, self.lj = torch.triu_indices(N_CAT + 1, N_CAT + 1, offset=1)
-        self.top = nn.Sequential(nn.Linear(d + self.li.numel(), cfg.top_hidden), nn.ReLU(),
-                                 nn.Linear(cfg.top_hidden, 1))
+        self.top = nn.Sequential(
+            nn.Linear(d + self.li.numel(), cfg.top_hidden), nn.ReLU(), nn.Linear(cfg.top_hidden, 1)
+        )
 
     def forward(self, dense: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         B = dense.shape[0]
@@ -59,12 +64,18 @@ class Floor(nn.Module):
         return self.top(torch.cat([x, inter], dim=1)).squeeze(1)
 
 
-def floor_run(prep: R.Prepared, cfg, optimizer: bool) -> float:  # noqa: ANN001
+def floor_run(prep: R.Prepared, cfg, optimizer: bool) -> float:
     torch.manual_seed(0)
     f = Floor(int(sum(prep.tables)), cfg)
     dense_params = [q for n, q in f.named_parameters() if not n.startswith("emb.")]
-    opts = [torch.optim.Adagrad(dense_params, lr=cfg.dense_lr),
-            torch.optim.Adagrad([f.emb.weight], lr=cfg.emb_lr)] if optimizer else []
+    opts = (
+        [
+            torch.optim.Adagrad(dense_params, lr=cfg.dense_lr),
+            torch.optim.Adagrad([f.emb.weight], lr=cfg.emb_lr),
+        ]
+        if optimizer
+        else []
+    )
     B = prep.batch
     t = time.perf_counter()
     for k in range(prep.n_iters):
@@ -77,7 +88,7 @@ def floor_run(prep: R.Prepared, cfg, optimizer: bool) -> float:  # noqa: ANN001
     return time.perf_counter() - t
 
 
-def timed(fn) -> float:  # noqa: ANN001
+def timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
@@ -85,7 +96,9 @@ def timed(fn) -> float:  # noqa: ANN001
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--preset", choices=sorted(R.PRESETS), default="quick", help="sizes (table scale, shards)")
+    ap.add_argument(
+        "--preset", choices=sorted(R.PRESETS), default="quick", help="sizes (table scale, shards)"
+    )
     ap.add_argument("--samples", type=int, default=300_000)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (calibration runs use 1)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -107,8 +120,14 @@ def main() -> None:
         "floor fwd+bwd": lambda: floor_run(prep, p.model, False),
         "loop": lambda: timed(lambda: R.train(prep, p.model, 0)),
         "floor + optimizer": lambda: floor_run(prep, p.model, True),
-        "loop + MFU emulation": lambda: timed(lambda: R.train(
-            prep, p.model, 0, lambda m: Emulator(m, p.n_shards, st, n, "measured", 0, batch=p.batch))),
+        "loop + MFU emulation": lambda: timed(
+            lambda: R.train(
+                prep,
+                p.model,
+                0,
+                lambda m: Emulator(m, p.n_shards, st, n, "measured", 0, batch=p.batch),
+            )
+        ),
     }
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(a.rounds):
@@ -116,14 +135,20 @@ def main() -> None:
             times[k].append(fn())
     samples = n * p.batch
     sps = {k: samples / statistics.median(v) for k, v in times.items()}
-    print(f"DLRM dim {p.model.dim}, batch {p.batch}, {sum(prep.tables)} rows ({a.preset} sizes), "
-          f"{samples} samples, {a.threads} thread{'s' if a.threads > 1 else ''}, median of {a.rounds} rounds")
+    print(
+        f"DLRM dim {p.model.dim}, batch {p.batch}, {sum(prep.tables)} rows ({a.preset} sizes), "
+        f"{samples} samples, {a.threads} thread{'s' if a.threads > 1 else ''}, median of {a.rounds} rounds"
+    )
     for k, v in sps.items():
         spread = ", ".join(f"{samples / t:.0f}" for t in times[k])
         print(f"{k + ':':24s}{v:10.0f} samples/s   (rounds: {spread})")
-    print(f"{'unique rows, once/seed:':24s}{unique_s:10.2f} s        "
-          f"(+{unique_s / statistics.median(times['loop']):.0%} on a seed's first run)")
-    print(f"ratio loop / floor fwd+bwd:      {sps['loop'] / sps['floor fwd+bwd']:6.3f}  (target >= 0.9)")
+    print(
+        f"{'unique rows, once/seed:':24s}{unique_s:10.2f} s        "
+        f"(+{unique_s / statistics.median(times['loop']):.0%} on a seed's first run)"
+    )
+    print(
+        f"ratio loop / floor fwd+bwd:      {sps['loop'] / sps['floor fwd+bwd']:6.3f}  (target >= 0.9)"
+    )
     print(f"ratio loop / floor + optimizer:  {sps['loop'] / sps['floor + optimizer']:6.3f}")
     print(f"ratio emulated / loop time:      {sps['loop'] / sps['loop + MFU emulation']:6.3f} x")
 

@@ -31,7 +31,7 @@ def count_events(s: sc.Scenario, reps: int) -> float:
     n = 0
     orig = simpy.Environment.step
 
-    def step(self):  # noqa: ANN001, ANN202
+    def step(self):
         nonlocal n
         n += 1
         return orig(self)
@@ -56,7 +56,7 @@ def time_reps(s: sc.Scenario, reps: int, best_of: int = 5) -> float:
     return best
 
 
-def without_quiet_phases(f, *args):  # noqa: ANN001, ANN201
+def without_quiet_phases(f, *args):
     """``f(*args)`` with one SimPy timeout per phase of the job (``engine.QUIET_PHASES = False``)."""
     engine.QUIET_PHASES = False
     try:
@@ -66,7 +66,7 @@ def without_quiet_phases(f, *args):  # noqa: ANN001, ANN201
 
 
 def bare_simpy(n_events: int, reps: int, best_of: int = 5) -> float:
-    def proc(env: simpy.Environment):  # noqa: ANN202
+    def proc(env: simpy.Environment):
         for _ in range(n_events):
             yield env.timeout(1.0)
 
@@ -83,7 +83,8 @@ def bare_simpy(n_events: int, reps: int, best_of: int = 5) -> float:
 
 def main() -> None:
     s = sc.load("cpr-production")
-    def first_50():  # noqa: ANN202
+
+    def first_50():
         return [simulate_one(s, i) for i in range(50)]
 
     same = first_50() == without_quiet_phases(first_50)
@@ -94,21 +95,31 @@ def main() -> None:
     b = bare_simpy(round(ev), 200)
     print("cpr-production (full recovery, 0.7 h interval)")
     print(f"  events per replication      {ev_quiet:10.1f}   (one timeout per phase: {ev:.1f})")
-    print(f"  time per replication        {1e3 * t:10.3f} ms   (target <= 5 ms; one timeout per phase: "
-          f"{1e3 * t_phases:.3f} ms, {t_phases / t:.2f}x)")
-    print(f"  time per event              {1e6 * t / ev:10.2f} us   (events of one timeout per phase)")
+    print(
+        f"  time per replication        {1e3 * t:10.3f} ms   (target <= 5 ms; one timeout per phase: "
+        f"{1e3 * t_phases:.3f} ms, {t_phases / t:.2f}x)"
+    )
+    print(
+        f"  time per event              {1e6 * t / ev:10.2f} us   (events of one timeout per phase)"
+    )
     print(f"  bare SimPy per event        {1e6 * b / round(ev):10.2f} us")
     print(f"  ratio to bare SimPy         {t / b * round(ev) / ev:10.2f} x  (target <= 3x)")
     print(f"  identical results with and without quiet phases: {'yes' if same else 'NO'}")
     print()
-    print(f"{'servers':>8} {'events/rep':>11} {'ms/rep':>9} {'us/event':>9} {'ms/rep per 1k events':>21}")
+    print(
+        f"{'servers':>8} {'events/rep':>11} {'ms/rep':>9} {'us/event':>9} {'ms/rep per 1k events':>21}"
+    )
     base = sc.load("cpr-production", {"failures.domains": [], "checkpoint.interval_h": 1.0})
     for ne in (18, 180, 1800):
-        si = base.with_updates({
-            "cluster.embedding_servers": ne, "cluster.embedding_gb": 400.0 * ne / 18,
-            "storage.write_gbps": 10.0 * ne / 18, "storage.read_gbps": 20.0 * ne / 18,
-            "failures.embedding": {"family": "exponential", "mtbf_h": 18 * 10.0 * 4},
-        })
+        si = base.with_updates(
+            {
+                "cluster.embedding_servers": ne,
+                "cluster.embedding_gb": 400.0 * ne / 18,
+                "storage.write_gbps": 10.0 * ne / 18,
+                "storage.read_gbps": 20.0 * ne / 18,
+                "failures.embedding": {"family": "exponential", "mtbf_h": 18 * 10.0 * 4},
+            }
+        )
         reps = 40 if ne < 1800 else 10
         e = without_quiet_phases(count_events, si, reps)
         ti = time_reps(si, reps, best_of=3)

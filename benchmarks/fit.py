@@ -21,7 +21,7 @@ SHARED = Path(os.environ.get("CPRSIM_SHARED", Path(__file__).resolve().parents[2
 TITAN = SHARED / "traces" / "public" / "TitanGPULife" / "gc_summary_loc.csv"
 
 
-def best_of(f, k: int = 3) -> float:  # noqa: ANN001
+def best_of(f, k: int = 3) -> float:
     best = float("inf")
     for _ in range(k):
         t = time.perf_counter()
@@ -39,11 +39,15 @@ def main() -> None:
     t, obs = tr.lifetimes()
     base = best_of(lambda: stats.weibull_min.fit(t, floc=0))
     five = best_of(lambda: fit_all(t, obs))
-    print(f"Titan lifetimes: {t.size} rows, {int((~obs).sum())} censored ({100 * (~obs).mean():.0f}%)")
+    print(
+        f"Titan lifetimes: {t.size} rows, {int((~obs).sum())} censored ({100 * (~obs).mean():.0f}%)"
+    )
     print(f"  read the trace                               {t_read:7.2f} s")
     print(f"  baseline: one uncensored weibull_min.fit     {base:7.2f} s   1.00x")
-    print(f"  all five families, censored, with 95% CIs    {five:7.2f} s   {five / base:.2f}x   (target < 2 s: "
-          f"{'met' if five < 2 else 'NOT met'})")
+    print(
+        f"  all five families, censored, with 95% CIs    {five:7.2f} s   {five / base:.2f}x   (target < 2 s: "
+        f"{'met' if five < 2 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

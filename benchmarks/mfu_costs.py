@@ -28,12 +28,12 @@ import numpy as np
 
 def zipf_rows(rng: np.random.Generator, n_rows: int, size: int, alpha: float = 1.05) -> np.ndarray:
     ranks = np.arange(1, n_rows + 1, dtype=float)
-    p = ranks ** -alpha
+    p = ranks**-alpha
     p /= p.sum()
     return rng.choice(n_rows, size=size, p=p)
 
 
-def timed(fn, repeat: int) -> float:  # noqa: ANN001
+def timed(fn, repeat: int) -> float:
     fn()
     out = []
     for _ in range(repeat):
@@ -76,9 +76,15 @@ def main() -> None:
         gather = timed(lambda: table_np[rows_np], a.repeat)
         lib = f"numpy {np.__version__}"
     print(f"MFU bookkeeping on this machine ({lib}; medians of {a.repeat}):")
-    print(f"  counter update   {counter / batch * 1e9:8.2f} ns per access   (batch of {batch:,} lookups)")
-    print(f"  top-k selection  {select / n_rows * 1e9:8.2f} ns per row      (top 5% of {n_rows:,} counters)")
-    print(f"  gather           {50_000 * 64 * 4 / gather / 1e9:8.2f} GB/s          (50,000 random rows of 256 B)")
+    print(
+        f"  counter update   {counter / batch * 1e9:8.2f} ns per access   (batch of {batch:,} lookups)"
+    )
+    print(
+        f"  top-k selection  {select / n_rows * 1e9:8.2f} ns per row      (top 5% of {n_rows:,} counters)"
+    )
+    print(
+        f"  gather           {50_000 * 64 * 4 / gather / 1e9:8.2f} GB/s          (50,000 random rows of 256 B)"
+    )
 
 
 if __name__ == "__main__":

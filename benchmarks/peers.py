@@ -46,15 +46,22 @@ MTBF = 10 * HOUR  #: exponential job failures
 
 
 def cprsim_scenario(reps: int) -> sc.Scenario:
-    return sc.validate({
-        "name": "peers-same-work", "seed": 2025, "replications": reps,
-        "cluster": {"trainers": 1, "embedding_servers": 1},
-        "job": {"duration_h": WORK / HOUR},
-        "checkpoint": {"interval_h": INTERVAL / HOUR, "mode": "blocking"},
-        "costs": {"save_s": SAVE, "load_s": RELOAD},
-        "failures": {"job": {"family": "exponential", "mtbf_h": MTBF / HOUR, "restart_s": RELAUNCH}},
-        "strategy": {"name": "full"},
-    }, "benchmarks/peers.py")
+    return sc.validate(
+        {
+            "name": "peers-same-work",
+            "seed": 2025,
+            "replications": reps,
+            "cluster": {"trainers": 1, "embedding_servers": 1},
+            "job": {"duration_h": WORK / HOUR},
+            "checkpoint": {"interval_h": INTERVAL / HOUR, "mode": "blocking"},
+            "costs": {"save_s": SAVE, "load_s": RELOAD},
+            "failures": {
+                "job": {"family": "exponential", "mtbf_h": MTBF / HOUR, "restart_s": RELAUNCH}
+            },
+            "strategy": {"name": "full"},
+        },
+        "benchmarks/peers.py",
+    )
 
 
 # -- the hand-written SimPy model ---------------------------------------------------------------------
@@ -123,25 +130,38 @@ def main() -> None:
         times.append((tc, th))
     oc = estimate([(w - WORK) / WORK for w in wc])
     oh = estimate([(w - WORK) / WORK for w in wh])
-    exact = analytic.full_overhead(WORK, INTERVAL, SAVE, 1.0 / MTBF, RELAUNCH + RELOAD, lam_recovery=0.0,
-                                   restore_s=RELOAD)
+    exact = analytic.full_overhead(
+        WORK, INTERVAL, SAVE, 1.0 / MTBF, RELAUNCH + RELOAD, lam_recovery=0.0, restore_s=RELOAD
+    )
     diff_ci = 1.96 * math.hypot(oc.sd / math.sqrt(oc.n), oh.sd / math.sqrt(oh.n))
     agree = abs(oc.mean - oh.mean) <= diff_ci
-    print(f"same-work job: {WORK / HOUR:g} h of work, MTBF {MTBF / HOUR:g} h (exponential, job level), "
-          f"save {SAVE / 60:g} min every {INTERVAL / HOUR:g} h, restart {(RELAUNCH + RELOAD) / 60:g} min "
-          f"(relaunch {RELAUNCH:g} s + reload {RELOAD:g} s), full recovery; {a.reps} replications")
-    print(f"  mean overhead, cprsim        {100 * oc.mean:8.4f}%  95% CI [{100 * oc.lo:.4f}, {100 * oc.hi:.4f}]%")
-    print(f"  mean overhead, hand-written  {100 * oh.mean:8.4f}%  95% CI [{100 * oh.lo:.4f}, {100 * oh.hi:.4f}]%")
+    print(
+        f"same-work job: {WORK / HOUR:g} h of work, MTBF {MTBF / HOUR:g} h (exponential, job level), "
+        f"save {SAVE / 60:g} min every {INTERVAL / HOUR:g} h, restart {(RELAUNCH + RELOAD) / 60:g} min "
+        f"(relaunch {RELAUNCH:g} s + reload {RELOAD:g} s), full recovery; {a.reps} replications"
+    )
+    print(
+        f"  mean overhead, cprsim        {100 * oc.mean:8.4f}%  95% CI [{100 * oc.lo:.4f}, {100 * oc.hi:.4f}]%"
+    )
+    print(
+        f"  mean overhead, hand-written  {100 * oh.mean:8.4f}%  95% CI [{100 * oh.lo:.4f}, {100 * oh.hi:.4f}]%"
+    )
     print(f"  exact (analytic.full_overhead) {100 * exact:6.4f}%")
-    print(f"  agree: {'yes' if agree else 'NO'} (difference {100 * (oc.mean - oh.mean):+.4f}% points, "
-          f"its 95% CI half-width {100 * diff_ci:.4f})")
+    print(
+        f"  agree: {'yes' if agree else 'NO'} (difference {100 * (oc.mean - oh.mean):+.4f}% points, "
+        f"its 95% CI half-width {100 * diff_ci:.4f})"
+    )
     hours_c, hours_h = sum(wc) / HOUR, sum(wh) / HOUR
     print(f"  simulated hours per round    cprsim {hours_c:,.0f}, hand-written {hours_h:,.0f}")
     for i, ((tc, th), r) in enumerate(zip(times, ratios)):
-        print(f"  round {i + 1}: cprsim {tc:6.2f} s ({1e6 * tc / hours_c:6.2f} us per simulated hour), hand-written "
-              f"{th:6.2f} s ({1e6 * th / hours_h:6.2f} us), ratio {r:5.2f}x")
-    print(f"ratio per simulated hour, cprsim / hand-written SimPy: {statistics.median(ratios):.2f}x "
-          f"(median of {len(ratios)}; target <= 1.0x)")
+        print(
+            f"  round {i + 1}: cprsim {tc:6.2f} s ({1e6 * tc / hours_c:6.2f} us per simulated hour), hand-written "
+            f"{th:6.2f} s ({1e6 * th / hours_h:6.2f} us), ratio {r:5.2f}x"
+        )
+    print(
+        f"ratio per simulated hour, cprsim / hand-written SimPy: {statistics.median(ratios):.2f}x "
+        f"(median of {len(ratios)}; target <= 1.0x)"
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ import tempfile
 import time
 
 PLAN = ["plan", "cpr-production", "--max-accuracy-loss", "0.001"]
-IMPORTS = ("import cprsim.cli, cprsim.cli.plan, cprsim.plan, cprsim.sim.engine, cprsim.sim.prioritized, "
-           "cprsim.calibrate.calibration")
+IMPORTS = (
+    "import cprsim.cli, cprsim.cli.plan, cprsim.plan, cprsim.sim.engine, cprsim.sim.prioritized, "
+    "cprsim.calibrate.calibration"
+)
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes]:
@@ -46,15 +48,23 @@ def main() -> None:
     cold_root = tempfile.mkdtemp(prefix="cprsim-bench-cache-")
     runs: dict[str, tuple[list[str], bool]] = {
         "A  plan (adaptive, default)": ([*py, "-m", "cprsim", *PLAN, "--json"], False),
-        "B  plan --precision off (exhaustive)": ([*py, "-m", "cprsim", *PLAN, "--json", "--precision", "off"], False),
+        "B  plan --precision off (exhaustive)": (
+            [*py, "-m", "cprsim", *PLAN, "--json", "--precision", "off"],
+            False,
+        ),
         "A, cold access cache": ([*py, "-m", "cprsim", *PLAN, "--json"], True),
-        "simulate cpr-production (200 reps)": ([*py, "-m", "cprsim", "simulate", "cpr-production", "--json"], False),
+        "simulate cpr-production (200 reps)": (
+            [*py, "-m", "cprsim", "simulate", "cpr-production", "--json"],
+            False,
+        ),
         "import floor": ([*py, "-c", IMPORTS], False),
     }
-    subprocess.run(runs["A  plan (adaptive, default)"][0], check=True, stdout=subprocess.DEVNULL)  # warm the cache
+    subprocess.run(
+        runs["A  plan (adaptive, default)"][0], check=True, stdout=subprocess.DEVNULL
+    )  # warm the cache
     times: dict[str, list[float]] = {k: [] for k in runs}
     out: dict[str, bytes] = {}
-    for r in range(a.repeat):
+    for _ in range(a.repeat):
         for k, (cmd, cold) in runs.items():
             env = None
             if cold:
@@ -63,7 +73,9 @@ def main() -> None:
             times[k].append(dt)
             out[k] = stdout
     base = statistics.median(times["B  plan --precision off (exhaustive)"])
-    print(f"whole process, {a.repeat} runs each, in turn; median [min, max] seconds; ratio: median / B's median")
+    print(
+        f"whole process, {a.repeat} runs each, in turn; median [min, max] seconds; ratio: median / B's median"
+    )
     print(f"{'command':40s} {'median':>8s} {'min':>7s} {'max':>7s} {'x B':>6s}")
     for k, ts in times.items():
         m = statistics.median(ts)
@@ -75,11 +87,15 @@ def main() -> None:
     for o in pa["options"]:
         b = ib.get(o["label"])
         if b is not None:
-            print(f"  {o['label']:28s} A {o['interval_h']:7.3f} h ({o['overhead']['n']:3d} confirming runs)   "
-                  f"B {b['interval_h']:7.3f} h ({b['overhead']['n']:3d})")
+            print(
+                f"  {o['label']:28s} A {o['interval_h']:7.3f} h ({o['overhead']['n']:3d} confirming runs)   "
+                f"B {b['interval_h']:7.3f} h ({b['overhead']['n']:3d})"
+            )
     a_med = statistics.median(times["A  plan (adaptive, default)"])
-    print(f"target: plan <= 1.5 s whole process: {'met' if a_med <= 1.5 else 'NOT met'} ({a_med:.2f} s; "
-          f"import floor {statistics.median(times['import floor']):.2f} s)")
+    print(
+        f"target: plan <= 1.5 s whole process: {'met' if a_med <= 1.5 else 'NOT met'} ({a_med:.2f} s; "
+        f"import floor {statistics.median(times['import floor']):.2f} s)"
+    )
 
 
 if __name__ == "__main__":

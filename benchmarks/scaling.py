@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,13 +39,24 @@ GROWING_MTBF_H = 18_000 * FIXED_MTBF_PER_NODE_H
 
 
 def scenario(ne: int, mtbf_h: float) -> sc.Scenario:
-    base = sc.load("cpr-production", {"failures.domains": [], "checkpoint.interval_h": 1.0,
-                                      "strategy.name": "partial", "reschedule.mean_s": 30.0})
-    return base.with_updates({
-        "cluster.embedding_servers": ne, "cluster.embedding_gb": 400.0 * ne / 18,
-        "storage.write_gbps": 7.0 * ne / 18, "storage.read_gbps": 20.0 * ne / 18,
-        "failures.embedding": {"family": "exponential", "mtbf_h": mtbf_h},
-    })
+    base = sc.load(
+        "cpr-production",
+        {
+            "failures.domains": [],
+            "checkpoint.interval_h": 1.0,
+            "strategy.name": "partial",
+            "reschedule.mean_s": 30.0,
+        },
+    )
+    return base.with_updates(
+        {
+            "cluster.embedding_servers": ne,
+            "cluster.embedding_gb": 400.0 * ne / 18,
+            "storage.write_gbps": 7.0 * ne / 18,
+            "storage.read_gbps": 20.0 * ne / 18,
+            "failures.embedding": {"family": "exponential", "mtbf_h": mtbf_h},
+        }
+    )
 
 
 def time_reps(s: sc.Scenario, reps: int, best_of: int, streams: str) -> tuple[float, float]:
@@ -63,10 +74,14 @@ def time_reps(s: sc.Scenario, reps: int, best_of: int, streams: str) -> tuple[fl
     return best, float(np.mean(fails))
 
 
-def series(title: str, sizes: list[int], mtbf: Callable[[int], float], reps: int, best_of: int) -> dict[int, float]:
+def series(
+    title: str, sizes: list[int], mtbf: Callable[[int], float], reps: int, best_of: int
+) -> dict[int, float]:
     """Print one series; return the bulk seconds per replication by size."""
     print(title)
-    print(f"{'servers':>8} {'failures':>9} {'bulk ms':>9} {'per-node ms':>12} {'per-node/bulk':>14} {'bulk/bulk@first':>16}")
+    print(
+        f"{'servers':>8} {'failures':>9} {'bulk ms':>9} {'per-node ms':>12} {'per-node/bulk':>14} {'bulk/bulk@first':>16}"
+    )
     first, out = None, {}
     for ne in sizes:
         s = scenario(ne, mtbf(ne))
@@ -75,7 +90,9 @@ def series(title: str, sizes: list[int], mtbf: Callable[[int], float], reps: int
         r_old = max(1, min(reps, 2_000 // ne))
         to, _ = time_reps(s, r_old, best_of if ne <= 18_000 else 1, "per-node")
         first = tb if first is None else first
-        print(f"{ne:8d} {fb:9.1f} {1e3 * tb:9.3f} {1e3 * to:12.3f} {to / tb:13.1f}x {tb / first:15.2f}x")
+        print(
+            f"{ne:8d} {fb:9.1f} {1e3 * tb:9.3f} {1e3 * to:12.3f} {to / tb:13.1f}x {tb / first:15.2f}x"
+        )
         out[ne] = tb
     print()
     return out
@@ -88,14 +105,28 @@ def main() -> None:
     ap.add_argument("--best-of", type=int, default=3)
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    fixed = series(f"fixed failures (per-node MTBF = servers x {FIXED_MTBF_PER_NODE_H} h)", sizes,
-                   lambda ne: ne * FIXED_MTBF_PER_NODE_H, a.reps, a.best_of)
-    series(f"failures growing with the nodes (per-node MTBF {GROWING_MTBF_H:g} h)", sizes,
-           lambda ne: GROWING_MTBF_H, a.reps, a.best_of)
+    fixed = series(
+        f"fixed failures (per-node MTBF = servers x {FIXED_MTBF_PER_NODE_H} h)",
+        sizes,
+        lambda ne: ne * FIXED_MTBF_PER_NODE_H,
+        a.reps,
+        a.best_of,
+    )
+    series(
+        f"failures growing with the nodes (per-node MTBF {GROWING_MTBF_H:g} h)",
+        sizes,
+        lambda ne: GROWING_MTBF_H,
+        a.reps,
+        a.best_of,
+    )
     if 18_000 in fixed:
-        print(f"target 1: 18,000 servers, ~700 failures: {1e3 * fixed[18_000]:.1f} ms a replication (target <= 40 ms)")
-    print(f"target 2: fixed failures, slowest / fastest size: {max(fixed.values()) / min(fixed.values()):.2f}x "
-          f"over {min(fixed)} -> {max(fixed)} servers (target <= 2x)")
+        print(
+            f"target 1: 18,000 servers, ~700 failures: {1e3 * fixed[18_000]:.1f} ms a replication (target <= 40 ms)"
+        )
+    print(
+        f"target 2: fixed failures, slowest / fastest size: {max(fixed.values()) / min(fixed.values()):.2f}x "
+        f"over {min(fixed)} -> {max(fixed)} servers (target <= 2x)"
+    )
 
 
 if __name__ == "__main__":

@@ -23,9 +23,20 @@ import subprocess
 import sys
 import time
 
-EAGER = ("import click; from cprsim.cli import main; ctx = click.Context(main, info_name='cprsim'); "
-         "[main.get_command(ctx, n) for n in main.list_commands(ctx)]; main(['--help'])")
-HEAVY = ("scipy.stats", "scipy", "numpy", "pydantic", "rich", "matplotlib", "simpy", "cprsim.scenario")
+EAGER = (
+    "import click; from cprsim.cli import main; ctx = click.Context(main, info_name='cprsim'); "
+    "[main.get_command(ctx, n) for n in main.list_commands(ctx)]; main(['--help'])"
+)
+HEAVY = (
+    "scipy.stats",
+    "scipy",
+    "numpy",
+    "pydantic",
+    "rich",
+    "matplotlib",
+    "simpy",
+    "cprsim.scenario",
+)
 
 
 def wall(cmd: list[str]) -> float:
@@ -36,8 +47,12 @@ def wall(cmd: list[str]) -> float:
 
 def import_times() -> dict[str, int]:
     """Cumulative import time (us) of every module ``import cprsim.cli`` imports."""
-    err = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cprsim.cli"], check=True,
-                         capture_output=True, text=True).stderr
+    err = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import cprsim.cli"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stderr
     out = {}
     for line in err.splitlines():
         if line.startswith("import time:") and "|" in line:
@@ -68,8 +83,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     a = ap.parse_args()
     py = sys.executable
-    cmds = {"python -c pass": [py, "-c", "pass"], "cprsim --help": [py, "-m", "cprsim", "--help"],
-            "every subcommand module imported": [py, "-c", EAGER]}
+    cmds = {
+        "python -c pass": [py, "-c", "pass"],
+        "cprsim --help": [py, "-m", "cprsim", "--help"],
+        "every subcommand module imported": [py, "-c", EAGER],
+    }
     for c in cmds.values():  # warm-up: the file cache
         wall(c)
     times: dict[str, list[float]] = {k: [] for k in cmds}
@@ -83,11 +101,16 @@ def main() -> None:
     for k, v in med.items():
         print(f"{k:36s} {v:8.3f} {v - base:21.3f}")
     imp = import_times()
-    print(f"import cprsim.cli (python -X importtime, cumulative): {imp.get('cprsim.cli', 0) / 1e6:.3f} s "
-          "(target <= 0.4 s)")
+    print(
+        f"import cprsim.cli (python -X importtime, cumulative): {imp.get('cprsim.cli', 0) / 1e6:.3f} s "
+        "(target <= 0.4 s)"
+    )
     print("  heavy modules imported: " + (", ".join(m for m in HEAVY if m in imp) or "none"))
     bad = summaries_match()
-    print("cprsim --help summaries match the commands' own help: " + ("yes" if not bad else f"NO: {', '.join(bad)}"))
+    print(
+        "cprsim --help summaries match the commands' own help: "
+        + ("yes" if not bad else f"NO: {', '.join(bad)}")
+    )
 
 
 if __name__ == "__main__":

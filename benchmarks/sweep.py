@@ -32,7 +32,9 @@ strategies = ["full", "partial", "mfu"]
 """
 
 
-def timed(sweep_file: Path, root: Path, tag: str, precision: float | None, **kw) -> tuple[float, bytes]:
+def timed(
+    sweep_file: Path, root: Path, tag: str, precision: float | None, **kw
+) -> tuple[float, bytes]:
     out = root / tag
     t = time.perf_counter()
     run_sweep(load_sweep(sweep_file, precision=precision), out, **kw)
@@ -72,8 +74,12 @@ def main() -> None:
                 times[name].append(dt)
                 data[name] = b
     base = statistics.median(times["1 process (baseline)"])
-    print(f"sweep: {n} points x {a.replications} replications (toy), {a.repeat} runs each; median [min, max]")
-    print(f"{'backend':36s} {'median s':>9s} {'min':>7s} {'max':>7s} {'points/s':>9s} {'speed-up':>9s}")
+    print(
+        f"sweep: {n} points x {a.replications} replications (toy), {a.repeat} runs each; median [min, max]"
+    )
+    print(
+        f"{'backend':36s} {'median s':>9s} {'min':>7s} {'max':>7s} {'points/s':>9s} {'speed-up':>9s}"
+    )
     for name, ts in times.items():
         m = statistics.median(ts)
         print(f"{name:36s} {m:9.2f} {min(ts):7.2f} {max(ts):7.2f} {n / m:9.2f} {base / m:9.2f}")
@@ -81,11 +87,15 @@ def main() -> None:
     print(f"results.csv identical across backends: {'yes' if len(fixed) == 1 else 'NO'}")
     if a.precision is not None:
         adaptive = {data[k] for k in names if backends[k][1] is not None}
-        print(f"adaptive results.csv identical across 1 and 2 processes: {'yes' if len(adaptive) == 1 else 'NO'}")
+        print(
+            f"adaptive results.csv identical across 1 and 2 processes: {'yes' if len(adaptive) == 1 else 'NO'}"
+        )
     two = base / statistics.median(times["2 local processes"])
     goal = 1.8 if base >= 15 else 1.5
-    print(f"target: 2 processes >= {goal}x on a {'>= 15 s' if base >= 15 else 'shorter'} sweep: "
-          f"{'met' if two >= goal else 'NOT met'} ({two:.2f}x)")
+    print(
+        f"target: 2 processes >= {goal}x on a {'>= 15 s' if base >= 15 else 'shorter'} sweep: "
+        f"{'met' if two >= goal else 'NOT met'} ({two:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

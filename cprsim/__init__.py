@@ -28,16 +28,44 @@ except PackageNotFoundError:  # running from a source tree without install
 
 #: the public names, defined in cprsim.api (the same list as ``cprsim.api.__all__``)
 _API = (
-    "load_scenario", "scenario_names", "checkpoint_costs", "Scenario", "Costs",
-    "simulate", "Runs", "ReplicationResult", "Event", "Estimate",
-    "plan", "Plan", "Option", "pls_bound", "load_calibration", "Calibration", "run_calibration",
-    "Sweep", "SweepResults", "PointSummary", "load_results",
-    "fit", "read_trace", "FitReport", "Fit", "Trace",
-    "plot_overhead", "plot_pls", "plot_breakdown", "plot_timeline", "plot_fit", "plot_calibration", "save_figure",
+    "load_scenario",
+    "scenario_names",
+    "checkpoint_costs",
+    "Scenario",
+    "Costs",
+    "simulate",
+    "Runs",
+    "ReplicationResult",
+    "Event",
+    "Estimate",
+    "plan",
+    "Plan",
+    "Option",
+    "pls_bound",
+    "load_calibration",
+    "Calibration",
+    "run_calibration",
+    "Sweep",
+    "SweepResults",
+    "PointSummary",
+    "load_results",
+    "fit",
+    "read_trace",
+    "FitReport",
+    "Fit",
+    "Trace",
+    "plot_overhead",
+    "plot_pls",
+    "plot_breakdown",
+    "plot_timeline",
+    "plot_fit",
+    "plot_calibration",
+    "save_figure",
     "InputError",
 )
 
 __all__ = ["__version__", *_API]
+
 
 def __getattr__(name: str) -> Any:
     if name in _API:
@@ -90,7 +118,9 @@ class _PlanFunction:
             raise AttributeError(name)
         return getattr(self._package(), name)
 
-    def __setattr__(self, name: str, value: Any) -> None:  # e.g. monkeypatch.setattr("cprsim.plan.x", ...)
+    def __setattr__(
+        self, name: str, value: Any
+    ) -> None:  # e.g. monkeypatch.setattr("cprsim.plan.x", ...)
         setattr(self._package(), name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -111,11 +141,42 @@ class _Package(types.ModuleType):
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time, __getattr__ above
-    from cprsim.api import (Calibration, Costs, Estimate, Event, Fit, FitReport, InputError, Option, Plan,
-                            PointSummary, ReplicationResult, Runs, Scenario, Sweep, SweepResults, Trace,
-                            checkpoint_costs, fit, load_calibration, load_results, load_scenario, plan,
-                            plot_breakdown, plot_calibration, plot_fit, plot_overhead, plot_pls, plot_timeline,
-                            pls_bound, read_trace, run_calibration, save_figure, scenario_names, simulate)
+    from cprsim.api import (
+        Calibration,
+        Costs,
+        Estimate,
+        Event,
+        Fit,
+        FitReport,
+        InputError,
+        Option,
+        Plan,
+        PointSummary,
+        ReplicationResult,
+        Runs,
+        Scenario,
+        Sweep,
+        SweepResults,
+        Trace,
+        checkpoint_costs,
+        fit,
+        load_calibration,
+        load_results,
+        load_scenario,
+        plan,
+        plot_breakdown,
+        plot_calibration,
+        plot_fit,
+        plot_overhead,
+        plot_pls,
+        plot_timeline,
+        pls_bound,
+        read_trace,
+        run_calibration,
+        save_figure,
+        scenario_names,
+        simulate,
+    )
 else:
     plan = _PlanFunction()  # the function; the subpackage stays in sys.modules["cprsim.plan"]
 

@@ -51,14 +51,38 @@ from cprsim.io import check_input_file, decode_errors, open_input_text, short
 
 #: Criteo Kaggle (Display Advertising Challenge) table cardinalities, as used by DLRM
 CRITEO_KAGGLE = (
-    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
-    14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
+    1460,
+    583,
+    10131227,
+    2202608,
+    305,
+    24,
+    12517,
+    633,
+    3,
+    93145,
+    5683,
+    8351593,
+    3194,
+    27,
+    14992,
+    5461306,
+    10,
+    5652,
+    2173,
+    4,
+    7046547,
+    18,
+    15,
+    286181,
+    105,
+    142572,
 )
 
 _EXACT = 512
-_SC_CACHE: dict[tuple, "RankedShare"] = {}
+_SC_CACHE: dict[tuple, RankedShare] = {}
 _TOUCHED: dict[tuple, float] = {}
-_LAYOUTS: dict[tuple, "Layout"] = {}
+_LAYOUTS: dict[tuple, Layout] = {}
 _RATIO = 1.02
 
 
@@ -78,8 +102,12 @@ def gen_harmonic(k: np.ndarray | float, a: float) -> np.ndarray:
             integral = np.log(kb / m)
         else:
             integral = (kb ** (1 - a) - m ** (1 - a)) / (1 - a)
-        em = integral + 0.5 * (kb**-a - m**-a) - a / 12.0 * (kb ** (-a - 1) - m ** (-a - 1)) \
+        em = (
+            integral
+            + 0.5 * (kb**-a - m**-a)
+            - a / 12.0 * (kb ** (-a - 1) - m ** (-a - 1))
             + a * (a + 1) * (a + 2) / 720.0 * (kb ** (-a - 3) - m ** (-a - 3))
+        )
         out[big] = head[-1] + em
     return out
 
@@ -118,12 +146,13 @@ class AccessModel:
 
     # -- constructors ------------------------------------------------------------------------------
     @classmethod
-    def criteo(cls, alpha: float = 1.0, scale: float = 1.0) -> "AccessModel":
+    def criteo(cls, alpha: float = 1.0, scale: float = 1.0) -> AccessModel:
         return cls(tuple(max(1, int(round(n / scale))) for n in CRITEO_KAGGLE), alpha)
 
     @classmethod
-    def from_skew(cls, tables: tuple[int, ...], top_fraction: float = 0.01,
-                  top_share: float = 0.92) -> "AccessModel":
+    def from_skew(
+        cls, tables: tuple[int, ...], top_fraction: float = 0.01, top_share: float = 0.92
+    ) -> AccessModel:
         """The exponent for which the top ``top_fraction`` of rows take ``top_share`` of accesses."""
         if not 0 < top_fraction < 1 or not 0 < top_share < 1:
             raise InputError("skew: top_fraction and top_share must be in (0, 1)")
@@ -133,21 +162,26 @@ class AccessModel:
             return cls(tables, float(cached))
         lo = cls(tables, 0.0).coverage(top_fraction)
         if top_share <= lo:
-            raise InputError(f"skew: {top_share:.3g} of accesses on the top {top_fraction:.3g} of rows is "
-                             f"less than uniform access gives ({lo:.3g})")
+            raise InputError(
+                f"skew: {top_share:.3g} of accesses on the top {top_fraction:.3g} of rows is "
+                f"less than uniform access gives ({lo:.3g})"
+            )
         hi = cls(tables, 5.0).coverage(top_fraction)
         if top_share >= hi:
-            raise InputError(f"skew: {top_share:.3g} on the top {top_fraction:.3g} of rows is more "
-                             f"skewed than Zipf can reach with these tables ({hi:.4g})")
+            raise InputError(
+                f"skew: {top_share:.3g} on the top {top_fraction:.3g} of rows is more "
+                f"skewed than Zipf can reach with these tables ({hi:.4g})"
+            )
         from scipy import optimize
 
-        a = optimize.brentq(lambda x: cls(tables, x).coverage(top_fraction) - top_share, 0.0, 5.0,
-                            xtol=1e-10)
+        a = optimize.brentq(
+            lambda x: cls(tables, x).coverage(top_fraction) - top_share, 0.0, 5.0, xtol=1e-10
+        )
         _disk_put("alpha", key, float(a))
         return cls(tables, float(a))
 
     @classmethod
-    def fit_counts(cls, path: str | Path) -> "AccessModel":
+    def fit_counts(cls, path: str | Path) -> AccessModel:
         """Fit ``alpha`` by maximum likelihood to a CSV of per-row access counts.
 
         Columns ``table,count`` (one row per embedding row; rows absent from the file are taken
@@ -166,7 +200,9 @@ class AccessModel:
                 try:
                     c = float(row["count"])
                 except (TypeError, ValueError):
-                    raise InputError(f"{p}: line {line}: count {short(row['count'], 20)!r} is not a number") from None
+                    raise InputError(
+                        f"{p}: line {line}: count {short(row['count'], 20)!r} is not a number"
+                    ) from None
                 if not math.isfinite(c) or c < 0:
                     raise InputError(f"{p}: line {line}: count must be a finite number >= 0")
                 counts.setdefault(row["table"], []).append(c)
@@ -184,7 +220,9 @@ class AccessModel:
 
         from scipy import optimize
 
-        res = optimize.minimize_scalar(nll, bounds=(0.0, 5.0), method="bounded", options={"xatol": 1e-8})
+        res = optimize.minimize_scalar(
+            nll, bounds=(0.0, 5.0), method="bounded", options={"xatol": 1e-8}
+        )
         return cls(tuple(ns), float(res.x))
 
     # -- bins ---------------------------------------------------------------------------------------
@@ -250,7 +288,9 @@ class AccessModel:
         p, c = self.bins
         n = np.atleast_1d(np.asarray(n_samples, dtype=float))
         # 1 - (1-p)^n computed stably
-        out = np.array([float(np.sum(c * -np.expm1(x * np.log1p(-np.minimum(p, 1 - 1e-16))))) for x in n])
+        out = np.array(
+            [float(np.sum(c * -np.expm1(x * np.log1p(-np.minimum(p, 1 - 1e-16))))) for x in n]
+        )
         out /= self.rows
         return float(out[0]) if np.ndim(n_samples) == 0 else out
 
@@ -263,7 +303,7 @@ class AccessModel:
         of that window (MFU) or of a sub-sample of it at ``sample_rate`` (SSU)."""
         return self.ranked_share(r, m_samples, sample_rate).in_sample
 
-    def ranked_share(self, r: float, m_samples: float, sample_rate: float = 1.0) -> "RankedShare":
+    def ranked_share(self, r: float, m_samples: float, sample_rate: float = 1.0) -> RankedShare:
         """The access shares of the top fraction ``r`` of rows ranked by counting the accesses of
         ``m_samples x sample_rate`` of a window's ``m_samples`` samples (see :class:`RankedShare`)."""
         key = (self.tables, self.alpha, float(r), float(m_samples), float(sample_rate))
@@ -281,7 +321,7 @@ class AccessModel:
             _SC_CACHE[key] = got
         return got
 
-    def _ranked_share(self, r: float, m: float, s: float) -> "RankedShare":
+    def _ranked_share(self, r: float, m: float, s: float) -> RankedShare:
         from scipy import special  # here, not at import (every command's start)
 
         if not 0 <= r <= 1:
@@ -290,7 +330,9 @@ class AccessModel:
             raise InputError(f"sample rate must be in (0, 1], got {s}")
         if not (math.isfinite(m) and m >= 0):
             raise InputError(f"samples must be a finite number >= 0, got {m}")
-        if r in (0.0, 1.0) or m == 0:  # nothing or everything, or a ranking by nothing (random rows)
+        if (
+            r in (0.0, 1.0) or m == 0
+        ):  # nothing or everything, or a ranking by nothing (random rows)
             return RankedShare(r, r)
         p, c = self.bins
         mu = m * s * p  # counted accesses per row: Y ~ Poisson(mu)
@@ -329,8 +371,10 @@ class AccessModel:
         return RankedShare(min(1.0, inside), min(1.0, out))
 
     def describe(self) -> str:
-        return (f"Zipf alpha={self.alpha:.4f} over {self.n_tables} tables, {self.rows:,} rows; "
-                f"top 1% of rows take {100 * self.coverage(0.01):.1f}% of accesses")
+        return (
+            f"Zipf alpha={self.alpha:.4f} over {self.n_tables} tables, {self.rows:,} rows; "
+            f"top 1% of rows take {100 * self.coverage(0.01):.1f}% of accesses"
+        )
 
 
 _CACHE: dict[tuple, AccessModel] = {}
@@ -418,6 +462,7 @@ def _flush() -> None:
     except (OSError, ValueError):
         pass
 
+
 #: the embedding dimension assumed when the rows come from the bytes and no ``access.dim`` is given
 #: (production DLRMs use 64-256; DLRM's Criteo Terabyte configuration uses 64)
 DEFAULT_DIM = 64
@@ -451,7 +496,9 @@ def _read_tables(path: str, mtime_ns: int) -> tuple[int, ...]:
             try:
                 n = int(row["rows"])
             except (TypeError, ValueError, OverflowError):
-                raise InputError(f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer") from None
+                raise InputError(
+                    f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer"
+                ) from None
             if n < 1:
                 raise InputError(f"{p}: line {line}: rows must be >= 1")
             sizes.append(n)
@@ -482,7 +529,9 @@ class Layout:
     dim: float  #: parameters per row (derived when the rows are given)
     bytes_per_param: float
     embedding_bytes: float  #: parameters only
-    derived: str  #: what was derived: "rows" (from the bytes and dim) or "dim" (from the bytes and rows)
+    derived: (
+        str  #: what was derived: "rows" (from the bytes and dim) or "dim" (from the bytes and rows)
+    )
 
     @property
     def rows(self) -> int:
@@ -494,7 +543,7 @@ class Layout:
         return self.dim * self.bytes_per_param
 
 
-def layout(s) -> Layout:  # noqa: ANN001 - cprsim.scenario.Scenario
+def layout(s) -> Layout:
     """The table layout of a scenario: rows from ``embedding_gb / (dim x bytes_per_param)`` unless
     the scenario gives the rows (``access.rows``, or a tables file). Cached by the keys it reads
     (a tables file by its version): every MFU/SSU replication and planner step asks for it."""
@@ -514,7 +563,7 @@ def layout(s) -> Layout:  # noqa: ANN001 - cprsim.scenario.Scenario
     return got
 
 
-def _layout(s) -> Layout:  # noqa: ANN001
+def _layout(s) -> Layout:
     from cprsim.scenario import GB
 
     a = s.access
@@ -524,16 +573,24 @@ def _layout(s) -> Layout:  # noqa: ANN001
         return Layout(tabs, emb / (sum(tabs) * a.bytes_per_param), a.bytes_per_param, emb, "dim")
     shape = table_sizes(a.tables, a.table_scale)
     if a.rows is not None:
-        return Layout(scaled_to(shape, a.rows), emb / (a.rows * a.bytes_per_param), a.bytes_per_param, emb, "dim")
+        return Layout(
+            scaled_to(shape, a.rows),
+            emb / (a.rows * a.bytes_per_param),
+            a.bytes_per_param,
+            emb,
+            "dim",
+        )
     dim = a.dim if a.dim is not None else DEFAULT_DIM
     total = int(round(emb / (dim * a.bytes_per_param)))
     if total < len(shape):
-        raise InputError(f"access: cluster.embedding_gb = {s.cluster.embedding_gb:g} at dim {dim} x "
-                         f"{a.bytes_per_param:g} bytes is {total:,} rows, fewer than the {len(shape)} tables")
+        raise InputError(
+            f"access: cluster.embedding_gb = {s.cluster.embedding_gb:g} at dim {dim} x "
+            f"{a.bytes_per_param:g} bytes is {total:,} rows, fewer than the {len(shape)} tables"
+        )
     return Layout(scaled_to(shape, total), float(dim), a.bytes_per_param, emb, "rows")
 
 
-def of(s) -> AccessModel:  # noqa: ANN001 - cprsim.scenario.Scenario
+def of(s) -> AccessModel:
     """The access model of a scenario: its ``[access]`` skew over the tables ``layout(s)`` gives (cached)."""
     cfg = s.access
     tables = layout(s).tables
@@ -541,6 +598,9 @@ def of(s) -> AccessModel:  # noqa: ANN001 - cprsim.scenario.Scenario
     if key not in _CACHE:
         if len(_CACHE) > 64:
             _CACHE.clear()
-        _CACHE[key] = (AccessModel(tables, cfg.alpha) if cfg.alpha is not None
-                       else AccessModel.from_skew(tables, cfg.top_fraction, cfg.top_share))
+        _CACHE[key] = (
+            AccessModel(tables, cfg.alpha)
+            if cfg.alpha is not None
+            else AccessModel.from_skew(tables, cfg.top_fraction, cfg.top_share)
+        )
     return _CACHE[key]

@@ -78,7 +78,8 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -137,7 +138,9 @@ def _log_recovery_time(R: float, lam: float, lam_recovery: float | None, restore
     return _logadd(lam * L + wait, _log_expm1_over(lam, L))
 
 
-def recovery_time(R: float, lam: float, lam_recovery: float | None = None, restore_s: float = 0.0) -> float:
+def recovery_time(
+    R: float, lam: float, lam_recovery: float | None = None, restore_s: float = 0.0
+) -> float:
     """E[time] from a failure until the job runs again: a wait of ``R - restore_s`` that a failure
     (at ``lam_recovery``, default ``lam``) restarts, then a restore of ``restore_s`` that a failure
     (at ``lam``) sends back to the wait. ``math.inf`` if astronomically large."""
@@ -169,7 +172,7 @@ def lam_recovery_nodes(rho: float, mu: float, n: int) -> float:
     if mu <= 0 or rho <= 0 or n <= 1:
         return 0.0
     target = math.log(node_wait(rho, mu, n))
-    f = lambda x: _log_expm1_over(x, rho) - target  # noqa: E731
+    f = lambda x: _log_expm1_over(x, rho) - target
     hi = (n - 1) * mu
     if f(hi) <= 0:  # rounding: the bound itself
         return hi
@@ -182,18 +185,22 @@ def n_saves(W: float, tau: float) -> int:
     return max(0, math.ceil(W / tau - 1e-12) - 1)
 
 
-def _log_segment_time(a: float, lam: float, R: float, lam_recovery: float | None = None,
-                      restore_s: float = 0.0) -> float:
+def _log_segment_time(
+    a: float, lam: float, R: float, lam_recovery: float | None = None, restore_s: float = 0.0
+) -> float:
     if lam <= 0:
         return _log(a)
     if a <= 0:
         return -math.inf
     # E[T(a)] = expm1(lam a) * (1/lam + E[rec])
-    return _log_expm1(lam * a) + _logadd(-math.log(lam), _log_recovery_time(R, lam, lam_recovery, restore_s))
+    return _log_expm1(lam * a) + _logadd(
+        -math.log(lam), _log_recovery_time(R, lam, lam_recovery, restore_s)
+    )
 
 
-def segment_time(a: float, lam: float, R: float, lam_recovery: float | None = None,
-                 restore_s: float = 0.0) -> float:
+def segment_time(
+    a: float, lam: float, R: float, lam_recovery: float | None = None, restore_s: float = 0.0
+) -> float:
     """E[time] to complete ``a`` seconds that a failure sends back to their start, each failure
     costing a recovery (``recovery_time``); ``math.inf`` if astronomically large."""
     if lam <= 0:
@@ -201,17 +208,33 @@ def segment_time(a: float, lam: float, R: float, lam_recovery: float | None = No
     return _exp(_log_segment_time(a, lam, R, lam_recovery, restore_s))
 
 
-def _log_full_wall(W: float, tau: float, delta: float, lam: float, R: float,
-                   lam_recovery: float | None = None, restore_s: float = 0.0) -> float:
+def _log_full_wall(
+    W: float,
+    tau: float,
+    delta: float,
+    lam: float,
+    R: float,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> float:
     k = n_saves(W, tau)
     last = _log_segment_time(W - k * tau, lam, R, lam_recovery, restore_s)
     if k == 0:
         return last
-    return _logadd(math.log(k) + _log_segment_time(tau + delta, lam, R, lam_recovery, restore_s), last)
+    return _logadd(
+        math.log(k) + _log_segment_time(tau + delta, lam, R, lam_recovery, restore_s), last
+    )
 
 
-def full_wall(W: float, tau: float, delta: float, lam: float, R: float, lam_recovery: float | None = None,
-              restore_s: float = 0.0) -> float:
+def full_wall(
+    W: float,
+    tau: float,
+    delta: float,
+    lam: float,
+    R: float,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> float:
     """Exact E[wall] for full recovery under Poisson failures (``math.inf`` if astronomically large).
 
     ``lam_recovery``/``restore_s``: see ``recovery_time`` (defaults: a failure restarts the whole
@@ -222,13 +245,26 @@ def full_wall(W: float, tau: float, delta: float, lam: float, R: float, lam_reco
     return _exp(_log_full_wall(W, tau, delta, lam, R, lam_recovery, restore_s))
 
 
-def full_overhead(W: float, tau: float, delta: float, lam: float, R: float, lam_recovery: float | None = None,
-                  restore_s: float = 0.0) -> float:
+def full_overhead(
+    W: float,
+    tau: float,
+    delta: float,
+    lam: float,
+    R: float,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> float:
     return full_wall(W, tau, delta, lam, R, lam_recovery, restore_s) / W - 1.0
 
 
-def full_optimum(W: float, delta: float, lam: float, R: float, lam_recovery: float | None = None,
-                 restore_s: float = 0.0) -> float:
+def full_optimum(
+    W: float,
+    delta: float,
+    lam: float,
+    R: float,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> float:
     """The interval minimising the exact E[wall] of full recovery.
 
     With ``m`` saves (``W/(m+1) <= tau < W/m``) the last segment ``W - m tau`` is never longer
@@ -248,8 +284,9 @@ def _tau_for_segments(W: float, j: int) -> float:
     return tau
 
 
-def _full_optimum_log(W: float, delta: float, lam: float, R: float, lam_recovery: float | None,
-                      restore_s: float) -> tuple[float, float]:
+def _full_optimum_log(
+    W: float, delta: float, lam: float, R: float, lam_recovery: float | None, restore_s: float
+) -> tuple[float, float]:
     """(tau, log E[wall]) at the optimum."""
     if lam <= 0:
         return W, math.log(W)
@@ -258,7 +295,9 @@ def _full_optimum_log(W: float, delta: float, lam: float, R: float, lam_recovery
 
     def f(j: int) -> float:
         if j not in memo:
-            memo[j] = _log_full_wall(W, _tau_for_segments(W, j), delta, lam, R, lam_recovery, restore_s)
+            memo[j] = _log_full_wall(
+                W, _tau_for_segments(W, j), delta, lam, R, lam_recovery, restore_s
+            )
         return memo[j]
 
     grid = sorted({int(round(x)) for x in np.geomspace(1, J, 200)} | {1, J})
@@ -284,8 +323,15 @@ class Feasibility(NamedTuple):
     log10_ratio: float  #: always finite: for messages about astronomically long jobs
 
 
-def hopeless(W: float, delta: float, lam: float, R: float, limit: float = 10.0,
-             lam_recovery: float | None = None, restore_s: float = 0.0) -> Feasibility:
+def hopeless(
+    W: float,
+    delta: float,
+    lam: float,
+    R: float,
+    limit: float = 10.0,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> Feasibility:
     """Whether full recovery (exact Poisson form, at its optimal interval) would take more than
     ``limit`` times its work ``W``: failures come faster than a save plus a recovery.
 
@@ -297,11 +343,19 @@ def hopeless(W: float, delta: float, lam: float, R: float, limit: float = 10.0,
         raise ValueError("W must be > 0")
     tau, lw = _full_optimum_log(W, delta, lam, R, lam_recovery, restore_s)
     log_ratio = lw - math.log(W)
-    return Feasibility(log_ratio > math.log(limit), _exp(log_ratio), tau, log_ratio / math.log(10.0))
+    return Feasibility(
+        log_ratio > math.log(limit), _exp(log_ratio), tau, log_ratio / math.log(10.0)
+    )
 
 
-def mtbf_for_ratio(W: float, delta: float, R: float, ratio: float = 2.0, recovery_share: float = 1.0,
-                   restore_s: float = 0.0) -> float:
+def mtbf_for_ratio(
+    W: float,
+    delta: float,
+    R: float,
+    ratio: float = 2.0,
+    recovery_share: float = 1.0,
+    restore_s: float = 0.0,
+) -> float:
     """The MTBF (s, of the failure events that interrupt the job) at which full recovery at its
     optimal interval needs ``ratio`` times ``W`` (solved numerically; any longer MTBF needs less).
 
@@ -313,21 +367,34 @@ def mtbf_for_ratio(W: float, delta: float, R: float, ratio: float = 2.0, recover
 
     def g(log_m: float) -> float:
         lam = math.exp(-log_m)
-        return _full_optimum_log(W, delta, lam, R, recovery_share * lam, restore_s)[1] - math.log(W) - target
+        return (
+            _full_optimum_log(W, delta, lam, R, recovery_share * lam, restore_s)[1]
+            - math.log(W)
+            - target
+        )
 
     lo = hi = math.log(max(W, delta + R, 1.0))
     while g(hi) >= 0:
         hi += math.log(10.0)
         if hi > 700:
-            raise ValueError("no finite MTBF reaches this ratio (is ratio above 1 + the saves' share?)")
+            raise ValueError(
+                "no finite MTBF reaches this ratio (is ratio above 1 + the saves' share?)"
+            )
     while g(lo) <= 0:
         lo -= math.log(10.0)
     return math.exp(_brentq(g, lo, hi, xtol=1e-10, rtol=1e-10))
 
 
 # -- partial recovery -----------------------------------------------------------------------------
-def partial_wall(W: float, tau: float, delta: float, lam: float, R: float, lam_recovery: float | None = None,
-                 restore_s: float = 0.0) -> float:
+def partial_wall(
+    W: float,
+    tau: float,
+    delta: float,
+    lam: float,
+    R: float,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> float:
     """Exact E[wall] for partial recovery under Poisson failures, every failure costing the same
     recovery (``recovery_time``; ``math.inf`` if astronomically large)."""
     n = n_saves(W, tau)
@@ -340,13 +407,24 @@ def partial_wall(W: float, tau: float, delta: float, lam: float, R: float, lam_r
     return wall
 
 
-def partial_overhead(W: float, tau: float, delta: float, lam: float, R: float, lam_recovery: float | None = None,
-                     restore_s: float = 0.0) -> float:
+def partial_overhead(
+    W: float,
+    tau: float,
+    delta: float,
+    lam: float,
+    R: float,
+    lam_recovery: float | None = None,
+    restore_s: float = 0.0,
+) -> float:
     return partial_wall(W, tau, delta, lam, R, lam_recovery, restore_s) / W - 1.0
 
 
-def split_recovery_times(lams: Sequence[float], restores: Sequence[float], wait_s: float,
-                         mus: Sequence[float] | None = None) -> list[float]:
+def split_recovery_times(
+    lams: Sequence[float],
+    restores: Sequence[float],
+    wait_s: float,
+    mus: Sequence[float] | None = None,
+) -> list[float]:
     """E[recovery] after a failure of each type, failures of type ``i`` coming at ``lams[i]``.
 
     A recovery waits ``wait_s`` (restarted by any failure; during it a failure of type ``i`` comes
@@ -387,8 +465,18 @@ def split_recovery_times(lams: Sequence[float], restores: Sequence[float], wait_
     return [x if math.isfinite(x) and x >= 0 else math.inf for x in out]
 
 
-def partial_wall_split(W: float, tau: float, delta: float, lam_emb: float, R_emb: float, lam_tr: float,
-                       R_tr: float, wait_s: float = 0.0, mu_emb: float = 0.0, mu_tr: float = 0.0) -> float:
+def partial_wall_split(
+    W: float,
+    tau: float,
+    delta: float,
+    lam_emb: float,
+    R_emb: float,
+    lam_tr: float,
+    R_tr: float,
+    wait_s: float = 0.0,
+    mu_emb: float = 0.0,
+    mu_tr: float = 0.0,
+) -> float:
     """E[wall] of partial recovery when embedding-server and trainer failures cost different restores.
 
     ``lam_emb``/``lam_tr``: failure events of each type; ``R_emb`` = wait + shard load,
@@ -403,11 +491,13 @@ def partial_wall_split(W: float, tau: float, delta: float, lam_emb: float, R_emb
         return W + n * delta
     restores = []
     for rate, R in ((lam_emb, R_emb), (lam_tr, R_tr)):
-        if rate > 0 and R < wait_s * (1 - 1e-12):
+        if rate > 0 and wait_s * (1 - 1e-12) > R:
             raise ValueError(f"a recovery ({R} s) shorter than its wait ({wait_s} s)")
         restores.append(max(0.0, R - wait_s) if rate > 0 else 0.0)
     rec = split_recovery_times([lam_emb, lam_tr], restores, wait_s, [mu_emb, mu_tr])
-    per_event = (lam_emb * rec[0] if lam_emb > 0 else 0.0) + (lam_tr * rec[1] if lam_tr > 0 else 0.0)
+    per_event = (lam_emb * rec[0] if lam_emb > 0 else 0.0) + (
+        lam_tr * rec[1] if lam_tr > 0 else 0.0
+    )
     wall = W * (1.0 + per_event)
     if n:
         wall += n * math.expm1(lam * delta) * (1.0 / lam + per_event / lam)
@@ -448,6 +538,7 @@ def mean_age(W: float, T: float, mu: float) -> float:
     plus the last, partial one; ``mu -> 0`` gives the plain mean of ``p mod T`` (``T/2`` for
     ``W >> T``).
     """
+
     def block(x: float) -> float:
         if mu * x < 1e-8:
             return x * x / 2.0
@@ -464,8 +555,16 @@ def _stall_rate(mu: float, lam_others: float, stall_s: float) -> float:
     return mu + lam_others * -math.expm1(-mu * stall_s)
 
 
-def expected_pls(W: float, tau: float, delta: float, lam: float, k: float, n_e: int, stall_s: float = 0.0,
-                 lam_stall: float | None = None) -> float:
+def expected_pls(
+    W: float,
+    tau: float,
+    delta: float,
+    lam: float,
+    k: float,
+    n_e: int,
+    stall_s: float = 0.0,
+    lam_stall: float | None = None,
+) -> float:
     """E[PLS] of vanilla partial recovery, failure events at rate ``lam`` taking ``k`` of ``n_e`` shards.
 
     Each shard fails at ``mu = lam k / n_e``; a failure loses the shard's progress since its last
@@ -505,12 +604,20 @@ def expected_pls(W: float, tau: float, delta: float, lam: float, k: float, n_e: 
     return pls
 
 
-def interval_for_pls(bound: float, W: float, delta: float, lam: float, k: int, n_e: int, stall_s: float = 0.0,
-                     lam_stall: float | None = None) -> float:
+def interval_for_pls(
+    bound: float,
+    W: float,
+    delta: float,
+    lam: float,
+    k: int,
+    n_e: int,
+    stall_s: float = 0.0,
+    lam_stall: float | None = None,
+) -> float:
     """The largest interval whose E[PLS] (``expected_pls``) is <= bound (its inverse)."""
     if lam <= 0:
         return W
-    f = lambda t: expected_pls(W, t, delta, lam, k, n_e, stall_s, lam_stall) - bound  # noqa: E731
+    f = lambda t: expected_pls(W, t, delta, lam, k, n_e, stall_s, lam_stall) - bound
     if f(W) <= 0:
         return W
     lo = 1e-6
@@ -525,9 +632,19 @@ def prioritized_save_s(full_s: float, partial_s: float, K: int) -> float:
     return (full_s + (K - 1) * partial_s) / K
 
 
-def expected_pls_prioritized(W: float, tau: float, lam: float, k: float, n_e: int, coverage: float,
-                             K: int, stall_s: float = 0.0, lam_stall: float | None = None,
-                             save_full_s: float = 0.0, save_partial_s: float = 0.0) -> float:
+def expected_pls_prioritized(
+    W: float,
+    tau: float,
+    lam: float,
+    k: float,
+    n_e: int,
+    coverage: float,
+    K: int,
+    stall_s: float = 0.0,
+    lam_stall: float | None = None,
+    save_full_s: float = 0.0,
+    save_partial_s: float = 0.0,
+) -> float:
     """E[PLS] with partial saves every tau and a full save every K*tau.
 
     The saved rows (access share ``coverage``) lose the progress since the last save, the others
@@ -555,7 +672,7 @@ def expected_pls_prioritized(W: float, tau: float, lam: float, k: float, n_e: in
         t = d if others <= 0 else math.expm1(others * d) * (1.0 / others + stall_s)
         return -math.expm1(-mu * t)
 
-    age = lambda x: -math.expm1(-nu * x) / nu  # noqa: E731
+    age = lambda x: -math.expm1(-nu * x) / nu
     q_part, q_full = fails_during(save_partial_s), fails_during(save_full_s)
     for r in range(min(K, n)):  # save m = r + 1 (mod K): r + 1 intervals since the last full save
         count = n // K + (1 if r < n % K else 0)
@@ -564,14 +681,31 @@ def expected_pls_prioritized(W: float, tau: float, lam: float, k: float, n_e: in
     return pls
 
 
-def prioritized_overhead(W: float, tau: float, full_s: float, partial_s: float, K: int, lam: float,
-                         R: float, counter: float) -> float:
+def prioritized_overhead(
+    W: float,
+    tau: float,
+    full_s: float,
+    partial_s: float,
+    K: int,
+    lam: float,
+    R: float,
+    counter: float,
+) -> float:
     """E[wall]/W - 1 for partial recovery with prioritized saves and a counting slowdown."""
-    return partial_wall(W * (1.0 + counter), tau * (1.0 + counter),
-                        prioritized_save_s(full_s, partial_s, K), lam, R) / W - 1.0
+    return (
+        partial_wall(
+            W * (1.0 + counter),
+            tau * (1.0 + counter),
+            prioritized_save_s(full_s, partial_s, K),
+            lam,
+            R,
+        )
+        / W
+        - 1.0
+    )
 
 
-def _brentq(*args, **kwargs) -> float:  # noqa: ANN002, ANN003
+def _brentq(*args, **kwargs) -> float:
     """scipy.optimize.brentq, imported when first needed (not at every command's start)."""
     from scipy import optimize
 
@@ -579,7 +713,9 @@ def _brentq(*args, **kwargs) -> float:  # noqa: ANN002, ANN003
 
 
 # -- the node lifecycle -----------------------------------------------------------------------------
-def machine_repair_availability(n: int, spares: int, lam: float, mu: float, crews: int | None = None) -> float:
+def machine_repair_availability(
+    n: int, spares: int, lam: float, mu: float, crews: int | None = None
+) -> float:
     """Long-run share of time every one of ``n`` slots has a machine (the machine-repair model with
     spares, M/M/c//(n+s)): ``n`` machines in service each fail at ``lam`` (exponential), ``spares``
     idle machines do not fail and replace a failed one at once, a failed machine is repaired in an

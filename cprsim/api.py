@@ -29,9 +29,10 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cprsim import scenario as _sc
 from cprsim.calibrate.calibration import Calibration, load_calibration
@@ -56,25 +57,56 @@ if TYPE_CHECKING:  # pragma: no cover - imported on first use (scipy.stats is sl
     from cprsim.plots.fit import plot_fit
 
 __all__ = [
-    # scenarios
-    "load_scenario", "scenario_names", "checkpoint_costs", "Scenario", "Costs",
-    # simulation
-    "simulate", "Runs", "ReplicationResult", "Event", "Estimate",
-    # planning
-    "plan", "Plan", "Option", "pls_bound", "load_calibration", "Calibration", "run_calibration",
-    # sweeps
-    "Sweep", "SweepResults", "PointSummary", "load_results",
-    # failure logs
-    "fit", "read_trace", "FitReport", "Fit", "Trace",
-    # figures
-    "plot_overhead", "plot_pls", "plot_breakdown", "plot_timeline", "plot_fit", "plot_calibration", "save_figure",
+    "Calibration",
+    "Costs",
+    "Estimate",
+    "Event",
+    "Fit",
+    "FitReport",
     # errors
     "InputError",
+    "Option",
+    "Plan",
+    "PointSummary",
+    "ReplicationResult",
+    "Runs",
+    "Scenario",
+    # sweeps
+    "Sweep",
+    "SweepResults",
+    "Trace",
+    "checkpoint_costs",
+    # failure logs
+    "fit",
+    "load_calibration",
+    "load_results",
+    # scenarios
+    "load_scenario",
+    # planning
+    "plan",
+    "plot_breakdown",
+    "plot_calibration",
+    "plot_fit",
+    # figures
+    "plot_overhead",
+    "plot_pls",
+    "plot_timeline",
+    "pls_bound",
+    "read_trace",
+    "run_calibration",
+    "save_figure",
+    "scenario_names",
+    # simulation
+    "simulate",
 ]
 
 #: names defined in modules that are slow to import (scipy.stats): imported on first use
-_LAZY = {"FitReport": "cprsim.failures.fit", "Fit": "cprsim.failures.fit", "Trace": "cprsim.failures.traces",
-         "plot_fit": "cprsim.plots.fit"}
+_LAZY = {
+    "FitReport": "cprsim.failures.fit",
+    "Fit": "cprsim.failures.fit",
+    "Trace": "cprsim.failures.traces",
+    "plot_fit": "cprsim.plots.fit",
+}
 
 
 def require_pandas(what: str = "to_frame()") -> Any:
@@ -82,7 +114,9 @@ def require_pandas(what: str = "to_frame()") -> Any:
     try:
         import pandas
     except ImportError:
-        raise ImportError(f"{what} needs pandas, an optional dependency: pip install pandas", name="pandas") from None
+        raise ImportError(
+            f"{what} needs pandas, an optional dependency: pip install pandas", name="pandas"
+        ) from None
     return pandas
 
 
@@ -113,12 +147,16 @@ def _distribution_table(fit_: Any, unit: str) -> dict[str, Any]:
 
 
 def _override(key: str, value: Any) -> Any:
-    if (hasattr(value, "scale_") and hasattr(value, "family")) or (hasattr(value, "best") and hasattr(value, "fits")):
+    if (hasattr(value, "scale_") and hasattr(value, "family")) or (
+        hasattr(value, "best") and hasattr(value, "fits")
+    ):
         return _distribution_table(value, "s" if key.split(".")[0] == "reschedule" else "h")
     return _plain(value)
 
 
-def _updates(set_: Mapping[str, Any] | Sequence[str] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def _updates(
+    set_: Mapping[str, Any] | Sequence[str] | None, overrides: Mapping[str, Any]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if set_ is not None:
         if isinstance(set_, Mapping):
@@ -132,10 +170,16 @@ def _updates(set_: Mapping[str, Any] | Sequence[str] | None, overrides: Mapping[
     return {k: _override(k, v) for k, v in out.items()}
 
 
-def load_scenario(name_or_path: str | os.PathLike[str] | Scenario, *,
-                  set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 - the CLI's --set
-                  strategy: str | Mapping[str, Any] | None = None, interval_h: float | None = None,
-                  replications: int | None = None, seed: int | None = None, **overrides: Any) -> Scenario:
+def load_scenario(
+    name_or_path: str | os.PathLike[str] | Scenario,
+    *,
+    set: Mapping[str, Any] | Sequence[str] | None = None,
+    strategy: str | Mapping[str, Any] | None = None,
+    interval_h: float | None = None,
+    replications: int | None = None,
+    seed: int | None = None,
+    **overrides: Any,
+) -> Scenario:
     """A validated scenario: ``name_or_path`` a built-in name (:func:`scenario_names`), a TOML
     file, or a Scenario to change, with overrides applied (like ``cprsim simulate NAME --set
     KEY=VALUE``).
@@ -166,9 +210,15 @@ def load_scenario(name_or_path: str | os.PathLike[str] | Scenario, *,
     if seed is not None:
         upd["seed"] = _plain(seed)
     if isinstance(name_or_path, Scenario):
-        return name_or_path.with_updates(upd, f"{name_or_path.name} (load_scenario)") if upd else name_or_path
+        return (
+            name_or_path.with_updates(upd, f"{name_or_path.name} (load_scenario)")
+            if upd
+            else name_or_path
+        )
     if not isinstance(name_or_path, (str, os.PathLike)):
-        raise TypeError(f"load_scenario takes a name, a path or a Scenario, not {type(name_or_path).__name__}")
+        raise TypeError(
+            f"load_scenario takes a name, a path or a Scenario, not {type(name_or_path).__name__}"
+        )
     return _sc.load(os.fspath(name_or_path), upd or None)
 
 
@@ -223,8 +273,10 @@ class Runs:
 
     def __repr__(self) -> str:
         s = self.scenario
-        return (f"Runs({s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:g} h, "
-                f"{len(self.results)} replications, seed {s.seed})")
+        return (
+            f"Runs({s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:g} h, "
+            f"{len(self.results)} replications, seed {s.seed})"
+        )
 
     def estimates(self) -> dict[str, Estimate]:
         """Every metric's :class:`Estimate` over the replications: mean, 95% Student-t CI of the
@@ -244,12 +296,15 @@ class Runs:
         d = summary_dict(self.scenario, self.results)
         rule = self.precision
         if rule is not None:
-            d["adaptive"] = {**rule.as_dict(), "replications": len(self.results),
-                             "reached": len(self.results) < rule.cap or rule.met(
-                                 [getattr(r, rule.metric) for r in self.results])}
+            d["adaptive"] = {
+                **rule.as_dict(),
+                "replications": len(self.results),
+                "reached": len(self.results) < rule.cap
+                or rule.met([getattr(r, rule.metric) for r in self.results]),
+            }
         return d
 
-    def to_frame(self) -> "pandas.DataFrame":
+    def to_frame(self) -> pandas.DataFrame:
         """A pandas DataFrame, one row per replication (the columns of ``replications.csv``: times
         in seconds, overheads and PLS fractions). pandas is optional (``pip install pandas``)."""
         return ReplicationResult.to_frame(self.results)
@@ -282,11 +337,20 @@ class Runs:
         return out
 
 
-def simulate(scenario: str | os.PathLike[str] | Scenario, replications: int | None = None, *,
-             seed: int | None = None, first: int = 0, precision: float | None = None,
-             min_replications: int = 20, precision_metric: str = "overhead", record: bool = False,
-             force: bool = False, max_events: float = 1e7,
-             progress: Callable[[int], None] | None = None) -> Runs:
+def simulate(
+    scenario: str | os.PathLike[str] | Scenario,
+    replications: int | None = None,
+    *,
+    seed: int | None = None,
+    first: int = 0,
+    precision: float | None = None,
+    min_replications: int = 20,
+    precision_metric: str = "overhead",
+    record: bool = False,
+    force: bool = False,
+    max_events: float = 1e7,
+    progress: Callable[[int], None] | None = None,
+) -> Runs:
     """Simulate replications of a scenario (``cprsim simulate``) and return them as :class:`Runs`.
 
     ``scenario``: a Scenario, a built-in name or a TOML file; ``replications``: how many (default:
@@ -317,14 +381,19 @@ def simulate(scenario: str | os.PathLike[str] | Scenario, replications: int | No
     feasibility.check_budget(s, max_events)
     f = s.failures
     if not (f.trainer or f.embedding or f.domains or f.injected or f.job or f.replay):
-        warnings.warn(f"{s.name}: no failure source ([failures] is empty or missing): nothing will fail",
-                      stacklevel=2)
+        warnings.warn(
+            f"{s.name}: no failure source ([failures] is empty or missing): nothing will fail",
+            stacklevel=2,
+        )
     if not force and not f.replay:
         from cprsim.sim import strategies as registry
 
         feasibility.check(s, registry.get(s.strategy.name).plan_kind)
-    rule = Precision(precision, s.replications, min_replications, metric=precision_metric) \
-        if precision is not None else None
+    rule = (
+        Precision(precision, s.replications, min_replications, metric=precision_metric)
+        if precision is not None
+        else None
+    )
     if rule is None:
         results, events = run_replications(s, first=first, record_first=record, progress=progress)
     else:
@@ -349,14 +418,16 @@ class Plan(_PlanRecord):
     """
 
     @classmethod
-    def _of(cls, record: _PlanRecord, scenario: Scenario | None = None) -> "Plan":
+    def _of(cls, record: _PlanRecord, scenario: Scenario | None = None) -> Plan:
         p = cls(**{f.name: getattr(record, f.name) for f in dataclasses.fields(record)})
         object.__setattr__(p, "_scenario", scenario)
         return p
 
     def __repr__(self) -> str:
-        return (f"Plan({self.scenario}: {self.metric} loss <= {self.accuracy_bound:g}, recommended "
-                f"{self.recommended!r} of {len(self.options)} options)")
+        return (
+            f"Plan({self.scenario}: {self.metric} loss <= {self.accuracy_bound:g}, recommended "
+            f"{self.recommended!r} of {len(self.options)} options)"
+        )
 
     @property
     def recommended_option(self) -> Option:
@@ -374,10 +445,15 @@ class Plan(_PlanRecord):
         if label is not None and label not in labels:
             raise InputError(f"no option {label!r} in this plan (options: {', '.join(labels)})")
         o = self.option(label if label is not None else self.recommended)
-        return base.with_updates({"checkpoint.interval_h": min(o.interval_s, base.duration_s) / 3600.0,
-                                  "strategy": {"name": o.strategy, **o.params}}, f"{base.name}: {o.label}")
+        return base.with_updates(
+            {
+                "checkpoint.interval_h": min(o.interval_s, base.duration_s) / 3600.0,
+                "strategy": {"name": o.strategy, **o.params},
+            },
+            f"{base.name}: {o.label}",
+        )
 
-    def to_frame(self) -> "pandas.DataFrame":
+    def to_frame(self) -> pandas.DataFrame:
         """A pandas DataFrame, one row per option: label, strategy, params, ``interval_h`` and
         ``full_interval_h`` (hours), each estimate flattened to ``<name>_mean``, ``_lo``, ``_hi``
         (95% CI of the mean), ``_p50``, ``_p90``, ``_p99`` (``overhead``, ``ckpt_overhead``,
@@ -388,14 +464,31 @@ class Plan(_PlanRecord):
         rows = []
         for o in self.options:
             d = o.as_dict()
-            row: dict[str, Any] = {"label": o.label, "strategy": o.strategy, "params": dict(o.params),
-                                   "interval_h": d["interval_h"], "full_interval_h": d["full_interval_h"]}
+            row: dict[str, Any] = {
+                "label": o.label,
+                "strategy": o.strategy,
+                "params": dict(o.params),
+                "interval_h": d["interval_h"],
+                "full_interval_h": d["full_interval_h"],
+            }
             for k, v in d.items():
-                if k in row or k in ("interval_s", "full_interval_s", "label", "strategy", "params"):
+                if k in row or k in (
+                    "interval_s",
+                    "full_interval_s",
+                    "label",
+                    "strategy",
+                    "params",
+                ):
                     continue
                 if isinstance(v, dict) and "mean" in v and "ci95" in v:
-                    for stat, x in (("mean", v["mean"]), ("lo", v["ci95"][0]), ("hi", v["ci95"][1]),
-                                    ("p50", v["p50"]), ("p90", v["p90"]), ("p99", v["p99"])):
+                    for stat, x in (
+                        ("mean", v["mean"]),
+                        ("lo", v["ci95"][0]),
+                        ("hi", v["ci95"][1]),
+                        ("p50", v["p50"]),
+                        ("p90", v["p90"]),
+                        ("p99", v["p99"]),
+                    ):
                         row[f"{k}_{stat}"] = x
                 elif v is None and k == "ettr":
                     continue
@@ -406,12 +499,23 @@ class Plan(_PlanRecord):
         return pd.DataFrame(rows)
 
 
-def plan(scenario: str | os.PathLike[str] | Scenario, max_accuracy_loss: float, metric: str = "auc", *,
-         strategies: Sequence[str] | str = ("partial", "mfu", "ssu"), confidence: float | None = 0.9,
-         objective: str = "mean", max_checkpoint_age_h: float | None = None, replications: int | None = None,
-         search_replications: int | None = None, precision: float | None = 0.1,
-         calibration: Calibration | str | os.PathLike[str] | None = None, allow_extrapolation: bool = False,
-         allow_no_full_checkpoint: bool = False, progress: Callable[[int], None] | None = None) -> Plan:
+def plan(
+    scenario: str | os.PathLike[str] | Scenario,
+    max_accuracy_loss: float,
+    metric: str = "auc",
+    *,
+    strategies: Sequence[str] | str = ("partial", "mfu", "ssu"),
+    confidence: float | None = 0.9,
+    objective: str = "mean",
+    max_checkpoint_age_h: float | None = None,
+    replications: int | None = None,
+    search_replications: int | None = None,
+    precision: float | None = 0.1,
+    calibration: Calibration | str | os.PathLike[str] | None = None,
+    allow_extrapolation: bool = False,
+    allow_no_full_checkpoint: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (``cprsim plan``).
 
     ``max_accuracy_loss``: the loss accepted, in the unit of ``metric`` (``"auc"``: AUC points
@@ -435,25 +539,45 @@ def plan(scenario: str | os.PathLike[str] | Scenario, max_accuracy_loss: float, 
     from cprsim.plan import ALL_STRATEGIES, make_plan
 
     s = _as_scenario(scenario)
-    names = list(ALL_STRATEGIES) if strategies == "all" else \
-        ([strategies] if isinstance(strategies, str) else list(strategies))
+    names = (
+        list(ALL_STRATEGIES)
+        if strategies == "all"
+        else ([strategies] if isinstance(strategies, str) else list(strategies))
+    )
     unknown = [x for x in names if x not in ALL_STRATEGIES]
     if unknown:
-        raise InputError(f"strategies: unknown {', '.join(map(repr, unknown))} (choose from "
-                         f"{', '.join(ALL_STRATEGIES)}, or 'all')")
+        raise InputError(
+            f"strategies: unknown {', '.join(map(repr, unknown))} (choose from "
+            f"{', '.join(ALL_STRATEGIES)}, or 'all')"
+        )
     cal = calibration
     if cal is not None and not isinstance(cal, Calibration):
         cal = load_calibration(cal)
-    record = make_plan(s, max_accuracy_loss, metric, calibration=cal, replications=replications,
-                       search_replications=search_replications, strategies=names, confidence=confidence,
-                       objective=objective, max_checkpoint_age_h=max_checkpoint_age_h,
-                       allow_extrapolation=allow_extrapolation, allow_no_full_checkpoint=allow_no_full_checkpoint,
-                       progress=progress, precision=precision)
+    record = make_plan(
+        s,
+        max_accuracy_loss,
+        metric,
+        calibration=cal,
+        replications=replications,
+        search_replications=search_replications,
+        strategies=names,
+        confidence=confidence,
+        objective=objective,
+        max_checkpoint_age_h=max_checkpoint_age_h,
+        allow_extrapolation=allow_extrapolation,
+        allow_no_full_checkpoint=allow_no_full_checkpoint,
+        progress=progress,
+        precision=precision,
+    )
     return Plan._of(record, s)
 
 
-def pls_bound(max_accuracy_loss: float, strategy: str = "partial", metric: str = "auc",
-              calibration: Calibration | str | os.PathLike[str] | None = None) -> float:
+def pls_bound(
+    max_accuracy_loss: float,
+    strategy: str = "partial",
+    metric: str = "auc",
+    calibration: Calibration | str | os.PathLike[str] | None = None,
+) -> float:
     """The PLS bound the planner derives from an accuracy bound: the largest PLS (a fraction of
     the job's samples) whose ``metric`` loss stays within ``max_accuracy_loss`` at the upper end of
     the calibration's 95% CI, for a failure mid-training restoring a fresh state (``plan(...)``'s
@@ -461,16 +585,29 @@ def pls_bound(max_accuracy_loss: float, strategy: str = "partial", metric: str =
     calibration.toml (default: the shipped one). ``inf`` when the loss does not grow with PLS."""
     from cprsim.plan.accuracy import plan_accuracy
 
-    if not (isinstance(max_accuracy_loss, (int, float)) and math.isfinite(max_accuracy_loss)
-            and max_accuracy_loss > 0):
-        raise InputError(f"max_accuracy_loss must be a finite number > 0, got {max_accuracy_loss!r}")
+    if not (
+        isinstance(max_accuracy_loss, (int, float))
+        and math.isfinite(max_accuracy_loss)
+        and max_accuracy_loss > 0
+    ):
+        raise InputError(
+            f"max_accuracy_loss must be a finite number > 0, got {max_accuracy_loss!r}"
+        )
     cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
     return float(plan_accuracy(cal, metric).pls_bound(float(max_accuracy_loss), strategy))
 
 
-def run_calibration(out: str | os.PathLike[str], preset: str = "quick", *, jobs: int = 1, threads: int = 1,
-                    measure_costs: bool = True, resume: bool = False, progress: Callable[..., None] | None = None,
-                    **changes: Any) -> dict[str, Any]:
+def run_calibration(
+    out: str | os.PathLike[str],
+    preset: str = "quick",
+    *,
+    jobs: int = 1,
+    threads: int = 1,
+    measure_costs: bool = True,
+    resume: bool = False,
+    progress: Callable[..., None] | None = None,
+    **changes: Any,
+) -> dict[str, Any]:
     """Measure accuracy loss against PLS on a real PyTorch DLRM (``cprsim calibrate``; needs torch,
     the ``dlrm`` extra) into the folder ``out``: calibration.toml, points.csv, the figure,
     manifest.json and run.json. Returns the calibration document (the dict of calibration.toml:
@@ -484,12 +621,16 @@ def run_calibration(out: str | os.PathLike[str], preset: str = "quick", *, jobs:
     torch.save/load and the end-to-end check (clock measurements); ``resume``: finish a killed
     calibration in ``out``; ``progress(n, what, resumed)`` is called as runs finish.
     """
-    if "torch" not in sys.modules:  # OpenMP threads that sleep while they wait (as `cprsim calibrate`)
+    if (
+        "torch" not in sys.modules
+    ):  # OpenMP threads that sleep while they wait (as `cprsim calibrate`)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise ImportError("run_calibration() needs torch: pip install 'cprsim[dlrm]'", name="torch") from None
+        raise ImportError(
+            "run_calibration() needs torch: pip install 'cprsim[dlrm]'", name="torch"
+        ) from None
     from cprsim.calibrate.pipeline import calibrate
     from cprsim.calibrate.runner import PRESETS
 
@@ -500,10 +641,16 @@ def run_calibration(out: str | os.PathLike[str], preset: str = "quick", *, jobs:
         known = {f.name for f in dataclasses.fields(p)}
         bad = [k for k in changes if k not in known]
         if bad:
-            raise InputError(f"unknown preset field {bad[0]!r} (fields: {', '.join(sorted(known))})")
-        p = dataclasses.replace(p, **{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()})
+            raise InputError(
+                f"unknown preset field {bad[0]!r} (fields: {', '.join(sorted(known))})"
+            )
+        p = dataclasses.replace(
+            p, **{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()}
+        )
     kw: dict[str, Any] = {} if progress is None else {"progress": progress}
-    return calibrate(p, Path(out), measure_costs=measure_costs, jobs=jobs, threads=threads, resume=resume, **kw)
+    return calibrate(
+        p, Path(out), measure_costs=measure_costs, jobs=jobs, threads=threads, resume=resume, **kw
+    )
 
 
 # -- sweeps ---------------------------------------------------------------------------------------
@@ -514,7 +661,11 @@ def _absolute(raw: dict[str, Any]) -> dict[str, Any]:
     if isinstance(fail, dict) and isinstance(fail.get("replay"), str):
         fail["replay"] = str(Path(fail["replay"]).resolve())
     acc = raw.get("access")
-    if isinstance(acc, dict) and isinstance(acc.get("tables"), str) and acc["tables"] != "criteo-kaggle":
+    if (
+        isinstance(acc, dict)
+        and isinstance(acc.get("tables"), str)
+        and acc["tables"] != "criteo-kaggle"
+    ):
         acc["tables"] = str(Path(acc["tables"]).resolve())
     return raw
 
@@ -542,13 +693,23 @@ class Sweep:
     fingerprint).
     """
 
-    def __init__(self, scenario: str | os.PathLike[str] | Scenario, grid: Mapping[str, Sequence[Any]] | None = None,
-                 *, strategies: Sequence[str | Mapping[str, Any]] = (),
-                 set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 - a sweep file's [set]
-                 replications: int | None = None, seed: int | None = None, name: str = "sweep",
-                 description: str = "", precision: float | None = None, min_replications: int = 20,
-                 precision_metric: str = "overhead", plan: Mapping[str, Any] | None = None,
-                 max_events: float | None = None) -> None:
+    def __init__(
+        self,
+        scenario: str | os.PathLike[str] | Scenario,
+        grid: Mapping[str, Sequence[Any]] | None = None,
+        *,
+        strategies: Sequence[str | Mapping[str, Any]] = (),
+        set: Mapping[str, Any] | Sequence[str] | None = None,
+        replications: int | None = None,
+        seed: int | None = None,
+        name: str = "sweep",
+        description: str = "",
+        precision: float | None = None,
+        min_replications: int = 20,
+        precision_metric: str = "overhead",
+        plan: Mapping[str, Any] | None = None,
+        max_events: float | None = None,
+    ) -> None:
         from pydantic import ValidationError
 
         from cprsim.sweep.spec import SweepError, SweepFile, expand
@@ -556,7 +717,9 @@ class Sweep:
         self._base: Scenario | None = scenario if isinstance(scenario, Scenario) else None
         if self._base is None:
             if not isinstance(scenario, (str, os.PathLike)):
-                raise TypeError(f"Sweep takes a scenario name, path or Scenario, not {type(scenario).__name__}")
+                raise TypeError(
+                    f"Sweep takes a scenario name, path or Scenario, not {type(scenario).__name__}"
+                )
             ref = os.fspath(scenario)
             if not _sc.is_builtin(ref):
                 ref = str(Path(ref).resolve())
@@ -582,8 +745,10 @@ class Sweep:
         if fixed:
             doc["set"] = fixed
         if grid:
-            doc["grid"] = {k: [_plain(x) for x in v] if not isinstance(v, (str, bytes, Mapping)) else v
-                           for k, v in grid.items()}
+            doc["grid"] = {
+                k: [_plain(x) for x in v] if not isinstance(v, (str, bytes, Mapping)) else v
+                for k, v in grid.items()
+            }
         if plan is not None:
             doc["plan"] = _plain(dict(plan))
         self._doc = doc
@@ -607,8 +772,10 @@ class Sweep:
 
     def __repr__(self) -> str:
         sw = self.expanded
-        return (f"Sweep({sw.name!r}: {len(sw.points)} points ({', '.join(sw.keys) or 'no grid'} x "
-                f"{len(sw.strategies)} strategies), {sw.replications} replications, seed {sw.seed})")
+        return (
+            f"Sweep({sw.name!r}: {len(sw.points)} points ({', '.join(sw.keys) or 'no grid'} x "
+            f"{len(sw.strategies)} strategies), {sw.replications} replications, seed {sw.seed})"
+        )
 
     def __len__(self) -> int:
         """The number of points (grid combinations x strategies)."""
@@ -648,9 +815,16 @@ class Sweep:
             atomic_write_text(out / "scenario.toml", self._scenario_toml())
         return atomic_write_text(out / "sweep.toml", self.to_toml())
 
-    def run(self, out: str | os.PathLike[str] | None = None, *, jobs: int = 1, resume: bool = False,
-            scheduler: str | None = None, dask_local: int | None = None,
-            progress: Callable[[int], None] | None = None) -> SweepResults:
+    def run(
+        self,
+        out: str | os.PathLike[str] | None = None,
+        *,
+        jobs: int = 1,
+        resume: bool = False,
+        scheduler: str | None = None,
+        dask_local: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> SweepResults:
         """Run every point (``cprsim sweep``) and return the summarized :class:`SweepResults`.
 
         ``out``: the output folder (results.csv, summary.csv, manifest.json, config.toml,
@@ -667,17 +841,35 @@ class Sweep:
             if resume:
                 raise InputError("resume needs the folder of the sweep to finish: out=")
             with tempfile.TemporaryDirectory(prefix="cprsim-sweep-") as tmp:
-                return self.run(Path(tmp) / self.name, jobs=jobs, scheduler=scheduler, dask_local=dask_local,
-                                progress=progress)
+                return self.run(
+                    Path(tmp) / self.name,
+                    jobs=jobs,
+                    scheduler=scheduler,
+                    dask_local=dask_local,
+                    progress=progress,
+                )
         text = self.to_toml().encode("utf-8") if self._base is None else None
-        outcome = run_sweep(self.expanded, Path(out), jobs=jobs, scheduler=scheduler, dask_local=dask_local,
-                            resume=resume, progress=progress, sweep_text=text)
+        outcome = run_sweep(
+            self.expanded,
+            Path(out),
+            jobs=jobs,
+            scheduler=scheduler,
+            dask_local=dask_local,
+            resume=resume,
+            progress=progress,
+            sweep_text=text,
+        )
         return load_results(outcome.out)
 
 
 # -- failure logs ---------------------------------------------------------------------------------
-def read_trace(path: str | os.PathLike[str], format: str = "csv", *,  # noqa: A002 - the CLI's --format
-               filters: Mapping[str, str] | None = None, node_count: int | None = None) -> "Trace":
+def read_trace(
+    path: str | os.PathLike[str],
+    format: str = "csv",
+    *,
+    filters: Mapping[str, str] | None = None,
+    node_count: int | None = None,
+) -> Trace:
     """Read the failure log at ``path`` (``cprsim fit TRACE --format ...``): ``format`` one of
     ``csv`` (cprsim's schema: node, node_type, event, time_h, cause), ``lanl``, ``titan``,
     ``philly``, ``infinitehbd``; ``filters``: ``{column: value}`` kept (case-insensitive; causes match
@@ -689,10 +881,19 @@ def read_trace(path: str | os.PathLike[str], format: str = "csv", *,  # noqa: A0
     return _read(path, format, dict(filters or {}), node_count)
 
 
-def fit(data: Any, observed: Any = None, *, format: str = "csv",  # noqa: A002 - the CLI's --format
-        filters: Mapping[str, str] | None = None, node_type: str | None = None,
-        interarrival: str = "repair-to-failure", node_count: int | None = None,
-        families: Sequence[str] | None = None, bootstrap: int | None = None, seed: int = 0) -> "FitReport":
+def fit(
+    data: Any,
+    observed: Any = None,
+    *,
+    format: str = "csv",
+    filters: Mapping[str, str] | None = None,
+    node_type: str | None = None,
+    interarrival: str = "repair-to-failure",
+    node_count: int | None = None,
+    families: Sequence[str] | None = None,
+    bootstrap: int | None = None,
+    seed: int = 0,
+) -> FitReport:
     """Fit lifetime families to failure times with right-censoring (``cprsim fit``): exponential,
     Weibull, gamma, lognormal and log-logistic by censored maximum likelihood, ranked by AIC.
 
@@ -718,19 +919,33 @@ def fit(data: Any, observed: Any = None, *, format: str = "csv",  # noqa: A002 -
         data = read_trace(data, format, filters=filters, node_count=node_count)
     if hasattr(data, "intervals") and hasattr(data, "nodes"):  # a Trace
         if observed is not None:
-            raise TypeError("observed= applies to durations; a failure log says which lifetimes are censored")
+            raise TypeError(
+                "observed= applies to durations; a failure log says which lifetimes are censored"
+            )
         what = what if what != "fit" else str(getattr(data, "source", "fit"))
         t, obs = data.intervals(interarrival, node_type)
     else:
         t = np.asarray(data, dtype=float).ravel()
-        obs = np.ones(t.size, dtype=bool) if observed is None else np.asarray(observed, dtype=bool).ravel()
+        obs = (
+            np.ones(t.size, dtype=bool)
+            if observed is None
+            else np.asarray(observed, dtype=bool).ravel()
+        )
         if obs.size != t.size:
             raise InputError(f"observed has {obs.size} flags for {t.size} durations")
     if t.size == 0:
-        raise InputError(f"{what}: no lifetimes{' of node type ' + node_type if node_type else ''} to fit")
+        raise InputError(
+            f"{what}: no lifetimes{' of node type ' + node_type if node_type else ''} to fit"
+        )
     B = bootstrap if bootstrap is not None else (49 if t.size <= 5000 else 0)
-    return fit_all(t, obs, tuple(families) if families is not None else FIT_FAMILIES, bootstrap=B, seed=seed,
-                   what=what)
+    return fit_all(
+        t,
+        obs,
+        tuple(families) if families is not None else FIT_FAMILIES,
+        bootstrap=B,
+        seed=seed,
+        what=what,
+    )
 
 
 # -- docstrings of the types defined elsewhere --------------------------------------------------------

@@ -42,7 +42,9 @@ class Costs:
     node_bps: float
     dense_copy_s: float  #: a replaced trainer copies the dense part from a peer
     shard_load_fixed: float | None = None  #: a measured shard load (then k shards load in parallel)
-    trainer_bytes: float = 0.0  #: what one trainer saves and restores (the dense part, or its shard of it)
+    trainer_bytes: float = (
+        0.0  #: what one trainer saves and restores (the dense part, or its shard of it)
+    )
 
     def shard_load_s(self, k: int = 1) -> float:
         """k embedding shards restored at once from storage."""
@@ -68,13 +70,17 @@ def costs_of(s: Scenario) -> Costs:
     node = st.node_gbps * GB
     ne, nt = c.embedding_servers, c.trainers
     shard = emb / ne if ne else 0.0
-    if c.dense == "sharded":  # each trainer holds (saves, loads) its 1/N_t of the dense part; no copy
+    if (
+        c.dense == "sharded"
+    ):  # each trainer holds (saves, loads) its 1/N_t of the dense part; no copy
         per_trainer, dense_read = dense / nt, dense
     else:  # one trainer writes the dense part; every trainer reads its own copy
         per_trainer, dense_read = dense, nt * dense
     per_server = emb / (ne * node) if ne else 0.0  # seconds for one server's shard over its link
     save = st.latency_s + max((emb + dense) / (st.write_gbps * GB), per_server, per_trainer / node)
-    load = st.latency_s + max((emb + dense_read) / (st.read_gbps * GB), per_server, per_trainer / node)
+    load = st.latency_s + max(
+        (emb + dense_read) / (st.read_gbps * GB), per_server, per_trainer / node
+    )
     snap = max(shard, per_trainer) / (s.checkpoint.snapshot_gbps * GB)
     o = s.costs
     return Costs(

@@ -5,13 +5,15 @@ A reader never sees a half-written file, and an interrupted run leaves the previ
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -26,10 +28,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return p
 
@@ -53,10 +53,8 @@ def atomic_write_set(folder: str | os.PathLike, files: dict[str, str | bytes]) -
                 os.fsync(f.fileno())
     except BaseException:
         for tmp, _ in staged:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
         raise
     for tmp, target in staged:
         os.replace(tmp, target)
@@ -104,7 +102,9 @@ def csv_text(header: Sequence[str] | None, rows: Iterable[Sequence[Any]]) -> str
     return buf.getvalue()
 
 
-def atomic_write_csv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+def atomic_write_csv(
+    path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> Path:
     return atomic_write_text(path, csv_text(header, rows))
 
 
@@ -113,7 +113,11 @@ def _plain(v: Any, where: str) -> Any:
     import numbers
 
     if isinstance(v, dict):
-        return {str(k): _plain(x, f"{where}.{k}" if where else str(k)) for k, x in v.items() if x is not None}
+        return {
+            str(k): _plain(x, f"{where}.{k}" if where else str(k))
+            for k, x in v.items()
+            if x is not None
+        }
     if isinstance(v, (list, tuple)) or type(v).__name__ == "ndarray":
         return [_plain(x, where) for x in v]
     if isinstance(v, bool) or type(v).__name__ == "bool_":
@@ -134,8 +138,10 @@ def dumps_toml(doc: dict[str, Any], header: str = "") -> str:
 
     text = tomli_w.dumps(_plain(doc, ""))
     if header:  # a comment may not hold control characters: they are written escaped
-        clean = "".join(c if c == "\t" or not (ord(c) < 32 or ord(c) == 127) else f"\\x{ord(c):02x}"
-                        for c in header.replace("\r\n", "\n").replace("\r", "\n"))
+        clean = "".join(
+            c if c == "\t" or not (ord(c) < 32 or ord(c) == 127) else f"\\x{ord(c):02x}"
+            for c in header.replace("\r\n", "\n").replace("\r", "\n")
+        )
         text = "".join(f"# {h}\n" if h else "#\n" for h in clean.split("\n")) + "\n" + text
     return text
 
@@ -154,11 +160,13 @@ def short(value: Any, limit: int = 200) -> str:
     text = str(value)
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     if len(text) > limit:
-        text = text[: limit // 2 - 1] + "…" + text[-(limit // 2 - 1):]
+        text = text[: limit // 2 - 1] + "…" + text[-(limit // 2 - 1) :]
     return text
 
 
-def check_input_file(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES) -> Path:
+def check_input_file(
+    path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES
+) -> Path:
     """``path`` as a ``Path`` if it is a regular file of at most ``max_bytes``; otherwise a one-line
     ``InputError`` naming it (missing, a device or folder, unreadable, too large, name too long)."""
     import stat as st_
@@ -171,11 +179,15 @@ def check_input_file(path: str | os.PathLike, what: str = "file", max_bytes: int
     except FileNotFoundError:
         raise InputError(f"{short(p)}: no such {what}") from None
     except (OSError, ValueError) as e:
-        raise InputError(f"{short(p)}: cannot read this {what} ({getattr(e, 'strerror', None) or e})") from None
+        raise InputError(
+            f"{short(p)}: cannot read this {what} ({getattr(e, 'strerror', None) or e})"
+        ) from None
     if not st_.S_ISREG(info.st_mode):
         raise InputError(f"{short(p)}: not a regular file (a {what} must be one)")
     if info.st_size > max_bytes:
-        raise InputError(f"{short(p)}: {info.st_size:,} bytes, more than a {what} may have ({max_bytes:,})")
+        raise InputError(
+            f"{short(p)}: {info.st_size:,} bytes, more than a {what} may have ({max_bytes:,})"
+        )
     return p
 
 
@@ -189,7 +201,9 @@ def decode_text(data: bytes, label: str) -> str:
         raise InputError(f"{label}: not UTF-8 text (byte {e.start})") from None
 
 
-def read_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
+def read_input_text(
+    path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES
+) -> str:
     """The text of a user's input file: a regular UTF-8 file of at most ``max_bytes``."""
     from cprsim.errors import InputError
 
@@ -204,7 +218,7 @@ def read_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int 
     return decode_text(data, short(p))
 
 
-def open_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES):  # noqa: ANN201
+def open_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES):
     """A regular UTF-8 data file opened for streaming (CSV readers); decode errors while reading
     surface as ``UnicodeDecodeError``: wrap the loop in ``decode_errors``."""
     from cprsim.errors import InputError
@@ -216,21 +230,23 @@ def open_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int 
         raise InputError(f"{short(p)}: cannot read this {what} ({e.strerror})") from None
 
 
-class decode_errors:  # noqa: N801 - used as a context manager
+class decode_errors:
     """Turn a ``UnicodeDecodeError`` (or a CSV field too large) while streaming ``path`` into a
     one-line ``InputError``."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.label = short(path)
 
-    def __enter__(self) -> "decode_errors":
+    def __enter__(self) -> decode_errors:
         return self
 
-    def __exit__(self, kind, err, tb) -> bool:  # noqa: ANN001
+    def __exit__(self, kind, err, tb) -> bool:
         from cprsim.errors import InputError
 
         if kind is not None and issubclass(kind, UnicodeDecodeError):
-            raise InputError(f"{self.label}: not UTF-8 text (byte {err.start} of a block)") from None
+            raise InputError(
+                f"{self.label}: not UTF-8 text (byte {err.start} of a block)"
+            ) from None
         if kind is not None and issubclass(kind, csv.Error):
             raise InputError(f"{self.label}: not a CSV file ({short(err)})") from None
         return False
@@ -247,12 +263,16 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{source}: invalid TOML: {e}") from None
     except RecursionError:
-        raise InputError(f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)") from None
+        raise InputError(
+            f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)"
+        ) from None
     stack: list[tuple[Any, int]] = [(raw, 1)]
     while stack:
         v, d = stack.pop()
         if d > MAX_DEPTH:
-            raise InputError(f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)")
+            raise InputError(
+                f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)"
+            )
         if isinstance(v, dict):
             stack.extend((x, d + 1) for x in v.values())
         elif isinstance(v, list):

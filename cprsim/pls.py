@@ -24,7 +24,7 @@ training has ``age = position``, a restore of the last hour's save a small ``age
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -36,20 +36,29 @@ class ShardLedger:
     scalar; the markers take it when they are next read (``max`` is exact: the same markers).
     """
 
-    __slots__ = ("_markers", "_floor", "weights", "tiers", "lost", "losses")
+    __slots__ = ("_floor", "_markers", "losses", "lost", "tiers", "weights")
 
-    def __init__(self, n_shards: int, weights: np.ndarray | None = None,
-                 tiers: Sequence[float] = (1.0,)) -> None:
+    def __init__(
+        self, n_shards: int, weights: np.ndarray | None = None, tiers: Sequence[float] = (1.0,)
+    ) -> None:
         if n_shards < 1:
             raise ValueError("n_shards must be >= 1")
         if weights is None:  # uniform sharding: valid by construction
             self.weights = np.full(n_shards, 1.0 / n_shards)
         else:
             self.weights = np.asarray(weights, float)
-            if self.weights.shape != (n_shards,) or np.any(self.weights < 0) or self.weights.sum() > 1 + 1e-9:
+            if (
+                self.weights.shape != (n_shards,)
+                or np.any(self.weights < 0)
+                or self.weights.sum() > 1 + 1e-9
+            ):
                 raise ValueError("weights must be n_shards non-negative fractions summing to <= 1")
         self.tiers = np.asarray(tiers, dtype=float)
-        if self.tiers.ndim != 1 or any(t < 0 for t in self.tiers.tolist()) or abs(self.tiers.sum() - 1.0) > 1e-9:
+        if (
+            self.tiers.ndim != 1
+            or any(t < 0 for t in self.tiers.tolist())
+            or abs(self.tiers.sum() - 1.0) > 1e-9
+        ):
             raise ValueError("tier fractions must be non-negative and sum to 1")
         self._markers = np.zeros((len(self.tiers), n_shards))
         self._floor = -math.inf  #: a save of everything not yet applied to the markers
@@ -69,7 +78,9 @@ class ShardLedger:
         self._markers = np.asarray(value, dtype=float)
         self._floor = -math.inf
 
-    def saved(self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None) -> None:
+    def saved(
+        self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None
+    ) -> None:
         """Shards (all by default) saved at ``progress``: every tier, or only ``tier``.
 
         A marker never moves back: a shard restored at ``p`` after a snapshot taken at an earlier

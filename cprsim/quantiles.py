@@ -34,6 +34,11 @@ def betabinom_sf(k: int, n: int, a: float, b: float) -> float:
     x = np.arange(max(0, k + 1), n + 1)
     if x.size == 0:
         return 0.0
-    logpmf = (special.gammaln(n + 1) - special.gammaln(x + 1) - special.gammaln(n - x + 1)
-              + special.betaln(x + a, n - x + b) - special.betaln(a, b))
+    logpmf = (
+        special.gammaln(n + 1)
+        - special.gammaln(x + 1)
+        - special.gammaln(n - x + 1)
+        + special.betaln(x + a, n - x + b)
+        - special.betaln(a, b)
+    )
     return float(min(1.0, np.exp(logpmf).sum()))

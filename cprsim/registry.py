@@ -16,12 +16,19 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+
 def is_strategy(obj: Any) -> bool:
     """A strategy class: a subclass of :class:`cprsim.sim.strategies.Strategy` (told by its interface:
     a ``name``, a ``Params`` model and the hooks, so that this module imports no simulation code)."""
-    return (isinstance(obj, type) and isinstance(getattr(obj, "name", None), str)
-            and isinstance(getattr(obj, "Params", None), type) and issubclass(obj.Params, BaseModel)
-            and all(callable(getattr(obj, h, None)) for h in ("save_s", "on_failure", "load_s", "on_commit")))
+    return (
+        isinstance(obj, type)
+        and isinstance(getattr(obj, "name", None), str)
+        and isinstance(getattr(obj, "Params", None), type)
+        and issubclass(obj.Params, BaseModel)
+        and all(
+            callable(getattr(obj, h, None)) for h in ("save_s", "on_failure", "load_s", "on_commit")
+        )
+    )
 
 
 REGISTRY: dict[str, Any] = {}  #: name -> strategy class
@@ -44,14 +51,24 @@ def register(cls: Any) -> Any:
     again, or a class of the same module and qualified name (a module reloaded, a notebook cell run
     again), replaces it."""
     if not is_strategy(cls):
-        raise TypeError(f"@register takes a subclass of cprsim.sim.strategies.Strategy, got {cls!r}")
+        raise TypeError(
+            f"@register takes a subclass of cprsim.sim.strategies.Strategy, got {cls!r}"
+        )
     name = cls.name
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "all":
-        raise ValueError(f"{cls.__module__}.{cls.__qualname__}: strategy name {name!r} is not a name: give "
-                         "letters, digits, '_', '-', '.' or '+' (at most 64, not 'all')")
+        raise ValueError(
+            f"{cls.__module__}.{cls.__qualname__}: strategy name {name!r} is not a name: give "
+            "letters, digits, '_', '-', '.' or '+' (at most 64, not 'all')"
+        )
     old = REGISTRY.get(name)
-    if old is not None and old is not cls and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
-        raise DuplicateStrategy(f"strategy {name!r} is registered already (by {old.__module__}.{old.__qualname__})")
+    if (
+        old is not None
+        and old is not cls
+        and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__)
+    ):
+        raise DuplicateStrategy(
+            f"strategy {name!r} is registered already (by {old.__module__}.{old.__qualname__})"
+        )
     REGISTRY[name] = cls
     return cls
 
@@ -79,7 +96,11 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        msg = (
+            "unknown key"
+            if err["type"] == "extra_forbidden"
+            else err["msg"].removeprefix("Value error, ")
+        )
         raise ValueError(f"{loc + ': ' if loc else ''}{msg} (strategy {name!r})") from None
 
 
@@ -122,7 +143,7 @@ def _describe(ep: Any) -> str:
     """``plugin DIST VERSION, entry point "NAME = VALUE" (group ...)``: where a plugin comes from."""
     dist = getattr(ep, "dist", None)
     where = f"{dist.name} {dist.version}" if dist is not None else "(distribution unknown)"
-    return f"plugin {where}, entry point \"{ep.name} = {ep.value}\" (group {ENTRY_POINT_GROUP})"
+    return f'plugin {where}, entry point "{ep.name} = {ep.value}" (group {ENTRY_POINT_GROUP})'
 
 
 def _load_entry_point(ep: Any) -> None:
@@ -138,15 +159,22 @@ def _load_entry_point(ep: Any) -> None:
         if is_strategy(obj):
             if REGISTRY.get(obj.name) is not obj:
                 register(obj)
-        elif inspect.ismodule(obj):  # it registered its strategies now, or when it was imported before
+        elif inspect.ismodule(
+            obj
+        ):  # it registered its strategies now, or when it was imported before
             mod = obj.__name__
             if REGISTRY.keys() == before.keys() and not any(
-                    c.__module__ == mod or c.__module__.startswith(mod + ".") for c in REGISTRY.values()):
-                raise InputError(f"{_describe(ep)}: its module {mod} registers no strategy (decorate a "
-                                 "subclass of cprsim.sim.strategies.Strategy with @register)")
+                c.__module__ == mod or c.__module__.startswith(mod + ".") for c in REGISTRY.values()
+            ):
+                raise InputError(
+                    f"{_describe(ep)}: its module {mod} registers no strategy (decorate a "
+                    "subclass of cprsim.sim.strategies.Strategy with @register)"
+                )
         else:
-            raise InputError(f"{_describe(ep)} names a {type(obj).__name__}, neither a module nor a "
-                             "subclass of cprsim.sim.strategies.Strategy")
+            raise InputError(
+                f"{_describe(ep)} names a {type(obj).__name__}, neither a module nor a "
+                "subclass of cprsim.sim.strategies.Strategy"
+            )
     except InputError:
         REGISTRY.clear()
         REGISTRY.update(before)
@@ -154,12 +182,16 @@ def _load_entry_point(ep: Any) -> None:
     except DuplicateStrategy as e:
         REGISTRY.clear()
         REGISTRY.update(before)
-        raise InputError(f"{_describe(ep)}: {_one_line(e)}; uninstall one of the two, or rename "
-                         "the plugin's strategy") from None
-    except Exception as e:  # noqa: BLE001 -- whatever its import raises: one line, never a traceback
+        raise InputError(
+            f"{_describe(ep)}: {_one_line(e)}; uninstall one of the two, or rename "
+            "the plugin's strategy"
+        ) from None
+    except Exception as e:
         REGISTRY.clear()
         REGISTRY.update(before)
-        raise InputError(f"{_describe(ep)} failed to load: {type(e).__name__}: {_one_line(e)}") from None
+        raise InputError(
+            f"{_describe(ep)} failed to load: {type(e).__name__}: {_one_line(e)}"
+        ) from None
 
 
 def _load_plugins() -> None:

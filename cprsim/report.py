@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -67,13 +68,20 @@ def badput(results: Sequence[ReplicationResult]) -> dict[str, dict[str, float]]:
     out = {}
     for cause in per[0] if per else ():
         v = np.array([b[cause] for b in per])
-        out[cause] = {"mean_s": float(v.mean()), "p90_s": float(np.percentile(v, 90)),
-                      "share": float(v.mean() / total) if total > 0 else 0.0}
+        out[cause] = {
+            "mean_s": float(v.mean()),
+            "p90_s": float(np.percentile(v, 90)),
+            "share": float(v.mean() / total) if total > 0 else 0.0,
+        }
     return out
 
 
-def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None,
-             results: Sequence[ReplicationResult] | None = None) -> dict[str, Any] | None:
+def accuracy(
+    s: Scenario,
+    est: dict[str, Estimate],
+    calibration: Any = None,
+    results: Sequence[ReplicationResult] | None = None,
+) -> dict[str, Any] | None:
     """The accuracy loss implied by the runs' PLS (the shipped calibration unless given), or None
     when the strategy lost no update. Mean with the model's 95% range, and the P90 of single runs'
     expected losses; with ``results``, each run at its own PLS, failure position and restored-state
@@ -84,8 +92,10 @@ def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None,
     from cprsim.plan.accuracy import plan_accuracy
 
     model = calibration if calibration is not None else load_calibration()
-    out: dict[str, Any] = {"calibrated": bool(getattr(model, "calibrated", False)),
-                           "preset": getattr(model, "provenance", {}).get("preset")}
+    out: dict[str, Any] = {
+        "calibrated": bool(getattr(model, "calibrated", False)),
+        "preset": getattr(model, "provenance", {}).get("preset"),
+    }
     for metric in ("auc", "logloss"):
         acc = plan_accuracy(model, metric)
         if results:
@@ -95,9 +105,14 @@ def accuracy(s: Scenario, est: dict[str, Estimate], calibration: Any = None,
             m, lo, hi = acc.loss(est["pls"].mean, s.strategy.name)
             p90 = acc.loss(est["pls"].p90, s.strategy.name)[0]
         rng = acc.measured_range(s.strategy.name)
-        out[metric] = {"mean": m, "ci95": [lo, hi], "p90": p90,
-                       "model": acc.description, "calibrated_pls_range": [0.0, rng] if rng is not None else None,
-                       "extrapolated": rng is not None and est["pls"].p90 > rng}
+        out[metric] = {
+            "mean": m,
+            "ci95": [lo, hi],
+            "p90": p90,
+            "model": acc.description,
+            "calibrated_pls_range": [0.0, rng] if rng is not None else None,
+            "extrapolated": rng is not None and est["pls"].p90 > rng,
+        }
     return out
 
 
@@ -144,21 +159,24 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "definitions": {
             "overhead": "(wall - W) / W, W the failure-free training time",
             "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "
-                             "and recovery strategy control (rescheduling excluded: every strategy pays it)",
+            "and recovery strategy control (rescheduling excluded: every strategy pays it)",
             "ettr": "effective training time ratio: W / wall",
             "badput": "wall - W by cause (mean seconds, P90 of single runs, share of wall - W): detection and "
-                      "waiting for a machine (node lifecycle), replacement (swap-in, host selection, or the "
-                      "[reschedule] time), load, re-execution, save stalls, degraded progress",
+            "waiting for a machine (node lifecycle), replacement (swap-in, host selection, or the "
+            "[reschedule] time), load, re-execution, save stalls, degraded progress",
             "p50/p90/p99": "percentiles of single replications (the spread of runs; ci95 is the mean's)",
             "pls": "sum over failures of samples since the failed shard's last save x the shard's share "
-                   "of updates, divided by the samples of the job",
+            "of updates, divided by the samples of the job",
         },
     }
 
 
 def _fmt(e: Estimate, kind: str, W: float) -> tuple[str, str]:
     if kind == "time":
-        return (f"{e.mean / HOUR:.3f} h", f"[{e.lo / HOUR:.3f}, {e.hi / HOUR:.3f}]  ({100 * e.mean / W:.2f}% of W)")
+        return (
+            f"{e.mean / HOUR:.3f} h",
+            f"[{e.lo / HOUR:.3f}, {e.hi / HOUR:.3f}]  ({100 * e.mean / W:.2f}% of W)",
+        )
     if kind == "pct":
         return f"{100 * e.mean:.3f}%", f"[{100 * e.lo:.3f}, {100 * e.hi:.3f}]"
     if kind == "frac":
@@ -166,14 +184,21 @@ def _fmt(e: Estimate, kind: str, W: float) -> tuple[str, str]:
     return f"{e.mean:.2f}", f"[{e.lo:.2f}, {e.hi:.2f}]"
 
 
-def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str | None = None,  # noqa: ANN201
-                  summary: dict[str, Any] | None = None):
+def summary_table(
+    s: Scenario,
+    results: Sequence[ReplicationResult],
+    title: str | None = None,
+    summary: dict[str, Any] | None = None,
+):
     """The runs as a table; ``summary`` (from ``summary_dict``) spares recomputing the accuracy."""
     from rich.table import Table
 
     est = summarize(results)
-    t = Table(title=title or f"{s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:.4g} h, "
-              f"{len(results)} replications, seed {s.seed}")
+    t = Table(
+        title=title
+        or f"{s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:.4g} h, "
+        f"{len(results)} replications, seed {s.seed}"
+    )
     t.add_column("metric")
     t.add_column("mean", justify="right")
     t.add_column("95% CI", justify="right")
@@ -185,14 +210,21 @@ def summary_table(s: Scenario, results: Sequence[ReplicationResult], title: str 
         t.add_row(label, m, ci, *(_pct(e.percentile(q), kind) for q in (50, 90, 99)))
     acc = summary["accuracy_loss"] if summary is not None else accuracy(s, est, results=results)
     if acc is not None:
-        t.caption = ("accuracy: the calibration's model at each run's PLS (and failure position and restored-state "
-                     "age, if the model uses them); (!) the P90 PLS lies beyond the PLS range the calibration measured")
+        t.caption = (
+            "accuracy: the calibration's model at each run's PLS (and failure position and restored-state "
+            "age, if the model uses them); (!) the P90 PLS lies beyond the PLS range the calibration measured"
+        )
         for metric in ("auc", "logloss"):
             a = acc[metric]
             name = "AUC loss" if metric == "auc" else "log-loss increase"
-            t.add_row(f"{name} implied by PLS" + ("" if acc["calibrated"] else " (UNCALIBRATED)"),
-                      f"{a['mean']:.2g}", f"[{a['ci95'][0]:.2g}, {a['ci95'][1]:.2g}] (slope's CI)",
-                      "", f"{a['p90']:.2g}" + (" (!)" if a["extrapolated"] else ""), "")
+            t.add_row(
+                f"{name} implied by PLS" + ("" if acc["calibrated"] else " (UNCALIBRATED)"),
+                f"{a['mean']:.2g}",
+                f"[{a['ci95'][0]:.2g}, {a['ci95'][1]:.2g}] (slope's CI)",
+                "",
+                f"{a['p90']:.2g}" + (" (!)" if a["extrapolated"] else ""),
+                "",
+            )
     return t
 
 

@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cprsim.errors import InputError
-from cprsim.io import parse_toml, read_input_text, read_toml, short
 from cprsim.failures.distributions import FAMILIES, SHAPED, Distribution
+from cprsim.io import parse_toml, read_input_text, read_toml, short
 
 HOUR = 3600.0
 GB = 1e9
@@ -43,7 +43,9 @@ class _DistSpec(_Model):
     shape: float | None = Field(None, gt=0, description="Weibull/gamma/log-logistic shape")
     sigma: float | None = Field(None, gt=0, description="lognormal sigma (of ln t)")
 
-    def _build(self, mean: float | None, scale: float | None, unit_s: float, where: str) -> Distribution:
+    def _build(
+        self, mean: float | None, scale: float | None, unit_s: float, where: str
+    ) -> Distribution:
         f = self.family
         k = self.sigma if f == "lognormal" else self.shape
         if f in SHAPED and k is None:
@@ -67,7 +69,7 @@ class FailureDist(_DistSpec):
     scale_h: float | None = Field(None, gt=0, description="scale parameter, hours")
 
     @model_validator(mode="after")
-    def _check(self) -> "FailureDist":
+    def _check(self) -> FailureDist:
         self.dist  # noqa: B018 - validates
         return self
 
@@ -79,12 +81,14 @@ class FailureDist(_DistSpec):
 class RescheduleDist(_DistSpec):
     """Time to reschedule a failed node's work onto a replacement; parameters in seconds."""
 
-    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"] = "constant"
+    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"] = (
+        "constant"
+    )
     mean_s: float | None = Field(None, gt=0, description="mean rescheduling time, seconds")
     scale_s: float | None = Field(None, gt=0, description="scale parameter, seconds")
 
     @model_validator(mode="after")
-    def _check(self) -> "RescheduleDist":
+    def _check(self) -> RescheduleDist:
         self.dist  # noqa: B018
         return self
 
@@ -94,24 +98,41 @@ class RescheduleDist(_DistSpec):
 
 
 class Cluster(_Model):
-    trainers: int = Field(20, ge=1, le=100_000, description="trainer nodes (dense MLP, replicated; or the shards "
-                          "of a sharded dense model)")
-    embedding_servers: int = Field(18, ge=0, le=100_000, description="embedding parameter servers (0: a dense "
-                                   "model without embedding tables; then embedding_gb = 0)")
-    embedding_gb: float = Field(1000.0, ge=0, description="embedding tables, all shards, parameters only (GB)")
+    trainers: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="trainer nodes (dense MLP, replicated; or the shards of a sharded dense model)",
+    )
+    embedding_servers: int = Field(
+        18,
+        ge=0,
+        le=100_000,
+        description="embedding parameter servers (0: a dense "
+        "model without embedding tables; then embedding_gb = 0)",
+    )
+    embedding_gb: float = Field(
+        1000.0, ge=0, description="embedding tables, all shards, parameters only (GB)"
+    )
     dense_gb: float = Field(1.0, ge=0, description="dense (MLP) parameters (GB)")
-    optimizer_multiplier: float = Field(2.0, ge=1, description="saved bytes / parameter bytes (optimizer state)")
+    optimizer_multiplier: float = Field(
+        2.0, ge=1, description="saved bytes / parameter bytes (optimizer state)"
+    )
     dense: Literal["replicated", "sharded"] = Field(
-        "replicated", description="replicated: every trainer holds the dense parameters (DLRM's data-parallel "
+        "replicated",
+        description="replicated: every trainer holds the dense parameters (DLRM's data-parallel "
         "MLP: a failed trainer copies them from a peer); sharded: the dense model is split across the trainers "
         "with no replica (FSDP / tensor / pipeline parallel LLM or MoE training): a failed trainer's shard "
-        "comes from a checkpoint (or a peer's in-memory snapshot, checkpoint.mode = \"tiered\")")
+        'comes from a checkpoint (or a peer\'s in-memory snapshot, checkpoint.mode = "tiered")',
+    )
 
     @model_validator(mode="after")
-    def _embedding(self) -> "Cluster":
+    def _embedding(self) -> Cluster:
         if (self.embedding_servers == 0) != (self.embedding_gb == 0):
-            raise ValueError("embedding_servers = 0 goes with embedding_gb = 0 (a model without embedding tables), "
-                             f"got {self.embedding_servers} servers and {self.embedding_gb} GB")
+            raise ValueError(
+                "embedding_servers = 0 goes with embedding_gb = 0 (a model without embedding tables), "
+                f"got {self.embedding_servers} servers and {self.embedding_gb} GB"
+            )
         if self.embedding_gb == 0 and self.dense_gb == 0:
             raise ValueError("the model has no parameters: give dense_gb or embedding_gb")
         return self
@@ -120,14 +141,22 @@ class Cluster(_Model):
 class Job(_Model):
     duration_h: float | None = Field(None, gt=0, description="failure-free training time W (hours)")
     samples: float | None = Field(None, gt=0, description="training samples S (with samples_per_s)")
-    samples_per_s: float | None = Field(None, gt=0, description="failure-free throughput R (samples/s)")
+    samples_per_s: float | None = Field(
+        None, gt=0, description="failure-free throughput R (samples/s)"
+    )
 
     @model_validator(mode="after")
-    def _one_form(self) -> "Job":
+    def _one_form(self) -> Job:
         if self.duration_h is None and (self.samples is None or self.samples_per_s is None):
             raise ValueError("give duration_h, or samples and samples_per_s")
-        if self.duration_h is not None and self.samples is not None and self.samples_per_s is not None:
-            if not math.isclose(self.duration_h * HOUR, self.samples / self.samples_per_s, rel_tol=1e-9):
+        if (
+            self.duration_h is not None
+            and self.samples is not None
+            and self.samples_per_s is not None
+        ):
+            if not math.isclose(
+                self.duration_h * HOUR, self.samples / self.samples_per_s, rel_tol=1e-9
+            ):
                 raise ValueError("duration_h disagrees with samples / samples_per_s")
         return self
 
@@ -156,28 +185,56 @@ class Access(_Model):
     instead of ``dim`` (the shape of ``tables`` kept).
     """
 
-    tables: str = Field("criteo-kaggle", description="'criteo-kaggle' (the shape of its 26 tables) or a CSV file "
-                        "with a `rows` column")
-    dim: int | None = Field(None, ge=1, le=1_000_000, description="embedding dimension: parameters per row "
-                            "(default 64 when the rows come from the bytes)")
-    bytes_per_param: float = Field(4.0, gt=0, le=64, description="bytes per parameter (4 = fp32, 2 = fp16)")
-    rows: int | None = Field(None, ge=1, le=10**15, description="total embedding rows (instead of deriving them "
-                             "from the bytes and dim)")
-    table_scale: float = Field(1.0, ge=1, description="divide a tables file's cardinalities by this")
-    top_fraction: float = Field(0.01, gt=0, lt=1, description="skew statement: this top fraction of rows ...")
-    top_share: float = Field(0.92, gt=0, lt=1, description="... takes this share of accesses (BagPipe: 1% -> 92%)")
-    alpha: float | None = Field(None, ge=0, le=5, description="Zipf exponent; overrides the skew statement")
+    tables: str = Field(
+        "criteo-kaggle",
+        description="'criteo-kaggle' (the shape of its 26 tables) or a CSV file "
+        "with a `rows` column",
+    )
+    dim: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="embedding dimension: parameters per row "
+        "(default 64 when the rows come from the bytes)",
+    )
+    bytes_per_param: float = Field(
+        4.0, gt=0, le=64, description="bytes per parameter (4 = fp32, 2 = fp16)"
+    )
+    rows: int | None = Field(
+        None,
+        ge=1,
+        le=10**15,
+        description="total embedding rows (instead of deriving them from the bytes and dim)",
+    )
+    table_scale: float = Field(
+        1.0, ge=1, description="divide a tables file's cardinalities by this"
+    )
+    top_fraction: float = Field(
+        0.01, gt=0, lt=1, description="skew statement: this top fraction of rows ..."
+    )
+    top_share: float = Field(
+        0.92, gt=0, lt=1, description="... takes this share of accesses (BagPipe: 1% -> 92%)"
+    )
+    alpha: float | None = Field(
+        None, ge=0, le=5, description="Zipf exponent; overrides the skew statement"
+    )
 
     @model_validator(mode="after")
-    def _one_row_count(self) -> "Access":
+    def _one_row_count(self) -> Access:
         given_file = self.tables != "criteo-kaggle"
         if self.rows is not None and self.dim is not None:
-            raise ValueError("give rows or dim, not both (the other follows from cluster.embedding_gb)")
+            raise ValueError(
+                "give rows or dim, not both (the other follows from cluster.embedding_gb)"
+            )
         if self.table_scale != 1.0 and not given_file:
-            raise ValueError("table_scale divides a tables file's rows; with 'criteo-kaggle' the rows come "
-                             "from the bytes: set access.dim or access.rows instead")
+            raise ValueError(
+                "table_scale divides a tables file's rows; with 'criteo-kaggle' the rows come "
+                "from the bytes: set access.dim or access.rows instead"
+            )
         if given_file and self.dim is not None:
-            raise ValueError("a tables file gives the rows, and dim follows from the bytes: drop dim")
+            raise ValueError(
+                "a tables file gives the rows, and dim follows from the bytes: drop dim"
+            )
         return self
 
 
@@ -194,7 +251,9 @@ class Storage(_Model):
     write_gbps: float = Field(10.0, gt=0, description="aggregate checkpoint write bandwidth (GB/s)")
     read_gbps: float = Field(20.0, gt=0, description="aggregate checkpoint read bandwidth (GB/s)")
     latency_s: float = Field(5.0, ge=0, description="fixed cost per checkpoint save or load (s)")
-    node_gbps: float = Field(3.125, gt=0, description="one node's network bandwidth (GB/s; 25 Gbit/s)")
+    node_gbps: float = Field(
+        3.125, gt=0, description="one node's network bandwidth (GB/s; 25 Gbit/s)"
+    )
 
 
 class Tiers(_Model):
@@ -205,26 +264,47 @@ class Tiers(_Model):
     writer). A restore reads from the fastest tier that survived the failure."""
 
     replicas: int = Field(1, ge=0, le=8, description="peers holding a copy of each node's snapshot")
-    peer_stride: int = Field(1, ge=1, description="node i's peers are i+stride, i+2*stride, ... among its "
-                             "type (a stride of the domain size puts them in other domains)")
-    persist_every: int = Field(4, ge=1, le=1_000_000, description="persist every k-th snapshot to storage")
-    memory_latency_s: float = Field(0.05, ge=0, description="fixed cost of a snapshot or a memory restore (s)")
+    peer_stride: int = Field(
+        1,
+        ge=1,
+        description="node i's peers are i+stride, i+2*stride, ... among its "
+        "type (a stride of the domain size puts them in other domains)",
+    )
+    persist_every: int = Field(
+        4, ge=1, le=1_000_000, description="persist every k-th snapshot to storage"
+    )
+    memory_latency_s: float = Field(
+        0.05, ge=0, description="fixed cost of a snapshot or a memory restore (s)"
+    )
 
 
 class Checkpoint(_Model):
-    interval_h: float = Field(1.0, gt=0, description="checkpoint (tiered: snapshot) every interval_h hours of progress")
+    interval_h: float = Field(
+        1.0, gt=0, description="checkpoint (tiered: snapshot) every interval_h hours of progress"
+    )
     mode: Literal["blocking", "two-phase", "tiered"] = Field(
-        "blocking", description="blocking save; snapshot then background persist; or tiered: snapshot, replicate "
-        "to peers' memory, persist every k-th")
-    snapshot_gbps: float = Field(50.0, gt=0, description="two-phase/tiered: in-memory snapshot bandwidth per node (GB/s)")
-    persist_slowdown: float = Field(0.0, ge=0, lt=1, description="two-phase/tiered: training slowdown while a "
-                                    "background persist competes for bandwidth")
-    tiers: Tiers | None = Field(None, description="tiered mode's parameters (defaults when the mode is tiered)")
+        "blocking",
+        description="blocking save; snapshot then background persist; or tiered: snapshot, replicate "
+        "to peers' memory, persist every k-th",
+    )
+    snapshot_gbps: float = Field(
+        50.0, gt=0, description="two-phase/tiered: in-memory snapshot bandwidth per node (GB/s)"
+    )
+    persist_slowdown: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="two-phase/tiered: training slowdown while a "
+        "background persist competes for bandwidth",
+    )
+    tiers: Tiers | None = Field(
+        None, description="tiered mode's parameters (defaults when the mode is tiered)"
+    )
 
     @model_validator(mode="after")
-    def _tiers(self) -> "Checkpoint":
+    def _tiers(self) -> Checkpoint:
         if self.tiers is not None and self.mode != "tiered":
-            raise ValueError(f"[checkpoint.tiers] is for mode = \"tiered\" (mode is {self.mode!r})")
+            raise ValueError(f'[checkpoint.tiers] is for mode = "tiered" (mode is {self.mode!r})')
         return self
 
     @property
@@ -244,10 +324,13 @@ class Domain(_Model):
 
     name: str = Field(..., min_length=1)
     node_type: Literal["trainer", "embedding"]
-    nodes: int = Field(1, ge=1, description="nodes per domain (fixed), or taken down by one failure (random)")
+    nodes: int = Field(
+        1, ge=1, description="nodes per domain (fixed), or taken down by one failure (random)"
+    )
     failure: FailureDist
-    membership: Literal["fixed", "random"] = Field("fixed", description="fixed groups of named nodes, or "
-                                                   "random nodes at each failure")
+    membership: Literal["fixed", "random"] = Field(
+        "fixed", description="fixed groups of named nodes, or random nodes at each failure"
+    )
 
     def groups(self, total: int) -> list[tuple[int, int]]:
         """(first index, size) of each fixed group among ``total`` nodes of the type."""
@@ -267,21 +350,32 @@ class JobFailure(FailureDist):
     a preemption. No node is lost, but the job's state cannot be trusted: every strategy rolls back
     to its last *full* (globally consistent) checkpoint, restarts and reloads it in full."""
 
-    restart_s: float | None = Field(None, gt=0, description="time to restart the job (s); default: "
-                                    "a draw of the [reschedule] distribution")
+    restart_s: float | None = Field(
+        None,
+        gt=0,
+        description="time to restart the job (s); default: a draw of the [reschedule] distribution",
+    )
 
 
 class Failures(_Model):
     trainer: FailureDist | None = Field(None, description="per-trainer inter-failure time")
-    embedding: FailureDist | None = Field(None, description="per-embedding-server inter-failure time")
+    embedding: FailureDist | None = Field(
+        None, description="per-embedding-server inter-failure time"
+    )
     domains: tuple[Domain, ...] = Field((), strict=False)  # TOML gives arrays: lists
     injected: tuple[Injected, ...] = Field((), strict=False)
-    job: JobFailure | None = Field(None, description="job-level interruptions (rollback to the last full checkpoint)")
-    replay: str | None = Field(None, description="failure trace file (CSV schema in traces/README.md)")
+    job: JobFailure | None = Field(
+        None, description="job-level interruptions (rollback to the last full checkpoint)"
+    )
+    replay: str | None = Field(
+        None, description="failure trace file (CSV schema in traces/README.md)"
+    )
     start: Literal["fresh", "stationary"] = Field(
-        "stationary", description="at t=0 every node (and failure domain) starts a fresh lifetime, or is "
+        "stationary",
+        description="at t=0 every node (and failure domain) starts a fresh lifetime, or is "
         "observed in steady state: its first failure comes after the equilibrium residual life "
-        "(density S(t)/mean), so that failures arrive at the long-run rate 1/mean from the start")
+        "(density S(t)/mean), so that failures arrive at the long-run rate 1/mean from the start",
+    )
     # `model = "fitted.toml"` is also accepted in a scenario file: merged at load (see load_raw)
 
 
@@ -289,14 +383,16 @@ class Delay(_DistSpec):
     """A duration in seconds (detection, swap-in, host selection, repair): a distribution, or a
     constant (``mean_s = 0`` is allowed for a constant: instantaneous)."""
 
-    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"] = "constant"
+    family: Literal["exponential", "weibull", "gamma", "lognormal", "loglogistic", "constant"] = (
+        "constant"
+    )
     mean_s: float | None = Field(None, ge=0, description="mean duration, seconds")
     scale_s: float | None = Field(None, gt=0, description="scale parameter, seconds")
 
     @model_validator(mode="after")
-    def _check(self) -> "Delay":
+    def _check(self) -> Delay:
         if self.mean_s == 0 and self.family != "constant":
-            raise ValueError("mean_s = 0 is only for family = \"constant\" (no delay)")
+            raise ValueError('mean_s = 0 is only for family = "constant" (no delay)')
         self.dist  # noqa: B018
         return self
 
@@ -314,15 +410,29 @@ class Delay(_DistSpec):
 class Repair(_Model):
     """The repair pipeline a failed machine enters once its failure is detected."""
 
-    auto: Delay = Field(Delay(family="lognormal", mean_s=4 * HOUR, sigma=1.0), description="automatic repair")
-    escalate_p: float = Field(0.0, ge=0, le=1, description="probability that automatic repair escalates to manual")
-    manual: Delay = Field(Delay(family="lognormal", mean_s=72 * HOUR, sigma=1.0),
-                          description="manual repair, after the automatic one when it escalates")
-    false_success_p: float = Field(0.0, ge=0, lt=1, description="probability that a repair reports success "
-                                   "while the fault persists")
-    recur: FailureDist = Field(FailureDist(family="exponential", mtbf_h=1.0), description="a persisting "
-                               "fault's time to fail again once the machine is back in service")
-    crews: int | None = Field(None, ge=1, le=1_000_000, description="repairs at once (None: unlimited)")
+    auto: Delay = Field(
+        Delay(family="lognormal", mean_s=4 * HOUR, sigma=1.0), description="automatic repair"
+    )
+    escalate_p: float = Field(
+        0.0, ge=0, le=1, description="probability that automatic repair escalates to manual"
+    )
+    manual: Delay = Field(
+        Delay(family="lognormal", mean_s=72 * HOUR, sigma=1.0),
+        description="manual repair, after the automatic one when it escalates",
+    )
+    false_success_p: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="probability that a repair reports success while the fault persists",
+    )
+    recur: FailureDist = Field(
+        FailureDist(family="exponential", mtbf_h=1.0),
+        description="a persisting fault's time to fail again once the machine is back in service",
+    )
+    crews: int | None = Field(
+        None, ge=1, le=1_000_000, description="repairs at once (None: unlimited)"
+    )
 
 
 class Health(_Model):
@@ -331,9 +441,18 @@ class Health(_Model):
     rate is k times whatever the lifetime family; what ``cprsim fit --bad-nodes`` estimates from
     failure counts); good machines may turn bad with age."""
 
-    bad_fraction: float = Field(0.0, ge=0, lt=1, description="share of machines that are bad at the start")
-    bad_multiplier: float = Field(1.0, ge=1, le=10_000, description="how many times as often a bad machine fails (its lifetimes divided by it)")
-    turn_bad_per_h: float = Field(0.0, ge=0, description="rate (per hour in service) at which a good machine turns bad")
+    bad_fraction: float = Field(
+        0.0, ge=0, lt=1, description="share of machines that are bad at the start"
+    )
+    bad_multiplier: float = Field(
+        1.0,
+        ge=1,
+        le=10_000,
+        description="how many times as often a bad machine fails (its lifetimes divided by it)",
+    )
+    turn_bad_per_h: float = Field(
+        0.0, ge=0, description="rate (per hour in service) at which a good machine turns bad"
+    )
 
 
 class Retirement(_Model):
@@ -351,10 +470,15 @@ class Lifecycle(_Model):
 
     detection: Delay = Field(Delay(mean_s=0.0), description="time from a failure to its detection")
     standbys: int = Field(0, ge=0, le=1_000_000, description="warm standby machines")
-    swap: Delay | None = Field(None, description="a standby's swap-in time (default: the [reschedule] distribution)")
+    swap: Delay | None = Field(
+        None, description="a standby's swap-in time (default: the [reschedule] distribution)"
+    )
     spares: int = Field(0, ge=0, le=1_000_000, description="spare (cold) machines")
-    select: Delay | None = Field(None, description="a spare's (or a repaired machine's) host-selection and "
-                                 "provisioning time (default: the [reschedule] distribution)")
+    select: Delay | None = Field(
+        None,
+        description="a spare's (or a repaired machine's) host-selection and "
+        "provisioning time (default: the [reschedule] distribution)",
+    )
     repair: Repair = Repair()
     health: Health = Health()
     retirement: Retirement | None = None
@@ -367,7 +491,7 @@ class StrategyConfig(_Model):
     name: str = "full"
 
     @model_validator(mode="after")
-    def _known(self) -> "StrategyConfig":
+    def _known(self) -> StrategyConfig:
         from cprsim.registry import validate_params
 
         validate_params(self.name, self.params)
@@ -392,49 +516,75 @@ class Scenario(_Model):
     strategy: StrategyConfig = StrategyConfig()
     access: Access = Access()
     costs: CostOverrides = CostOverrides()
-    lifecycle: Lifecycle | None = Field(None, description="node lifecycle: detection, standbys, spares, repair, "
-                                        "bad machines (absent: a failed node is rescheduled after [reschedule])")
+    lifecycle: Lifecycle | None = Field(
+        None,
+        description="node lifecycle: detection, standbys, spares, repair, "
+        "bad machines (absent: a failed node is rescheduled after [reschedule])",
+    )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Scenario":
+    def _consistent(self) -> Scenario:
         from cprsim.registry import get, validate_params
 
         cls = get(self.strategy.name)
         cls.check(validate_params(self.strategy.name, self.strategy.params), self)
         if self.cluster.embedding_servers == 0 and cls.needs_embedding_servers:
-            raise ValueError(f"strategy {self.strategy.name!r} recovers embedding shards, and this model has none "
-                             "(cluster.embedding_servers = 0): use strategy \"full\"")
+            raise ValueError(
+                f"strategy {self.strategy.name!r} recovers embedding shards, and this model has none "
+                '(cluster.embedding_servers = 0): use strategy "full"'
+            )
         if self.checkpoint.mode == "tiered" and not cls.supports_tiers:
             from cprsim.registry import REGISTRY
 
             able = ", ".join(sorted(n for n, c in REGISTRY.items() if c.supports_tiers))
-            raise ValueError(f"strategy {self.strategy.name!r} does not support checkpoint.mode = \"tiered\" "
-                             f"(strategies that do: {able})")
+            raise ValueError(
+                f'strategy {self.strategy.name!r} does not support checkpoint.mode = "tiered" '
+                f"(strategies that do: {able})"
+            )
         if self.checkpoint.interval_h * HOUR > self.job.duration_s:
             raise ValueError(
                 f"checkpoint.interval_h ({self.checkpoint.interval_h} h) is longer than the job "
                 f"({self.job.duration_s / HOUR:.4g} h)"
             )
         for d in self.failures.domains:
-            total = self.cluster.trainers if d.node_type == "trainer" else self.cluster.embedding_servers
+            total = (
+                self.cluster.trainers
+                if d.node_type == "trainer"
+                else self.cluster.embedding_servers
+            )
             if d.nodes > total:
-                raise ValueError(f"failures.domains[{d.name}].nodes ({d.nodes}) exceeds the {total} {d.node_type} nodes")
+                raise ValueError(
+                    f"failures.domains[{d.name}].nodes ({d.nodes}) exceeds the {total} {d.node_type} nodes"
+                )
         if self.failures.start == "stationary":
-            specs = [("failures.trainer", self.failures.trainer), ("failures.embedding", self.failures.embedding)]
-            specs += [(f"failures.domains[{d.name}].failure", d.failure) for d in self.failures.domains]
+            specs = [
+                ("failures.trainer", self.failures.trainer),
+                ("failures.embedding", self.failures.embedding),
+            ]
+            specs += [
+                (f"failures.domains[{d.name}].failure", d.failure) for d in self.failures.domains
+            ]
             specs += [("failures.job", self.failures.job)]
             for where, spec in specs:
                 if spec is not None and not math.isfinite(spec.dist.mean()):
-                    raise ValueError(f"{where}: a lifetime with an infinite mean has no stationary start "
-                                     "(failures.start = \"stationary\")")
+                    raise ValueError(
+                        f"{where}: a lifetime with an infinite mean has no stationary start "
+                        '(failures.start = "stationary")'
+                    )
         if self.failures.replay is not None:
             from cprsim.io import check_input_file
 
             check_input_file(self.failures.replay, "failure trace (failures.replay)")
         for i, inj in enumerate(self.failures.injected):
-            total = self.cluster.trainers if inj.node_type == "trainer" else self.cluster.embedding_servers
+            total = (
+                self.cluster.trainers
+                if inj.node_type == "trainer"
+                else self.cluster.embedding_servers
+            )
             if inj.nodes > total:
-                raise ValueError(f"failures.injected[{i}].nodes ({inj.nodes}) exceeds the {total} {inj.node_type} nodes")
+                raise ValueError(
+                    f"failures.injected[{i}].nodes ({inj.nodes}) exceeds the {total} {inj.node_type} nodes"
+                )
         return self
 
     # -- derived -----------------------------------------------------------------------------
@@ -446,7 +596,7 @@ class Scenario(_Model):
     def interval_s(self) -> float:
         return self.checkpoint.interval_h * HOUR
 
-    def with_updates(self, updates: dict[str, Any], source: str = "--set") -> "Scenario":
+    def with_updates(self, updates: dict[str, Any], source: str = "--set") -> Scenario:
         """A copy with dotted-key updates applied and re-validated."""
         raw = self.model_dump(mode="python", exclude_none=True)
         for key, value in updates.items():
@@ -506,7 +656,11 @@ def format_error(err: ValidationError, source: str) -> str:
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     got = first.get("input")
-    tail = f" (got {got!r})" if first["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict) else ""
+    tail = (
+        f" (got {got!r})"
+        if first["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
+        else ""
+    )
     more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
     if not first["loc"]:
         return f"{source}: {msg}{more}"
@@ -558,8 +712,10 @@ def load_raw(name_or_path: str) -> tuple[dict[str, Any], str]:
     except InputError as e:
         raise ScenarioError(str(e)) from None
     if not raw:
-        raise ScenarioError(f"{source}: no settings (an empty scenario file; name a built-in scenario to "
-                            "start from one, or copy one with `cprsim show NAME > file.toml`)")
+        raise ScenarioError(
+            f"{source}: no settings (an empty scenario file; name a built-in scenario to "
+            "start from one, or copy one with `cprsim show NAME > file.toml`)"
+        )
     base = Path(name_or_path).parent if _builtin_text(name_or_path) is None else None
     _resolve_relative(raw, base, source)
     return raw, source
@@ -631,4 +787,4 @@ def effective_dict(s: Scenario) -> dict[str, Any]:
     return d
 
 
-__all__ = ["Scenario", "ScenarioError", "load", "parse_set", "builtin_names", "to_toml", "FAMILIES"]
+__all__ = ["FAMILIES", "Scenario", "ScenarioError", "builtin_names", "load", "parse_set", "to_toml"]

@@ -10,13 +10,16 @@ down from its failure until it is rescheduled. Instants (rollback, pls) carry th
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from cprsim.sim.records import Event
 
-_PHASES = {"save_start": ("save", "save_end", "save_abort"),
-           "resched_start": ("reschedule", "resched_end"),
-           "load_start": ("load", "load_end")}
+_PHASES = {
+    "save_start": ("save", "save_end", "save_abort"),
+    "resched_start": ("reschedule", "resched_end"),
+    "load_start": ("load", "load_end"),
+}
 
 
 class Span(NamedTuple):
@@ -66,7 +69,9 @@ def spans(events: Sequence[Event], n_trainers: int) -> tuple[list[Span], list[In
             out.append(Span("job", label, start, ev.time_s))
             cursor = ev.time_s
         elif ev.kind == "fail":
-            out.append(Span(node_label(ev.node, n_trainers), "down", ev.time_s, ev.time_s + ev.value))
+            out.append(
+                Span(node_label(ev.node, n_trainers), "down", ev.time_s, ev.time_s + ev.value)
+            )
             for k in list(open_):  # an open phase ends at the failure
                 out.append(Span("job", _PHASES[k][0] + " (interrupted)", open_.pop(k), ev.time_s))
                 cursor = ev.time_s
@@ -93,11 +98,35 @@ def chrome_trace(events: Sequence[Event], n_trainers: int, name: str = "cprsim")
         if s.track not in tids:
             kind, idx = s.track.split()
             tids[s.track] = 1 + int(idx) + (n_trainers if kind == "embedding" else 0)
-            out.append({"ph": "M", "pid": 1, "tid": tids[s.track], "name": "thread_name",
-                        "args": {"name": s.track}})
-        out.append({"ph": "X", "pid": 1, "tid": tids[s.track], "name": s.name, "ts": s.start_s * us,
-                    "dur": (s.end_s - s.start_s) * us})
+            out.append(
+                {
+                    "ph": "M",
+                    "pid": 1,
+                    "tid": tids[s.track],
+                    "name": "thread_name",
+                    "args": {"name": s.track},
+                }
+            )
+        out.append(
+            {
+                "ph": "X",
+                "pid": 1,
+                "tid": tids[s.track],
+                "name": s.name,
+                "ts": s.start_s * us,
+                "dur": (s.end_s - s.start_s) * us,
+            }
+        )
     for m in marks:
-        out.append({"ph": "i", "pid": 1, "tid": 0, "s": "t", "name": m.name, "ts": m.time_s * us,
-                    "args": {"value": m.value}})
+        out.append(
+            {
+                "ph": "i",
+                "pid": 1,
+                "tid": 0,
+                "s": "t",
+                "name": m.name,
+                "ts": m.time_s * us,
+                "args": {"value": m.value},
+            }
+        )
     return {"traceEvents": out, "displayTimeUnit": "ms"}

@@ -28,21 +28,54 @@ WIDTH = 100  #: signatures longer than this get one parameter per line
 
 #: (title, introduction, names): the reference's sections, in order
 SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Scenarios", "Load a scenario (built-in or TOML), change it, and read its derived costs.",
-     ("load_scenario", "scenario_names", "checkpoint_costs", "Scenario", "Costs")),
-    ("Simulation", "Replications of one scenario, their summary and their tables.",
-     ("simulate", "Runs", "ReplicationResult", "Event", "Estimate")),
-    ("Planning", "The planner's choice of strategy and checkpoint intervals under an accuracy bound, and "
-                 "the calibration behind it.",
-     ("plan", "Plan", "Option", "pls_bound", "load_calibration", "Calibration", "run_calibration")),
-    ("Sweeps", "What-if grids built in Python, run like `cprsim sweep`, and their results.",
-     ("Sweep", "SweepResults", "PointSummary", "load_results")),
-    ("Failure logs", "Read a failure log and fit lifetime distributions with censoring.",
-     ("fit", "read_trace", "FitReport", "Fit", "Trace")),
-    ("Figures", "Each returns a `matplotlib.figure.Figure` made without pyplot (constrained layout), takes "
-                "`ax=` to draw into given axes and `**kwargs` for its main artist.",
-     ("plot_overhead", "plot_pls", "plot_breakdown", "plot_timeline", "plot_fit", "plot_calibration",
-      "save_figure")),
+    (
+        "Scenarios",
+        "Load a scenario (built-in or TOML), change it, and read its derived costs.",
+        ("load_scenario", "scenario_names", "checkpoint_costs", "Scenario", "Costs"),
+    ),
+    (
+        "Simulation",
+        "Replications of one scenario, their summary and their tables.",
+        ("simulate", "Runs", "ReplicationResult", "Event", "Estimate"),
+    ),
+    (
+        "Planning",
+        "The planner's choice of strategy and checkpoint intervals under an accuracy bound, and "
+        "the calibration behind it.",
+        (
+            "plan",
+            "Plan",
+            "Option",
+            "pls_bound",
+            "load_calibration",
+            "Calibration",
+            "run_calibration",
+        ),
+    ),
+    (
+        "Sweeps",
+        "What-if grids built in Python, run like `cprsim sweep`, and their results.",
+        ("Sweep", "SweepResults", "PointSummary", "load_results"),
+    ),
+    (
+        "Failure logs",
+        "Read a failure log and fit lifetime distributions with censoring.",
+        ("fit", "read_trace", "FitReport", "Fit", "Trace"),
+    ),
+    (
+        "Figures",
+        "Each returns a `matplotlib.figure.Figure` made without pyplot (constrained layout), takes "
+        "`ax=` to draw into given axes and `**kwargs` for its main artist.",
+        (
+            "plot_overhead",
+            "plot_pls",
+            "plot_breakdown",
+            "plot_timeline",
+            "plot_fit",
+            "plot_calibration",
+            "save_figure",
+        ),
+    ),
     ("Errors", "", ("InputError",)),
 )
 
@@ -51,7 +84,9 @@ _ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc):`~?([^`]+)`")
 
 def _md(text: str) -> str:
     """A docstring as Markdown: Sphinx roles as code, ``::`` blocks fenced as Python."""
-    text = _ROLE.sub(lambda m: f"`{m.group(1).split('.')[-1] if m.group(0).count('~') else m.group(1)}`", text)
+    text = _ROLE.sub(
+        lambda m: f"`{m.group(1).split('.')[-1] if m.group(0).count('~') else m.group(1)}`", text
+    )
     out: list[str] = []
     lines = text.split("\n")
     i = 0
@@ -177,7 +212,10 @@ def _fields(obj: type) -> list[str]:
     if not rows:
         return []
     out = ["| Field | Type | Description |", "|---|---|---|"]
-    out += [f"| `{n}` | `{_cell(t)}` | {_cell(d)} |" if t else f"| `{n}` | | {_cell(d)} |" for n, t, d in rows]
+    out += [
+        f"| `{n}` | `{_cell(t)}` | {_cell(d)} |" if t else f"| `{n}` | | {_cell(d)} |"
+        for n, t, d in rows
+    ]
     return out + [""]
 
 
@@ -208,14 +246,27 @@ def _entry(name: str, obj: Any) -> list[str]:
     if isinstance(obj, type):
         kind = "exception" if issubclass(obj, BaseException) else "class"
         out = [f"### `{name}` ({kind})", ""]
-        if not (dataclasses.is_dataclass(obj) or hasattr(obj, "model_fields") or issubclass(obj, BaseException)
-                or issubclass(obj, tuple)):
+        if not (
+            dataclasses.is_dataclass(obj)
+            or hasattr(obj, "model_fields")
+            or issubclass(obj, BaseException)
+            or issubclass(obj, tuple)
+        ):
             out += ["```python", _signature(name, obj, "class "), "```", ""]
         out += [_md(doc), ""] if doc else []
         out += _fields(obj)
         out += _members(obj, name)
         return out
-    return [f"### `{name}`", "", "```python", _signature(name, obj, "def "), "```", "", _md(doc), ""]
+    return [
+        f"### `{name}`",
+        "",
+        "```python",
+        _signature(name, obj, "def "),
+        "```",
+        "",
+        _md(doc),
+        "",
+    ]
 
 
 def render() -> str:
@@ -228,8 +279,10 @@ def render() -> str:
     missing = [n for n in public if n not in listed]
     extra = [n for n in listed if n not in public]
     if missing or extra:
-        raise SystemExit(f"docs/gen_api.py: SECTIONS out of step with cprsim.__all__ "
-                         f"(missing {missing}, not public {extra})")
+        raise SystemExit(
+            f"docs/gen_api.py: SECTIONS out of step with cprsim.__all__ "
+            f"(missing {missing}, not public {extra})"
+        )
     lines = [
         "# Python API reference",
         "",
@@ -280,15 +333,22 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Generate docs/api.md from the docstrings of cprsim's public API.")
-    ap.add_argument("--check", action="store_true", help="exit 1 if docs/api.md is out of date; write nothing")
+    ap = argparse.ArgumentParser(
+        description="Generate docs/api.md from the docstrings of cprsim's public API."
+    )
+    ap.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/api.md is out of date; write nothing"
+    )
     ap.add_argument("--out", type=Path, default=TARGET, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     text = render()
     if args.check:
         current = args.out.read_bytes() if args.out.is_file() else b""
         if current != text.encode("utf-8"):
-            print(f"{args.out}: out of date with the API; run `python docs/gen_api.py`", file=sys.stderr)
+            print(
+                f"{args.out}: out of date with the API; run `python docs/gen_api.py`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     write_atomic(args.out, text)

@@ -21,7 +21,8 @@ Markers (``pytest -m "not slow"`` is ``make test-fast``):
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -43,8 +44,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A test marked ``shared`` is skipped, with the reason, when ../shared has no public traces."""
     if conftest_shared.PUBLIC.is_dir():
         return
-    skip = pytest.mark.skip(reason=f"the public traces are not at {conftest_shared.PUBLIC} "
-                                   "(set CPRSIM_SHARED to the shared/ folder to run these)")
+    skip = pytest.mark.skip(
+        reason=f"the public traces are not at {conftest_shared.PUBLIC} "
+        "(set CPRSIM_SHARED to the shared/ folder to run these)"
+    )
     for item in items:
         if "shared" in item.keywords:
             item.add_marker(skip)
@@ -83,16 +86,18 @@ def jobbed_scenario() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def public_traces():  # noqa: ANN201 (a Path)
+def public_traces():
     """The folder of the public failure logs; skips the test when it is absent."""
     if not conftest_shared.PUBLIC.is_dir():
-        pytest.skip(f"the public traces are not at {conftest_shared.PUBLIC} "
-                    "(set CPRSIM_SHARED to the shared/ folder to run these)")
+        pytest.skip(
+            f"the public traces are not at {conftest_shared.PUBLIC} "
+            "(set CPRSIM_SHARED to the shared/ folder to run these)"
+        )
     return conftest_shared.PUBLIC
 
 
 @pytest.fixture
-def example_trace(tmp_path):  # noqa: ANN001, ANN201 (tmp_path and the result are Paths)
+def example_trace(tmp_path):
     """A generated 24-node Weibull trace (``traces/make_examples.py``) written to ``tmp_path/example.csv``."""
     import traces_examples
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("CPRSIM_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+SHARED = Path(
+    os.environ.get("CPRSIM_SHARED", Path(__file__).resolve().parents[1].parent / "shared")
+)
 PUBLIC = SHARED / "traces" / "public"
 
 needs_shared = pytest.mark.skipif(

@@ -44,22 +44,72 @@ OUTCOMES: collections.Counter = collections.Counter()
 FAILURES: dict[str, str] = {}
 
 LONG_PATH = "/tmp/" + "d" * 2500 + "/x.csv"
-HOSTILE_STRINGS = ["", " ", "1.5", "1e3", "true", "nan", "inf", "-1", "../x", "/", "/dev/zero", "/dev/null",
-                   "/proc/self/mem", "/etc/passwd", "/tmp", LONG_PATH, "a\nb", "é", "\x00", "'", '"', "\\",
-                   "${HOME}", "x" * 5000]
-HOSTILE_NUMBERS = [0, -1, 1, 2, -0.0, 0.0, 1e-300, 5e-324, 1e-9, 1e300, 1.7976931348623157e308, 1e12, 10**18,
-                   2**63, -2**63, 10**30, math.inf, -math.inf, math.nan, 0.5, 3.0]
+HOSTILE_STRINGS = [
+    "",
+    " ",
+    "1.5",
+    "1e3",
+    "true",
+    "nan",
+    "inf",
+    "-1",
+    "../x",
+    "/",
+    "/dev/zero",
+    "/dev/null",
+    "/proc/self/mem",
+    "/etc/passwd",
+    "/tmp",
+    LONG_PATH,
+    "a\nb",
+    "é",
+    "\x00",
+    "'",
+    '"',
+    "\\",
+    "${HOME}",
+    "x" * 5000,
+]
+HOSTILE_NUMBERS = [
+    0,
+    -1,
+    1,
+    2,
+    -0.0,
+    0.0,
+    1e-300,
+    5e-324,
+    1e-9,
+    1e300,
+    1.7976931348623157e308,
+    1e12,
+    10**18,
+    2**63,
+    -(2**63),
+    10**30,
+    math.inf,
+    -math.inf,
+    math.nan,
+    0.5,
+    3.0,
+]
 
 
 def hostile_values() -> st.SearchStrategy:
     leaf = st.one_of(
-        st.sampled_from(HOSTILE_NUMBERS), st.sampled_from(HOSTILE_STRINGS), st.booleans(),
-        st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-(2**70), max_value=2**70),
+        st.sampled_from(HOSTILE_NUMBERS),
+        st.sampled_from(HOSTILE_STRINGS),
+        st.booleans(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(min_value=-(2**70), max_value=2**70),
         st.text(alphabet=string.printable, max_size=12),
     )
-    return st.one_of(leaf, st.lists(leaf, max_size=3), st.dictionaries(st.sampled_from(["a", "family", "x"]), leaf,
-                                                                        max_size=2),
-                     st.sampled_from([[[[[1]]]], [], {}, [{}], [[1, 2], "x"]]))
+    return st.one_of(
+        leaf,
+        st.lists(leaf, max_size=3),
+        st.dictionaries(st.sampled_from(["a", "family", "x"]), leaf, max_size=2),
+        st.sampled_from([[[[[1]]]], [], {}, [{}], [[1, 2], "x"]]),
+    )
 
 
 # -- TOML text of arbitrary (hostile) tables ---------------------------------------------------------------
@@ -79,15 +129,21 @@ def toml_value(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
+        )
     return json.dumps(str(v))
 
 
 def toml_text(d: dict, prefix: str = "") -> str:
     out, tables, arrays = [], [], []
     for k, v in d.items():
-        if isinstance(v, dict) and v and all(isinstance(x, (dict, list, str, int, float, bool)) for x in v.values()) \
-                and not prefix.count(".") > 6:
+        if (
+            isinstance(v, dict)
+            and v
+            and all(isinstance(x, (dict, list, str, int, float, bool)) for x in v.values())
+            and not prefix.count(".") > 6
+        ):
             tables.append((k, v))
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             arrays.append((k, v))
@@ -140,15 +196,30 @@ def mutated_table(draw: Any, base: dict) -> dict:
         elif op == "delete":
             del parent[key]
         elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["bogus", "interval", "mtbf", "Trainers"]))] = draw(hostile_values())
+            parent[draw(st.sampled_from(["bogus", "interval", "mtbf", "Trainers"]))] = draw(
+                hostile_values()
+            )
     return raw
 
 
 @st.composite
 def mutated_text(draw: Any, text: str) -> bytes:
     """Text-level damage: truncation, byte flips, other encodings, deep nesting, duplicates, nothing."""
-    op = draw(st.sampled_from(["truncate", "flip", "latin1", "utf16", "nest", "duplicate", "empty", "comment",
-                               "binary"]))
+    op = draw(
+        st.sampled_from(
+            [
+                "truncate",
+                "flip",
+                "latin1",
+                "utf16",
+                "nest",
+                "duplicate",
+                "empty",
+                "comment",
+                "binary",
+            ]
+        )
+    )
     data = text.encode()
     if op == "truncate":
         return data[: draw(st.integers(0, max(0, len(data) - 1)))]
@@ -158,7 +229,9 @@ def mutated_text(draw: Any, text: str) -> bytes:
             b[draw(st.integers(0, len(b) - 1))] = draw(st.integers(0, 255))
         return bytes(b)
     if op == "latin1":
-        return b"\xef\xbb\xbf" * draw(st.booleans()) + text.replace("=", "= \xe9", 1).encode("latin-1", "replace")
+        return b"\xef\xbb\xbf" * draw(st.booleans()) + text.replace("=", "= \xe9", 1).encode(
+            "latin-1", "replace"
+        )
     if op == "utf16":
         return text.encode("utf-16")
     if op == "nest":
@@ -172,7 +245,7 @@ def mutated_text(draw: Any, text: str) -> bytes:
     if op == "duplicate":
         lines = text.splitlines()
         i = draw(st.integers(0, max(0, len(lines) - 1)))
-        return "\n".join(lines[: i + 1] + lines[i: i + 1] + lines[i + 1:]).encode()
+        return "\n".join(lines[: i + 1] + lines[i : i + 1] + lines[i + 1 :]).encode()
     if op == "empty":
         return b""
     if op == "comment":
@@ -186,7 +259,7 @@ class OverBudget(Exception):
 
 
 @contextmanager
-def time_budget(seconds: int):  # noqa: ANN201
+def time_budget(seconds: int):
     def alarm(*_: Any) -> None:
         raise OverBudget()
 
@@ -203,7 +276,9 @@ def time_budget(seconds: int):  # noqa: ANN201
 _NONFINITE = re.compile(r"(?<![\w.])nan(?![\w.])", re.IGNORECASE)
 
 
-def check(kind: str, args: list[str], names: tuple[str, ...], budget_s: int, describe: str = "") -> str:
+def check(
+    kind: str, args: list[str], names: tuple[str, ...], budget_s: int, describe: str = ""
+) -> str:
     """Run ``cprsim ARGS`` in-process and assert the contract; return the outcome ("ok"/"error")."""
     runner = CliRunner()
     try:
@@ -223,7 +298,11 @@ def check(kind: str, args: list[str], names: tuple[str, ...], budget_s: int, des
         return "ok"
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     if r.exit_code != 2 or len(lines) != 1 or not lines[0].startswith("Error: "):
-        _fail(kind, f"exit {r.exit_code}, {len(lines)} lines", f"{args} {describe}\n{r.stderr[-1500:]}")
+        _fail(
+            kind,
+            f"exit {r.exit_code}, {len(lines)} lines",
+            f"{args} {describe}\n{r.stderr[-1500:]}",
+        )
     line = lines[0]
     if names and not any(n in line for n in names):
         _fail(kind, "error names no source", f"{args} {describe}\n{line}")
@@ -244,6 +323,7 @@ def scenario_seeds() -> dict[str, dict]:
 
 def scenario_keys() -> list[str]:
     """Every dotted key of the toy scenario's effective config, and some it does not have."""
+
     def walk(d: Any, pre: str) -> list[str]:
         out = []
         for k, v in d.items():
@@ -254,15 +334,33 @@ def scenario_keys() -> list[str]:
         return out
 
     keys = walk(sc.effective_dict(sc.load("toy")), "")
-    keys += ["failures.embedding.shape", "failures.job.mtbf_h", "failures.job.family", "failures.replay",
-             "failures.model", "access.tables", "access.rows", "access.dim", "strategy.top_fraction",
-             "strategy.k", "strategy.m", "strategy.cache_fraction", "failures.injected", "failures.domains",
-             "bogus", "cluster.bogus", "strategy.bogus", "job.samples"]
+    keys += [
+        "failures.embedding.shape",
+        "failures.job.mtbf_h",
+        "failures.job.family",
+        "failures.replay",
+        "failures.model",
+        "access.tables",
+        "access.rows",
+        "access.dim",
+        "strategy.top_fraction",
+        "strategy.k",
+        "strategy.m",
+        "strategy.cache_fraction",
+        "failures.injected",
+        "failures.domains",
+        "bogus",
+        "cluster.bogus",
+        "strategy.bogus",
+        "job.samples",
+    ]
     return sorted(set(keys))
 
 
 SWEEP_SEED = {
-    "name": "fz", "scenario": "toy", "replications": 2,
+    "name": "fz",
+    "scenario": "toy",
+    "replications": 2,
     "strategies": ["full", "partial"],
     "set": {"job": {"duration_h": 5.0}},
     "grid": {"checkpoint": {"interval_h": [0.5, 1.0]}},
@@ -271,26 +369,63 @@ SWEEP_SEED = {
 
 def trace_seeds(folder: Path | None = None) -> dict[str, tuple[str, bytes, list[str]]]:
     """Small logs in each reader's format: name -> (format, bytes, extra fit arguments)."""
-    csv_text = ("node,node_type,event,time_h,cause\n" + "".join(
-        f"n{i},embedding,fail,{10 + 7 * i + 3 * j},disk\nn{i},embedding,repair,{11 + 7 * i + 3 * j},\n"
-        for i in range(6) for j in range(3)) + "n9,embedding,start,0,\nn9,embedding,end,100,\n")
-    lanl_head = ("System,machine type,nodes,procstot,procsinnode,nodenum,nodenumz,node install,node prod,"
-                 "node decom,fru type,mem,cputype,memtype,num intercon,purpose,Prob Started (mm/dd/yy hh:mm),"
-                 "Prob Fixed (mm/dd/yy hh:mm),Down Time,Facilities,Hardware,Human Error,Network,Undetermined,"
-                 "Software,Same Event\n")
+    csv_text = (
+        "node,node_type,event,time_h,cause\n"
+        + "".join(
+            f"n{i},embedding,fail,{10 + 7 * i + 3 * j},disk\nn{i},embedding,repair,{11 + 7 * i + 3 * j},\n"
+            for i in range(6)
+            for j in range(3)
+        )
+        + "n9,embedding,start,0,\nn9,embedding,end,100,\n"
+    )
+    lanl_head = (
+        "System,machine type,nodes,procstot,procsinnode,nodenum,nodenumz,node install,node prod,"
+        "node decom,fru type,mem,cputype,memtype,num intercon,purpose,Prob Started (mm/dd/yy hh:mm),"
+        "Prob Fixed (mm/dd/yy hh:mm),Down Time,Facilities,Hardware,Human Error,Network,Undetermined,"
+        "Software,Same Event\n"
+    )
     lanl = lanl_head + "".join(
         f"20,cluster,8,16,2,{n},{n},1-Jan,1-Jan,current,part,4,1,1,1,compute,0{m}/1{n}/03 10:00,0{m}/1{n}/03 12:00,"
-        f"120,,Memory Dimm,,,,,No\n" for n in range(4) for m in (2, 5))
-    titan = ("SN,time,nlife,nloc,last,col,row,cage,slot,node,max_loc_events,time_max_loc,dbe,dbe_loc,otb,otb_loc,"
-             "out,batch,days,years,dead,dead_otb,dead_dbe\n" + "".join(
-                 f"g{i},{3600 * (10 + i)},1,1,x,{i % 3},{i % 2},0,1,0,0,1,0,,0,,FALSE,old,1,1,{'TRUE' if i % 2 else 'FALSE'},"
-                 f"{'TRUE' if i % 3 else 'FALSE'},FALSE\n" for i in range(8)))
-    att = lambda a, b: {"start_time": f"2017-10-01 0{a}:00:00", "end_time": f"2017-10-01 0{b}:00:00"}  # noqa: E731
-    philly = json.dumps([{"id": f"j{i}", "num_gpus": 8, "attempts": [att(0, 1), att(2, 3 + i % 5)]} for i in range(5)])
-    ev = lambda n, t, k: {"node_id": n, "event_time": t, "event_type": k,  # noqa: E731
-                          "fault_type": {"Level": "Hardware Failure", "Class": "GPU", "Desc": "x"}}
-    ihbd = json.dumps([ev(f"n{i}", 100 * i + j, k) for i in range(4) for j, k in ((1, "fault_start"),
-                                                                                  (5, "fault_end"))])
-    return {"csv": ("csv", csv_text.encode(), []), "lanl": ("lanl", lanl.encode(), []),
-            "titan": ("titan", titan.encode(), []), "philly": ("philly", philly.encode(), []),
-            "infinitehbd": ("infinitehbd", ihbd.encode(), ["--node-count", "6"])}
+        f"120,,Memory Dimm,,,,,No\n"
+        for n in range(4)
+        for m in (2, 5)
+    )
+    titan = (
+        "SN,time,nlife,nloc,last,col,row,cage,slot,node,max_loc_events,time_max_loc,dbe,dbe_loc,otb,otb_loc,"
+        "out,batch,days,years,dead,dead_otb,dead_dbe\n"
+        + "".join(
+            f"g{i},{3600 * (10 + i)},1,1,x,{i % 3},{i % 2},0,1,0,0,1,0,,0,,FALSE,old,1,1,{'TRUE' if i % 2 else 'FALSE'},"
+            f"{'TRUE' if i % 3 else 'FALSE'},FALSE\n"
+            for i in range(8)
+        )
+    )
+    att = lambda a, b: {
+        "start_time": f"2017-10-01 0{a}:00:00",
+        "end_time": f"2017-10-01 0{b}:00:00",
+    }
+    philly = json.dumps(
+        [
+            {"id": f"j{i}", "num_gpus": 8, "attempts": [att(0, 1), att(2, 3 + i % 5)]}
+            for i in range(5)
+        ]
+    )
+    ev = lambda n, t, k: {
+        "node_id": n,
+        "event_time": t,
+        "event_type": k,
+        "fault_type": {"Level": "Hardware Failure", "Class": "GPU", "Desc": "x"},
+    }
+    ihbd = json.dumps(
+        [
+            ev(f"n{i}", 100 * i + j, k)
+            for i in range(4)
+            for j, k in ((1, "fault_start"), (5, "fault_end"))
+        ]
+    )
+    return {
+        "csv": ("csv", csv_text.encode(), []),
+        "lanl": ("lanl", lanl.encode(), []),
+        "titan": ("titan", titan.encode(), []),
+        "philly": ("philly", philly.encode(), []),
+        "infinitehbd": ("infinitehbd", ihbd.encode(), ["--node-count", "6"]),
+    }

@@ -72,7 +72,9 @@ def test_sampled_coverage_against_monte_carlo():
     half = 1.96 * cov.std(ddof=1) / math.sqrt(cov.size)
     assert abs(model.sampled_coverage(r, m_samples) - cov.mean()) <= half + 0.01
     # and the noise is real: fewer samples, lower coverage; many samples, the exact ranking
-    assert model.sampled_coverage(r, 100.0) < model.sampled_coverage(r, m_samples) < model.coverage(r)
+    assert (
+        model.sampled_coverage(r, 100.0) < model.sampled_coverage(r, m_samples) < model.coverage(r)
+    )
     assert model.sampled_coverage(r, 1e9) == pytest.approx(model.coverage(r), abs=2e-3)
 
 
@@ -92,9 +94,13 @@ def test_fit_counts_recovers_the_exponent(tmp_path):
 
     def nll(x):
         tot = 0.0
-        for t, p in enumerate(_rows(tables, a)):
-            c = np.sort(np.asarray([int(l.split(",")[1]) for l in lines[1:] if l.startswith(f"t{t},")]))[::-1]
-            tot += x * float(np.sum(c * np.log(np.arange(1, c.size + 1)))) + c.sum() * math.log(float(H(c.size, x)))
+        for t, _ in enumerate(_rows(tables, a)):
+            c = np.sort(
+                np.asarray([int(ln.split(",")[1]) for ln in lines[1:] if ln.startswith(f"t{t},")])
+            )[::-1]
+            tot += x * float(np.sum(c * np.log(np.arange(1, c.size + 1)))) + c.sum() * math.log(
+                float(H(c.size, x))
+            )
         return tot
 
     info = (nll(fit.alpha + h) - 2 * nll(fit.alpha) + nll(fit.alpha - h)) / h**2
@@ -119,10 +125,16 @@ _MC_TABLES = (20_000, 5_000, 50_000)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("m_samples,r,rate", [
-    (20_000, 0.01, 1.0), (20_000, 0.05, 1.0), (2_000, 0.01, 1.0),  # MFU: exact counts of the window
-    (200_000, 0.05, 0.05), (20_000, 0.1, 0.2),  # SSU: counts of a sub-sample
-])
+@pytest.mark.parametrize(
+    "m_samples,r,rate",
+    [
+        (20_000, 0.01, 1.0),
+        (20_000, 0.05, 1.0),
+        (2_000, 0.01, 1.0),  # MFU: exact counts of the window
+        (200_000, 0.05, 0.05),
+        (20_000, 0.1, 0.2),  # SSU: counts of a sub-sample
+    ],
+)
 def test_in_sample_coverage_matches_monte_carlo_of_zipf_counts(m_samples, r, rate):
     """A direct Monte Carlo of the real process: every sample looks up one row per table
     (multinomial counts per table, not the model's Poisson), SSU counts a Bernoulli(rate) thinning
@@ -145,7 +157,10 @@ def test_in_sample_coverage_matches_monte_carlo_of_zipf_counts(m_samples, r, rat
         outside.append(pop[chosen].sum())
     got = model.ranked_share(k / rows, m_samples, rate)
     z = 3.89  # two-sided 99.99%
-    for mc, value in ((np.asarray(inside), got.in_sample), (np.asarray(outside), got.out_of_sample)):
+    for mc, value in (
+        (np.asarray(inside), got.in_sample),
+        (np.asarray(outside), got.out_of_sample),
+    ):
         half = z * mc.std(ddof=1) / math.sqrt(mc.size)
         assert abs(value - mc.mean()) <= max(half, 1e-9), (value, mc.mean(), half)
 
@@ -177,8 +192,15 @@ def _scen(**upd):
     return sc.load("cpr-production").with_updates(upd) if upd else sc.load("cpr-production")
 
 
-@pytest.mark.parametrize("upd", [{}, {"access.dim": 128}, {"access.dim": 16, "access.bytes_per_param": 2.0},
-                                 {"cluster.embedding_gb": 3.3}])
+@pytest.mark.parametrize(
+    "upd",
+    [
+        {},
+        {"access.dim": 128},
+        {"access.dim": 16, "access.bytes_per_param": 2.0},
+        {"cluster.embedding_gb": 3.3},
+    ],
+)
 def test_rows_times_dim_times_bytes_is_the_embedding_bytes(upd):
     from cprsim import access
     from cprsim.scenario import GB
@@ -187,9 +209,13 @@ def test_rows_times_dim_times_bytes_is_the_embedding_bytes(upd):
     lay = access.layout(s)
     dim = upd.get("access.dim", access.DEFAULT_DIM)
     assert lay.derived == "rows" and lay.dim == dim
-    assert lay.rows * dim * lay.bytes_per_param == pytest.approx(s.cluster.embedding_gb * GB, rel=1e-9, abs=dim * 4)
+    assert lay.rows * dim * lay.bytes_per_param == pytest.approx(
+        s.cluster.embedding_gb * GB, rel=1e-9, abs=dim * 4
+    )
     # the shape is Criteo Kaggle's, scaled: the largest table keeps its share of the rows
-    assert max(lay.tables) / lay.rows == pytest.approx(max(CRITEO_KAGGLE) / sum(CRITEO_KAGGLE), rel=1e-6)
+    assert max(lay.tables) / lay.rows == pytest.approx(
+        max(CRITEO_KAGGLE) / sum(CRITEO_KAGGLE), rel=1e-6
+    )
     assert access.of(s).rows == lay.rows
 
 
@@ -208,11 +234,14 @@ def test_given_rows_or_tables_imply_the_dim(tmp_path):
     assert access.layout(s).dim == pytest.approx(400e9 / (251_000 * 4))
 
 
-@pytest.mark.parametrize("upd,needle", [
-    ({"access.rows": 10, "access.dim": 8}, "rows or dim"),
-    ({"access.table_scale": 10.0}, "table_scale"),
-    ({"access.dim": 0}, "access.dim"),
-])
+@pytest.mark.parametrize(
+    "upd,needle",
+    [
+        ({"access.rows": 10, "access.dim": 8}, "rows or dim"),
+        ({"access.table_scale": 10.0}, "table_scale"),
+        ({"access.dim": 0}, "access.dim"),
+    ],
+)
 def test_inconsistent_row_counts_are_one_line_errors(upd, needle):
     from cprsim.scenario import ScenarioError
 

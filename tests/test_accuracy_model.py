@@ -9,8 +9,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from cprsim.calibrate.accuracy import (CANDIDATES, AccuracyFit, Data, design, fit_candidate, held_out_errors,
-                                       model_table, ols, select)
+from cprsim.calibrate.accuracy import (
+    CANDIDATES,
+    AccuracyFit,
+    Data,
+    design,
+    fit_candidate,
+    held_out_errors,
+    model_table,
+    ols,
+    select,
+)
 from cprsim.pls import ShardLedger
 
 STRATS = ("partial", "mfu", "ssu")
@@ -30,15 +39,23 @@ def _data(rng, b0=0.004, b1=0.0, b2=0.0, per=(1.0, 1.0, 1.0), seeds=3, n=18, sd=
             pos += list(p)
             age += list(a)
             y += list(per[k] * x * (b0 + b1 * (p - 0.5) + b2 * a) + rng.normal(0, sd, n))
-    return Data(np.array(st), np.array(seed), np.array(pls), np.array(pos), np.array(age), np.array(y))
+    return Data(
+        np.array(st), np.array(seed), np.array(pls), np.array(pos), np.array(age), np.array(y)
+    )
 
 
 def _points(d: Data) -> dict:
     out: dict = {}
     for s in d.strategies:
         m = d.strategy == s
-        out[s] = {"seed": d.seed[m].tolist(), "pls": d.pls[m].tolist(), "position": d.position[m].tolist(),
-                  "age": d.age[m].tolist(), "d_auc": d.y[m].tolist(), "d_logloss": (2 * d.y[m]).tolist()}
+        out[s] = {
+            "seed": d.seed[m].tolist(),
+            "pls": d.pls[m].tolist(),
+            "position": d.position[m].tolist(),
+            "age": d.age[m].tolist(),
+            "d_auc": d.y[m].tolist(),
+            "d_logloss": (2 * d.y[m]).tolist(),
+        }
     return out
 
 
@@ -46,9 +63,15 @@ def _write_calibration(path, pts):
     """A calibration file with these points and the [model] table calibrate would write for them."""
     from cprsim.calibrate.calibration import to_toml
 
-    doc = {"provenance": {"calibrated": True, "preset": "test"},
-           "fit": {s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")} for s in STRATS},
-           "points": pts, "model": model_table(pts)}
+    doc = {
+        "provenance": {"calibrated": True, "preset": "test"},
+        "fit": {
+            s: {f"{m}_slope{k}": 0.01 for m in ("auc", "logloss") for k in ("", "_lo", "_hi")}
+            for s in STRATS
+        },
+        "points": pts,
+        "model": model_table(pts),
+    }
     path.write_text(to_toml(doc))
     return path
 
@@ -132,30 +155,29 @@ def test_model_table_round_trips_through_calibration_toml(tmp_path):
     want = sel.chosen.predict("mfu", [0.1, 0.3], [0.4, 0.7], [0.1, 0.2])
     for a, b in zip(got, want):
         assert np.allclose(a, b)
-    assert cal.raw["model"]["range"]["partial"]["pls"] == pytest.approx([d.pls[d.strategy == "partial"].min(),
-                                                                        d.pls[d.strategy == "partial"].max()])
+    assert cal.raw["model"]["range"]["partial"]["pls"] == pytest.approx(
+        [d.pls[d.strategy == "partial"].min(), d.pls[d.strategy == "partial"].max()]
+    )
 
 
 def test_a_malformed_model_table_is_a_one_line_error(tmp_path):
     from cprsim.calibrate.calibration import load_calibration
     from cprsim.errors import InputError
 
-    base = ('[provenance]\ncalibrated = true\n[fit.partial]\nauc_slope = 0.01\nauc_slope_hi = 0.02\n'
-            'logloss_slope = 0.01\nlogloss_slope_hi = 0.02\n')
+    base = (
+        "[provenance]\ncalibrated = true\n[fit.partial]\nauc_slope = 0.01\nauc_slope_hi = 0.02\n"
+        "logloss_slope = 0.01\nlogloss_slope_hi = 0.02\n"
+    )
     cases = {
         '[model.auc]\nchosen = "cubic"\n': "model.auc.chosen",
-        '[model.auc]\nchosen = "age"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
-            "coefficients",
-        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0, 2.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
-            "cov",
-        '[model.auc]\nchosen = "slope"\n[model.auc.coef.mfu]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
-            "'partial'",
-        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [nan]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n':
-            "b must be finite",
+        '[model.auc]\nchosen = "age"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "coefficients",
+        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0, 2.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "cov",
+        '[model.auc]\nchosen = "slope"\n[model.auc.coef.mfu]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "'partial'",
+        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [nan]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "b must be finite",
         '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n'
         '[model.range.partial]\npls = "x"\n': "model.range.partial.pls",
         '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n'
-        '[model.range]\npartial = 3\n': "model.range.partial",
+        "[model.range]\npartial = 3\n": "model.range.partial",
     }
     for i, (extra, needle) in enumerate(cases.items()):
         p = tmp_path / f"c{i}.toml"
@@ -209,7 +231,9 @@ def test_ledger_timing_by_hand():
     assert pos == pytest.approx((a1 * 0.3 + a2 * 0.9) / (a1 + a2))
     assert age == pytest.approx((a1 * 0.2 + a2 * 0.8) / (a1 + a2))
     assert ShardLedger(2).timing(100.0) == (0.0, 0.0)
-    led.rollback(50.0)  # the second loss is re-executed from 50: only (10, 30) and (50, 90)... healed
+    led.rollback(
+        50.0
+    )  # the second loss is re-executed from 50: only (10, 30) and (50, 90)... healed
     pos2, _ = led.timing(100.0)
     assert led.lost == pytest.approx(a1 + 0.25 * 40) and math.isfinite(pos2)
 
@@ -235,20 +259,47 @@ def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_r
     fit = load_calibration(path).models["auc"]
     assert "age" in fit.terms
     bound = 0.001
-    args = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
-            "--load-s", "60", "--duration-h", "20", "--max-accuracy-loss", str(bound), "--strategies", "partial",
-            "--calibration", str(path), "-n", "100", "--search-replications", "100", "--json"]
+    args = [
+        "plan",
+        "--embedding-servers",
+        "16",
+        "--trainers",
+        "8",
+        "--node-mtbf-h",
+        "300",
+        "--save-s",
+        "120",
+        "--load-s",
+        "60",
+        "--duration-h",
+        "20",
+        "--max-accuracy-loss",
+        str(bound),
+        "--strategies",
+        "partial",
+        "--calibration",
+        str(path),
+        "-n",
+        "100",
+        "--search-replications",
+        "100",
+        "--json",
+    ]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert f"model '{fit.name}'" in out["accuracy_model"]
     o = next(x for x in out["options"] if x["strategy"] == "partial")
-    s = quick_scenario(16, 8, 300.0, 120.0, 60.0, 300.0, None, 20.0, None, 100, 1)  # the CLI's defaults
+    s = quick_scenario(
+        16, 8, 300.0, 120.0, 60.0, 300.0, None, 20.0, None, 100, 1
+    )  # the CLI's defaults
     c = fit.coef_for("partial")
     t = stats.t.ppf(0.975, c.dof)
 
     def share(res):
-        X = design(fit.terms, [x.pls for x in res], [x.pls_position for x in res], [x.pls_age for x in res])
+        X = design(
+            fit.terms, [x.pls for x in res], [x.pls_position for x in res], [x.pls_age for x in res]
+        )
         hi = X @ c.b + t * np.sqrt(np.einsum("ij,jk,ik->i", X, c.cov, X))
         return float(np.mean(hi <= bound * (1 + 1e-12)))
 

@@ -56,7 +56,10 @@ def test_stopping_rule_matches_the_fixed_width_oracle_on_exponential_values(rel)
     n_star = (stats.norm.ppf(0.975) / rel) ** 2
     ns_arr = np.array(ns, dtype=float)
     se = ns_arr.std(ddof=1) / math.sqrt(trials)
-    assert abs(ns_arr.mean() - (n_star + rule.batch / 2)) <= 3 * se + rule.batch / 2, (ns_arr.mean(), n_star)
+    assert abs(ns_arr.mean() - (n_star + rule.batch / 2)) <= 3 * se + rule.batch / 2, (
+        ns_arr.mean(),
+        n_star,
+    )
     # coverage: a binomial 3-sigma band below 95% (the rule's coverage tends to 95% as rel -> 0)
     assert covered / trials >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / trials)
 
@@ -68,10 +71,17 @@ def test_stopping_rule_looks_cap_and_constant_metrics():
     rng = np.random.default_rng(1)
     assert rule.stop_at(rng.exponential(size=44)) is None  # needs its cap
     assert rule.stop_at(rng.exponential(size=45)) == 45
-    assert Precision(0.01, cap=100).stop_at(np.full(30, 3.0)) == 20  # constant: met at the first look
+    assert (
+        Precision(0.01, cap=100).stop_at(np.full(30, 3.0)) == 20
+    )  # constant: met at the first look
     assert Precision(0.01, cap=5).stop_at(np.ones(5)) == 5  # a cap below the minimum
-    for bad in (dict(rel=0.0, cap=10), dict(rel=float("nan"), cap=10), dict(rel=0.1, cap=0),
-                dict(rel=0.1, cap=10, min_n=1), dict(rel=0.1, cap=10, metric="nope")):
+    for bad in (
+        dict(rel=0.0, cap=10),
+        dict(rel=float("nan"), cap=10),
+        dict(rel=0.1, cap=0),
+        dict(rel=0.1, cap=10, min_n=1),
+        dict(rel=0.1, cap=10, metric="nope"),
+    ):
         with pytest.raises(InputError):
             Precision(**bad)
 
@@ -90,10 +100,14 @@ def test_run_adaptive_stops_where_the_rule_says_on_a_prefix_of_the_fixed_replica
 def test_simulate_precision_is_reproducible_and_capped(tmp_path, cli, one_line_error):
     out = []
     for tag in ("a", "b"):
-        r = cli("simulate", "toy", "--precision", "0.08", "-n", "300", "--json", "--out", tmp_path / tag)
+        r = cli(
+            "simulate", "toy", "--precision", "0.08", "-n", "300", "--json", "--out", tmp_path / tag
+        )
         assert r.exit_code == 0, r.output
         out.append(json.loads(r.output))
-    assert (tmp_path / "a" / "replications.csv").read_bytes() == (tmp_path / "b" / "replications.csv").read_bytes()
+    assert (tmp_path / "a" / "replications.csv").read_bytes() == (
+        tmp_path / "b" / "replications.csv"
+    ).read_bytes()
     a = out[0]["adaptive"]
     n = a["replications"]
     assert a["reached"] and 20 <= n < 300 and out[0]["replications"] == n
@@ -131,8 +145,12 @@ def test_adaptive_sweep_gives_identical_files_on_every_backend(tmp_path, cli):
     pytest.importorskip("distributed", reason=NO_DASK)
     sweep = _adaptive_sweep(tmp_path)
     outs = {}
-    for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("j3", ["--jobs", "3"]),
-                         ("dask", ["--dask-local", "2"])):
+    for label, extra in (
+        ("j1", ["--jobs", "1"]),
+        ("j2", ["--jobs", "2"]),
+        ("j3", ["--jobs", "3"]),
+        ("dask", ["--dask-local", "2"]),
+    ):
         out = tmp_path / label
         r = cli("sweep", sweep, "--out", out, *extra)
         assert r.exit_code == 0, r.output
@@ -145,15 +163,32 @@ def test_adaptive_sweep_gives_identical_files_on_every_backend(tmp_path, cli):
     rule = Precision.from_dict(manifest["precision"])
     res = load_results(outs["j1"])
     counts = [p.n for p in res.points]
-    assert len(set(counts)) > 1 and all(20 <= n <= 300 for n in counts)  # the points needed different counts
+    assert len(set(counts)) > 1 and all(
+        20 <= n <= 300 for n in counts
+    )  # the points needed different counts
     # each point stopped where the rule says on its own values, and equals `cprsim simulate --precision`
     table = rows(outs["j1"] / "results.csv")
     head = table[0]
     for p in res.points:
         values = [float(r[head.index("overhead")]) for r in table[1:] if r[0] == str(p.point)]
         assert rule.stop_at(values) == len(values) == p.n
-    sim = json.loads(cli("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy",
-                         "partial", "-n", "300", "--precision", "0.1", "--json").output)
+    sim = json.loads(
+        cli(
+            "simulate",
+            "toy",
+            "--set",
+            "storage.write_gbps=0.4",
+            "--interval",
+            "0.5",
+            "--strategy",
+            "partial",
+            "-n",
+            "300",
+            "--precision",
+            "0.1",
+            "--json",
+        ).output
+    )
     assert sim["replications"] == res.points[3].n
 
 
@@ -170,7 +205,9 @@ def test_adaptive_sweep_resume_reruns_a_point_cut_short(tmp_path, cli):
     for name in ("manifest.json", "config.toml", "sweep.toml"):
         (out / name).write_bytes((ref / name).read_bytes())
     lines = (ref / "results.csv").read_text().splitlines(keepends=True)
-    (out / "results.csv").write_text("".join(lines[:1 + n0 - 5]))  # point 0 without its last 5 replications
+    (out / "results.csv").write_text(
+        "".join(lines[: 1 + n0 - 5])
+    )  # point 0 without its last 5 replications
     r = cli("sweep", sweep, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
     assert "6 run now, 0 already done" in r.output
@@ -184,13 +221,19 @@ def test_sweep_precision_options_and_errors(tmp_path, cli, one_line_error):
     assert load_sweep(plain).precision is None
     sw = load_sweep(plain, precision=0.2, min_replications=30)
     assert sw.precision == Precision(0.2, 300, 30)
-    assert sw.fingerprint != load_sweep(plain).fingerprint != load_sweep(plain, precision=0.3).fingerprint
+    assert (
+        sw.fingerprint
+        != load_sweep(plain).fingerprint
+        != load_sweep(plain, precision=0.3).fingerprint
+    )
     r = cli("sweep", plain, "--min-replications", "5", "--out", tmp_path / "x")
     assert "needs --precision" in one_line_error(r)
     assert not (tmp_path / "x").exists()
     bad = tmp_path / "b.toml"
-    for text, needle in (("precision = -0.1\n", "precision"), ("precision = 0.1\nprecision_metric = \"x\"\n",
-                                                               "precision_metric")):
+    for text, needle in (
+        ("precision = -0.1\n", "precision"),
+        ('precision = 0.1\nprecision_metric = "x"\n', "precision_metric"),
+    ):
         bad.write_text(text + 'scenario = "toy"\n')
         assert needle in one_line_error(cli("sweep", bad, "--out", tmp_path / "o"))
 
@@ -201,13 +244,13 @@ class _Recorder:
     def __init__(self, slots: int) -> None:
         self.slots, self.tasks, self.done, self.n = slots, [], {}, 0
 
-    def submit(self, fn, *args):  # noqa: ANN001, ANN201
+    def submit(self, fn, *args):
         self.n += 1
         self.tasks.append([(i, first, count) for i, _, first, count in args[1]])
         self.done[self.n] = fn(*args)
         return self.n
 
-    def wait(self, handles):  # noqa: ANN001, ANN201
+    def wait(self, handles):
         h = handles[0]
         return [(h, self.done.pop(h))]
 
@@ -227,13 +270,19 @@ def test_the_scheduler_splits_few_points_and_batches_small_ones(tmp_path):
     assert sorted((first, first + count) for _, first, count in chunks)[0][0] == 0
     assert sum(count for _, _, count in chunks) == 200
     many = tmp_path / "many.toml"
-    many.write_text('name = "many"\nscenario = "toy"\nreplications = 2\n[grid]\n'
-                    '"checkpoint.interval_h" = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6]\n')
+    many.write_text(
+        'name = "many"\nscenario = "toy"\nreplications = 2\n[grid]\n'
+        '"checkpoint.interval_h" = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6]\n'
+    )
     sw = load_sweep(many)
     rec = _Recorder(slots=2)
     runs = [runner._PointRun(p, sw.replications, None) for p in sw.points]
-    assert sorted(r.point.index for r in runner._schedule(runs, rec, sw.fingerprint)) == list(range(12))
-    assert len(rec.tasks) < 12 and max(len(t) for t in rec.tasks) > 1  # tiny points go several to a task
+    assert sorted(r.point.index for r in runner._schedule(runs, rec, sw.fingerprint)) == list(
+        range(12)
+    )
+    assert (
+        len(rec.tasks) < 12 and max(len(t) for t in rec.tasks) > 1
+    )  # tiny points go several to a task
     # whatever the split, the rows are those of one process
     out1, out4 = tmp_path / "o1", tmp_path / "o4"
     run_sweep(load_sweep(one), out1)
@@ -270,13 +319,17 @@ def test_curtailment_gives_exactly_the_verdict_of_all_replications():
         assert v.passed == full.passed, trial
         need = min_successes(n, q)
         within = np.cumsum(x <= 1.0)
-        settled = [m for m in range(1, n + 1) if within[m - 1] >= need or m - within[m - 1] > n - need]
+        settled = [
+            m for m in range(1, n + 1) if within[m - 1] >= need or m - within[m - 1] > n - need
+        ]
         assert len(res) == runs.asked == (settled[0] if settled else n)
         assert v.within_lo <= full.within_lo + 1e-12
         if v.passed:
             assert v.within_lo >= q
         # the planner's confirmation: a pass completes its n runs (the figures of all n), a failure stops
-        v2, res2 = curtailed(_FakeRuns(x), n, q, lambda rs: np.array([r.pls for r in rs]), complete_pass=True)
+        v2, res2 = curtailed(
+            _FakeRuns(x), n, q, lambda rs: np.array([r.pls for r in rs]), complete_pass=True
+        )
         if full.passed:
             assert len(res2) == n and v2 == full
         else:
@@ -284,12 +337,25 @@ def test_curtailment_gives_exactly_the_verdict_of_all_replications():
 
 
 def test_predictive_probability_matches_a_direct_sum():
-    for k, m, n, need in ((38, 40, 200, 187), (90, 100, 200, 187), (150, 160, 200, 187), (10, 40, 200, 187)):
+    for k, m, n, need in (
+        (38, 40, 200, 187),
+        (90, 100, 200, 187),
+        (150, 160, 200, 187),
+        (10, 40, 200, 187),
+    ):
         r, left = need - k, n - m
-        direct = sum(math.comb(left, j) * math.exp(math.lgamma(k + 1 + j) + math.lgamma(m - k + 1 + left - j)
-                                                    - math.lgamma(m + 2 + left) - math.lgamma(k + 1)
-                                                    - math.lgamma(m - k + 1) + math.lgamma(m + 2))
-                     for j in range(max(r, 0), left + 1))
+        direct = sum(
+            math.comb(left, j)
+            * math.exp(
+                math.lgamma(k + 1 + j)
+                + math.lgamma(m - k + 1 + left - j)
+                - math.lgamma(m + 2 + left)
+                - math.lgamma(k + 1)
+                - math.lgamma(m - k + 1)
+                + math.lgamma(m + 2)
+            )
+            for j in range(max(r, 0), left + 1)
+        )
         assert p_pass(k, m, n, need) == pytest.approx(direct, rel=1e-9, abs=1e-12)
 
 
@@ -307,8 +373,9 @@ def production_plans(linear_accuracy):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["cpr-production", "jobbed"])
-def test_adaptive_plans_land_within_one_grid_step_of_the_exhaustive_planner(case, production_plans, linear_accuracy,
-                                                                            jobbed):
+def test_adaptive_plans_land_within_one_grid_step_of_the_exhaustive_planner(
+    case, production_plans, linear_accuracy, jobbed
+):
     if case == "cpr-production":
         _, adaptive, exhaustive = production_plans
     else:
@@ -320,11 +387,16 @@ def test_adaptive_plans_land_within_one_grid_step_of_the_exhaustive_planner(case
     assert set(ex) == {o.label for o in adaptive.options}
     for o in adaptive.options:
         e = ex[o.label]
-        step = 8 ** 0.125 if o.label == "full (simulated optimum)" else GRID_RATIO  # the two lattices
-        assert max(o.interval_s, e.interval_s) / min(o.interval_s, e.interval_s) <= step * (1 + 1e-9), o.label
+        step = 8**0.125 if o.label == "full (simulated optimum)" else GRID_RATIO  # the two lattices
+        assert max(o.interval_s, e.interval_s) / min(o.interval_s, e.interval_s) <= step * (
+            1 + 1e-9
+        ), o.label
         assert o.meets_bound == e.meets_bound or o.strategy == "full", o.label
         if o.strategy != "full":
-            assert o.overhead.n >= min_successes(adaptive.replications, adaptive.confidence) or not o.meets_bound
+            assert (
+                o.overhead.n >= min_successes(adaptive.replications, adaptive.confidence)
+                or not o.meets_bound
+            )
     assert ex[adaptive.recommended].meets_bound
 
 
@@ -335,7 +407,10 @@ def test_the_adaptive_plan_keeps_its_promise_on_a_fresh_validation_block(product
     s, plan, _ = production_plans
     rec = plan.option(plan.recommended)
     assert rec.strategy != "full" and rec.meets_bound and rec.within_lo >= 0.9
-    upd = {"checkpoint.interval_h": rec.interval_s / HOUR, "strategy": {"name": rec.strategy, **rec.params}}
+    upd = {
+        "checkpoint.interval_h": rec.interval_s / HOUR,
+        "strategy": {"name": rec.strategy, **rec.params},
+    }
     res, _ = run_replications(s.with_updates(upd), 400, first=REPLICATION_BLOCKS["validate"])
     k = sum(r.pls <= rec.pls_bound * (1 + 1e-12) for r in res)
     upper = 1.0 - cp_lower(len(res) - k, len(res))  # one-sided 95% upper bound of the share within
@@ -343,7 +418,9 @@ def test_the_adaptive_plan_keeps_its_promise_on_a_fresh_validation_block(product
 
 
 @pytest.mark.slow
-def test_the_adaptive_planner_simulates_fewer_replications(production_plans, monkeypatch, linear_accuracy):
+def test_the_adaptive_planner_simulates_fewer_replications(
+    production_plans, monkeypatch, linear_accuracy
+):
     """Not a timing: the number of replications each planner simulates."""
     import cprsim.plan.search as search
 
@@ -351,7 +428,7 @@ def test_the_adaptive_planner_simulates_fewer_replications(production_plans, mon
     counted = {"n": 0}
     real = search.run_replications
 
-    def counting(sc_, n=None, **kw):  # noqa: ANN001, ANN202
+    def counting(sc_, n=None, **kw):
         res = real(sc_, n, **kw)
         counted["n"] += len(res[0])
         return res
@@ -366,9 +443,30 @@ def test_the_adaptive_planner_simulates_fewer_replications(production_plans, mon
 
 
 def test_plan_precision_option(tmp_path, one_line_error, cli, linear_accuracy):
-    quick = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
-             "--load-s", "60", "--duration-h", "20", "--max-accuracy-loss", "0.001", "--strategies", "partial",
-             "-n", "40", "--search-replications", "40", "--json"]
+    quick = [
+        "plan",
+        "--embedding-servers",
+        "16",
+        "--trainers",
+        "8",
+        "--node-mtbf-h",
+        "300",
+        "--save-s",
+        "120",
+        "--load-s",
+        "60",
+        "--duration-h",
+        "20",
+        "--max-accuracy-loss",
+        "0.001",
+        "--strategies",
+        "partial",
+        "-n",
+        "40",
+        "--search-replications",
+        "40",
+        "--json",
+    ]
     d = json.loads(cli(*quick, "--precision", "off").output)
     assert d["precision"] is None
     d = json.loads(cli(*quick, "--precision", "0.2").output)

@@ -21,7 +21,9 @@ from cprsim.sim.prioritized import coverage_of
 from cprsim.sim.replicate import estimate, run_replications
 
 BASE = {
-    "name": "t", "seed": 3, "replications": 10,
+    "name": "t",
+    "seed": 3,
+    "replications": 10,
     "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
     "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
     "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
@@ -47,18 +49,24 @@ def inside(expect: float, est) -> bool:
 @pytest.mark.parametrize("tau", [300.0, 2 * HOUR, 7.3 * HOUR])
 def test_defaults_are_the_classic_closed_forms(lam, tau):
     W, d, rec = 20 * HOUR, 60.0, 400.0
-    seg = lambda a: math.expm1(lam * a) * math.exp(lam * rec) / lam  # noqa: E731
+    seg = lambda a: math.expm1(lam * a) * math.exp(lam * rec) / lam
     assert analytic.segment_time(tau + d, lam, rec) == pytest.approx(seg(tau + d), rel=1e-12)
     assert analytic.recovery_time(rec, lam) == pytest.approx(math.expm1(lam * rec) / lam, rel=1e-12)
     n = analytic.n_saves(W, tau)
-    assert analytic.full_wall(W, tau, d, lam, rec) == pytest.approx(n * seg(tau + d) + seg(W - n * tau), rel=1e-12)
+    assert analytic.full_wall(W, tau, d, lam, rec) == pytest.approx(
+        n * seg(tau + d) + seg(W - n * tau), rel=1e-12
+    )
     assert analytic.partial_wall(W, tau, d, lam, rec) == pytest.approx(
-        W * math.exp(lam * rec) + n * math.expm1(lam * d) * math.exp(lam * rec) / lam, rel=1e-12)
+        W * math.exp(lam * rec) + n * math.expm1(lam * d) * math.exp(lam * rec) / lam, rel=1e-12
+    )
     # splitting R into a wait and a restore changes nothing while both see the same rate
     assert analytic.full_wall(W, tau, d, lam, rec, lam, 150.0) == pytest.approx(
-        analytic.full_wall(W, tau, d, lam, rec), rel=1e-12)
+        analytic.full_wall(W, tau, d, lam, rec), rel=1e-12
+    )
     # a slower rate during the wait can only shorten the job
-    assert analytic.full_wall(W, tau, d, lam, rec, 0.5 * lam, 150.0) < analytic.full_wall(W, tau, d, lam, rec)
+    assert analytic.full_wall(W, tau, d, lam, rec, 0.5 * lam, 150.0) < analytic.full_wall(
+        W, tau, d, lam, rec
+    )
 
 
 # -- 1. numerics: no overflow, an optimum in any regime ---------------------------------------------
@@ -71,24 +79,32 @@ def test_walls_are_infinite_not_overflow_errors_where_astronomically_large():
     assert analytic.partial_wall(W, 3600.0, DELTA, 1.0, 1e4) == math.inf
     assert analytic.partial_wall_split(W, 3600.0, DELTA, 1.0, 1e4, 1.0, 1e4, wait_s=5e3) == math.inf
     assert math.isfinite(analytic.full_wall(W, 200.0, DELTA, 1 / 300.0, R))
-    assert math.isfinite(analytic.full_wall(W, W, DELTA, 1 / 300.0, R))  # 1e263: large, still a float
+    assert math.isfinite(
+        analytic.full_wall(W, W, DELTA, 1 / 300.0, R)
+    )  # 1e263: large, still a float
 
 
 def per_segment_optimum(delta: float, lam: float, rec: float) -> tuple[float, float]:
     """W >> tau: E[wall]/W -> min over u = lam*tau of expm1(u + lam*delta) exp(lam*R) / u (in logs)."""
-    f = lambda lu: analytic._log_expm1(math.exp(lu) + lam * delta) + lam * rec - lu  # noqa: E731
-    res = optimize.minimize_scalar(f, bounds=(-20.0, 5.0), method="bounded", options={"xatol": 1e-10})
+    f = lambda lu: analytic._log_expm1(math.exp(lu) + lam * delta) + lam * rec - lu
+    res = optimize.minimize_scalar(
+        f, bounds=(-20.0, 5.0), method="bounded", options={"xatol": 1e-10}
+    )
     return math.exp(res.x) / lam, res.fun
 
 
 @pytest.mark.parametrize("mtbf,W", [(300.0, 50 * HOUR), (300.0, 1e4 * 300.0), (18.0, 50 * HOUR)])
 def test_full_optimum_is_robust_where_lam_W_is_huge(mtbf, W):
     lam = 1.0 / mtbf  # lam*W = 600, 1e4, 1e4
-    tau = analytic.full_optimum(W, DELTA, lam, R)  # used to raise OverflowError (exp(lam*W) at tau = W)
+    tau = analytic.full_optimum(
+        W, DELTA, lam, R
+    )  # used to raise OverflowError (exp(lam*W) at tau = W)
     assert 1.0 <= tau < W
     log_best = analytic._log_full_wall(W, tau, DELTA, lam, R)
     grid = np.geomspace(1.0, W, 4000)
-    assert log_best <= min(analytic._log_full_wall(W, float(t), DELTA, lam, R) for t in grid) + 1e-12
+    assert (
+        log_best <= min(analytic._log_full_wall(W, float(t), DELTA, lam, R) for t in grid) + 1e-12
+    )
     # the optimum agrees with the independent per-segment (renewal-reward) optimum
     tau_seg, log_ratio = per_segment_optimum(DELTA, lam, R)
     v = analytic.hopeless(W, DELTA, lam, R)
@@ -101,7 +117,9 @@ def test_full_optimum_is_no_worse_than_a_fine_grid_in_ordinary_regimes():
     W = 50 * HOUR
     for lam in (1 / HOUR, 1 / (10 * HOUR), 1 / 600, 1e-7):
         tau = analytic.full_optimum(W, DELTA, lam, R)
-        best = min(analytic.full_wall(W, float(t), DELTA, lam, R) for t in np.geomspace(1.0, W, 20_000))
+        best = min(
+            analytic.full_wall(W, float(t), DELTA, lam, R) for t in np.geomspace(1.0, W, 20_000)
+        )
         assert analytic.full_wall(W, tau, DELTA, lam, R) <= best * (1 + 1e-12)
     assert analytic.full_optimum(W, DELTA, 0.0, R) == W
 
@@ -111,11 +129,15 @@ def test_hopeless_regime_is_flagged_and_a_production_one_is_not():
     W = 50 * HOUR
     bad = analytic.hopeless(W, DELTA, 1 / 120.0, R)  # the cluster fails every 2 minutes
     assert bad.hopeless and bad.ratio > 10.0
-    assert bad.ratio == pytest.approx(analytic.full_wall(W, bad.tau, DELTA, 1 / 120.0, R) / W, rel=1e-9)
+    assert bad.ratio == pytest.approx(
+        analytic.full_wall(W, bad.tau, DELTA, 1 / 120.0, R) / W, rel=1e-9
+    )
     assert not analytic.hopeless(W, DELTA, 1 / 120.0, R, limit=1e3).hopeless
     prod = analytic.hopeless(W, DELTA, 1 / (10 * HOUR), R)  # cpr-production-like
     assert not prod.hopeless and 1.0 < prod.ratio < 1.2
-    assert prod.ratio == pytest.approx(analytic.full_wall(W, prod.tau, DELTA, 1 / (10 * HOUR), R) / W, rel=1e-9)
+    assert prod.ratio == pytest.approx(
+        analytic.full_wall(W, prod.tau, DELTA, 1 / (10 * HOUR), R) / W, rel=1e-9
+    )
     # far beyond floats: still an answer, and a finite order of magnitude
     absurd = analytic.hopeless(W, DELTA, 1 / 10.0, R)
     assert absurd.hopeless and absurd.ratio > 1e15 and 15 < absurd.log10_ratio < 1e6
@@ -132,7 +154,9 @@ def test_mtbf_for_ratio_is_the_mtbf_at_which_the_best_ratio_is_reached(target):
     assert analytic.hopeless(W, DELTA, 1 / (0.9 * M), R).ratio > target
     assert analytic.hopeless(W, DELTA, 1 / (1.1 * M), R).ratio < target
     if target <= 2.0:
-        assert M > DELTA + R  # a job finishes in 2x its work only when the MTBF is above save + recovery
+        assert (
+            M > DELTA + R
+        )  # a job finishes in 2x its work only when the MTBF is above save + recovery
     # the regime flagged above would need an MTBF this long to finish within 2x its work
     if target == 2.0:
         assert analytic.hopeless(W, DELTA, 1 / 120.0, R).hopeless and M > 120.0
@@ -147,7 +171,9 @@ def test_node_wait_is_the_busy_period_of_independent_nodes():
     for n in (2, 4, 50):
         x = analytic.lam_recovery_nodes(rho, mu, n)
         assert 0.0 < x < (n - 1) * mu  # below the rate with only the first failed node down
-        assert analytic.recovery_time(rho, 0.0, x) == pytest.approx(analytic.node_wait(rho, mu, n), rel=1e-9)
+        assert analytic.recovery_time(rho, 0.0, x) == pytest.approx(
+            analytic.node_wait(rho, mu, n), rel=1e-9
+        )
     # two nodes: ((1 + mu rho)^2 - 1)/(2 mu) = rho (1 + mu rho / 2), the first-order restart model
     assert analytic.node_wait(rho, mu, 2) == pytest.approx(rho * (1 + mu * rho / 2), rel=1e-12)
 
@@ -156,21 +182,31 @@ def test_node_wait_is_the_busy_period_of_independent_nodes():
 def test_full_recovery_with_the_recovery_rate_of_the_nodes_still_up_matches_the_simulator():
     """4 nodes, node MTBF 1 h, 400 s rescheduling: the wait sees 3 nodes, not 4."""
     N, mu, rho, d, L = 4, 1 / HOUR, 400.0, 30.0, 30.0
-    s = scen(seed=11, cluster={"embedding_servers": N}, reschedule={"family": "constant", "mean_s": rho},
-             failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu / HOUR}},
-             costs={"save_s": d, "load_s": L}, checkpoint={"interval_h": 0.07}, strategy={"name": "full"})
+    s = scen(
+        seed=11,
+        cluster={"embedding_servers": N},
+        reschedule={"family": "constant", "mean_s": rho},
+        failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu / HOUR}},
+        costs={"save_s": d, "load_s": L},
+        checkpoint={"interval_h": 0.07},
+        strategy={"name": "full"},
+    )
     res, _ = run_replications(s, 2000)
     wall = estimate([r.wall_s for r in res])
     W, tau = s.duration_s, s.interval_s
-    exact = analytic.full_wall(W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L)
+    exact = analytic.full_wall(
+        W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L
+    )
     first_down = analytic.full_wall(W, tau, d, N * mu, rho + L, (N - 1) * mu, L)
     old = analytic.full_wall(W, tau, d, N * mu, rho + L)
     assert inside(exact, wall), (exact, wall)
     assert not inside(old, wall) and old > wall.hi, (old, wall)
     assert abs(first_down - wall.mean) < abs(old - wall.mean) / 3
     # the failures the simulator saw: a node fails only while up (N*wall - rho*events node-seconds)
-    gap = estimate([r.failure_events - mu * (N * r.wall_s - rho * r.failure_events) for r in res],
-                   non_negative=False)
+    gap = estimate(
+        [r.failure_events - mu * (N * r.wall_s - rho * r.failure_events) for r in res],
+        non_negative=False,
+    )
     assert gap.lo <= 0.0 <= gap.hi, gap
     assert estimate([r.failure_events - N * mu * r.wall_s for r in res], non_negative=False).hi < 0
 
@@ -178,32 +214,52 @@ def test_full_recovery_with_the_recovery_rate_of_the_nodes_still_up_matches_the_
 # -- 4. partial recovery: a trainer failure costs a dense copy, not a shard load ---------------------
 def test_partial_wall_split_reduces_to_partial_wall_with_one_type():
     W, tau, d, lam, mu, wait, rec = 30 * HOUR, HOUR, 60.0, 2 / HOUR, 0.5 / HOUR, 300.0, 900.0
-    assert analytic.partial_wall_split(W, tau, d, lam, rec, 0.0, 0.0, wait_s=wait, mu_emb=mu) == pytest.approx(
-        analytic.partial_wall(W, tau, d, lam, rec, lam - mu, rec - wait), rel=1e-10)
+    assert analytic.partial_wall_split(
+        W, tau, d, lam, rec, 0.0, 0.0, wait_s=wait, mu_emb=mu
+    ) == pytest.approx(analytic.partial_wall(W, tau, d, lam, rec, lam - mu, rec - wait), rel=1e-10)
     assert analytic.partial_wall_split(W, tau, d, lam, rec, 0.0, 0.0) == pytest.approx(
-        analytic.partial_wall(W, tau, d, lam, rec), rel=1e-10)
+        analytic.partial_wall(W, tau, d, lam, rec), rel=1e-10
+    )
     # two types with the same restore are one type
-    assert analytic.partial_wall_split(W, tau, d, lam / 2, rec, lam / 2, rec, wait_s=wait) == pytest.approx(
-        analytic.partial_wall(W, tau, d, lam, rec, lam, rec - wait), rel=1e-10)
+    assert analytic.partial_wall_split(
+        W, tau, d, lam / 2, rec, lam / 2, rec, wait_s=wait
+    ) == pytest.approx(analytic.partial_wall(W, tau, d, lam, rec, lam, rec - wait), rel=1e-10)
 
 
 @pytest.mark.slow
 def test_partial_recovery_charges_trainer_failures_a_dense_copy():
     mu_e = mu_t = 1 / (4 * HOUR)
     n, rho, d, shard = 4, 300.0, 60.0, 600.0
-    s = scen(seed=12, cluster={"embedding_servers": n, "trainers": n}, job={"duration_h": 20.0},
-             reschedule={"family": "constant", "mean_s": rho},
-             failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu_e / HOUR},
-                       "trainer": {"family": "exponential", "mtbf_h": 1 / mu_t / HOUR}},
-             costs={"save_s": d, "shard_load_s": shard}, checkpoint={"interval_h": 1.0},
-             strategy={"name": "partial", "trainer_degraded": False})
+    s = scen(
+        seed=12,
+        cluster={"embedding_servers": n, "trainers": n},
+        job={"duration_h": 20.0},
+        reschedule={"family": "constant", "mean_s": rho},
+        failures={
+            "embedding": {"family": "exponential", "mtbf_h": 1 / mu_e / HOUR},
+            "trainer": {"family": "exponential", "mtbf_h": 1 / mu_t / HOUR},
+        },
+        costs={"save_s": d, "shard_load_s": shard},
+        checkpoint={"interval_h": 1.0},
+        strategy={"name": "partial", "trainer_degraded": False},
+    )
     c = costs_of(s)
     assert c.dense_copy_s < 0.01 * shard
     res, _ = run_replications(s, 2000)
     wall = estimate([r.wall_s for r in res])
     W, tau = s.duration_s, s.interval_s
-    split = analytic.partial_wall_split(W, tau, d, n * mu_e, rho + shard, n * mu_t, rho + c.dense_copy_s,
-                                        wait_s=rho, mu_emb=mu_e, mu_tr=mu_t)
+    split = analytic.partial_wall_split(
+        W,
+        tau,
+        d,
+        n * mu_e,
+        rho + shard,
+        n * mu_t,
+        rho + c.dense_copy_s,
+        wait_s=rho,
+        mu_emb=mu_e,
+        mu_tr=mu_t,
+    )
     every_event_a_shard_load = analytic.partial_wall(W, tau, d, n * (mu_e + mu_t), rho + shard)
     assert inside(split, wall), (split, wall)
     assert every_event_a_shard_load > wall.hi, (every_event_a_shard_load, wall)
@@ -211,15 +267,23 @@ def test_partial_recovery_charges_trainer_failures_a_dense_copy():
 
 # -- 5. PLS: failures while another shard recovers still lose updates --------------------------------
 def pls_scenario(strategy: dict, tau_h: float, seed: int) -> sc.Scenario:
-    return scen(seed=seed, cluster={"embedding_servers": 4}, job={"duration_h": 50.0, "samples_per_s": 5_000.0},
-                reschedule={"family": "constant", "mean_s": 400.0},
-                failures={"embedding": {"family": "exponential", "mtbf_h": 5.0}},
-                costs={"save_s": 60.0, "shard_load_s": 30.0}, checkpoint={"interval_h": tau_h}, strategy=strategy)
+    return scen(
+        seed=seed,
+        cluster={"embedding_servers": 4},
+        job={"duration_h": 50.0, "samples_per_s": 5_000.0},
+        reschedule={"family": "constant", "mean_s": 400.0},
+        failures={"embedding": {"family": "exponential", "mtbf_h": 5.0}},
+        costs={"save_s": 60.0, "shard_load_s": 30.0},
+        checkpoint={"interval_h": tau_h},
+        strategy=strategy,
+    )
 
 
 def stall_without(mu: float, n: int, rho: float, load: float) -> float:
     """Mean stall caused by another of n identical servers, this one never failing (exact wait)."""
-    return analytic.recovery_time(rho + load, (n - 1) * mu, analytic.lam_recovery_nodes(rho, mu, n - 1), load)
+    return analytic.recovery_time(
+        rho + load, (n - 1) * mu, analytic.lam_recovery_nodes(rho, mu, n - 1), load
+    )
 
 
 @pytest.mark.slow
@@ -235,14 +299,17 @@ def test_vanilla_pls_counts_failures_during_other_recoveries():
     assert old < pls.lo, (old, pls)  # the compute-only form misses them
     # the inverse follows the same form (at an interval that does not divide W: no jump in n_saves)
     bound = analytic.expected_pls(W, 1.7 * HOUR, 60.0, n * mu, 1, n, stall_s=stall)
-    assert analytic.interval_for_pls(bound, W, 60.0, n * mu, 1, n, stall_s=stall) == pytest.approx(1.7 * HOUR, rel=1e-6)
+    assert analytic.interval_for_pls(bound, W, 60.0, n * mu, 1, n, stall_s=stall) == pytest.approx(
+        1.7 * HOUR, rel=1e-6
+    )
 
 
 @pytest.mark.slow
 def test_vanilla_pls_with_instant_recoveries_is_the_compute_only_form():
     """No stall to speak of: the new form and the old one agree, and both with the simulator."""
     s = pls_scenario({"name": "partial"}, 2.0, seed=14).with_updates(
-        {"reschedule.mean_s": 1.0, "costs.shard_load_s": 1.0})
+        {"reschedule.mean_s": 1.0, "costs.shard_load_s": 1.0}
+    )
     res, _ = run_replications(s, 2000)
     pls = estimate([r.pls for r in res])
     n, mu, W, tau = 4, 1 / (5 * HOUR), s.duration_s, s.interval_s
@@ -254,7 +321,9 @@ def test_vanilla_pls_with_instant_recoveries_is_the_compute_only_form():
 @pytest.mark.slow
 def test_prioritized_pls_counts_failures_during_other_recoveries():
     K, r = 4, 0.05
-    s = pls_scenario({"name": "mfu", "top_fraction": r, "full_every": K, "counter_overhead": 0.0}, 1.0, seed=21)
+    s = pls_scenario(
+        {"name": "mfu", "top_fraction": r, "full_every": K, "counter_overhead": 0.0}, 1.0, seed=21
+    )
     res, _ = run_replications(s, 2000)
     # a 99.9% CI: at 95% one seed in twenty rejects a correct formula (the bulk failure streams'
     # draws put this seed's mean 2.0 SE from it; replications 2000-5999 put it within 0.22 SE);
@@ -263,8 +332,18 @@ def test_prioritized_pls_counts_failures_during_other_recoveries():
     n, mu, W, tau = 4, 1 / (5 * HOUR), s.duration_s, s.interval_s
     c = costs_of(s)
     cov = coverage_of(s, tau, r, 1.0)
-    new = analytic.expected_pls_prioritized(W, tau, n * mu, 1, n, cov, K, stall_s=stall_without(mu, n, 400.0, 30.0),
-                                            save_full_s=c.save_s, save_partial_s=c.save_fraction_s(r))
+    new = analytic.expected_pls_prioritized(
+        W,
+        tau,
+        n * mu,
+        1,
+        n,
+        cov,
+        K,
+        stall_s=stall_without(mu, n, 400.0, 30.0),
+        save_full_s=c.save_s,
+        save_partial_s=c.save_fraction_s(r),
+    )
     old = analytic.expected_pls_prioritized(W, tau, n * mu, 1, n, cov, K)
     assert inside(new, pls), (new, pls)
     assert old < pls.lo, (old, pls)

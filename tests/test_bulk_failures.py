@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 import pickle
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
 from scipy import stats
+from test_stationary import CASES, equilibrium_cdf
 
 from cprsim import scenario as sc
 from cprsim.costs import costs_of
@@ -26,18 +27,28 @@ from cprsim.sim.engine import simulate_one
 from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.streams import stream
 
-from test_stationary import CASES, equilibrium_cdf
-
 
 def scaled(ne: int, **upd) -> sc.Scenario:
     """cpr-production's cluster with ``ne`` embedding servers (bytes and bandwidth scaled with them)."""
     base = sc.load("cpr-production", {"failures.domains": [], "checkpoint.interval_h": 1.0})
-    return base.with_updates({"cluster.embedding_servers": ne, "cluster.embedding_gb": 400.0 * ne / 18,
-                              "storage.write_gbps": 7.0 * ne / 18, "storage.read_gbps": 20.0 * ne / 18, **upd})
+    return base.with_updates(
+        {
+            "cluster.embedding_servers": ne,
+            "cluster.embedding_gb": 400.0 * ne / 18,
+            "storage.write_gbps": 7.0 * ne / 18,
+            "storage.read_gbps": 20.0 * ne / 18,
+            **upd,
+        }
+    )
 
 
-RACKS = {"name": "rack", "node_type": "embedding", "nodes": 16, "membership": "fixed",
-         "failure": {"family": "exponential", "mtbf_h": 800.0}}
+RACKS = {
+    "name": "rack",
+    "node_type": "embedding",
+    "nodes": 16,
+    "membership": "fixed",
+    "failure": {"family": "exponential", "mtbf_h": 800.0},
+}
 
 
 # -- (a) statistically identical --------------------------------------------------------------------------
@@ -46,19 +57,41 @@ def _cases() -> dict[str, tuple[sc.Scenario, int]]:
     cpr = sc.load("cpr-production")
     # cpr-production's only failures come from a random-membership domain, whose stream is the same in
     # both layouts (see test_random_membership_domains_keep_their_streams): test its fixed-group twin
-    fixed = cpr.with_updates({"failures.domains": [{
-        "name": "ps-group", "node_type": "embedding", "nodes": 4, "membership": "fixed",
-        "failure": {"family": "weibull", "shape": 0.517, "mtbf_h": 50.0}}]})
-    big = scaled(1800, **{"failures.embedding": {"family": "weibull", "shape": 0.7, "mtbf_h": 3000.0},
-                          "failures.trainer": {"family": "exponential", "mtbf_h": 300.0},
-                          "failures.domains": [RACKS]})
-    return {"toy": (sc.load("toy"), 1500), "cpr-production-fixed-groups": (fixed, 800),
-            "infinitehbd-hardware": (sc.load("infinitehbd-hardware"), 1200), "1800-servers": (big, 100)}
+    fixed = cpr.with_updates(
+        {
+            "failures.domains": [
+                {
+                    "name": "ps-group",
+                    "node_type": "embedding",
+                    "nodes": 4,
+                    "membership": "fixed",
+                    "failure": {"family": "weibull", "shape": 0.517, "mtbf_h": 50.0},
+                }
+            ]
+        }
+    )
+    big = scaled(
+        1800,
+        **{
+            "failures.embedding": {"family": "weibull", "shape": 0.7, "mtbf_h": 3000.0},
+            "failures.trainer": {"family": "exponential", "mtbf_h": 300.0},
+            "failures.domains": [RACKS],
+        },
+    )
+    return {
+        "toy": (sc.load("toy"), 1500),
+        "cpr-production-fixed-groups": (fixed, 800),
+        "infinitehbd-hardware": (sc.load("infinitehbd-hardware"), 1200),
+        "1800-servers": (big, 100),
+    }
 
 
 #: (label, strategy) pairs; "full" overhead is the most sensitive to failure times, "partial" has PLS
-RUNS = [(label, strat) for label in ("toy", "cpr-production-fixed-groups", "infinitehbd-hardware")
-        for strat in ("full", "partial")] + [("1800-servers", "partial")]
+RUNS = [
+    (label, strat)
+    for label in ("toy", "cpr-production-fixed-groups", "infinitehbd-hardware")
+    for strat in ("full", "partial")
+] + [("1800-servers", "partial")]
 
 
 def _metrics(strategy: str) -> tuple[str, ...]:
@@ -70,16 +103,23 @@ FAMILY = sum(2 * len(_metrics(s)) for _, s in RUNS)
 ALPHA = 0.01
 
 
-@lru_cache(maxsize=None)
-def _sample(label: str, strategy: str, streams: str, mtbf_scale: float = 1.0) -> dict[str, np.ndarray]:
+@cache
+def _sample(
+    label: str, strategy: str, streams: str, mtbf_scale: float = 1.0
+) -> dict[str, np.ndarray]:
     s, n = _cases()[label]
     s = s.with_updates({"strategy": {"name": strategy}})
     if mtbf_scale != 1.0:
         s = s.with_updates({"failures.embedding.mtbf_h": s.failures.embedding.mtbf_h * mtbf_scale})
     c = costs_of(s)
     res = [simulate_one(s, i, costs=c, streams=streams)[0] for i in range(n)]
-    return {"overhead": np.array([r.overhead for r in res]), "pls": np.array([r.pls for r in res]),
-            "failures": np.array([r.failures_trainer + r.failures_embedding + r.failures_job for r in res], float)}
+    return {
+        "overhead": np.array([r.overhead for r in res]),
+        "pls": np.array([r.pls for r in res]),
+        "failures": np.array(
+            [r.failures_trainer + r.failures_embedding + r.failures_job for r in res], float
+        ),
+    }
 
 
 def welch(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -88,18 +128,27 @@ def welch(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float, flo
     se = math.sqrt(va + vb)
     if se == 0:
         return float(b.mean() - a.mean()), 0.0, 1.0 if a.mean() == b.mean() else 0.0
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
     d = float(b.mean() - a.mean())
     return d, float(stats.t.ppf(0.5 + level / 2, df)) * se, float(2 * stats.t.sf(abs(d) / se, df))
 
 
-def two_sample(old: dict[str, np.ndarray], new: dict[str, np.ndarray], metrics) -> dict[str, dict[str, float]]:  # noqa: ANN001
+def two_sample(
+    old: dict[str, np.ndarray], new: dict[str, np.ndarray], metrics
+) -> dict[str, dict[str, float]]:
     out = {}
     for m in metrics:
         a, b = old[m], new[m]
         ks = 1.0 if np.all(a == a[0]) and np.all(b == a[0]) else float(stats.ks_2samp(a, b).pvalue)
         d, h, p = welch(a, b, 1 - ALPHA / FAMILY)
-        out[m] = {"ks": ks, "welch": p, "diff": d, "half_width": h, "old": float(a.mean()), "new": float(b.mean())}
+        out[m] = {
+            "ks": ks,
+            "welch": p,
+            "diff": d,
+            "half_width": h,
+            "old": float(a.mean()),
+            "new": float(b.mean()),
+        }
     return out
 
 
@@ -108,10 +157,14 @@ def two_sample(old: dict[str, np.ndarray], new: dict[str, np.ndarray], metrics) 
 def test_bulk_streams_are_statistically_identical_to_per_node_streams(label, strategy):
     """No difference at the 1% family-wise level (Bonferroni over the FAMILY p-values of all runs):
     each KS p-value >= 0.01 / FAMILY, and each mean's Welch interval at 1 - 0.01 / FAMILY holds 0."""
-    res = two_sample(_sample(label, strategy, "per-node"), _sample(label, strategy, "bulk"), _metrics(strategy))
+    res = two_sample(
+        _sample(label, strategy, "per-node"), _sample(label, strategy, "bulk"), _metrics(strategy)
+    )
     for m, r in res.items():
-        print(f"{label:28s} {strategy:8s} {m:9s} old {r['old']:.5g} new {r['new']:.5g} "
-              f"KS p={r['ks']:.3g} Welch p={r['welch']:.3g}")
+        print(
+            f"{label:28s} {strategy:8s} {m:9s} old {r['old']:.5g} new {r['new']:.5g} "
+            f"KS p={r['ks']:.3g} Welch p={r['welch']:.3g}"
+        )
         assert r["ks"] >= ALPHA / FAMILY, (label, strategy, m, r)
         assert abs(r["diff"]) <= r["half_width"], (label, strategy, m, r)
 
@@ -119,8 +172,13 @@ def test_bulk_streams_are_statistically_identical_to_per_node_streams(label, str
 @pytest.mark.slow
 def test_the_two_sample_test_sees_a_20_percent_shorter_mtbf():
     """Power: the same test, at the same level, rejects bulk streams whose embedding MTBF is 20% shorter."""
-    res = two_sample(_sample("toy", "full", "per-node"), _sample("toy", "full", "bulk", 0.8), ("failures",))
-    assert res["failures"]["ks"] < ALPHA / FAMILY and abs(res["failures"]["diff"]) > res["failures"]["half_width"]
+    res = two_sample(
+        _sample("toy", "full", "per-node"), _sample("toy", "full", "bulk", 0.8), ("failures",)
+    )
+    assert (
+        res["failures"]["ks"] < ALPHA / FAMILY
+        and abs(res["failures"]["diff"]) > res["failures"]["half_width"]
+    )
 
 
 def test_random_membership_domains_keep_their_streams():
@@ -143,17 +201,27 @@ def test_the_vectorised_residual_life_follows_the_equilibrium_distribution(famil
 
 
 # -- (b) common random numbers across strategies and intervals --------------------------------------------------
-def fails(events, upto: float) -> list[tuple[float, int, float]]:  # noqa: ANN001
+def fails(events, upto: float) -> list[tuple[float, int, float]]:
     return [(e.time_s, e.node, e.value) for e in events if e.kind == "fail" and e.time_s < upto]
 
 
 def test_strategies_and_intervals_see_the_same_failures():
-    s = scaled(1500, **{"failures.embedding": {"family": "weibull", "shape": 0.6, "mtbf_h": 20_000.0},
-                        "failures.trainer": {"family": "gamma", "shape": 0.8, "mtbf_h": 1_000.0},
-                        "failures.domains": [RACKS], "reschedule": {"family": "exponential", "mean_s": 300.0},
-                        "failures.start": "fresh"})
-    variants = [s, s.with_updates({"strategy.name": "partial"}), s.with_updates({"checkpoint.interval_h": 0.5}),
-                s.with_updates({"checkpoint.interval_h": 2.5, "strategy.name": "partial"})]
+    s = scaled(
+        1500,
+        **{
+            "failures.embedding": {"family": "weibull", "shape": 0.6, "mtbf_h": 20_000.0},
+            "failures.trainer": {"family": "gamma", "shape": 0.8, "mtbf_h": 1_000.0},
+            "failures.domains": [RACKS],
+            "reschedule": {"family": "exponential", "mean_s": 300.0},
+            "failures.start": "fresh",
+        },
+    )
+    variants = [
+        s,
+        s.with_updates({"strategy.name": "partial"}),
+        s.with_updates({"checkpoint.interval_h": 0.5}),
+        s.with_updates({"checkpoint.interval_h": 2.5, "strategy.name": "partial"}),
+    ]
     seen = 0
     for rep in range(3):
         runs = [simulate_one(v, rep, record=True) for v in variants]
@@ -170,19 +238,28 @@ def test_strategies_and_intervals_see_the_same_failures():
 def test_a_nodes_failures_do_not_depend_on_the_cluster_size():
     """Embedding server j (and trainer j) fails at the same times in a 100- and a 3,000-server cluster,
     with 4 or 40 trainers: the draws are named by the node's index within its type."""
-    spec = {"failures.embedding": {"family": "weibull", "shape": 0.8, "mtbf_h": 500.0},
-            "failures.trainer": {"family": "exponential", "mtbf_h": 200.0},
-            "strategy.name": "partial", "reschedule.mean_s": 10.0}
+    spec = {
+        "failures.embedding": {"family": "weibull", "shape": 0.8, "mtbf_h": 500.0},
+        "failures.trainer": {"family": "exponential", "mtbf_h": 200.0},
+        "strategy.name": "partial",
+        "reschedule.mean_s": 10.0,
+    }
     small = scaled(100, **spec, **{"cluster.trainers": 4})
     large = scaled(3000, **spec, **{"cluster.trainers": 40})
     seen = 0
     for rep in range(3):
-        (ra, ea), (rb, eb) = simulate_one(small, rep, record=True), simulate_one(large, rep, record=True)
+        (ra, ea), (rb, eb) = (
+            simulate_one(small, rep, record=True),
+            simulate_one(large, rep, record=True),
+        )
         upto = min(ra.wall_s, rb.wall_s)
 
-        def by_type(ev, nt):  # noqa: ANN001, ANN202 - (type, index within the type) of the small cluster's nodes
-            return [(t, ("t", n) if n < nt else ("e", n - nt), v) for t, n, v in fails(ev, upto)
-                    if n < min(nt, 4) or nt <= n < nt + 100]
+        def by_type(ev, nt, upto=upto):
+            return [
+                (t, ("t", n) if n < nt else ("e", n - nt), v)
+                for t, n, v in fails(ev, upto)
+                if n < min(nt, 4) or nt <= n < nt + 100
+            ]
 
         a, b = by_type(ea, 4), by_type(eb, 40)
         assert a == b
@@ -190,7 +267,9 @@ def test_a_nodes_failures_do_not_depend_on_the_cluster_size():
     assert seen >= 10
 
 
-def _unit_failures(units: Units, unit: int, horizon: float, first_window: float) -> list[tuple[float, tuple, tuple]]:
+def _unit_failures(
+    units: Units, unit: int, horizon: float, first_window: float
+) -> list[tuple[float, tuple, tuple]]:
     bulk = BulkFailures([units], first_window)
     out = []
     while bulk.horizon < horizon:
@@ -225,9 +304,16 @@ def test_a_job_far_longer_than_the_first_window_fails_at_the_poisson_rate():
     stopping time), and (N - Lambda) / sqrt(Lambda) is ~N(0, 1) summed over replications; tested
     separately before and after the first window."""
     mtbf = 15.0 * 3600
-    s = sc.load("toy", {"failures.embedding.mtbf_h": 15.0, "failures.trainer.mtbf_h": 15.0,
-                        "checkpoint.interval_h": 10.0, "reschedule": {"family": "constant", "mean_s": 1.0},
-                        "seed": 99})
+    s = sc.load(
+        "toy",
+        {
+            "failures.embedding.mtbf_h": 15.0,
+            "failures.trainer.mtbf_h": 15.0,
+            "checkpoint.interval_h": 10.0,
+            "reschedule": {"family": "constant", "mean_s": 1.0},
+            "seed": 99,
+        },
+    )
     nodes = s.cluster.trainers + s.cluster.embedding_servers
     first = engine.BULK_HORIZON * s.duration_s
     c = costs_of(s)
@@ -257,9 +343,11 @@ def test_a_job_far_longer_than_the_first_window_fails_at_the_poisson_rate():
 def test_bulk_windows_hand_out_every_failure_once_in_order():
     """Many short windows give exactly the failures (and order) of one long window."""
     d, rho = Distribution.from_mean("exponential", 10.0), Distribution("constant", 0.5)
-    kinds = [Units(0, 30, 1, d, rho, False, lambda b: stream(3, 0, "node-block", 0, b)),
-             Units(30, 2000, 1, d, rho, True, lambda b: stream(3, 0, "node-block", 1, b)),
-             Units(30, 2000, 8, d, rho, True, lambda b: stream(3, 0, "domain-block", 0, b))]
+    kinds = [
+        Units(0, 30, 1, d, rho, False, lambda b: stream(3, 0, "node-block", 0, b)),
+        Units(30, 2000, 1, d, rho, True, lambda b: stream(3, 0, "node-block", 1, b)),
+        Units(30, 2000, 8, d, rho, True, lambda b: stream(3, 0, "domain-block", 0, b)),
+    ]
 
     def collect(first: float) -> list:
         b, out = BulkFailures(kinds, first), []
@@ -272,20 +360,34 @@ def test_bulk_windows_hand_out_every_failure_once_in_order():
     assert collect(0.7) == one
     # exact Poisson count check of the node kinds (a renewal process with 0.5 s down after each failure)
     n = sum(1 for f in one if len(f[1]) == 1)
-    lam = 2030 * 200.0 / 10.5  # long-run rate 1 / (mean up + down); the fresh start of 30 is exponential too
+    lam = (
+        2030 * 200.0 / 10.5
+    )  # long-run rate 1 / (mean up + down); the fresh start of 30 is exponential too
     assert abs(n - lam) <= 4 * math.sqrt(lam)
 
 
 # -- (e) determinism ------------------------------------------------------------------------------------------------
 def _everything() -> sc.Scenario:
-    return scaled(1100, **{"failures.embedding": {"family": "gamma", "shape": 0.7, "mtbf_h": 5000.0},
-                           "failures.trainer": {"family": "lognormal", "sigma": 1.0, "mtbf_h": 500.0},
-                           "failures.domains": [RACKS, {"name": "pdu", "node_type": "embedding", "nodes": 3,
-                                                        "membership": "random",
-                                                        "failure": {"family": "exponential", "mtbf_h": 40.0}}],
-                           "failures.job": {"family": "exponential", "mtbf_h": 60.0},
-                           "failures.injected": [{"count": 2, "node_type": "trainer"}],
-                           "strategy.name": "partial"})
+    return scaled(
+        1100,
+        **{
+            "failures.embedding": {"family": "gamma", "shape": 0.7, "mtbf_h": 5000.0},
+            "failures.trainer": {"family": "lognormal", "sigma": 1.0, "mtbf_h": 500.0},
+            "failures.domains": [
+                RACKS,
+                {
+                    "name": "pdu",
+                    "node_type": "embedding",
+                    "nodes": 3,
+                    "membership": "random",
+                    "failure": {"family": "exponential", "mtbf_h": 40.0},
+                },
+            ],
+            "failures.job": {"family": "exponential", "mtbf_h": 60.0},
+            "failures.injected": [{"count": 2, "node_type": "trainer"}],
+            "strategy.name": "partial",
+        },
+    )
 
 
 def test_same_seed_same_bytes():
@@ -299,8 +401,10 @@ def test_same_seed_same_bytes():
 def test_a_sweep_gives_the_same_bytes_with_one_or_two_jobs(tmp_path, cli):
     """`cprsim simulate` has no --jobs: a sweep over it does (worker processes rebuild every stream)."""
     (tmp_path / "s.toml").write_text(sc.to_toml(sc.effective_dict(_everything())))
-    (tmp_path / "w.toml").write_text('name = "w"\nscenario = "s.toml"\nreplications = 3\n'
-                                     'strategies = ["full", "partial"]\n[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n')
+    (tmp_path / "w.toml").write_text(
+        'name = "w"\nscenario = "s.toml"\nreplications = 3\n'
+        'strategies = ["full", "partial"]\n[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n'
+    )
     outs = []
     for jobs in ("1", "2"):
         out = tmp_path / f"j{jobs}"
@@ -318,13 +422,28 @@ def test_unknown_streams_layout_is_refused():
 def test_simultaneous_failures_are_handed_out_as_separate_processes_would():
     """Constant lifetimes and rescheduling draw nothing, so both layouts must give the same run, ties
     included: every node and group fails at the same instants, nodes by id, then fixed groups."""
-    s = sc.load("toy", {"failures.embedding": {"family": "constant", "mtbf_h": 3.0},
-                        "failures.trainer": {"family": "constant", "mtbf_h": 4.0},
-                        "failures.domains": [{"name": "pair", "node_type": "embedding", "nodes": 3,
-                                              "failure": {"family": "constant", "mtbf_h": 2.5}}],
-                        "reschedule": {"family": "constant", "mean_s": 600.0}, "failures.start": "fresh",
-                        "strategy.name": "partial"})
-    bulk, per_node = simulate_one(s, 0, record=True), simulate_one(s, 0, record=True, streams="per-node")
+    s = sc.load(
+        "toy",
+        {
+            "failures.embedding": {"family": "constant", "mtbf_h": 3.0},
+            "failures.trainer": {"family": "constant", "mtbf_h": 4.0},
+            "failures.domains": [
+                {
+                    "name": "pair",
+                    "node_type": "embedding",
+                    "nodes": 3,
+                    "failure": {"family": "constant", "mtbf_h": 2.5},
+                }
+            ],
+            "reschedule": {"family": "constant", "mean_s": 600.0},
+            "failures.start": "fresh",
+            "strategy.name": "partial",
+        },
+    )
+    bulk, per_node = (
+        simulate_one(s, 0, record=True),
+        simulate_one(s, 0, record=True, streams="per-node"),
+    )
     assert bulk == per_node
     times = [e.time_s for e in bulk[1] if e.kind == "fail"]
     assert len(times) > len(set(times)) > 3  # ties, several instants

@@ -39,15 +39,22 @@ def _tsv(tmp_path, lines):
 
 
 def _line(label="1", ints=None, cats=None):
-    ints = ints if ints is not None else ["3", "", "-1", "0", "7", "", "1", "2", "", "5", "6", "", "9"]
+    ints = (
+        ints if ints is not None else ["3", "", "-1", "0", "7", "", "1", "2", "", "5", "6", "", "9"]
+    )
     cats = cats if cats is not None else ["68fd1e64", "", "80e26c9b"] + ["0b153874"] * 23
     return "\t".join([label] + ints + cats)
 
 
 def test_criteo_reader_handles_missing_values(tmp_path):
-    rows = [(1, [3, None, -1, 0, 7, None, 1, 2, None, 5, 6, None, 9],
-             ["68fd1e64", None, "80e26c9b"] + ["0b153874"] * 23),
-            (0, [None] * 13, [None] * 26)]
+    rows = [
+        (
+            1,
+            [3, None, -1, 0, 7, None, 1, 2, None, 5, 6, None, 9],
+            ["68fd1e64", None, "80e26c9b"] + ["0b153874"] * 23,
+        ),
+        (0, [None] * 13, [None] * 26),
+    ]
     p = tmp_path / "gen.tsv"
     D.write_criteo_tsv(p, rows)
     ds = D.read_criteo_tsv(p, scale=1000)
@@ -61,12 +68,15 @@ def test_criteo_reader_handles_missing_values(tmp_path):
     assert np.all(ds.cat[0] < np.array(tables))
 
 
-@pytest.mark.parametrize("bad, msg", [
-    (_line(label="2"), "label"),
-    (_line(ints=["x"] + [""] * 12), "I1"),
-    (_line(cats=["zz"] + [""] * 25), "C1"),
-    ("1\t2\t3", "expected 40"),
-])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        (_line(label="2"), "label"),
+        (_line(ints=["x"] + [""] * 12), "I1"),
+        (_line(cats=["zz"] + [""] * 25), "C1"),
+        ("1\t2\t3", "expected 40"),
+    ],
+)
 def test_criteo_reader_rejects_malformed_line_with_its_number(tmp_path, bad, msg):
     p = _tsv(tmp_path, [_line(), _line(label="0"), bad])
     with pytest.raises(InputError, match=rf"day.tsv: line 3: .*{msg}") as e:
@@ -84,11 +94,21 @@ def test_auc_and_logloss():
 
 # -- loader -----------------------------------------------------------------------------------------
 def _doc(auc=0.02, ll=0.05):
-    fit = {"auc_slope": auc, "auc_slope_lo": auc / 2, "auc_slope_hi": auc * 2, "auc_r2": 0.9,
-           "logloss_slope": ll, "logloss_slope_lo": ll / 2, "logloss_slope_hi": ll * 2,
-           "logloss_r2": 0.8, "n_points": 4}
-    return {"provenance": {"calibrated": True, "preset": "test", "seeds": [0, 1]},
-            "fit": {"partial": fit, "mfu": dict(fit, auc_slope=auc / 2)}}
+    fit = {
+        "auc_slope": auc,
+        "auc_slope_lo": auc / 2,
+        "auc_slope_hi": auc * 2,
+        "auc_r2": 0.9,
+        "logloss_slope": ll,
+        "logloss_slope_lo": ll / 2,
+        "logloss_slope_hi": ll * 2,
+        "logloss_r2": 0.8,
+        "n_points": 4,
+    }
+    return {
+        "provenance": {"calibrated": True, "preset": "test", "seeds": [0, 1]},
+        "fit": {"partial": fit, "mfu": dict(fit, auc_slope=auc / 2)},
+    }
 
 
 def test_loader_roundtrip_and_inverse(tmp_path):
@@ -132,10 +152,12 @@ def test_package_imports_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys\n"
-            "import cprsim.calibrate, cprsim.calibrate.data, cprsim.calibrate.datasets, cprsim.cli\n"
-            "from cprsim.calibrate import load_calibration; load_calibration()\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    code = (
+        "import sys\n"
+        "import cprsim.calibrate, cprsim.calibrate.data, cprsim.calibrate.datasets, cprsim.cli\n"
+        "from cprsim.calibrate import load_calibration; load_calibration()\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
@@ -144,6 +166,8 @@ def test_cli_reports_bad_scenario_with_exit_2(tmp_path):
     pytest.importorskip("torch")
     from cprsim.cli import main
 
-    r = CliRunner().invoke(main, ["calibrate", "--from-sim", str(tmp_path / "missing.toml"),
-                                  "--out", str(tmp_path / "o")])
+    r = CliRunner().invoke(
+        main,
+        ["calibrate", "--from-sim", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")],
+    )
     assert r.exit_code == 2, r.output

@@ -56,8 +56,18 @@ def _rows(n: int, seed: int = 0) -> list[list[str]]:
     for i in range(n):
         price = "" if i % 17 == 3 else f"{rng.normal(20, 5):.3f}"
         city = "" if i % 13 == 5 else f"c{rng.integers(0, 40)}"
-        out.append([str(ts[i]), f"u{u[i]}", str(it[i]), city, price, str(visits[i]), str(click[i]),
-                    str(1 + 4 * click[i] if i % 2 else 3 + click[i])])
+        out.append(
+            [
+                str(ts[i]),
+                f"u{u[i]}",
+                str(it[i]),
+                city,
+                price,
+                str(visits[i]),
+                str(click[i]),
+                str(1 + 4 * click[i] if i % 2 else 3 + click[i]),
+            ]
+        )
     return out
 
 
@@ -100,28 +110,39 @@ def test_csv_with_schema_reads_the_documented_features(tmp_path):
     assert (split.test.cat[:, 1] == 0).sum() == len(unseen)
     # dense: log1p counts; standardized with the training rows' mean and sd, missing = 0
     visits = np.array([float(r[5]) for r in rows])
-    assert np.allclose(np.concatenate([split.train.dense[:, 1], split.test.dense[:, 1]]), np.log1p(visits))
+    assert np.allclose(
+        np.concatenate([split.train.dense[:, 1], split.test.dense[:, 1]]), np.log1p(visits)
+    )
     price = np.array([float(r[4]) if r[4] else np.nan for r in rows])
     tr = price[:300][~np.isnan(price[:300])]
     z = (price - tr.mean()) / tr.std()
     got = np.concatenate([split.train.dense[:, 0], split.test.dense[:, 0]])
-    assert np.allclose(got[~np.isnan(z)], z[~np.isnan(z)], atol=1e-5) and np.all(got[np.isnan(z)] == 0)
-    assert np.array_equal(np.concatenate([split.train.label, split.test.label]),
-                          np.array([float(r[6]) for r in rows], np.float32))
+    assert np.allclose(got[~np.isnan(z)], z[~np.isnan(z)], atol=1e-5) and np.all(
+        got[np.isnan(z)] == 0
+    )
+    assert np.array_equal(
+        np.concatenate([split.train.label, split.test.label]),
+        np.array([float(r[6]) for r in rows], np.float32),
+    )
     assert "log.csv" in split.description and "300" in split.description
 
 
 def test_order_by_threshold_and_delimiter(tmp_path):
     rows = _rows(200)
     data = _write_csv(tmp_path / "log.tsv", rows, delimiter="\t")
-    sch = _schema(tmp_path, 'label = "rating"\nlabel_threshold = 4\norder_by = "ts"\ndelimiter = "\\t"\n'
-                            'categorical = ["user"]\ndense = ["visits"]\n')
+    sch = _schema(
+        tmp_path,
+        'label = "rating"\nlabel_threshold = 4\norder_by = "ts"\ndelimiter = "\\t"\n'
+        'categorical = ["user"]\ndense = ["visits"]\n',
+    )
     split = S.read_table(data, sch)
     order = np.argsort([int(r[0]) for r in rows], kind="stable")
     want = np.array([float(int(rows[i][7]) >= 4) for i in order], np.float32)
     assert np.array_equal(np.concatenate([split.train.label, split.test.label]), want)
-    assert np.array_equal(np.concatenate([split.train.dense[:, 0], split.test.dense[:, 0]]),
-                          np.array([float(rows[i][5]) for i in order], np.float32))
+    assert np.array_equal(
+        np.concatenate([split.train.dense[:, 0], split.test.dense[:, 0]]),
+        np.array([float(rows[i][5]) for i in order], np.float32),
+    )
     assert len(split.test) == 40  # the default held_out 0.2
     # the vocabulary comes from the earliest 160 rows (by ts), not from the file's first 160
     assert split.tables[0] == len({rows[i][1] for i in order[:160]}) + 1
@@ -133,12 +154,17 @@ def test_parquet_reads_as_the_same_csv(tmp_path):
 
     rows = _rows(300)
     cols = {h: [r[j] for r in rows] for j, h in enumerate(HEADER)}
-    table = pa.table({
-        "ts": pa.array([int(x) for x in cols["ts"]]), "user": pa.array(cols["user"]),
-        "item": pa.array([int(x) for x in cols["item"]]),
-        "city": pa.array([x or None for x in cols["city"]]),
-        "price": pa.array([float(x) if x else None for x in cols["price"]]),
-        "visits": pa.array([int(x) for x in cols["visits"]]), "click": pa.array([int(x) for x in cols["click"]])})
+    table = pa.table(
+        {
+            "ts": pa.array([int(x) for x in cols["ts"]]),
+            "user": pa.array(cols["user"]),
+            "item": pa.array([int(x) for x in cols["item"]]),
+            "city": pa.array([x or None for x in cols["city"]]),
+            "price": pa.array([float(x) if x else None for x in cols["price"]]),
+            "visits": pa.array([int(x) for x in cols["visits"]]),
+            "click": pa.array([int(x) for x in cols["click"]]),
+        }
+    )
     pq.write_table(table, tmp_path / "log.parquet")
     a = S.read_table(tmp_path / "log.parquet", _schema(tmp_path))
     b = S.read_table(_write_csv(tmp_path / "log.csv", rows), _schema(tmp_path))
@@ -152,31 +178,69 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
     (tmp_path / "log.parquet").write_bytes(b"PAR1")
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
-    with pytest.raises(InputError, match=r"log.parquet: reading Parquet needs pyarrow: "
-                                         r"pip install 'cprsim\[parquet\]'"):
+    with pytest.raises(
+        InputError,
+        match=r"log.parquet: reading Parquet needs pyarrow: "
+        r"pip install 'cprsim\[parquet\]'",
+    ):
         S.read_table(tmp_path / "log.parquet", _schema(tmp_path))
 
 
 # -- bad input: one line naming the file and the key, column or line ------------------------------------
-@pytest.mark.parametrize("text, msg", [
-    ("label = \n", r"schema.toml: invalid TOML"),
-    (SCHEMA + "weights = 1\n", r"schema.toml: unknown key 'weights'"),
-    (SCHEMA.replace('label = "click"', 'label = 3'), r"schema.toml: label: expected the label column's name"),
-    (SCHEMA.replace('label = "click"\n', ''), r"schema.toml: label: .* got nothing"),
-    (SCHEMA.replace('categorical = ["user", "item", {column = "city", buckets = 16}]', 'categorical = []'),
-     r"schema.toml: categorical: expected a non-empty list"),
-    (SCHEMA.replace('buckets = 16', 'buckets = 0'), r"schema.toml: categorical\[2\].buckets: expected an integer"),
-    (SCHEMA.replace('buckets = 16', 'buckets = true'), r"schema.toml: categorical\[2\].buckets"),
-    (SCHEMA.replace('buckets = 16', 'bins = 16'), r"schema.toml: categorical\[2\]: unknown key 'bins'"),
-    (SCHEMA.replace('"log1p"', '"sqrt"'), r"schema.toml: dense\[1\].transform: expected one of none, log1p"),
-    (SCHEMA.replace('dense = [', 'dense = [3, '), r"schema.toml: dense\[0\]: expected a column name"),
-    (SCHEMA.replace('"item"', '"user"'), r"schema.toml: categorical\[1\]: column 'user' is already categorical\[0\]"),
-    (SCHEMA.replace('"visits"', '"click"'), r"schema.toml: dense\[1\]: column 'click' is already label"),
-    (SCHEMA.replace('held_out = 0.25', 'held_out = 1.5'), r"schema.toml: held_out: expected a fraction"),
-    (SCHEMA + 'label_threshold = "high"\n', r"schema.toml: label_threshold: expected a number"),
-    (SCHEMA + 'delimiter = ";;"\n', r"schema.toml: delimiter: expected one character"),
-    (SCHEMA + 'order_by = 7\n', r"schema.toml: order_by: expected a column name"),
-])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("label = \n", r"schema.toml: invalid TOML"),
+        (SCHEMA + "weights = 1\n", r"schema.toml: unknown key 'weights'"),
+        (
+            SCHEMA.replace('label = "click"', "label = 3"),
+            r"schema.toml: label: expected the label column's name",
+        ),
+        (SCHEMA.replace('label = "click"\n', ""), r"schema.toml: label: .* got nothing"),
+        (
+            SCHEMA.replace(
+                'categorical = ["user", "item", {column = "city", buckets = 16}]',
+                "categorical = []",
+            ),
+            r"schema.toml: categorical: expected a non-empty list",
+        ),
+        (
+            SCHEMA.replace("buckets = 16", "buckets = 0"),
+            r"schema.toml: categorical\[2\].buckets: expected an integer",
+        ),
+        (
+            SCHEMA.replace("buckets = 16", "buckets = true"),
+            r"schema.toml: categorical\[2\].buckets",
+        ),
+        (
+            SCHEMA.replace("buckets = 16", "bins = 16"),
+            r"schema.toml: categorical\[2\]: unknown key 'bins'",
+        ),
+        (
+            SCHEMA.replace('"log1p"', '"sqrt"'),
+            r"schema.toml: dense\[1\].transform: expected one of none, log1p",
+        ),
+        (
+            SCHEMA.replace("dense = [", "dense = [3, "),
+            r"schema.toml: dense\[0\]: expected a column name",
+        ),
+        (
+            SCHEMA.replace('"item"', '"user"'),
+            r"schema.toml: categorical\[1\]: column 'user' is already categorical\[0\]",
+        ),
+        (
+            SCHEMA.replace('"visits"', '"click"'),
+            r"schema.toml: dense\[1\]: column 'click' is already label",
+        ),
+        (
+            SCHEMA.replace("held_out = 0.25", "held_out = 1.5"),
+            r"schema.toml: held_out: expected a fraction",
+        ),
+        (SCHEMA + 'label_threshold = "high"\n', r"schema.toml: label_threshold: expected a number"),
+        (SCHEMA + 'delimiter = ";;"\n', r"schema.toml: delimiter: expected one character"),
+        (SCHEMA + "order_by = 7\n", r"schema.toml: order_by: expected a column name"),
+    ],
+)
 def test_a_malformed_schema_is_one_line_naming_the_key(tmp_path, text, msg):
     with pytest.raises(InputError, match=msg) as e:
         S.read_schema(_schema(tmp_path, text))
@@ -190,21 +254,39 @@ def _bad_rows(tmp_path, edit):
     return _write_csv(tmp_path / "log.csv", rows, header)
 
 
-@pytest.mark.parametrize("edit, msg", [
-    (lambda r, h: h.__setitem__(5, "n_visits"),
-     r"log.csv: no column 'visits' \(named by .*schema.toml: dense\[1\]\); its columns: 'ts', 'user'"),
-    (lambda r, h: r[6].__setitem__(4, "cheap"),
-     r"log.csv: line 8: column 'price' \(dense\): expected a finite number or nothing, got 'cheap'"),
-    (lambda r, h: r[9].__setitem__(5, "inf"), r"log.csv: line 11: column 'visits' \(dense\)"),
-    (lambda r, h: r[2].__setitem__(6, "2"),
-     r"log.csv: line 4: label column 'click': expected 0 or 1 \(or set label_threshold in .*schema.toml\), got '2'"),
-    (lambda r, h: r[3].__setitem__(6, "yes"), r"log.csv: line 5: column 'click' \(the label\): expected a finite number"),
-    (lambda r, h: r[4].__setitem__(6, ""), r"log.csv: line 6: label column 'click' is empty"),
-    (lambda r, h: r[5].append("extra"), r"log.csv: line 7: expected 8 fields \(as the header\), got 9"),
-    (lambda r, h: r.__setitem__(7, []), r"log.csv: line 9: empty line"),
-    (lambda r, h: h.__setitem__(7, "user"), r"log.csv: line 1: the header names column 'user' twice"),
-    (lambda r, h: r.clear(), r"log.csv: no data rows \(only a header\)"),
-])
+@pytest.mark.parametrize(
+    "edit, msg",
+    [
+        (
+            lambda r, h: h.__setitem__(5, "n_visits"),
+            r"log.csv: no column 'visits' \(named by .*schema.toml: dense\[1\]\); its columns: 'ts', 'user'",
+        ),
+        (
+            lambda r, h: r[6].__setitem__(4, "cheap"),
+            r"log.csv: line 8: column 'price' \(dense\): expected a finite number or nothing, got 'cheap'",
+        ),
+        (lambda r, h: r[9].__setitem__(5, "inf"), r"log.csv: line 11: column 'visits' \(dense\)"),
+        (
+            lambda r, h: r[2].__setitem__(6, "2"),
+            r"log.csv: line 4: label column 'click': expected 0 or 1 \(or set label_threshold in .*schema.toml\), got '2'",
+        ),
+        (
+            lambda r, h: r[3].__setitem__(6, "yes"),
+            r"log.csv: line 5: column 'click' \(the label\): expected a finite number",
+        ),
+        (lambda r, h: r[4].__setitem__(6, ""), r"log.csv: line 6: label column 'click' is empty"),
+        (
+            lambda r, h: r[5].append("extra"),
+            r"log.csv: line 7: expected 8 fields \(as the header\), got 9",
+        ),
+        (lambda r, h: r.__setitem__(7, []), r"log.csv: line 9: empty line"),
+        (
+            lambda r, h: h.__setitem__(7, "user"),
+            r"log.csv: line 1: the header names column 'user' twice",
+        ),
+        (lambda r, h: r.clear(), r"log.csv: no data rows \(only a header\)"),
+    ],
+)
 def test_bad_data_is_one_line_naming_the_column_and_line(tmp_path, edit, msg):
     with pytest.raises(InputError, match=msg) as e:
         S.read_table(_bad_rows(tmp_path, edit), _schema(tmp_path))
@@ -217,7 +299,11 @@ def test_more_bad_files(tmp_path):
     cases = [
         (tmp_path / "empty.csv", sch, r"empty.csv: empty file \(expected a header line"),
         (tmp_path / "missing.csv", sch, r"missing.csv: no such data file"),
-        (_write_csv(tmp_path / "two.csv", _rows(2)), sch, r"two.csv: 2 rows are too few to hold out 0.25"),
+        (
+            _write_csv(tmp_path / "two.csv", _rows(2)),
+            sch,
+            r"two.csv: 2 rows are too few to hold out 0.25",
+        ),
     ]
     (tmp_path / "latin1.csv").write_bytes(",".join(HEADER).encode() + b"\n1,\xe9,2,c,1,1,0,1\n")
     cases.append((tmp_path / "latin1.csv", sch, r"latin1.csv: not UTF-8 text"))
@@ -227,22 +313,37 @@ def test_more_bad_files(tmp_path):
         assert "\n" not in str(e.value)
     # a threshold makes any number a label, but still not a word
     thr = _schema(tmp_path, SCHEMA + "label_threshold = 0.5\n", "thr.toml")
-    with pytest.raises(InputError, match=r"log.csv: line 3: column 'click' \(the label\): expected a finite number"):
+    with pytest.raises(
+        InputError, match=r"log.csv: line 3: column 'click' \(the label\): expected a finite number"
+    ):
         S.read_table(_bad_rows(tmp_path, lambda r, h: r[1].__setitem__(6, "high")), thr)
     (tmp_path / "fake.parquet").write_text("not parquet")  # pyarrow installed or not: one line
-    with pytest.raises(InputError, match=r"fake.parquet: (not a Parquet file|reading Parquet needs pyarrow)") as e:
+    with pytest.raises(
+        InputError, match=r"fake.parquet: (not a Parquet file|reading Parquet needs pyarrow)"
+    ) as e:
         S.read_table(tmp_path / "fake.parquet", sch)
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("data, schema, msg", [
-    ("log.csv", None, r"log.csv: a .csv file needs --schema schema.toml"),
-    ("log.parquet", None, r"log.parquet: a .parquet file needs --schema"),
-    ("log.json", None, r"log.json: unknown kind of data file"),
-    ("nope.csv", "schema.toml", r"nope.csv: no such data file \(--data takes synthetic, movielens-100k"),
-    ("synthetic", "schema.toml", r"--schema describes the columns of a --data .csv or .parquet file, not synthetic"),
-    ("log.csv", "nope.toml", r"nope.toml: no such schema file"),
-])
+@pytest.mark.parametrize(
+    "data, schema, msg",
+    [
+        ("log.csv", None, r"log.csv: a .csv file needs --schema schema.toml"),
+        ("log.parquet", None, r"log.parquet: a .parquet file needs --schema"),
+        ("log.json", None, r"log.json: unknown kind of data file"),
+        (
+            "nope.csv",
+            "schema.toml",
+            r"nope.csv: no such data file \(--data takes synthetic, movielens-100k",
+        ),
+        (
+            "synthetic",
+            "schema.toml",
+            r"--schema describes the columns of a --data .csv or .parquet file, not synthetic",
+        ),
+        ("log.csv", "nope.toml", r"nope.toml: no such schema file"),
+    ],
+)
 def test_resolving_the_data_option(tmp_path, monkeypatch, data, schema, msg):
     monkeypatch.chdir(tmp_path)
     for name in ("log.csv", "log.parquet", "log.json"):
@@ -258,7 +359,11 @@ def test_resolve_fingerprints_the_bytes_and_load_checks_them(tmp_path):
     spec = S.resolve(str(data), _schema(tmp_path))
     assert spec.source == "table" and spec.sha256 == hashlib.sha256(data.read_bytes()).hexdigest()
     fp = spec.fingerprint()
-    assert fp["file"] == "log.csv" and fp["schema"] == "schema.toml" and str(tmp_path) not in json.dumps(fp)
+    assert (
+        fp["file"] == "log.csv"
+        and fp["schema"] == "schema.toml"
+        and str(tmp_path) not in json.dumps(fp)
+    )
     assert S.resolve("synthetic") is None
     data.write_text(data.read_text() + "1,u1,2,c,3,4,1,5\n")
     with pytest.raises(InputError, match=r"log.csv: the file changed while the calibration ran"):
@@ -293,8 +398,11 @@ def test_sized_uses_the_data_size_and_refuses_too_little(tmp_path):
     assert (p.train_samples, p.test_samples, p.data) == (1500, 500, spec)  # one epoch, all of it
     p = S.sized(_P(batch=64), spec, (1300, 100))
     assert (p.train_samples, p.test_samples) == (1300, 100)
-    with pytest.raises(InputError, match=r"log.csv: 1500 training samples make 2 batches of 512; a calibration "
-                                         r"needs at least 20 \(10240 training samples\)"):
+    with pytest.raises(
+        InputError,
+        match=r"log.csv: 1500 training samples make 2 batches of 512; a calibration "
+        r"needs at least 20 \(10240 training samples\)",
+    ):
         S.sized(_P(), spec)
     p = S.sized(_P(), None, (1000, 300))
     assert (p.train_samples, p.test_samples, p.data) == (1000, 300, None)
@@ -306,12 +414,12 @@ def test_sized_uses_the_data_size_and_refuses_too_little(tmp_path):
 
 def test_seed_data_shuffles_one_epoch_per_seed(tmp_path):
     spec = S.resolve(str(_write_csv(tmp_path / "log.csv", _rows(1000))), _schema(tmp_path))
-    a_tr, a_te, tables = S.seed_data(spec, 0, 600, 200)
-    b_tr, b_te, _ = S.seed_data(spec, 0, 600, 200)
+    a_tr, a_te, _tables = S.seed_data(spec, 0, 600, 200)
+    b_tr, _b_te, _ = S.seed_data(spec, 0, 600, 200)
     c_tr, c_te, _ = S.seed_data(spec, 1, 600, 200)
     s = S.load(spec)
     assert np.array_equal(a_tr.cat, b_tr.cat) and not np.array_equal(a_tr.cat, c_tr.cat)
-    key = lambda d: sorted(map(tuple, np.column_stack([d.cat, d.dense, d.label]).tolist()))  # noqa: E731
+    key = lambda d: sorted(map(tuple, np.column_stack([d.cat, d.dense, d.label]).tolist()))
     assert key(a_tr) == key(c_tr) == key(s.train.slice(0, 600))  # the same samples, each once
     assert np.array_equal(a_te.cat, s.test.cat[:200]) and np.array_equal(a_te.cat, c_te.cat)
     with pytest.raises(InputError, match="asked, the data has 750 / 250"):
@@ -339,8 +447,8 @@ def test_movielens_features_and_no_leakage():
         x = r[r[:, 0] == u]
         x = x[np.lexsort((x[:, 1], x[:, 3]))]
         k = len(x) // 5
-        held |= {(int(u), int(m)) for m in x[len(x) - k:, 1]}
-        assert x[len(x) - k:, 3].min() >= x[: len(x) - k, 3].max()  # per user, held out = later
+        held |= {(int(u), int(m)) for m in x[len(x) - k :, 1]}
+        assert x[len(x) - k :, 3].min() >= x[: len(x) - k, 3].max()  # per user, held out = later
     assert {tuple(p) for p in s.test.cat[:, :2].tolist()} == held
     assert not held & {tuple(p) for p in s.train.cat[:, :2].tolist()}
     # the counts are the training split's: a held-out rating never counts
@@ -352,9 +460,29 @@ def test_movielens_features_and_no_leakage():
     assert np.all((s.train.dense[:, 3:] >= 0) & (s.train.dense[:, 3:] <= 1))
     # the genre tables: Toy Story (1995) is Animation, Children's, Comedy
     toy = s.train.cat[s.train.cat[:, 1] == 1][0]
-    genres = sorted({"Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
-                     "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi",
-                     "Thriller", "War", "Western", "unknown"})
+    genres = sorted(
+        {
+            "Action",
+            "Adventure",
+            "Animation",
+            "Children's",
+            "Comedy",
+            "Crime",
+            "Documentary",
+            "Drama",
+            "Fantasy",
+            "Film-Noir",
+            "Horror",
+            "Musical",
+            "Mystery",
+            "Romance",
+            "Sci-Fi",
+            "Thriller",
+            "War",
+            "Western",
+            "unknown",
+        }
+    )
     assert list(toy[6:9]) == [1 + genres.index(g) for g in ("Animation", "Children's", "Comedy")]
     assert toy[9] == 1 + (1995 - 1920) // 5
     assert "MovieLens-100k" in s.description and "80367" in s.description
@@ -363,34 +491,62 @@ def test_movielens_features_and_no_leakage():
 def _ml_files(tmp_path, inter, users=None, items=None):
     users = users or ["1\t24\tM\ttechnician\t85711", "2\t53\tF\tother\tT8H1N"]
     items = items or ["1\tToy Story\t1995\tAnimation Children's Comedy", "2\tV\tunkonwn\tDrama"]
-    (tmp_path / "ml-100k.user").write_text("user_id:token\tage:token\tgender:token\toccupation:token\t"
-                                           "zip_code:token\n" + "\n".join(users) + "\n")
-    (tmp_path / "ml-100k.item").write_text("item_id:token\tmovie_title:token_seq\trelease_year:token\t"
-                                           "class:token_seq\n" + "\n".join(items) + "\n")
-    (tmp_path / "ml-100k.inter").write_text("user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
-                                            + "\n".join(inter) + "\n")
+    (tmp_path / "ml-100k.user").write_text(
+        "user_id:token\tage:token\tgender:token\toccupation:token\t"
+        "zip_code:token\n" + "\n".join(users) + "\n"
+    )
+    (tmp_path / "ml-100k.item").write_text(
+        "item_id:token\tmovie_title:token_seq\trelease_year:token\t"
+        "class:token_seq\n" + "\n".join(items) + "\n"
+    )
+    (tmp_path / "ml-100k.inter").write_text(
+        "user_id:token\titem_id:token\trating:float\ttimestamp:float\n" + "\n".join(inter) + "\n"
+    )
     return tmp_path
 
 
 def test_movielens_reader_on_small_files(tmp_path):
-    inter = [f"{1 + i % 2}\t{1 + i % 3 // 2}\t{1 + i % 5}\t{880000000 + 3600 * i}" for i in range(20)]
+    inter = [
+        f"{1 + i % 2}\t{1 + i % 3 // 2}\t{1 + i % 5}\t{880000000 + 3600 * i}" for i in range(20)
+    ]
     s = S.read_movielens_100k(_ml_files(tmp_path, inter))
     assert (len(s.train), len(s.test)) == (16, 4)  # 10 ratings per user, 2 held out each
     u2 = s.train.cat[s.train.cat[:, 0] == 2][0]
-    assert list(u2[2:6]) == [6, 2, 1, 11]  # age 53: group 50-55; F; "other" < "technician"; not a US ZIP
+    assert list(u2[2:6]) == [
+        6,
+        2,
+        1,
+        11,
+    ]  # age 53: group 50-55; F; "other" < "technician"; not a US ZIP
     m2 = s.train.cat[s.train.cat[:, 1] == 2][0]
-    assert list(m2[6:10]) == [4, 0, 0, 0]  # Drama, 4th of the sorted genres; one genre; unknown year
+    assert list(m2[6:10]) == [
+        4,
+        0,
+        0,
+        0,
+    ]  # Drama, 4th of the sorted genres; one genre; unknown year
     assert np.all(s.train.dense[s.train.cat[:, 1] == 2][:, 2] == 0)
 
 
-@pytest.mark.parametrize("inter, users, msg", [
-    (["1\t1\t6\t880000000"], None, r"ml-100k.inter: line 2: rating: expected 1..5, got 6"),
-    (["1\t1\tfive\t880000000"], None, r"ml-100k.inter: line 2: rating: expected an integer, got 'five'"),
-    (["3\t1\t4\t880000000"], None, r"ml-100k.inter: line 2: user_id 3 is not in ml-100k.user"),
-    (["1\t9\t4\t880000000"], None, r"ml-100k.inter: line 2: item_id 9 is not in ml-100k.item"),
-    (["1\t1\t4"], None, r"ml-100k.inter: line 2: expected 4 tab-separated fields, got 3"),
-    (["1\t1\t4\t880000000"], ["1\t24\tX\ttechnician\t85711"], r"ml-100k.user: line 2: gender: expected M or F"),
-])
+@pytest.mark.parametrize(
+    "inter, users, msg",
+    [
+        (["1\t1\t6\t880000000"], None, r"ml-100k.inter: line 2: rating: expected 1..5, got 6"),
+        (
+            ["1\t1\tfive\t880000000"],
+            None,
+            r"ml-100k.inter: line 2: rating: expected an integer, got 'five'",
+        ),
+        (["3\t1\t4\t880000000"], None, r"ml-100k.inter: line 2: user_id 3 is not in ml-100k.user"),
+        (["1\t9\t4\t880000000"], None, r"ml-100k.inter: line 2: item_id 9 is not in ml-100k.item"),
+        (["1\t1\t4"], None, r"ml-100k.inter: line 2: expected 4 tab-separated fields, got 3"),
+        (
+            ["1\t1\t4\t880000000"],
+            ["1\t24\tX\ttechnician\t85711"],
+            r"ml-100k.user: line 2: gender: expected M or F",
+        ),
+    ],
+)
 def test_movielens_reader_rejects_bad_files_naming_file_and_line(tmp_path, inter, users, msg):
     with pytest.raises(InputError, match=msg) as e:
         S.read_movielens_100k(_ml_files(tmp_path, inter, users))
@@ -404,7 +560,9 @@ def test_movielens_missing_package_names_the_extra(monkeypatch):
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "distribution", missing)
-    with pytest.raises(InputError, match=r"pip install 'cprsim\[movielens\]' \(recbole is not installed\)"):
+    with pytest.raises(
+        InputError, match=r"pip install 'cprsim\[movielens\]' \(recbole is not installed\)"
+    ):
         S.resolve("movielens-100k")
 
 
@@ -419,10 +577,14 @@ def _digest(*arrays):
 def test_synthetic_split_is_the_same_data_as_before():
     s = S.synthetic_split(3000, 1000, seed=1, scale=1000)
     # the arrays earlier versions drew (digests recorded before the data interface existed)
-    assert _digest(s.train.dense, s.train.cat, s.train.label) == \
-        "f8424c1783af7aa9cd8fee4e49e4621b1aee31a674f526807d2594a3a73e016e"
-    assert _digest(s.test.dense, s.test.cat, s.test.label) == \
-        "f0086ee87319b9efbb0d59b04cb340d03c4dedaad02ddb5e926853f838434cfe"
+    assert (
+        _digest(s.train.dense, s.train.cat, s.train.label)
+        == "f8424c1783af7aa9cd8fee4e49e4621b1aee31a674f526807d2594a3a73e016e"
+    )
+    assert (
+        _digest(s.test.dense, s.test.cat, s.test.label)
+        == "f0086ee87319b9efbb0d59b04cb340d03c4dedaad02ddb5e926853f838434cfe"
+    )
     assert s.tables == D.scaled_tables(1000) and s.n_dense == 13
     assert s.description.startswith("synthetic Criteo-like (cprsim.calibrate.data): 26 tables")
 
@@ -432,18 +594,23 @@ def test_synthetic_calibration_inits_and_trains_as_before(torch):
     from cprsim.calibrate import runner as R
     from cprsim.calibrate.model import DLRM, ModelConfig
 
-    p = dataclasses.replace(R.PRESETS["quick"], train_samples=6000, test_samples=1000, batch=256,
-                            model=ModelConfig())
+    p = dataclasses.replace(
+        R.PRESETS["quick"], train_samples=6000, test_samples=1000, batch=256, model=ModelConfig()
+    )
     prep = R.prepared(p, 0)
     assert prep.n_dense == 13 and len(prep.tables) == 26
     m = R.new_model(prep, p.model, 1)
-    assert _digest(*[v.numpy() for _, v in sorted(m.state_tensors().items())]) == \
-        "bac635c0ac22254d101e37aafb1363e605a113b3ede95bf9b790647e704a9012"  # recorded before
+    assert (
+        _digest(*[v.numpy() for _, v in sorted(m.state_tensors().items())])
+        == "bac635c0ac22254d101e37aafb1363e605a113b3ede95bf9b790647e704a9012"
+    )  # recorded before
     # training: the model as earlier versions built it (no n_dense argument, 26 tables) and the
     # batches as they drew them give the same weights, bit for bit
     old = D.synthetic(6000, seed=1, scale=1000)
     off = np.concatenate([[0], np.cumsum(D.scaled_tables(1000))[:-1]])
-    assert np.array_equal(prep.grows.numpy(), old.cat + off) and np.array_equal(prep.dense.numpy(), old.dense)
+    assert np.array_equal(prep.grows.numpy(), old.cat + off) and np.array_equal(
+        prep.dense.numpy(), old.dense
+    )
     torch.manual_seed(0)
     ref = DLRM(D.scaled_tables(1000), p.model, torch.Generator().manual_seed(0))
     old_threads = torch.get_num_threads()
@@ -452,8 +619,11 @@ def test_synthetic_calibration_inits_and_trains_as_before(torch):
         model, _ = R.train(prep, p.model, 0)
         for k in range(prep.n_iters):
             sl = slice(k * 256, (k + 1) * 256)
-            ref.train_step(torch.from_numpy(old.dense[sl]), torch.from_numpy(old.cat[sl] + off),
-                           torch.from_numpy(old.label[sl]))
+            ref.train_step(
+                torch.from_numpy(old.dense[sl]),
+                torch.from_numpy(old.cat[sl] + off),
+                torch.from_numpy(old.label[sl]),
+            )
     finally:
         torch.set_num_threads(old_threads)
     for k, v in ref.state_tensors().items():
@@ -503,7 +673,9 @@ def test_cli_on_a_csv_with_schema(tmp_path, torch):
     cfg = json.loads((out / "manifest.json").read_text())["config"]
     assert cfg["data"]["file"] == "log.csv" and cfg["preset"]["train_samples"] == 12800
     for f in doc["fit"].values():
-        assert np.isfinite(f["auc_slope"]) and f["auc_slope_lo"] <= f["auc_slope"] <= f["auc_slope_hi"]
+        assert (
+            np.isfinite(f["auc_slope"]) and f["auc_slope_lo"] <= f["auc_slope"] <= f["auc_slope_hi"]
+        )
     # --resume refuses other data (and says that the data differ)
     data.write_text(data.read_text().replace("\n1000", "\n9000", 1))
     r = _cli("--data", data, "--schema", sch, "--no-costs", "--jobs", 1, "--out", out, "--resume")
@@ -519,8 +691,18 @@ def test_cli_on_a_csv_with_schema(tmp_path, torch):
 @pytest.mark.skipif(bool(NO_MOVIELENS), reason=NO_MOVIELENS)
 def test_cli_on_a_movielens_slice_reports_a_slope_with_its_ci(tmp_path, torch):
     out = tmp_path / "ml"
-    r = _cli("--data", "movielens-100k", "--limit-samples", 12_000, 3_000, "--no-costs", "--jobs", 1,
-             "--out", out)
+    r = _cli(
+        "--data",
+        "movielens-100k",
+        "--limit-samples",
+        12_000,
+        3_000,
+        "--no-costs",
+        "--jobs",
+        1,
+        "--out",
+        out,
+    )
     assert r.exit_code == 0, r.output
     doc = tomllib.loads((out / "calibration.toml").read_text())
     prov = doc["provenance"]

@@ -24,8 +24,15 @@ from cprsim.calibrate.fromsim import sim_schedule  # noqa: E402
 
 pytestmark = pytest.mark.dlrm
 
-SMALL = dataclasses.replace(R.PRESETS["quick"], name="test", train_samples=60_000,
-                            test_samples=20_000, batch=256, seeds=(0,), budgets=(0.5,))
+SMALL = dataclasses.replace(
+    R.PRESETS["quick"],
+    name="test",
+    train_samples=60_000,
+    test_samples=20_000,
+    batch=256,
+    seeds=(0,),
+    budgets=(0.5,),
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -51,7 +58,9 @@ def base(prep):
 def _emu(prep, setting, mode="measured"):
     n = prep.n_iters
     fut = prep.grows[: n * prep.batch].reshape(n, -1)
-    return lambda m: Emulator(m, SMALL.n_shards, setting, n, mode, 0, future_rows=fut, batch=prep.batch)
+    return lambda m: Emulator(
+        m, SMALL.n_shards, setting, n, mode, 0, future_rows=fut, batch=prep.batch
+    )
 
 
 def test_model_learns(prep):
@@ -99,14 +108,18 @@ def test_stale_failure_reverts_the_shard_and_books_exact_lost_updates(prep):
     assert not torch.equal(model.emb, base.emb)
     # exact count: accesses to shard 1's rows by batches 40..69, 26 lookups per sample
     shard = shard_of_rows(model.n_rows, SMALL.n_shards)
-    g = prep.grows[40 * prep.batch: 70 * prep.batch].reshape(-1)
+    g = prep.grows[40 * prep.batch : 70 * prep.batch].reshape(-1)
     lost_samples = float((shard[g] == 1).sum()) / 26
     assert emu.ledger.lost * prep.batch == pytest.approx(lost_samples, rel=1e-9)
     assert emu.pls == pytest.approx(lost_samples / (n * prep.batch), rel=1e-9)
     # and the checkpoint really held the iteration-40 rows
     rows = torch.nonzero(shard == 1).squeeze(1)
-    m2, _ = R.train(prep, SMALL.model, 0, _emu(prep, Setting(
-        "partial", "x", {40: (("full", -1),), 41: (("fail", 1),)})))
+    m2, _ = R.train(
+        prep,
+        SMALL.model,
+        0,
+        _emu(prep, Setting("partial", "x", {40: (("full", -1),), 41: (("fail", 1),)})),
+    )
     assert not torch.equal(m2.emb[rows], base.emb[rows])
 
 
@@ -122,12 +135,18 @@ def test_mfu_saves_hot_rows_and_loses_less(prep):
 
 
 def test_pls_of_emulation_equals_simulator(tmp_path):
-    s = sc.load("toy", {"strategy.name": "partial", "checkpoint.interval_h": 1.0,
-                        "failures.embedding.mtbf_h": 5.0})
+    s = sc.load(
+        "toy",
+        {
+            "strategy.name": "partial",
+            "checkpoint.interval_h": 1.0,
+            "failures.embedding.mtbf_h": 5.0,
+        },
+    )
     n_iters = 3600  # 10 h job: one iteration is 10 s of progress, so the mapping is exact
     checked = 0
     for rep in range(5):
-        acts, sim_pls, interval, n_e = sim_schedule(s, n_iters, rep)
+        acts, sim_pls, _interval, n_e = sim_schedule(s, n_iters, rep)
         if not any(kind == "fail" for a in acts.values() for kind, _ in a):
             continue
         from cprsim.calibrate.model import DLRM, ModelConfig
@@ -159,14 +178,17 @@ def test_costs_and_end_to_end(prep):
 def test_emulated_pls_is_what_a_training_run_measures(prep):
     """PLS, position and age do not depend on the trained values: the emulation without training
     gives exactly what run_one measures (every strategy, one budget of the SMALL preset)."""
-    p = dataclasses.replace(SMALL, strategies=("partial", "mfu", "ssu", "lookahead"), failures_per_run=8)
+    p = dataclasses.replace(
+        SMALL, strategies=("partial", "mfu", "ssu", "lookahead"), failures_per_run=8
+    )
     emulated = R.emulated_pls(p, 0, prep)
     R._PREP[(p, 0)] = prep
     try:
         for i, run in enumerate(R.plan_runs(p)[1:]):
             res, _, _ = R.run_one(p, run)
             assert (res.strategy, res.pls, res.position, res.age) == pytest.approx(
-                (emulated[i][0], emulated[i][2], emulated[i][3], emulated[i][4]))
+                (emulated[i][0], emulated[i][2], emulated[i][3], emulated[i][4])
+            )
             assert 0 < res.position <= 1 and 0 < res.age <= res.position
     finally:
         R._PREP.clear()
@@ -221,7 +243,9 @@ def test_fast_forward_and_gradients_match_the_reference_formulation(prep):
 
     def reference(sub):
         x = model.bottom(dense)
-        e = F.embedding_bag(inv.reshape(-1), sub, torch.arange(inv.numel()), mode="sum").view(256, 26, -1)
+        e = F.embedding_bag(inv.reshape(-1), sub, torch.arange(inv.numel()), mode="sum").view(
+            256, 26, -1
+        )
         z = torch.cat([x.unsqueeze(1), e], dim=1)
         inter = torch.bmm(z, z.transpose(1, 2))[:, model.tri[0], model.tri[1]]
         return model.top(torch.cat([x, inter], dim=1)).squeeze(1)
@@ -242,8 +266,14 @@ def test_flat_adagrad_is_torch_adagrad_bitwise(prep):
     a = R.new_model(prep, SMALL.model, 0)
     b = R.new_model(prep, SMALL.model, 0)
     ref = torch.optim.Adagrad(b.parameters(), lr=SMALL.model.dense_lr, foreach=False)
-    b.opt = type("TorchOpt", (), {"zero_grad": lambda self: ref.zero_grad(set_to_none=True),
-                                  "step": lambda self: ref.step()})()
+    b.opt = type(
+        "TorchOpt",
+        (),
+        {
+            "zero_grad": lambda self: ref.zero_grad(set_to_none=True),
+            "step": lambda self: ref.step(),
+        },
+    )()
     B = prep.batch
     for k in range(40):
         sl = slice(k * B, (k + 1) * B)

@@ -18,13 +18,19 @@ stats = pytest.importorskip("scipy.stats")
 
 from cprsim.calibrate import runner as R  # noqa: E402
 from cprsim.calibrate.calibration import to_toml  # noqa: E402
-from cprsim.calibrate.costs import (  # noqa: E402
-    E2E_REPEATS, _simulate, e2e_repeats, end_to_end, verdict)
+from cprsim.calibrate.costs import E2E_REPEATS, _simulate, e2e_repeats, end_to_end, verdict  # noqa: E402
 
 pytestmark = pytest.mark.dlrm
 
-TINY = dataclasses.replace(R.PRESETS["quick"], name="tiny-e2e", train_samples=16_384,
-                           test_samples=2_048, batch=256, seeds=(0,), budgets=(0.5,))
+TINY = dataclasses.replace(
+    R.PRESETS["quick"],
+    name="tiny-e2e",
+    train_samples=16_384,
+    test_samples=2_048,
+    batch=256,
+    seeds=(0,),
+    budgets=(0.5,),
+)
 
 
 def _ci(d: list[float], level: float = 0.95) -> tuple[float, float]:
@@ -54,7 +60,7 @@ def test_unbiased_narrow_differences_confirm():
 
 def test_biased_differences_refute():
     d = [0.30, 0.32, 0.28, 0.31, 0.29]  # measured 30 points above the prediction, consistently
-    lo, hi = _ci(d)
+    lo, _hi = _ci(d)
     v = verdict(d, SIM)
     assert lo > 0.1 and v["lo"] == pytest.approx(lo)
     assert v["verdict"] == "refuted" and v["excludes_zero"]
@@ -130,8 +136,13 @@ def test_real_run_is_well_formed(e2e):
     assert reps == 2 and e["iterations"] == n and e["failures"] == 3 and e["threads"] == 1
     assert iv >= 1 and e["checkpoints"] == len(range(iv, n, iv)) == e["simulated_checkpoints"]
     assert e["verdict"] in ("confirmed", "refuted", "inconclusive")
-    for arm in ("plain_wall_s", "checkpointed_wall_s", "measured", "simulated",
-                "paired_difference"):
+    for arm in (
+        "plain_wall_s",
+        "checkpointed_wall_s",
+        "measured",
+        "simulated",
+        "paired_difference",
+    ):
         s = e[arm]
         assert len(s["values"]) == reps and s["min"] <= s["p50"] <= s["p90"] <= s["max"], arm
         assert s["mean"] == pytest.approx(statistics.fmean(s["values"])), arm

@@ -26,8 +26,15 @@ from cprsim.errors import InputError  # noqa: E402
 pytestmark = pytest.mark.dlrm
 
 #: the smallest configuration that still has baselines, two strategies and two seeds: 6 runs
-TINY_CHANGES = dict(name="tiny", train_samples=12_000, test_samples=4_000, batch=256, seeds=(0, 1),
-                    budgets=(0.5,), strategies=("partial", "mfu"))
+TINY_CHANGES = dict(
+    name="tiny",
+    train_samples=12_000,
+    test_samples=4_000,
+    batch=256,
+    seeds=(0, 1),
+    budgets=(0.5,),
+    strategies=("partial", "mfu"),
+)
 TINY = dataclasses.replace(R.PRESETS["quick"], **TINY_CHANGES)
 OUTPUTS = ("calibration.toml", "points.csv", "manifest.json")
 
@@ -86,8 +93,14 @@ def test_a_killed_calibration_resumes_to_the_same_bytes(reference, tmp_path, k, 
     with pytest.raises(InputError, match=rf"unfinished calibration \({k} of 6 runs"):
         P.calibrate(TINY, out, measure_costs=False)
     seen = []
-    P.calibrate(TINY, out, lambda n=1, what="", resumed=False: seen.append((n, resumed)),
-                measure_costs=False, jobs=1, resume=True)
+    P.calibrate(
+        TINY,
+        out,
+        lambda n=1, what="", resumed=False: seen.append((n, resumed)),
+        measure_costs=False,
+        jobs=1,
+        resume=True,
+    )
     assert _bytes(out) == _bytes(reference)
     run = json.loads((out / "run.json").read_text())
     assert run["runs_run_now"] == 6 - k and run["runs_resumed"] == k  # nothing redone
@@ -104,11 +117,14 @@ def test_resuming_a_finished_calibration_runs_nothing(reference, tmp_path):
     assert json.loads((out / "run.json").read_text())["runs_run_now"] == 0
 
 
-@pytest.mark.parametrize("change, what", [
-    ({"seeds": (0, 2)}, "preset.seeds"),
-    ({"budgets": (0.25,)}, "preset.budgets"),
-    ({"name": "other"}, "preset.name"),
-])
+@pytest.mark.parametrize(
+    "change, what",
+    [
+        ({"seeds": (0, 2)}, "preset.seeds"),
+        ({"budgets": (0.25,)}, "preset.budgets"),
+        ({"name": "other"}, "preset.name"),
+    ],
+)
 def test_resume_refuses_another_configuration(reference, tmp_path, change, what):
     out = tmp_path / "other"
     _killed_copy(reference, out, 2, 0)
@@ -130,16 +146,42 @@ def test_resume_refuses_other_threads_and_an_unknown_journal(reference, tmp_path
         P.calibrate(TINY, out, measure_costs=False, resume=True)
 
 
-@pytest.mark.parametrize("line, msg", [
-    ("0,1,partial,partial@0.5,0.5,abc,0.5,0.1,0.7,0.4,,", r"line 3: pls: expected a number, got 'abc'"),
-    ("0,1,partial,partial@0.5,0.5,0.1,x,0.1,0.7,0.4,,", r"line 3: position: expected a number, got 'x'"),
-    ("0,1,partial,partial@0.5,0.5,0.1,0.7", r"line 3: expected 12 comma-separated fields, got 7"),
-    ("0,9,partial,partial@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,", r"line 3: seed 0 run 9 is not a run of this calibration"),
-    ("0,1,mfu,mfu@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,", r"line 3: seed 0 run 1 is partial@0.5 at budget 0.5"),
-    ("x,1,partial,partial@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,", r"line 3: seed and run must be integers"),
-    ("0,0,baseline,baseline,0.0,0.0,0.0,0.0,0.7,0.4,,", r"line 3: seed 0 run 0 is already on line 2"),
-])
-def test_a_malformed_journal_line_is_a_one_line_error_naming_file_and_line(reference, tmp_path, line, msg):
+@pytest.mark.parametrize(
+    "line, msg",
+    [
+        (
+            "0,1,partial,partial@0.5,0.5,abc,0.5,0.1,0.7,0.4,,",
+            r"line 3: pls: expected a number, got 'abc'",
+        ),
+        (
+            "0,1,partial,partial@0.5,0.5,0.1,x,0.1,0.7,0.4,,",
+            r"line 3: position: expected a number, got 'x'",
+        ),
+        (
+            "0,1,partial,partial@0.5,0.5,0.1,0.7",
+            r"line 3: expected 12 comma-separated fields, got 7",
+        ),
+        (
+            "0,9,partial,partial@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,",
+            r"line 3: seed 0 run 9 is not a run of this calibration",
+        ),
+        (
+            "0,1,mfu,mfu@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,",
+            r"line 3: seed 0 run 1 is partial@0.5 at budget 0.5",
+        ),
+        (
+            "x,1,partial,partial@0.5,0.5,0.1,0.5,0.1,0.7,0.4,,",
+            r"line 3: seed and run must be integers",
+        ),
+        (
+            "0,0,baseline,baseline,0.0,0.0,0.0,0.0,0.7,0.4,,",
+            r"line 3: seed 0 run 0 is already on line 2",
+        ),
+    ],
+)
+def test_a_malformed_journal_line_is_a_one_line_error_naming_file_and_line(
+    reference, tmp_path, line, msg
+):
     out = tmp_path / "bad"
     _killed_copy(reference, out, 0, 0)
     good = "0,0,baseline,baseline,0.0,0.0,0.0,0.0,0.7,0.4,,"
@@ -165,7 +207,9 @@ def test_cli_jobs_resume_and_progress_lines(reference, tmp_path, monkeypatch):
     monkeypatch.setitem(R.PRESETS, "quick", TINY)
     out = tmp_path / "cli"
     _killed_copy(reference, out, 3, 5)
-    r = CliRunner().invoke(main, ["calibrate", "--out", str(out), "--no-costs", "--jobs", "2", "--resume"])
+    r = CliRunner().invoke(
+        main, ["calibrate", "--out", str(out), "--no-costs", "--jobs", "2", "--resume"]
+    )
     assert r.exit_code == 0, r.output
     lines = r.stderr.splitlines()
     assert lines[0].startswith("calibrate quick: resuming: 3 of 6 runs already in")
@@ -173,8 +217,20 @@ def test_cli_jobs_resume_and_progress_lines(reference, tmp_path, monkeypatch):
     assert all("ETA" in x and "elapsed" in x for x in lines[1:])
     assert "wrote" in r.stdout and "2 jobs x 1 thread" in r.stdout
     assert _bytes(out) == _bytes(reference)
-    r = CliRunner().invoke(main, ["calibrate", "--out", str(out), "--no-costs", "--jobs", "1", "--resume",
-                                  "--threads-per-job", "2"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "calibrate",
+            "--out",
+            str(out),
+            "--no-costs",
+            "--jobs",
+            "1",
+            "--resume",
+            "--threads-per-job",
+            "2",
+        ],
+    )
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "another configuration" in r.stderr
 
 
@@ -182,12 +238,18 @@ def test_cli_jobs_resume_and_progress_lines(reference, tmp_path, monkeypatch):
 def test_sigkill_then_resume(reference, tmp_path):
     """A real kill -9 of a two-worker calibration mid-run; --resume ends with the same bytes."""
     out = tmp_path / "sigkill"
-    code = ("import dataclasses, pathlib\n"
-            "from cprsim.calibrate import pipeline as P, runner as R\n"
-            f"T = dataclasses.replace(R.PRESETS['quick'], **{TINY_CHANGES!r})\n"
-            f"P.calibrate(T, pathlib.Path({str(out)!r}), measure_costs=False, jobs=2)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    code = (
+        "import dataclasses, pathlib\n"
+        "from cprsim.calibrate import pipeline as P, runner as R\n"
+        f"T = dataclasses.replace(R.PRESETS['quick'], **{TINY_CHANGES!r})\n"
+        f"P.calibrate(T, pathlib.Path({str(out)!r}), measure_costs=False, jobs=2)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -196,7 +258,9 @@ def test_sigkill_then_resume(reference, tmp_path):
                 break
             time.sleep(0.05)
         assert proc.poll() is None, proc.stderr.read().decode()
-        os.killpg(proc.pid, signal.SIGKILL)  # the process group this test started: parent and workers
+        os.killpg(
+            proc.pid, signal.SIGKILL
+        )  # the process group this test started: parent and workers
     finally:
         proc.wait(30)
     assert not json.loads((out / "manifest.json").read_text())["finished"]
@@ -211,7 +275,7 @@ def test_help_states_the_measured_times_of_every_preset():
 
     r = CliRunner().invoke(main, ["calibrate", "--help"])
     assert r.exit_code == 0
-    assert RUNTIMES == {k: p.runtime for k, p in R.PRESETS.items()}
+    assert {k: p.runtime for k, p in R.PRESETS.items()} == RUNTIMES
     for name, text in RUNTIMES.items():
         assert f"{name:9s} {text}" in r.output
     assert "--jobs" in r.output and "--threads-per-job" in r.output and "--resume" in r.output

@@ -44,8 +44,19 @@ def test_simulate_writes_its_files_and_same_seed_gives_same_bytes(tmp_path, cli)
     outs = []
     for k in range(2):
         out = tmp_path / f"run{k}"
-        r = cli("simulate", "toy", "-n", "8", "--strategy", "partial", "--out", str(out),
-                "--timeline", str(out / "timeline.json"), "--json")
+        r = cli(
+            "simulate",
+            "toy",
+            "-n",
+            "8",
+            "--strategy",
+            "partial",
+            "--out",
+            str(out),
+            "--timeline",
+            str(out / "timeline.json"),
+            "--json",
+        )
         assert r.exit_code == 0, r.output
         outs.append(out)
         summary = json.loads(r.output)
@@ -60,7 +71,9 @@ def test_simulate_writes_its_files_and_same_seed_gives_same_bytes(tmp_path, cli)
     assert sc.load(str(outs[0] / "config.toml")).strategy.name == "partial"
     # another seed, other numbers
     r = cli("simulate", "toy", "-n", "8", "--seed", "99", "--out", str(tmp_path / "other"))
-    assert (tmp_path / "other" / "replications.csv").read_bytes() != (outs[0] / "replications.csv").read_bytes()
+    assert (tmp_path / "other" / "replications.csv").read_bytes() != (
+        outs[0] / "replications.csv"
+    ).read_bytes()
 
 
 def test_summary_records_the_python_and_package_versions(tmp_path, cli):
@@ -71,7 +84,10 @@ def test_summary_records_the_python_and_package_versions(tmp_path, cli):
 
     r = cli("simulate", "toy", "-n", "2", "--out", tmp_path / "o", "--json")
     assert r.exit_code == 0, r.output
-    for summary in (json.loads(r.output), json.loads((tmp_path / "o" / "summary.json").read_text())):
+    for summary in (
+        json.loads(r.output),
+        json.loads((tmp_path / "o" / "summary.json").read_text()),
+    ):
         v = summary["versions"]
         assert set(v) == {"python", "cprsim", "numpy", "scipy", "simpy"}
         assert v["python"] == platform.python_version() and v["cprsim"] == cprsim.__version__
@@ -87,16 +103,27 @@ def test_simulate_prints_a_table(cli):
     assert "checkpoint-related overhead" in r.output and "0.75 h" in r.output
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--set", "cluster.foo=1"], "cluster.foo: unknown key"),
-    (["--set", "cluster.embedding_gb=-5"], "cluster.embedding_gb"),
-    (["--set", "storage.write_gbps=0"], "storage.write_gbps"),
-    (["--interval", "30h"], "longer than the job"),
-    (["--set", "storage.read_gbps=nan"], "storage.read_gbps"),
-    (["--strategy", "nope"], "unknown strategy 'nope'"),
-    (["--set", "failures.embedding.family=\"weibull\"", "--set", "failures.embedding.mtbf_h=10"], "weibull needs `shape`"),
-    (["--interval", "soon"], "not a duration"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--set", "cluster.foo=1"], "cluster.foo: unknown key"),
+        (["--set", "cluster.embedding_gb=-5"], "cluster.embedding_gb"),
+        (["--set", "storage.write_gbps=0"], "storage.write_gbps"),
+        (["--interval", "30h"], "longer than the job"),
+        (["--set", "storage.read_gbps=nan"], "storage.read_gbps"),
+        (["--strategy", "nope"], "unknown strategy 'nope'"),
+        (
+            [
+                "--set",
+                'failures.embedding.family="weibull"',
+                "--set",
+                "failures.embedding.mtbf_h=10",
+            ],
+            "weibull needs `shape`",
+        ),
+        (["--interval", "soon"], "not a duration"),
+    ],
+)
 def test_bad_configs_are_one_line_errors(args, needle, one_line_error, cli):
     assert needle in one_line_error(cli("simulate", "toy", "-n", "2", *args))
 
@@ -109,7 +136,9 @@ def test_missing_and_malformed_files(tmp_path, one_line_error, cli):
 
 
 def test_python_dash_m_and_version():
-    r = subprocess.run([sys.executable, "-m", "cprsim", "--version"], capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "cprsim", "--version"], capture_output=True, text=True, check=True
+    )
     assert r.stdout.startswith("cprsim, version")
 
 
@@ -131,4 +160,6 @@ def test_output_files_get_the_usual_permissions(tmp_path):
 def test_with_updates_reaches_list_items():
     s = sc.load("cpr-production")
     t = s.with_updates({"failures.domains.0.failure.mtbf_h": 5.0})
-    assert t.failures.domains[0].failure.mtbf_h == 5.0 and s.failures.domains[0].failure.mtbf_h == 10.0
+    assert (
+        t.failures.domains[0].failure.mtbf_h == 5.0 and s.failures.domains[0].failure.mtbf_h == 10.0
+    )

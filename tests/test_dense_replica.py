@@ -10,7 +10,9 @@ from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import run_replications
 
 BASE = {
-    "name": "dense", "seed": 4, "replications": 40,
+    "name": "dense",
+    "seed": 4,
+    "replications": 40,
     "cluster": {"trainers": 1, "embedding_servers": 4, "embedding_gb": 20.0, "dense_gb": 0.5},
     "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
     "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
@@ -24,8 +26,13 @@ BASE = {
 def test_a_one_trainer_cluster_restores_the_dense_part_from_the_checkpoint(strategy):
     """With one trainer (and only trainer failures) every failure loses the dense state: partial
     strategies must roll back and reload like full recovery, not 'copy from a peer'."""
-    upd = {"strategy": {"name": strategy, **({"k": 2, "m": 1, "parity_slowdown": 0.0} if strategy == "ecrm" else {}),
-                        **({"counter_overhead": 0.0, "full_every": 1} if strategy == "mfu" else {})}}
+    upd = {
+        "strategy": {
+            "name": strategy,
+            **({"k": 2, "m": 1, "parity_slowdown": 0.0} if strategy == "ecrm" else {}),
+            **({"counter_overhead": 0.0, "full_every": 1} if strategy == "mfu" else {}),
+        }
+    }
     s = sc.validate(BASE, "t").with_updates(upd)
     full = sc.validate(BASE, "t").with_updates({"strategy.name": "full"})
     a, _ = run_replications(s)
@@ -37,15 +44,31 @@ def test_a_one_trainer_cluster_restores_the_dense_part_from_the_checkpoint(strat
 
 
 def test_all_trainers_down_at_once_rolls_partial_recovery_back():
-    raw = {**BASE, "cluster": {**BASE["cluster"], "trainers": 3},
-           "failures": {"domains": [{"name": "trainer-rack", "node_type": "trainer", "nodes": 3, "membership": "random",
-                                     "failure": {"family": "constant", "mtbf_h": 5.5}}], "start": "fresh"},
-           "strategy": {"name": "partial"}}
+    raw = {
+        **BASE,
+        "cluster": {**BASE["cluster"], "trainers": 3},
+        "failures": {
+            "domains": [
+                {
+                    "name": "trainer-rack",
+                    "node_type": "trainer",
+                    "nodes": 3,
+                    "membership": "random",
+                    "failure": {"family": "constant", "mtbf_h": 5.5},
+                }
+            ],
+            "start": "fresh",
+        },
+        "strategy": {"name": "partial"},
+    }
     s = sc.validate(raw, "t")
     r, ev = simulate_one(s, 0, record=True)
     assert r.lost_s > 0  # the work since the last checkpoint is re-executed
     assert any(e.kind == "load_start" and e.value == pytest.approx(costs_of(s).load_s) for e in ev)
     # two of three trainers down: a peer survives, nothing is re-executed
-    raw2 = {**raw, "failures": {"domains": [{**raw["failures"]["domains"][0], "nodes": 2}], "start": "fresh"}}
+    raw2 = {
+        **raw,
+        "failures": {"domains": [{**raw["failures"]["domains"][0], "nodes": 2}], "start": "fresh"},
+    }
     r2, _ = simulate_one(sc.validate(raw2, "t"), 0)
     assert r2.lost_s == 0

@@ -25,7 +25,9 @@ def _generator():
 def test_cli_reference_is_up_to_date() -> None:
     committed = (DOCS / "cli.md").read_text(encoding="utf-8")
     generated = _generator().render(main)
-    assert committed == generated, "docs/cli.md is stale: run `python docs/gen_cli.py` and commit the result"
+    assert committed == generated, (
+        "docs/cli.md is stale: run `python docs/gen_cli.py` and commit the result"
+    )
 
 
 def test_cli_reference_is_deterministic() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 
 from cprsim import scenario as sc
@@ -16,14 +15,24 @@ from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
 BASE = {
-    "name": "dom", "seed": 9, "replications": 50,
+    "name": "dom",
+    "seed": 9,
+    "replications": 50,
     "cluster": {"trainers": 4, "embedding_servers": 12, "embedding_gb": 24.0, "dense_gb": 0.2},
     "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
     "storage": {"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0, "node_gbps": 1.25},
     "reschedule": {"family": "constant", "mean_s": 300.0},
     "checkpoint": {"interval_h": 1.0},
-    "failures": {"domains": [{"name": "host", "node_type": "embedding", "nodes": 3,
-                              "failure": {"family": "exponential", "mtbf_h": 10.0}}]},
+    "failures": {
+        "domains": [
+            {
+                "name": "host",
+                "node_type": "embedding",
+                "nodes": 3,
+                "failure": {"family": "exponential", "mtbf_h": 10.0},
+            }
+        ]
+    },
 }
 
 
@@ -41,7 +50,7 @@ def test_a_fixed_domain_always_takes_down_the_same_members():
     by_time: dict[float, set[int]] = {}
     for e in fails:
         by_time.setdefault(e.time_s, set()).add(e.node - 4)
-    for t, members in by_time.items():  # every failure event is exactly one host's 3 servers
+    for members in by_time.values():  # every failure event is exactly one host's 3 servers
         g = min(members) // 3
         assert members <= {3 * g, 3 * g + 1, 3 * g + 2}
     assert len(hosts) >= 2
@@ -71,9 +80,14 @@ def _stripe_lost(s, hosts):
     """Fail the given hosts' servers at the same instant (nothing else fails)."""
     t = 2.5 * HOUR
     sched = [(t, tuple(4 + 3 * h + i for i in range(3)), (300.0,) * 3) for h in hosts]
-    s = s.with_updates({"failures.domains": [{**BASE["failures"]["domains"][0],
-                                              "failure": {"family": "constant", "mtbf_h": 1e6}}],
-                        "failures.start": "fresh"})
+    s = s.with_updates(
+        {
+            "failures.domains": [
+                {**BASE["failures"]["domains"][0], "failure": {"family": "constant", "mtbf_h": 1e6}}
+            ],
+            "failures.start": "fresh",
+        }
+    )
     _, ev = simulate_one(s, 0, record=True, schedule=sched)
     return any(e.kind == "stripe_loss" for e in ev)
 
@@ -82,7 +96,17 @@ def _stripe_lost(s, hosts):
 def test_ecrm_loses_a_stripe_exactly_when_two_down_domains_share_one(placement):
     """Against the combinatorics of the layout: one host down never loses a domain-aware stripe;
     two hosts down lose one iff some stripe has members in both (m = 1)."""
-    s = scen(**{"strategy": {"name": "ecrm", "k": 3, "m": 1, "parity_slowdown": 0.0, "placement": placement}})
+    s = scen(
+        **{
+            "strategy": {
+                "name": "ecrm",
+                "k": 3,
+                "m": 1,
+                "parity_slowdown": 0.0,
+                "placement": placement,
+            }
+        }
+    )
     layout = stripe_layout(s, 3, 1, placement)
     for h in range(4):
         expect = any(sum(1 for i in range(3) if layout[3 * h + i] == st) > 1 for st in set(layout))
@@ -91,21 +115,39 @@ def test_ecrm_loses_a_stripe_exactly_when_two_down_domains_share_one(placement):
             assert not expect
     pairs = list(itertools.combinations(range(4), 2))
     lost = [_stripe_lost(s, list(p)) for p in pairs]
-    expect = [any(sum(1 for h in p for i in range(3) if layout[3 * h + i] == st) > 1 for st in set(layout))
-              for p in pairs]
+    expect = [
+        any(
+            sum(1 for h in p for i in range(3) if layout[3 * h + i] == st) > 1 for st in set(layout)
+        )
+        for p in pairs
+    ]
     assert lost == expect
     if placement == "contiguous":
-        assert any(_stripe_lost(s, [h]) for h in range(4))  # a host inside one stripe loses it alone
+        assert any(
+            _stripe_lost(s, [h]) for h in range(4)
+        )  # a host inside one stripe loses it alone
 
 
 def test_ecrm_fallback_stops_every_rebuild():
     """Hand-computed: host 0 fails (rebuilds start), then hosts 0's stripe-mates fail: the fallback to
     the checkpoint reloads everything, and no rebuild slows training afterwards."""
-    s = scen(**{"strategy": {"name": "ecrm", "k": 3, "m": 1, "parity_slowdown": 0.0, "rebuild_throughput": 0.5,
-                             "placement": "contiguous"},
-                "failures.domains": [{**BASE["failures"]["domains"][0], "failure": {"family": "constant",
-                                                                                   "mtbf_h": 1e6}}],
-                "failures.start": "fresh", "storage.node_gbps": 0.1})  # rebuilds (120 s) outlast the reload
+    s = scen(
+        **{
+            "strategy": {
+                "name": "ecrm",
+                "k": 3,
+                "m": 1,
+                "parity_slowdown": 0.0,
+                "rebuild_throughput": 0.5,
+                "placement": "contiguous",
+            },
+            "failures.domains": [
+                {**BASE["failures"]["domains"][0], "failure": {"family": "constant", "mtbf_h": 1e6}}
+            ],
+            "failures.start": "fresh",
+            "storage.node_gbps": 0.1,
+        }
+    )  # rebuilds (120 s) outlast the reload
     t = 2.5 * HOUR
     sched = [(t, (4,), (300.0,)), (t + 10.0, (8,), (300.0,)), (t + 20.0, (5,), (300.0,))]
     r, ev = simulate_one(s, 0, record=True, schedule=sched)
@@ -126,10 +168,21 @@ def test_a_failure_ecrm_rebuilds_does_not_restart_a_restore_under_way():
     """Hand-computed: after a stripe loss the job reloads the checkpoint in full (L); a server of
     another stripe failing halfway through is rebuilt from parity and the reload simply finishes
     (load = L, not L/2 + a new load)."""
-    s = scen(**{"strategy": {"name": "ecrm", "k": 3, "m": 1, "parity_slowdown": 0.0, "placement": "contiguous"},
-                "failures.domains": [{**BASE["failures"]["domains"][0], "failure": {"family": "constant",
-                                                                                   "mtbf_h": 1e6}}],
-                "failures.start": "fresh"})
+    s = scen(
+        **{
+            "strategy": {
+                "name": "ecrm",
+                "k": 3,
+                "m": 1,
+                "parity_slowdown": 0.0,
+                "placement": "contiguous",
+            },
+            "failures.domains": [
+                {**BASE["failures"]["domains"][0], "failure": {"family": "constant", "mtbf_h": 1e6}}
+            ],
+            "failures.start": "fresh",
+        }
+    )
     from cprsim.costs import costs_of
 
     L = costs_of(s).load_s

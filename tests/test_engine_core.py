@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -18,7 +16,9 @@ from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
 BASE = {
-    "name": "t", "seed": 3, "replications": 10,
+    "name": "t",
+    "seed": 3,
+    "replications": 10,
     "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
     "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
     "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
@@ -37,14 +37,24 @@ def identity_gap(r) -> float:
 
 
 # -- Hypothesis: invariants on random scenarios --------------------------------------------------------
-fam = st.sampled_from([("exponential", {}), ("weibull", {"shape": 0.7}), ("weibull", {"shape": 1.8}),
-                       ("gamma", {"shape": 2.0}), ("lognormal", {"sigma": 1.2}), ("loglogistic", {"shape": 2.5})])
+fam = st.sampled_from(
+    [
+        ("exponential", {}),
+        ("weibull", {"shape": 0.7}),
+        ("weibull", {"shape": 1.8}),
+        ("gamma", {"shape": 2.0}),
+        ("lognormal", {"sigma": 1.2}),
+        ("loglogistic", {"shape": 2.5}),
+    ]
+)
 
 
 @st.composite
 def scenarios(draw):
     f, extra = draw(fam)
-    strategy = draw(st.sampled_from(["full", "partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun"]))
+    strategy = draw(
+        st.sampled_from(["full", "partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun"])
+    )
     ne = draw(st.integers(2, 12))
     upd = {
         "cluster.trainers": draw(st.integers(1, 8)),
@@ -52,26 +62,42 @@ def scenarios(draw):
         "checkpoint.interval_h": draw(st.floats(0.05, 5.0)),
         "checkpoint.mode": draw(st.sampled_from(["blocking", "two-phase"])),
         "checkpoint.persist_slowdown": draw(st.sampled_from([0.0, 0.3])),
-        "reschedule": {"family": draw(st.sampled_from(["constant", "exponential"])), "mean_s": draw(st.floats(1, 2000))},
+        "reschedule": {
+            "family": draw(st.sampled_from(["constant", "exponential"])),
+            "mean_s": draw(st.floats(1, 2000)),
+        },
         "failures.embedding": {"family": f, "mtbf_h": draw(st.floats(2.0, 200.0)), **extra},
         "failures.trainer": {"family": "exponential", "mtbf_h": draw(st.floats(2.0, 200.0))},
-        "failures.domains": [{"name": "rack", "node_type": "embedding", "nodes": draw(st.integers(1, ne)),
-                              "membership": draw(st.sampled_from(["fixed", "random"])),
-                              "failure": {"family": "exponential", "mtbf_h": draw(st.floats(1.0, 50.0))}}],
-        "failures.injected": [{"count": draw(st.integers(0, 4)), "node_type": "trainer", "nodes": 1}],
+        "failures.domains": [
+            {
+                "name": "rack",
+                "node_type": "embedding",
+                "nodes": draw(st.integers(1, ne)),
+                "membership": draw(st.sampled_from(["fixed", "random"])),
+                "failure": {"family": "exponential", "mtbf_h": draw(st.floats(1.0, 50.0))},
+            }
+        ],
+        "failures.injected": [
+            {"count": draw(st.integers(0, 4)), "node_type": "trainer", "nodes": 1}
+        ],
         "strategy": {"name": strategy},
         "seed": draw(st.integers(0, 2**32 - 1)),
     }
     if strategy == "ecrm":
         upd["strategy"].update({"k": 1, "m": 1, "parity_slowdown": 0.02, "placement": "contiguous"})
     if draw(st.booleans()):
-        upd["failures.job"] = {"family": "exponential", "mtbf_h": draw(st.floats(20.0, 200.0)),
-                               **({"restart_s": draw(st.floats(1, 1000))} if draw(st.booleans()) else {})}
+        upd["failures.job"] = {
+            "family": "exponential",
+            "mtbf_h": draw(st.floats(20.0, 200.0)),
+            **({"restart_s": draw(st.floats(1, 1000))} if draw(st.booleans()) else {}),
+        }
     return scen(**upd)
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(scenarios(), st.integers(0, 3))
 def test_accounting_identity_and_pls_bounds(s, rep):
     saved = engine.MAX_FAILURE_EVENTS
@@ -86,10 +112,15 @@ def test_accounting_identity_and_pls_bounds(s, rep):
     assert abs(identity_gap(r)) <= 1e-9 * r.wall_s
     assert r.useful_s == s.duration_s
     assert 0.0 <= r.pls <= 1.0
-    assert min(r.save_s, r.load_s, r.lost_s, r.reschedule_s) >= 0 and r.degraded_s >= -1e-9 * r.wall_s
+    assert (
+        min(r.save_s, r.load_s, r.lost_s, r.reschedule_s) >= 0 and r.degraded_s >= -1e-9 * r.wall_s
+    )
     if s.strategy.name in ("full", "checknrun"):
         assert r.pls == 0
-    if s.strategy.name in ("partial", "mfu", "ssu", "lookahead") and r.failures_job == r.failures_trainer == 0:
+    if (
+        s.strategy.name in ("partial", "mfu", "ssu", "lookahead")
+        and r.failures_job == r.failures_trainer == 0
+    ):
         assert r.lost_s == 0
     assert r.ettr == pytest.approx(r.useful_s / r.wall_s, rel=1e-12)
 
@@ -122,7 +153,9 @@ def test_failures_during_save_reschedule_and_load_have_exact_costs():
     t1 = tau + d / 2  # during the first save
     t2 = t1 + rho / 2  # during the rescheduling of the first failure
     t3 = t2 + rho + L / 2  # during the load that follows
-    r, ev = simulate_one(s, 0, record=True, schedule=[(t1, (0,), (rho,)), (t2, (5,), (rho,)), (t3, (6,), (rho,))])
+    r, _ev = simulate_one(
+        s, 0, record=True, schedule=[(t1, (0,), (rho,)), (t2, (5,), (rho,)), (t3, (6,), (rho,))]
+    )
     assert r.lost_s == pytest.approx(tau)
     assert r.save_s == pytest.approx(d / 2 + (analytic.n_saves(s.duration_s, tau)) * d)
     assert r.reschedule_s == pytest.approx((t2 + rho - t1) + rho)
@@ -134,20 +167,28 @@ def test_partial_recovery_restores_only_the_failed_shard_and_counts_its_pls():
     s = scen(**{"strategy.name": "partial"})
     c = costs_of(s)
     t = 1.5 * HOUR + c.save_s  # half an interval after the first save
-    r, ev = simulate_one(s, 0, record=True, schedule=[(t, (4,), (100.0,))])
+    r, _ev = simulate_one(s, 0, record=True, schedule=[(t, (4,), (100.0,))])
     progress = t - c.save_s
-    assert r.pls == pytest.approx((progress - s.interval_s) / s.cluster.embedding_servers / s.duration_s)
+    assert r.pls == pytest.approx(
+        (progress - s.interval_s) / s.cluster.embedding_servers / s.duration_s
+    )
     assert r.load_s == pytest.approx(c.shard_load_s(1)) and r.lost_s == 0
 
 
 def test_same_seed_same_results_and_common_random_numbers_across_strategies():
-    s = scen(**{"failures.embedding": {"family": "weibull", "shape": 0.8, "mtbf_h": 20.0},
-                "failures.trainer": {"family": "exponential", "mtbf_h": 30.0}})
+    s = scen(
+        **{
+            "failures.embedding": {"family": "weibull", "shape": 0.8, "mtbf_h": 20.0},
+            "failures.trainer": {"family": "exponential", "mtbf_h": 30.0},
+        }
+    )
     a = [simulate_one(s, i, record=True) for i in range(5)]
     b = [simulate_one(s, i, record=True) for i in range(5)]
     assert a == b
-    fails = lambda runs: [[(e.time_s, e.node) for e in ev if e.kind == "fail"] for _, ev in runs]  # noqa: E731
-    p = [simulate_one(s.with_updates({"strategy.name": "partial"}), i, record=True) for i in range(5)]
+    fails = lambda runs: [[(e.time_s, e.node) for e in ev if e.kind == "fail"] for _, ev in runs]
+    p = [
+        simulate_one(s.with_updates({"strategy.name": "partial"}), i, record=True) for i in range(5)
+    ]
     # the job under full recovery ends later, so it sees a superset: compare the common window
     for fa, fp, (ra, _), (rp, _) in zip(fails(a), fails(p), a, p):
         horizon = min(ra.wall_s, rp.wall_s)
@@ -161,10 +202,23 @@ LAM_H = 0.4  # failure events per hour
 
 def poisson_scen(strategy: str, tau_h: float, seed: int = 5) -> sc.Scenario:
     """Failure events form a Poisson process: one domain that takes down 1 embedding server."""
-    return scen(**{"failures.domains": [{"name": "d", "node_type": "embedding", "nodes": 1, "membership": "random",
-                                         "failure": {"family": "exponential", "mtbf_h": 1 / LAM_H}}],
-                   "strategy.name": strategy, "checkpoint.interval_h": tau_h, "seed": seed,
-                   "cluster.embedding_servers": 40})
+    return scen(
+        **{
+            "failures.domains": [
+                {
+                    "name": "d",
+                    "node_type": "embedding",
+                    "nodes": 1,
+                    "membership": "random",
+                    "failure": {"family": "exponential", "mtbf_h": 1 / LAM_H},
+                }
+            ],
+            "strategy.name": strategy,
+            "checkpoint.interval_h": tau_h,
+            "seed": seed,
+            "cluster.embedding_servers": 40,
+        }
+    )
 
 
 @pytest.mark.parametrize("strategy", ["full", "partial"])
@@ -194,8 +248,17 @@ def test_simulated_optimum_interval_is_near_dalys():
     c = costs_of(s0)
     daly = analytic.daly(c.save_s, 1 / lam)
     grid = daly * np.geomspace(0.25, 4.0, 9)
-    runs = {t: np.array([r.overhead for r in run_replications(s0.with_updates({"checkpoint.interval_h": t / HOUR}), 300)[0]])
-            for t in list(grid) + [daly]}
+    runs = {
+        t: np.array(
+            [
+                r.overhead
+                for r in run_replications(
+                    s0.with_updates({"checkpoint.interval_h": t / HOUR}), 300
+                )[0]
+            ]
+        )
+        for t in list(grid) + [daly]
+    }
     best = min(grid, key=lambda t: runs[t].mean())
     d = estimate(runs[daly] - runs[best])
     assert d.lo <= 0  # Daly is not significantly worse than the grid's best

@@ -41,7 +41,9 @@ def test_failure_free_overheads_match_closed_forms(ecrec):
     ec = ecrec.configured(raw, "ecrm-k4")
     c = costs_of(ck)
     n_saves = math.ceil(ck.duration_s / ck.interval_s) - 1
-    assert ecrec.failure_free_overhead(ck) == pytest.approx(n_saves * c.save_s / ck.duration_s, rel=1e-9)
+    assert ecrec.failure_free_overhead(ck) == pytest.approx(
+        n_saves * c.save_s / ck.duration_s, rel=1e-9
+    )
     x = ecrec.ecrm_facts(ec)["parity_slowdown"]
     # x = m x samples/s x (26 tables x dim x 4 B) / (N_e x node bandwidth)
     assert x == pytest.approx(ecrec.SAMPLES_PER_S * 26 * 32 * 4 / (5 * 12.5e9), rel=1e-9)
@@ -74,11 +76,15 @@ def test_injected_failure_is_common_to_strategies(ecrec):
     for i in range(20):
         times = {cfg: injected_schedule(scen[cfg], i) for cfg in cfgs}
         assert times["ckpt-30"] == times["ckpt-60"] == times["ecrm-k4"]  # common random numbers
-        (t, nodes, rhos), = times["ckpt-30"]
-        if t < 1800:  # before either strategy's first save: both re-execute everything since the start
+        ((t, _nodes, rhos),) = times["ckpt-30"]
+        if (
+            t < 1800
+        ):  # before either strategy's first save: both re-execute everything since the start
             early += 1
             expect = rhos[0] + load + t
             assert reps["ckpt-30"][i].recovery_s == pytest.approx(expect, rel=1e-9)
             assert reps["ckpt-60"][i].recovery_s == pytest.approx(expect, rel=1e-9)
     assert early > 0
-    assert len({round(r.recovery_s, 6) for r in reps["ecrm-k4"]}) == 1  # constant rho: one rebuild window
+    assert (
+        len({round(r.recovery_s, 6) for r in reps["ecrm-k4"]}) == 1
+    )  # constant rho: one rebuild window

@@ -19,9 +19,13 @@ from cprsim.failures.fit import FIT_FAMILIES, cluster_mtbf, fit_all, fit_family
 from cprsim.failures.traces import read_trace
 from cprsim.sim.engine import simulate_one
 
-
-TRUTH = {"exponential": (100.0, 1.0), "weibull": (100.0, 0.7), "gamma": (100.0, 2.0),
-         "lognormal": (100.0, 0.8), "loglogistic": (100.0, 2.5)}
+TRUTH = {
+    "exponential": (100.0, 1.0),
+    "weibull": (100.0, 0.7),
+    "gamma": (100.0, 2.0),
+    "lognormal": (100.0, 0.8),
+    "loglogistic": (100.0, 2.5),
+}
 
 
 def censored_sample(family, n, censor_share, rng):
@@ -68,16 +72,22 @@ def test_agreement_with_lifelines():
     t, obs = censored_sample("weibull", 400, 0.4, rng)
     w = lifelines.WeibullFitter().fit(t, obs)
     f = fit_family("weibull", t, obs)
-    assert f.scale_ == pytest.approx(w.lambda_, rel=1e-3) and f.shape_ == pytest.approx(w.rho_, rel=1e-3)
+    assert f.scale_ == pytest.approx(w.lambda_, rel=1e-3) and f.shape_ == pytest.approx(
+        w.rho_, rel=1e-3
+    )
     assert f.log_likelihood_ == pytest.approx(w.log_likelihood_, rel=1e-4)
     e = lifelines.ExponentialFitter().fit(t, obs)
     assert fit_family("exponential", t, obs).scale_ == pytest.approx(e.lambda_, rel=1e-3)
     ln = lifelines.LogNormalFitter().fit(t, obs)
     fl = fit_family("lognormal", t, obs)
-    assert math.log(fl.scale_) == pytest.approx(ln.mu_, rel=1e-3) and fl.shape_ == pytest.approx(ln.sigma_, rel=1e-3)
+    assert math.log(fl.scale_) == pytest.approx(ln.mu_, rel=1e-3) and fl.shape_ == pytest.approx(
+        ln.sigma_, rel=1e-3
+    )
     ll = lifelines.LogLogisticFitter().fit(t, obs)
     fll = fit_family("loglogistic", t, obs)
-    assert fll.scale_ == pytest.approx(ll.alpha_, rel=1e-3) and fll.shape_ == pytest.approx(ll.beta_, rel=1e-3)
+    assert fll.scale_ == pytest.approx(ll.alpha_, rel=1e-3) and fll.shape_ == pytest.approx(
+        ll.beta_, rel=1e-3
+    )
 
 
 @pytest.mark.slow
@@ -92,26 +102,43 @@ def test_model_selection_and_goodness_of_fit_see_the_truth():
 
 
 def test_cluster_mtbf_closed_forms():
-    f = fit_family("exponential", *censored_sample("exponential", 500, 0.0, np.random.default_rng(3)))
+    f = fit_family(
+        "exponential", *censored_sample("exponential", 500, 0.0, np.random.default_rng(3))
+    )
     point, lo, hi, method = cluster_mtbf(f, 10)
     assert point == pytest.approx(f.scale_ / 10) and lo < point < hi and method == "closed form"
     g = fit_family("gamma", *censored_sample("gamma", 500, 0.2, np.random.default_rng(4)))
-    p2, lo2, hi2, m2 = cluster_mtbf(g, 5)
+    p2, _lo2, _hi2, m2 = cluster_mtbf(g, 5)
     # against simulation of the minimum of 5 draws
     draws = g.distribution(1.0).sample(np.random.default_rng(0), (200_000, 5)).min(axis=1)
     assert p2 == pytest.approx(draws.mean(), rel=0.01) and "numerical" in m2
 
 
 # -- the schema reader: malformed input ---------------------------------------------------------------
-@pytest.mark.parametrize("body,needle", [
-    ("node,node_type,event,time_h,cause\na,node,fail,5,\na,node,fail,3,\n", "line 3: time 3.0 h is before"),
-    ("node,node_type,event,time_h,cause\na,node,fail,-1,\n", "line 2: time must be a finite number >= 0"),
-    ("node,node_type,event,time_h,cause\na,node,fail,nan,\n", "line 2: time must be a finite number >= 0"),
-    ("node,node_type,event,time_h,cause\na,node,repair,1,\n", "line 2: repair before any failure"),
-    ("node,type,event,time\n", "line 1: expected the columns"),
-    ("", "empty file"),
-    ("node,node_type,event,time_h,cause\na,node,crash,1,\n", "line 2: event must be one of"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        (
+            "node,node_type,event,time_h,cause\na,node,fail,5,\na,node,fail,3,\n",
+            "line 3: time 3.0 h is before",
+        ),
+        (
+            "node,node_type,event,time_h,cause\na,node,fail,-1,\n",
+            "line 2: time must be a finite number >= 0",
+        ),
+        (
+            "node,node_type,event,time_h,cause\na,node,fail,nan,\n",
+            "line 2: time must be a finite number >= 0",
+        ),
+        (
+            "node,node_type,event,time_h,cause\na,node,repair,1,\n",
+            "line 2: repair before any failure",
+        ),
+        ("node,type,event,time\n", "line 1: expected the columns"),
+        ("", "empty file"),
+        ("node,node_type,event,time_h,cause\na,node,crash,1,\n", "line 2: event must be one of"),
+    ],
+)
 def test_malformed_traces_are_one_line_errors_with_exit_2(tmp_path, body, needle):
     f = tmp_path / "t.csv"
     f.write_text(body)
@@ -126,32 +153,64 @@ def test_malformed_traces_are_one_line_errors_with_exit_2(tmp_path, body, needle
 def test_fit_cli_writes_a_model_a_scenario_can_use(tmp_path, example_trace):
     trace = example_trace
     model, png = tmp_path / "model.toml", tmp_path / "fit.png"
-    r = CliRunner().invoke(main, ["fit", str(trace), "--out", str(model), "--plot", str(png), "--cluster-size", "8",
-                                  "--bootstrap", "0", "--json"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            str(trace),
+            "--out",
+            str(model),
+            "--plot",
+            str(png),
+            "--cluster-size",
+            "8",
+            "--bootstrap",
+            "0",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["fits"][0]["aic"] == min(f["aic"] for f in d["fits"]) and d["cluster"]["nodes"] == 8
     assert png.read_bytes()[:4] == b"\x89PNG"
     scen = tmp_path / "s.toml"
-    scen.write_text(f'name = "m"\nreplications = 3\n[job]\nduration_h = 50.0\n[failures]\nmodel = "{model.name}"\n')
+    scen.write_text(
+        f'name = "m"\nreplications = 3\n[job]\nduration_h = 50.0\n[failures]\nmodel = "{model.name}"\n'
+    )
     s = sc.load(str(scen))
-    assert s.failures.embedding is not None and s.failures.embedding.family == d["fits"][0]["family"]
+    assert (
+        s.failures.embedding is not None and s.failures.embedding.family == d["fits"][0]["family"]
+    )
 
 
 # -- replay ---------------------------------------------------------------------------------------------
 def test_replay_maps_trace_failures_onto_nodes(tmp_path):
     f = tmp_path / "r.csv"
-    f.write_text("node,node_type,event,time_h,cause\n"
-                 "e1,embedding,start,0,\ne1,embedding,fail,2.0,x\ne1,embedding,repair,2.1,\ne1,embedding,end,100,\n"
-                 "t1,trainer,start,0,\nt1,trainer,fail,5.0,y\nt1,trainer,end,100,\n")
-    s = sc.validate({"name": "r", "cluster": {"trainers": 1, "embedding_servers": 1, "embedding_gb": 1.0},
-                     "job": {"duration_h": 10.0}, "checkpoint": {"interval_h": 1.0}, "strategy": {"name": "partial"},
-                     "failures": {"replay": str(f)}}, "test")
-    r, ev = simulate_one(s, 0, record=True)
+    f.write_text(
+        "node,node_type,event,time_h,cause\n"
+        "e1,embedding,start,0,\ne1,embedding,fail,2.0,x\ne1,embedding,repair,2.1,\ne1,embedding,end,100,\n"
+        "t1,trainer,start,0,\nt1,trainer,fail,5.0,y\nt1,trainer,end,100,\n"
+    )
+    s = sc.validate(
+        {
+            "name": "r",
+            "cluster": {"trainers": 1, "embedding_servers": 1, "embedding_gb": 1.0},
+            "job": {"duration_h": 10.0},
+            "checkpoint": {"interval_h": 1.0},
+            "strategy": {"name": "partial"},
+            "failures": {"replay": str(f)},
+        },
+        "test",
+    )
+    _r, ev = simulate_one(s, 0, record=True)
     fails = [(e.time_s / 3600, e.node, e.value) for e in ev if e.kind == "fail"]
     assert fails[0][:2] == (2.0, 1) and fails[0][2] == pytest.approx(0.1 * 3600)  # the repair time
-    assert fails[1][:2] == (5.0, 0) and fails[1][2] == pytest.approx(300.0)  # no repair: rescheduling draw
-    other = [(round(e.time_s, 6), e.node) for e in simulate_one(s, 1, record=True)[1] if e.kind == "fail"]
+    assert fails[1][:2] == (5.0, 0) and fails[1][2] == pytest.approx(
+        300.0
+    )  # no repair: rescheduling draw
+    other = [
+        (round(e.time_s, 6), e.node) for e in simulate_one(s, 1, record=True)[1] if e.kind == "fail"
+    ]
     assert other != [(round(t * 3600, 6), n) for t, n, _ in fails]  # bootstrap offsets
 
 
@@ -160,18 +219,36 @@ def test_replay_maps_trace_failures_onto_nodes(tmp_path):
 @pytest.mark.shared
 def test_readers_count_what_the_sources_say(public_traces):
     ih = read_trace(public_traces / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd")
-    assert ih.counts["events"] == 1168 and ih.counts["fault_start"] == 584 and ih.counts["fault_end"] == 584
+    assert (
+        ih.counts["events"] == 1168
+        and ih.counts["fault_start"] == 584
+        and ih.counts["fault_end"] == 584
+    )
     assert ih.counts["levels"] == {"Hardware": 298, "Other": 262, "Software": 24}
-    assert ih.counts["faulty_nodes"] == 231 and len(ih.nodes) == 400 and ih.counts["never_failed_nodes"] == 169
+    assert (
+        ih.counts["faulty_nodes"] == 231
+        and len(ih.nodes) == 400
+        and ih.counts["never_failed_nodes"] == 169
+    )
     lanl = read_trace(public_traces / "SimEDC" / "trace.csv", "lanl")
     assert lanl.counts["records"] == 23739 and lanl.counts["systems"] == 23
     # each system's `nodes` column: 3,577 nodes fail, 1,430 never do (system 17 gives no count)
-    assert lanl.counts["failed_nodes"] == 3577 and lanl.counts["never_failed_nodes"] == 1430 and len(lanl.nodes) == 5007
+    assert (
+        lanl.counts["failed_nodes"] == 3577
+        and lanl.counts["never_failed_nodes"] == 1430
+        and len(lanl.nodes) == 5007
+    )
     ti = read_trace(public_traces / "TitanGPULife" / "gc_summary_loc.csv", "titan")
-    assert ti.counts["rows"] == 30207 and ti.counts["dead"] == 5089 and ti.counts["censored"] == 25118
+    assert (
+        ti.counts["rows"] == 30207 and ti.counts["dead"] == 5089 and ti.counts["censored"] == 25118
+    )
     ph = read_trace(public_traces / "philly-traces" / "jobs.json", "philly")
-    assert ph.counts["jobs"] == 3034 and ph.counts["multi_attempt_jobs"] == 816 and ph.counts["reattempts"] == 1456
-    t, obs = ti.lifetimes()
+    assert (
+        ph.counts["jobs"] == 3034
+        and ph.counts["multi_attempt_jobs"] == 816
+        and ph.counts["reattempts"] == 1456
+    )
+    _t, obs = ti.lifetimes()
     assert obs.sum() == 5089 and (~obs).sum() == 25118
 
 
@@ -181,32 +258,49 @@ def test_committed_fits_match_a_refit(public_traces):
     import tomllib
     from pathlib import Path
 
-    fitted = tomllib.loads((Path(__file__).parents[1] / "traces/fitted/infinitehbd-hardware.toml").read_text())
-    tr = read_trace(public_traces / "InfiniteHBD-Trace" / "fault_trace.json", "infinitehbd", {"level": "hardware"}, 400)
+    fitted = tomllib.loads(
+        (Path(__file__).parents[1] / "traces/fitted/infinitehbd-hardware.toml").read_text()
+    )
+    tr = read_trace(
+        public_traces / "InfiniteHBD-Trace" / "fault_trace.json",
+        "infinitehbd",
+        {"level": "hardware"},
+        400,
+    )
     rep = fit_all(*tr.lifetimes())
     assert rep.best.family == fitted["failures"]["embedding"]["family"]
     assert rep.best.scale_ == pytest.approx(fitted["failures"]["embedding"]["scale_h"], rel=1e-6)
-    assert rep.n == fitted["provenance"]["lifetimes"] and rep.censored == fitted["provenance"]["censored"]
+    assert (
+        rep.n == fitted["provenance"]["lifetimes"]
+        and rep.censored == fitted["provenance"]["censored"]
+    )
 
 
 def test_a_cause_filter_censors_the_other_causes_and_keeps_every_up_time(tmp_path):
     """Competing risks: a failure of an excluded cause ends the up-time censored; the node's repair
     brings it back at risk (the filter once dropped those repairs: one lifetime per node)."""
     f = tmp_path / "t.csv"
-    f.write_text("node,node_type,event,time_h,cause\n"
-                 "a,node,fail,10,disk\na,node,repair,11,\n"
-                 "a,node,fail,20,psu\na,node,repair,22,\n"
-                 "a,node,fail,30,disk\na,node,repair,31,\n"
-                 "b,node,fail,5,psu\nb,node,repair,6,\n"
-                 "c,gpu,fail,7,disk\n")
+    f.write_text(
+        "node,node_type,event,time_h,cause\n"
+        "a,node,fail,10,disk\na,node,repair,11,\n"
+        "a,node,fail,20,psu\na,node,repair,22,\n"
+        "a,node,fail,30,disk\na,node,repair,31,\n"
+        "b,node,fail,5,psu\nb,node,repair,6,\n"
+        "c,gpu,fail,7,disk\n"
+    )
     tr = read_trace(f, "csv", {"cause": "disk"})
     t, obs = tr.lifetimes()
     # the horizon is the last event of the trace, 31 h
-    assert sorted(zip(t.tolist(), obs.tolist())) == sorted([
-        (10.0, True), (9.0, False), (8.0, True),  # node a
-        (5.0, False), (25.0, False),               # node b: psu failure censors; then up to the horizon 31
-        (7.0, True),                                # node c
-    ])
+    assert sorted(zip(t.tolist(), obs.tolist())) == sorted(
+        [
+            (10.0, True),
+            (9.0, False),
+            (8.0, True),  # node a
+            (5.0, False),
+            (25.0, False),  # node b: psu failure censors; then up to the horizon 31
+            (7.0, True),  # node c
+        ]
+    )
     rt, robs = tr.repairs()
     # only the disk failures' repairs; node c is still down at the horizon (censored)
     assert sorted(zip(rt.tolist(), robs.tolist())) == [(1.0, True), (1.0, True), (24.0, False)]

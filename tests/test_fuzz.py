@@ -32,11 +32,17 @@ def examples(kind: str) -> int:
     return max(fast, TOTAL * share // 100) if TOTAL else fast
 
 
-def _settings(kind: str):  # noqa: ANN202
+def _settings(kind: str):
     # no shrinking: a failing CLI run is reported as drawn (shrinking re-runs the CLI for minutes)
-    return settings(max_examples=examples(kind), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck), print_blob=False,
-                    phases=(Phase.explicit, Phase.generate))
+    return settings(
+        max_examples=examples(kind),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+        phases=(Phase.explicit, Phase.generate),
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,13 +52,21 @@ def report():
         lines = [f"{k[0]:8s} {k[1]:28s} {v}" for k, v in sorted(fz.OUTCOMES.items())]
         text = "fuzz outcomes (kind, outcome, count):\n" + "\n".join(lines)
         if fz.FAILURES:
-            text += "\nfirst failure of each kind:\n" + "\n".join(f"- {k}: {v[:600]}" for k, v in fz.FAILURES.items())
+            text += "\nfirst failure of each kind:\n" + "\n".join(
+                f"- {k}: {v[:600]}" for k, v in fz.FAILURES.items()
+            )
         print("\n" + text)
         path = os.environ.get("FUZZ_REPORT")
         if path:
             with open(path, "w") as f:
-                json.dump({"outcomes": {f"{k[0]}/{k[1]}": v for k, v in fz.OUTCOMES.items()},
-                           "failures": fz.FAILURES}, f, indent=2)
+                json.dump(
+                    {
+                        "outcomes": {f"{k[0]}/{k[1]}": v for k, v in fz.OUTCOMES.items()},
+                        "failures": fz.FAILURES,
+                    },
+                    f,
+                    indent=2,
+                )
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +89,32 @@ def test_scenario_files(work, data):
         body = data.draw(fz.mutated_text(fz.toml_text(SEEDS[name])))
     f = work / f"scenario{next(_COUNTER)}.toml"
     f.write_bytes(body)
-    fz.check("scenario", ["simulate", str(f), "-n", "2", *MAX_EVENTS], (f.name, name, "scenario"), BUDGET_S,
-             describe=body[:300].decode("utf-8", "replace"))
+    fz.check(
+        "scenario",
+        ["simulate", str(f), "-n", "2", *MAX_EVENTS],
+        (f.name, name, "scenario"),
+        BUDGET_S,
+        describe=body[:300].decode("utf-8", "replace"),
+    )
 
 
 @_settings("set")
 @given(data=st.data())
 def test_set_values(data):
-    args = ["simulate", data.draw(st.sampled_from(["toy", "cpr-production"])), "-n", "2", *MAX_EVENTS]
+    args = [
+        "simulate",
+        data.draw(st.sampled_from(["toy", "cpr-production"])),
+        "-n",
+        "2",
+        *MAX_EVENTS,
+    ]
     keys = []
     for _ in range(data.draw(st.integers(1, 2))):
         key = data.draw(st.sampled_from(KEYS))
         value = data.draw(fz.hostile_values())
-        text = value if isinstance(value, str) and data.draw(st.booleans()) else fz.toml_value(value)
+        text = (
+            value if isinstance(value, str) and data.draw(st.booleans()) else fz.toml_value(value)
+        )
         args += ["--set", f"{key}={text}"]
         keys.append(key)
     fz.check("set", args, ("--set", *keys, "toy", "cpr-production"), BUDGET_S)
@@ -103,17 +130,29 @@ def test_sweep_files(work, data):
     i = next(_COUNTER)
     f = work / f"sweep{i}.toml"
     f.write_bytes(body)
-    fz.check("sweep", ["sweep", str(f), "--out", str(work / f"out{i}"), *MAX_EVENTS],
-             (f.name, "sweep", "toy", "--out"), BUDGET_S, describe=body[:300].decode("utf-8", "replace"))
+    fz.check(
+        "sweep",
+        ["sweep", str(f), "--out", str(work / f"out{i}"), *MAX_EVENTS],
+        (f.name, "sweep", "toy", "--out"),
+        BUDGET_S,
+        describe=body[:300].decode("utf-8", "replace"),
+    )
 
 
 SEED_TRACES = fz.trace_seeds(None)  # type: ignore[arg-type]
-OPTIONS = [[], [], ["--json"], ["--interarrival", "failure-to-failure"], ["--as", "job", "--cluster-size", "64"],
-           ["--node-type", "embedding"], ["--bootstrap", "0"]]
+OPTIONS = [
+    [],
+    [],
+    ["--json"],
+    ["--interarrival", "failure-to-failure"],
+    ["--as", "job", "--cluster-size", "64"],
+    ["--node-type", "embedding"],
+    ["--bootstrap", "0"],
+]
 
 
 @st.composite
-def mutated_log(draw, fmt_name):  # noqa: ANN001, ANN201
+def mutated_log(draw, fmt_name):
     fmt, body, extra = SEED_TRACES[fmt_name]
     text = body.decode()
     op = draw(st.sampled_from(["cell", "cell", "table", "text"]))
@@ -149,10 +188,28 @@ def test_failure_logs(work, data):
     f.write_bytes(body)
     opts = list(data.draw(st.sampled_from(OPTIONS)))
     if data.draw(st.integers(0, 4)) == 0:
-        col = data.draw(st.sampled_from(["node", "cause", "system", "batch", "num_gpus", "min_gpus", "level",
-                                         "bogus", "nodenum", "location"]))
+        col = data.draw(
+            st.sampled_from(
+                [
+                    "node",
+                    "cause",
+                    "system",
+                    "batch",
+                    "num_gpus",
+                    "min_gpus",
+                    "level",
+                    "bogus",
+                    "nodenum",
+                    "location",
+                ]
+            )
+        )
         val = data.draw(st.sampled_from(["1", "x", "", "-3", "dbe", "1e9", "é"]))
         opts += ["--filter", f"{col}={val}"]
-    fz.check("trace", ["fit", str(f), "--format", fmt, *extra, *opts],
-             (f.name, "--filter", "--cluster-size", "--node-type", "--format", "--node-count"), BUDGET_S,
-             describe=body[:300].decode("utf-8", "replace"))
+    fz.check(
+        "trace",
+        ["fit", str(f), "--format", fmt, *extra, *opts],
+        (f.name, "--filter", "--cluster-size", "--node-type", "--format", "--node-count"),
+        BUDGET_S,
+        describe=body[:300].decode("utf-8", "replace"),
+    )

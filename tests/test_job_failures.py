@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -16,7 +14,9 @@ from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
 BASE = {
-    "name": "jobfail", "seed": 11, "replications": 300,
+    "name": "jobfail",
+    "seed": 11,
+    "replications": 300,
     "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
     "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
     "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
@@ -47,7 +47,9 @@ def test_job_failures_match_the_exact_poisson_oracle():
     s = scen(**{"strategy.name": "full"})
     res, _ = run_replications(s, 400)
     c = costs_of(s)
-    expect = analytic.full_wall(s.duration_s, s.interval_s, c.save_s, 1 / (4.0 * HOUR), 200.0 + c.load_s)
+    expect = analytic.full_wall(
+        s.duration_s, s.interval_s, c.save_s, 1 / (4.0 * HOUR), 200.0 + c.load_s
+    )
     e = estimate([r.wall_s for r in res])
     assert e.lo <= expect <= e.hi, (e, expect)
     assert all(r.failures_trainer == r.failures_embedding == 0 for r in res)
@@ -57,9 +59,18 @@ def test_mfu_rolls_back_to_its_last_full_save_not_its_last_partial_one():
     """Hand-computed: with K = 4, the saves at 1, 2, 3 and 5 h of progress are partial and the one
     at 4 h is full; a job failure at 5.5 h of wall time rolls back to progress 4 h, and the restore
     is a full load of every node."""
-    s = scen(**{"strategy": {"name": "mfu", "top_fraction": 0.1, "full_every": 4, "counter_overhead": 0.0},
-                "failures.job": {"family": "constant", "mtbf_h": 5.5, "restart_s": 200.0},
-                "failures.start": "fresh"})
+    s = scen(
+        **{
+            "strategy": {
+                "name": "mfu",
+                "top_fraction": 0.1,
+                "full_every": 4,
+                "counter_overhead": 0.0,
+            },
+            "failures.job": {"family": "constant", "mtbf_h": 5.5, "restart_s": 200.0},
+            "failures.start": "fresh",
+        }
+    )
     r, ev = simulate_one(s, 0, record=True)
     first_fail = next(e.time_s for e in ev if e.kind == "fail")
     assert first_fail == pytest.approx(5.5 * HOUR)
@@ -75,9 +86,14 @@ def test_mfu_rolls_back_to_its_last_full_save_not_its_last_partial_one():
 
 
 def test_vanilla_partial_rolls_back_to_its_last_save():
-    s = scen(**{"strategy.name": "partial", "failures.job": {"family": "constant", "mtbf_h": 3.5, "restart_s": 200.0},
-                "failures.start": "fresh"})
-    r, ev = simulate_one(s, 0, record=True)
+    s = scen(
+        **{
+            "strategy.name": "partial",
+            "failures.job": {"family": "constant", "mtbf_h": 3.5, "restart_s": 200.0},
+            "failures.start": "fresh",
+        }
+    )
+    _r, ev = simulate_one(s, 0, record=True)
     rb = next(e for e in ev if e.kind == "rollback")
     # every vanilla save is a full checkpoint: at most one interval is lost
     assert 0 < rb.value < s.interval_s
@@ -96,11 +112,24 @@ def test_ledger_rollback_forgives_updates_that_will_be_re_executed():
 
 def test_partial_pls_is_forgiven_after_a_job_rollback():
     """With node and job failures, PLS never exceeds what vanilla would lose without job failures."""
-    upd = {"strategy.name": "partial", "failures.embedding": {"family": "exponential", "mtbf_h": 30.0}}
+    upd = {
+        "strategy.name": "partial",
+        "failures.embedding": {"family": "exponential", "mtbf_h": 30.0},
+    }
     with_job, _ = run_replications(scen(**upd), 60)
-    without, _ = run_replications(scen(**upd, **{"failures.job": None}) if False else
-                                  sc.validate({**BASE, "failures": {"embedding": {"family": "exponential",
-                                               "mtbf_h": 30.0}}, "strategy": {"name": "partial"}}, "t"), 60)
+    without, _ = run_replications(
+        scen(**upd, **{"failures.job": None})
+        if False
+        else sc.validate(
+            {
+                **BASE,
+                "failures": {"embedding": {"family": "exponential", "mtbf_h": 30.0}},
+                "strategy": {"name": "partial"},
+            },
+            "t",
+        ),
+        60,
+    )
     assert all(0.0 <= r.pls <= 1.0 for r in with_job)
     assert np.mean([r.pls for r in with_job]) <= np.mean([r.pls for r in without]) + 1e-12
 
@@ -117,7 +146,9 @@ def test_summary_has_tails_and_ettr():
         assert m["ci95"][0] >= 0
     x = np.array([r.overhead for r in res])
     assert d["metrics"]["overhead"]["p90"] == pytest.approx(float(np.percentile(x, 90)))
-    assert d["metrics"]["ettr"]["mean"] == pytest.approx(np.mean([r.useful_s / r.wall_s for r in res]))
+    assert d["metrics"]["ettr"]["mean"] == pytest.approx(
+        np.mean([r.useful_s / r.wall_s for r in res])
+    )
 
 
 def test_non_negative_metrics_never_get_a_negative_lower_bound():
@@ -135,8 +166,21 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
     from cprsim.plan.accuracy import plan_accuracy
 
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["simulate", "cpr-production", "--strategy", "partial", "--interval", "6h",
-                                  "-n", "30", "--out", str(out)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            "cpr-production",
+            "--strategy",
+            "partial",
+            "--interval",
+            "6h",
+            "-n",
+            "30",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "AUC loss implied by PLS" in r.output and "P90" in r.output
     import json
@@ -151,16 +195,24 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
 
     fit = plan_accuracy(load_calibration(), "auc").fit  # the shipped calibration's chosen model
     rows = list(csv.DictReader((out / "replications.csv").open()))
-    X = design(fit.terms, [float(r["pls"]) for r in rows], [float(r["pls_position"]) for r in rows],
-               [float(r["pls_age"]) for r in rows])
+    X = design(
+        fit.terms,
+        [float(r["pls"]) for r in rows],
+        [float(r["pls_position"]) for r in rows],
+        [float(r["pls_age"]) for r in rows],
+    )
     c = fit.coef_for("partial")
-    x = X.mean(axis=0)  # the model is linear in its columns: the mean loss is the prediction at the mean column
+    x = X.mean(
+        axis=0
+    )  # the model is linear in its columns: the mean loss is the prediction at the mean column
     m = float(x @ c.b)
     h = float(stats.t.ppf(0.975, c.dof)) * float(np.sqrt(x @ c.cov @ x))
     a = d["accuracy_loss"]["auc"]
     assert a["mean"] == pytest.approx(max(0.0, m), abs=1e-12)
     assert a["ci95"] == pytest.approx([max(0.0, m - h), max(0.0, m + h)], abs=1e-12)
-    assert a["p90"] == pytest.approx(max(0.0, float(np.percentile(np.maximum(X @ c.b, 0.0), 90))), abs=1e-12)
+    assert a["p90"] == pytest.approx(
+        max(0.0, float(np.percentile(np.maximum(X @ c.b, 0.0), 90))), abs=1e-12
+    )
     full = CliRunner().invoke(main, ["simulate", "cpr-production", "-n", "5", "--json"])
     assert json.loads(full.output)["accuracy_loss"] is None  # full recovery loses no update
 
@@ -176,8 +228,21 @@ def test_fit_as_job_writes_a_job_level_process_a_scenario_can_use(tmp_path):
 
     trace = Path(__file__).resolve().parents[1] / "traces" / "examples" / "weibull-64.csv"
     out = tmp_path / "job.toml"
-    r = CliRunner().invoke(main, ["fit", str(trace), "--as", "job", "--cluster-size", "38", "--bootstrap", "0",
-                                  "--out", str(out)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            str(trace),
+            "--as",
+            "job",
+            "--cluster-size",
+            "38",
+            "--bootstrap",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     t, obs = read_trace(trace, "csv", {}, None).lifetimes(None)
     best = fit_all(t, obs, bootstrap=0).best
@@ -186,5 +251,7 @@ def test_fit_as_job_writes_a_job_level_process_a_scenario_can_use(tmp_path):
     s = sc.load(str(scen))
     assert s.failures.job is not None and s.failures.job.family == "exponential"
     assert s.failures.job.mtbf_h == pytest.approx(best.mean_ / 38, rel=1e-9)
-    bad = CliRunner().invoke(main, ["fit", str(trace), "--as", "job", "--out", str(tmp_path / "x.toml")])
+    bad = CliRunner().invoke(
+        main, ["fit", str(trace), "--as", "job", "--out", str(tmp_path / "x.toml")]
+    )
     assert bad.exit_code == 2 and "--cluster-size" in bad.output

@@ -16,7 +16,14 @@ from pathlib import Path
 import cprsim
 
 ROOT = Path(cprsim.__file__).parent
-LOW = ("cprsim.scenario", "cprsim.failures", "cprsim.costs", "cprsim.access", "cprsim.registry", "cprsim.streams")
+LOW = (
+    "cprsim.scenario",
+    "cprsim.failures",
+    "cprsim.costs",
+    "cprsim.access",
+    "cprsim.registry",
+    "cprsim.streams",
+)
 HIGH = ("cprsim.sim", "cprsim.plan", "cprsim.sweep", "cprsim.plots", "cprsim.cli")
 
 
@@ -50,7 +57,9 @@ def test_the_walk_finds_an_arrow_when_there_is_one(tmp_path, monkeypatch):
     """The test can fail: a model module with a function-level import of the engine is reported."""
     pkg = tmp_path / "cprsim"
     (pkg / "failures").mkdir(parents=True)
-    (pkg / "failures" / "bad.py").write_text("def f():\n    from cprsim.sim.engine import simulate_one\n")
+    (pkg / "failures" / "bad.py").write_text(
+        "def f():\n    from cprsim.sim.engine import simulate_one\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "ROOT", pkg)
     assert _arrows() == ["cprsim.failures.bad -> cprsim.sim.engine (line 2)"]
 
@@ -58,8 +67,10 @@ def test_the_walk_finds_an_arrow_when_there_is_one(tmp_path, monkeypatch):
 def test_validating_a_scenario_loads_the_strategies_without_the_engine():
     """At run time too: loading and validating a scenario imports the strategies (they register
     themselves) but not the engine, the planner, sweeps, plots or the CLI."""
-    code = ("import sys, cprsim.scenario as sc; sc.load('cpr-production'); "
-            "print(sorted(m for m in sys.modules if m.startswith(('cprsim.sim.engine', 'cprsim.plan', "
-            "'cprsim.sweep', 'cprsim.plots', 'cprsim.cli'))))")
+    code = (
+        "import sys, cprsim.scenario as sc; sc.load('cpr-production'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('cprsim.sim.engine', 'cprsim.plan', "
+        "'cprsim.sweep', 'cprsim.plots', 'cprsim.cli'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -41,7 +41,9 @@ def test_every_builtin_without_a_lifecycle_gives_the_bytes_it_gave_before_the_li
 
 
 BASE = {
-    "name": "t", "seed": 3, "replications": 10,
+    "name": "t",
+    "seed": 3,
+    "replications": 10,
     "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
     "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
     "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
@@ -62,38 +64,65 @@ def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_
     is back after the swap time, so the exact mean wall of full recovery (analytic.full_wall with the
     nodes-still-up recovery rate, as for [reschedule]) holds with rho = swap."""
     N, mu, rho, d, L = 4, 1 / HOUR, 400.0, 30.0, 30.0
-    s = scen(seed=11, cluster={"embedding_servers": N}, reschedule={"family": "constant", "mean_s": 5.0},
-             failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu / HOUR}},
-             costs={"save_s": d, "load_s": L}, checkpoint={"interval_h": 0.07}, strategy={"name": "full"},
-             lifecycle={"standbys": 1000, "swap": {"family": "constant", "mean_s": rho}})
+    s = scen(
+        seed=11,
+        cluster={"embedding_servers": N},
+        reschedule={"family": "constant", "mean_s": 5.0},
+        failures={"embedding": {"family": "exponential", "mtbf_h": 1 / mu / HOUR}},
+        costs={"save_s": d, "load_s": L},
+        checkpoint={"interval_h": 0.07},
+        strategy={"name": "full"},
+        lifecycle={"standbys": 1000, "swap": {"family": "constant", "mean_s": rho}},
+    )
     res, _ = run_replications(s, 1500)
     wall = estimate([r.wall_s for r in res])
     W, tau = s.duration_s, s.interval_s
-    exact = analytic.full_wall(W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L)
+    exact = analytic.full_wall(
+        W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L
+    )
     assert wall.lo <= exact <= wall.hi, (exact, wall)
     # the [reschedule] time (5 s) is not used for nodes: with it the wall would be far shorter
-    short = analytic.full_wall(W, tau, d, N * mu, 5.0 + L, analytic.lam_recovery_nodes(5.0, mu, N), L)
+    short = analytic.full_wall(
+        W, tau, d, N * mu, 5.0 + L, analytic.lam_recovery_nodes(5.0, mu, N), L
+    )
     assert short < wall.lo
     assert all(r.detection_s == 0 and r.wait_s == 0 for r in res)
 
 
 @pytest.mark.parametrize("spares,crews", [(2, None), (1, 2)])
-def test_with_spares_and_no_standby_the_fleet_availability_is_the_machine_repair_queue(spares, crews):
+def test_with_spares_and_no_standby_the_fleet_availability_is_the_machine_repair_queue(
+    spares, crews
+):
     """4 embedding slots failing at 1/h each, exponential repairs of mean 1.5 h, `spares` spares that
     take over at once, `crews` repair crews: the share of wall time with every slot filled is the
     M/M/c//(N+s) machine-repair chain's P(k <= s) (analytic.machine_repair_availability)."""
     N, lam, repair_h = 4, 1 / HOUR, 1.5
-    s = scen(seed=5, cluster={"embedding_servers": N}, job={"duration_h": 150.0},
-             failures={"embedding": {"family": "exponential", "mtbf_h": 1.0}, "start": "fresh"},
-             costs={"save_s": 1.0, "load_s": 1.0}, checkpoint={"interval_h": 0.02},
-             lifecycle={"spares": spares, "select": {"mean_s": 0.0},
-                        "repair": {"auto": {"family": "exponential", "mean_s": repair_h * HOUR}, "crews": crews}})
+    s = scen(
+        seed=5,
+        cluster={"embedding_servers": N},
+        job={"duration_h": 150.0},
+        failures={"embedding": {"family": "exponential", "mtbf_h": 1.0}, "start": "fresh"},
+        costs={"save_s": 1.0, "load_s": 1.0},
+        checkpoint={"interval_h": 0.02},
+        lifecycle={
+            "spares": spares,
+            "select": {"mean_s": 0.0},
+            "repair": {
+                "auto": {"family": "exponential", "mean_s": repair_h * HOUR},
+                "crews": crews,
+            },
+        },
+    )
     res, _ = run_replications(s, 60)
     avail = estimate([1.0 - r.unfilled_s / r.wall_s for r in res], non_negative=False)
     exact = analytic.machine_repair_availability(N, spares, lam, 1 / (repair_h * HOUR), crews)
     assert avail.lo <= exact <= avail.hi, (exact, avail)
     # the chain without spares (every failure leaves a slot empty) is far from it: the test can fail
-    assert not avail.lo <= analytic.machine_repair_availability(N, spares - 1, lam, 1 / (repair_h * HOUR), crews) <= avail.hi
+    assert (
+        not avail.lo
+        <= analytic.machine_repair_availability(N, spares - 1, lam, 1 / (repair_h * HOUR), crews)
+        <= avail.hi
+    )
 
 
 def test_machine_repair_availability_by_hand():
@@ -102,7 +131,9 @@ def test_machine_repair_availability_by_hand():
     # one slot, one spare, unlimited crews: states 0,1,2 with rates lam, lam and mu, 2 mu
     lam, mu = 1.0, 2.0
     p = np.array([1.0, lam / mu, lam / mu * lam / (2 * mu)])
-    assert analytic.machine_repair_availability(1, 1, lam, mu) == pytest.approx(p[:2].sum() / p.sum())
+    assert analytic.machine_repair_availability(1, 1, lam, mu) == pytest.approx(
+        p[:2].sum() / p.sum()
+    )
 
 
 # -- 3. a hand-computed timeline ------------------------------------------------------------------------
@@ -114,10 +145,21 @@ def test_detection_standby_warmup_and_waiting_by_hand():
     node 3: detected 1,160, nothing free: waits; at 1,560 the warmed spare is a standby: up 1,660.
     The job waits 1,000-1,660 (660 s): detection 60 + 60, waiting 400, swap-in 40 + 100.
     """
-    s = scen(cluster={"trainers": 2, "embedding_servers": 4}, costs={"save_s": 10.0, "load_s": 20.0},
-             lifecycle={"detection": {"mean_s": 60.0}, "standbys": 1, "swap": {"mean_s": 100.0}, "spares": 1,
-                        "select": {"mean_s": 500.0}, "repair": {"auto": {"mean_s": 1000.0}}})
-    res, ev = simulate_one(s, 0, record=True, schedule=[(1000.0, (2,), (0.0,)), (1100.0, (3,), (0.0,))])
+    s = scen(
+        cluster={"trainers": 2, "embedding_servers": 4},
+        costs={"save_s": 10.0, "load_s": 20.0},
+        lifecycle={
+            "detection": {"mean_s": 60.0},
+            "standbys": 1,
+            "swap": {"mean_s": 100.0},
+            "spares": 1,
+            "select": {"mean_s": 500.0},
+            "repair": {"auto": {"mean_s": 1000.0}},
+        },
+    )
+    res, _ev = simulate_one(
+        s, 0, record=True, schedule=[(1000.0, (2,), (0.0,)), (1100.0, (3,), (0.0,))]
+    )
     assert res.reschedule_s == pytest.approx(660.0)
     assert res.detection_s == pytest.approx(120.0)
     assert res.wait_s == pytest.approx(400.0)
@@ -132,9 +174,12 @@ def test_detection_standby_warmup_and_waiting_by_hand():
 def test_a_degraded_trainer_waits_for_its_machine_while_the_job_goes_on():
     """Partial recovery keeps training on the other trainer while the failed one waits for a machine
     (none free until its repair ends at 1,000 + 3,000 s); the job never stalls."""
-    s = scen(cluster={"trainers": 2, "embedding_servers": 4}, costs={"save_s": 10.0, "load_s": 20.0},
-             strategy={"name": "partial"},
-             lifecycle={"select": {"mean_s": 200.0}, "repair": {"auto": {"mean_s": 3000.0}}})
+    s = scen(
+        cluster={"trainers": 2, "embedding_servers": 4},
+        costs={"save_s": 10.0, "load_s": 20.0},
+        strategy={"name": "partial"},
+        lifecycle={"select": {"mean_s": 200.0}, "repair": {"auto": {"mean_s": 3000.0}}},
+    )
     res, _ = simulate_one(s, 0, schedule=[(1000.0, (0,), (0.0,))])
     assert res.reschedule_s == 0.0
     # half the rate from 1,000 s until the machine is in service (4,200 s) and has copied the dense
@@ -144,15 +189,27 @@ def test_a_degraded_trainer_waits_for_its_machine_while_the_job_goes_on():
 
 
 def test_a_fleet_that_runs_out_of_machines_is_a_one_line_error():
-    s = scen(failures={"embedding": {"family": "exponential", "mtbf_h": 1.0}},
-             lifecycle={"retirement": {"failures": 1, "window_h": 1000.0}})
-    with pytest.raises(Runaway, match="(ran out of machines|fewer machines than node slots) .* add lifecycle.spares"):
+    s = scen(
+        failures={"embedding": {"family": "exponential", "mtbf_h": 1.0}},
+        lifecycle={"retirement": {"failures": 1, "window_h": 1000.0}},
+    )
+    with pytest.raises(
+        Runaway,
+        match=r"(ran out of machines|fewer machines than node slots) .* add lifecycle\.spares",
+    ):
         simulate_one(s, 0)
 
 
 # -- 4. bad machines ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("dist", [Distribution("weibull", 3600.0, 0.6), Distribution("gamma", 3600.0, 0.5),
-                                  Distribution("lognormal", 3600.0, 1.2), Distribution("exponential", 3600.0)])
+@pytest.mark.parametrize(
+    "dist",
+    [
+        Distribution("weibull", 3600.0, 0.6),
+        Distribution("gamma", 3600.0, 0.5),
+        Distribution("lognormal", 3600.0, 1.2),
+        Distribution("exponential", 3600.0),
+    ],
+)
 @pytest.mark.parametrize("after", [0.0, 1800.0])
 def test_bad_machine_draws_live_k_times_as_fast(dist, after):
     """A bad machine's lifetime: S(t | t > after) = S(after + k (t - after)) / S(after)
@@ -161,12 +218,14 @@ def test_bad_machine_draws_live_k_times_as_fast(dist, after):
     k, rng = 8.0, np.random.default_rng(4)
     x = np.array([fast_sample(dist, k, rng, after) for _ in range(3000)])
     s_after = float(dist.sf(after)) if after else 1.0
-    cdf = lambda t: 1.0 - np.asarray(dist.sf(after + k * (np.asarray(t) - after))) / s_after  # noqa: E731
+    cdf = lambda t: 1.0 - np.asarray(dist.sf(after + k * (np.asarray(t) - after))) / s_after
     assert stats.kstest(x, cdf).pvalue > 0.01
     # the plain lifetime and k times the hazard (S^k) are rejected: the test can fail
     assert stats.kstest(x, lambda t: 1.0 - np.asarray(dist.sf(t)) / s_after).pvalue < 0.01
     if dist.family != "exponential":  # for the exponential the two coincide
-        assert stats.kstest(x, lambda t: 1.0 - (np.asarray(dist.sf(t)) / s_after) ** k).pvalue < 0.01
+        assert (
+            stats.kstest(x, lambda t: 1.0 - (np.asarray(dist.sf(t)) / s_after) ** k).pvalue < 0.01
+        )
     if after == 0.0:
         m = estimate(list(x))
         assert m.lo <= dist.mean() / k <= m.hi, (m, dist.mean() / k)
@@ -181,22 +240,32 @@ def test_bad_machines_fail_as_the_two_state_chain_says():
     the chain's share over the mean wall time (the CI of the mean covers 0); pi = 0.5, the share a
     test that ignored the hazard would expect, is rejected."""
     lam, k, pi, n = 1 / (20 * HOUR), 9.0, 0.5, 6
-    s = scen(failures={"embedding": {"family": "exponential", "mtbf_h": 20.0}},
-             costs={"save_s": 0.01, "load_s": 0.01}, checkpoint={"interval_h": 0.01},
-             lifecycle={"standbys": 200, "swap": {"mean_s": 1.0},
-                        "health": {"bad_fraction": pi, "bad_multiplier": k}})
+    s = scen(
+        failures={"embedding": {"family": "exponential", "mtbf_h": 20.0}},
+        costs={"save_s": 0.01, "load_s": 0.01},
+        checkpoint={"interval_h": 0.01},
+        lifecycle={
+            "standbys": 200,
+            "swap": {"mean_s": 1.0},
+            "health": {"bad_fraction": pi, "bad_multiplier": k},
+        },
+    )
     res, _ = run_replications(s, 400)
     T = float(np.mean([r.wall_s for r in res]))
     r_ = k * lam * (1 - pi) + pi * lam
     p_star = pi * lam / r_
-    integral = p_star * T + (pi - p_star) * (1 - math.exp(-r_ * T)) / r_  # of P(bad at t) over [0, T]
+    integral = (
+        p_star * T + (pi - p_star) * (1 - math.exp(-r_ * T)) / r_
+    )  # of P(bad at t) over [0, T]
     bad_mean, good_mean = k * lam * integral, lam * (T - integral)
     q = bad_mean / (bad_mean + good_mean)
     d = estimate([r.failures_bad - q * r.failures_embedding for r in res], non_negative=False)
     assert d.lo <= 0.0 <= d.hi, (q, d)
     wrong = estimate([r.failures_bad - pi * r.failures_embedding for r in res], non_negative=False)
     assert not wrong.lo <= 0.0 <= wrong.hi
-    assert sum(r.failures_embedding for r in res) == pytest.approx(n * (bad_mean + good_mean) * len(res), rel=0.1)
+    assert sum(r.failures_embedding for r in res) == pytest.approx(
+        n * (bad_mean + good_mean) * len(res), rel=0.1
+    )
 
 
 # -- 5. through the CLI --------------------------------------------------------------------------------
@@ -204,8 +273,20 @@ def test_simulate_shows_the_badput_breakdown(tmp_path):
     from cli_helpers import run
 
     out = tmp_path / "run"
-    r = run(*["simulate", "toy", "--replications", "5", "--set", "lifecycle.standbys=1",
-                "--set", "lifecycle.detection.mean_s=30", "--out", str(out)])
+    r = run(
+        *[
+            "simulate",
+            "toy",
+            "--replications",
+            "5",
+            "--set",
+            "lifecycle.standbys=1",
+            "--set",
+            "lifecycle.detection.mean_s=30",
+            "--out",
+            str(out),
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert "detection" in r.output and "waiting for a machine" in r.output
     summary = json.loads((out / "summary.json").read_text())
@@ -215,11 +296,15 @@ def test_simulate_shows_the_badput_breakdown(tmp_path):
 def test_bad_lifecycle_settings_are_one_line_errors():
     from cli_helpers import run
 
-    for sets, key in ((["lifecycle.standbys=-1"], "lifecycle.standbys"),
-                      (["lifecycle.detection.mean_s=0", "lifecycle.detection.family=\"exponential\""],
-                       "lifecycle.detection"),
-                      (["lifecycle.health.bad_fraction=1.5"], "lifecycle.health.bad_fraction"),
-                      (["lifecycle.repair.escalate_p=2"], "lifecycle.repair.escalate_p")):
+    for sets, key in (
+        (["lifecycle.standbys=-1"], "lifecycle.standbys"),
+        (
+            ["lifecycle.detection.mean_s=0", 'lifecycle.detection.family="exponential"'],
+            "lifecycle.detection",
+        ),
+        (["lifecycle.health.bad_fraction=1.5"], "lifecycle.health.bad_fraction"),
+        (["lifecycle.repair.escalate_p=2"], "lifecycle.repair.escalate_p"),
+    ):
         args = ["simulate", "toy", "--replications", "1"]
         for x in sets:
             args += ["--set", x]
@@ -228,15 +313,29 @@ def test_bad_lifecycle_settings_are_one_line_errors():
         assert len(r.output.strip().splitlines()) == 1, r.output
 
 
-def test_the_breakdown_plot_splits_rescheduling_and_reads_tables_from_before_the_lifecycle(tmp_path):
-    from cli_helpers import run
-
+def test_the_breakdown_plot_splits_rescheduling_and_reads_tables_from_before_the_lifecycle(
+    tmp_path,
+):
     from cprsim.plots.sweep import components
     from cprsim.sweep.results import load_results
 
+    from cli_helpers import run
+
     out = tmp_path / "run"
-    r = run("simulate", "dlrm-spares", "--replications", "10", "--set", "lifecycle.standbys=0",
-            "--set", "lifecycle.spares=3", "--set", "lifecycle.retirement.failures=100", "--out", str(out))
+    r = run(
+        "simulate",
+        "dlrm-spares",
+        "--replications",
+        "10",
+        "--set",
+        "lifecycle.standbys=0",
+        "--set",
+        "lifecycle.spares=3",
+        "--set",
+        "lifecycle.retirement.failures=100",
+        "--out",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     res = load_results(out)
     keys = [k for k, _, _ in components(list(res.points))]
@@ -247,22 +346,37 @@ def test_the_breakdown_plot_splits_rescheduling_and_reads_tables_from_before_the
     old = tmp_path / "old.csv"
     text = (out / "replications.csv").read_text().splitlines()
     head = text[0].split(",")
-    keep = [i for i, c in enumerate(head) if c not in ("detection_s", "wait_s", "unfilled_s", "failures_bad",
-                                                       "machines_retired", "memory_restores", "storage_restores")]
+    keep = [
+        i
+        for i, c in enumerate(head)
+        if c
+        not in (
+            "detection_s",
+            "wait_s",
+            "unfilled_s",
+            "failures_bad",
+            "machines_retired",
+            "memory_restores",
+            "storage_restores",
+        )
+    ]
     old.write_text("\n".join(",".join(line.split(",")[i] for i in keep) for line in text) + "\n")
     (tmp_path / "summary.json").write_text((out / "summary.json").read_text())
     res = load_results(old)
     assert res.points[0]["detection_s"].mean == 0.0
-    assert [k for k, _, _ in components(list(res.points))] == [k for k, _, _ in __import__(
-        "cprsim.plots.style", fromlist=["COMPONENTS"]).COMPONENTS]
+    assert [k for k, _, _ in components(list(res.points))] == [
+        k for k, _, _ in __import__("cprsim.plots.style", fromlist=["COMPONENTS"]).COMPONENTS
+    ]
 
 
 def test_a_job_level_interruption_is_detected_before_it_restarts():
     """A crash at 1,000 s: detected after 60 s, restarted in 200 s: the job waits 260 s, 60 s of it
     detection."""
-    s = scen(costs={"save_s": 10.0, "load_s": 20.0}, failures={"job": {"family": "exponential", "mtbf_h": 1e6,
-                                                                         "restart_s": 200.0}},
-             lifecycle={"detection": {"mean_s": 60.0}})
+    s = scen(
+        costs={"save_s": 10.0, "load_s": 20.0},
+        failures={"job": {"family": "exponential", "mtbf_h": 1e6, "restart_s": 200.0}},
+        lifecycle={"detection": {"mean_s": 60.0}},
+    )
     job = s.cluster.trainers + s.cluster.embedding_servers
     res, _ = simulate_one(s, 0, schedule=[(1000.0, (job,), (200.0,))])
     assert res.failures_job == 1
@@ -284,7 +398,9 @@ def test_an_aging_machine_lives_as_the_closed_form_says():
 
     def cdf(x):
         x = np.asarray(x)
-        sf = np.exp(-(lam + a) * x) + a / (lam + a - k * lam) * (np.exp(-k * lam * x) - np.exp(-(lam + a) * x))
+        sf = np.exp(-(lam + a) * x) + a / (lam + a - k * lam) * (
+            np.exp(-k * lam * x) - np.exp(-(lam + a) * x)
+        )
         return 1.0 - sf
 
     assert stats.kstest(t, cdf).pvalue > 0.01

@@ -16,11 +16,22 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from cli_helpers import one_line_error, run
 from cprsim.errors import InputError
-from cprsim.failures.mixture import (Mixture, NodeCounts, analyse, bootstrap_intervals, fit_mixture, fit_poisson,
-                                     log_likelihood, node_counts, posterior_bad, simulate)
+from cprsim.failures.mixture import (
+    Mixture,
+    NodeCounts,
+    analyse,
+    bootstrap_intervals,
+    fit_mixture,
+    fit_poisson,
+    log_likelihood,
+    node_counts,
+    posterior_bad,
+    simulate,
+)
 from cprsim.failures.traces import NodeHistory, Trace, read_trace, write_csv
+
+from cli_helpers import one_line_error, run
 
 TRUTH = Mixture(pi=0.05, lam=1 / 5000, k=20.0)
 NODES, WINDOW_H = 2000, 2000.0
@@ -119,13 +130,36 @@ def test_the_estimate_maximises_the_likelihood(varied_windows):
 
 # -- counting failures and exposures in a trace ----------------------------------------------------------
 def test_node_counts_read_windows_failures_and_unseen_nodes():
-    a = NodeHistory("a", "node", 10.0, 110.0, [(20.0, "fail", "x"), (20.0, "fail", "y"), (21.0, "repair", ""),
-                                              (50.0, "other", "z"), (60.0, "fail", "x")])
+    a = NodeHistory(
+        "a",
+        "node",
+        10.0,
+        110.0,
+        [
+            (20.0, "fail", "x"),
+            (20.0, "fail", "y"),
+            (21.0, "repair", ""),
+            (50.0, "other", "z"),
+            (60.0, "fail", "x"),
+        ],
+    )
     b = NodeHistory("b", "node", None, None, [(200.0, "fail", "x")])
     c = node_counts(Trace({"a": a, "b": b}, "t"), "t.csv", nodes=5)
     assert c.nodes == ("a", "b", "unseen-00000", "unseen-00001", "unseen-00002")
-    assert c.failures.tolist() == [2, 1, 0, 0, 0]  # simultaneous failures once; other causes not at all
-    assert c.exposure_h.tolist() == [100.0, 200.0, 200.0, 200.0, 200.0]  # b: 0 to the horizon; unseen: the span
+    assert c.failures.tolist() == [
+        2,
+        1,
+        0,
+        0,
+        0,
+    ]  # simultaneous failures once; other causes not at all
+    assert c.exposure_h.tolist() == [
+        100.0,
+        200.0,
+        200.0,
+        200.0,
+        200.0,
+    ]  # b: 0 to the horizon; unseen: the span
     assert c.unseen == 3 and c.span_h == 200.0
 
 
@@ -137,8 +171,9 @@ def _write_log(path, seed: int = 11) -> int:
     nodes = {}
     for i in np.flatnonzero(n):
         times = np.sort(rng.uniform(0.0, WINDOW_H, n[i]))
-        nodes[f"n{i:05d}"] = NodeHistory(f"n{i:05d}", "node", 0.0, WINDOW_H,
-                                         [(float(t), "fail", "synthetic") for t in times])
+        nodes[f"n{i:05d}"] = NodeHistory(
+            f"n{i:05d}", "node", 0.0, WINDOW_H, [(float(t), "fail", "synthetic") for t in times]
+        )
     path.write_text(write_csv(Trace(nodes, "synthetic")))
     return len(nodes)
 
@@ -153,12 +188,27 @@ def _printed(label: str, output: str) -> tuple[str, float, float]:
 def test_cli_reports_the_truth_within_its_intervals_and_writes_the_model(tmp_path):
     log, model, report = tmp_path / "failures.csv", tmp_path / "m.toml", tmp_path / "r.json"
     failing = _write_log(log)
-    r = run("fit", log, "--bad-nodes", "--nodes", NODES, "--bootstrap", 100, "--out", model, "--report", report)
+    r = run(
+        "fit",
+        log,
+        "--bad-nodes",
+        "--nodes",
+        NODES,
+        "--bootstrap",
+        100,
+        "--out",
+        model,
+        "--report",
+        report,
+    )
     assert r.exit_code == 0, r.output
     pi_s, pi_lo, pi_hi = _printed("bad fraction π", r.output)
     k_s, k_lo, k_hi = _printed("bad multiplier k", r.output)
     assert pi_lo <= TRUTH.pi <= pi_hi and k_lo <= TRUTH.k <= k_hi
-    assert f"{NODES - failing} of them not in the log" in r.output and "parametric-bootstrap" in r.output
+    assert (
+        f"{NODES - failing} of them not in the log" in r.output
+        and "parametric-bootstrap" in r.output
+    )
     health = tomllib.loads(model.read_text())["lifecycle"]["health"]
     assert set(health) == {"bad_fraction", "bad_multiplier"}
     assert f"{health['bad_fraction']:.4g}" == pi_s and f"{health['bad_multiplier']:.4g}" == k_s
@@ -172,13 +222,18 @@ def test_cli_reports_the_truth_within_its_intervals_and_writes_the_model(tmp_pat
 
 def test_cli_writes_no_bad_nodes_when_not_identified(tmp_path):
     log, model = tmp_path / "even.csv", tmp_path / "m.toml"
-    nodes = {f"n{i}": NodeHistory(f"n{i}", "node", 0.0, 100.0, [(10.0, "fail", ""), (60.0, "fail", "")])
-             for i in range(20)}
+    nodes = {
+        f"n{i}": NodeHistory(f"n{i}", "node", 0.0, 100.0, [(10.0, "fail", ""), (60.0, "fail", "")])
+        for i in range(20)
+    }
     log.write_text(write_csv(Trace(nodes, "even")))
     r = run("fit", log, "--bad-nodes", "--bootstrap", 10, "--out", model)
     assert r.exit_code == 0, r.output
     assert "bad nodes not identified:" in r.output and "bad fraction π" not in r.output
-    assert tomllib.loads(model.read_text())["lifecycle"]["health"] == {"bad_fraction": 0.0, "bad_multiplier": 1.0}
+    assert tomllib.loads(model.read_text())["lifecycle"]["health"] == {
+        "bad_fraction": 0.0,
+        "bad_multiplier": 1.0,
+    }
 
 
 def test_cli_keeps_no_bad_nodes_when_the_test_does_not_reject(tmp_path):
@@ -193,25 +248,42 @@ def test_cli_keeps_no_bad_nodes_when_the_test_does_not_reject(tmp_path):
     doc = json.loads(report.read_text())
     assert doc["identified"] and doc["test_no_bad_nodes"]["p_value"] > 0.05
     assert "does not reject 'no bad nodes'" in r.output
-    assert tomllib.loads(model.read_text())["lifecycle"]["health"] == {"bad_fraction": 0.0, "bad_multiplier": 1.0}
+    assert tomllib.loads(model.read_text())["lifecycle"]["health"] == {
+        "bad_fraction": 0.0,
+        "bad_multiplier": 1.0,
+    }
     assert f"bad_fraction = {doc['estimate']['bad_fraction']:.6g}" in model.read_text()
     assert doc["health"]["no_bad_nodes_because"].startswith("the test does not reject")
 
 
 # -- 5. bad input ------------------------------------------------------------------------------------------
-def _tiny(tmp_path, body: str):  # noqa: ANN202
+def _tiny(tmp_path, body: str):
     f = tmp_path / "t.csv"
     f.write_text("node,node_type,event,time_h,cause\n" + body)
     return f
 
 
-@pytest.mark.parametrize("body,args,needle", [
-    ("a,node,fail,5,\nb,node,fail,7,\nc,node,fail,9,\n", ("--nodes", 2),
-     "--nodes 2 is less than the 3 different nodes in the log"),
-    ("a,node,fail,5,\na,node,fail,7,\n", (), "1 node(s) with a non-empty window"),
-    ("a,node,start,0,\na,node,end,9,\nb,node,start,0,\nb,node,end,9,\n", (), "no failures among 2 nodes"),
-    ("a,node,fail,5,\nb,node,fail,7,\n", ("--node-type", "gpu"), "no node ids of node type gpu"),
-])
+@pytest.mark.parametrize(
+    "body,args,needle",
+    [
+        (
+            "a,node,fail,5,\nb,node,fail,7,\nc,node,fail,9,\n",
+            ("--nodes", 2),
+            "--nodes 2 is less than the 3 different nodes in the log",
+        ),
+        ("a,node,fail,5,\na,node,fail,7,\n", (), "1 node(s) with a non-empty window"),
+        (
+            "a,node,start,0,\na,node,end,9,\nb,node,start,0,\nb,node,end,9,\n",
+            (),
+            "no failures among 2 nodes",
+        ),
+        (
+            "a,node,fail,5,\nb,node,fail,7,\n",
+            ("--node-type", "gpu"),
+            "no node ids of node type gpu",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_file(tmp_path, body, args, needle):
     f = _tiny(tmp_path, body)
     line = one_line_error(run("fit", f, "--bad-nodes", *args))
@@ -221,7 +293,9 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, body, args, needle):
 def test_options_that_do_not_apply_are_refused(tmp_path):
     f = _tiny(tmp_path, "a,node,fail,5,\nb,node,fail,7,\n")
     assert "--nodes applies with --bad-nodes only" in one_line_error(run("fit", f, "--nodes", 5))
-    assert "--plot does not apply" in one_line_error(run("fit", f, "--bad-nodes", "--plot", tmp_path / "x.png"))
+    assert "--plot does not apply" in one_line_error(
+        run("fit", f, "--bad-nodes", "--plot", tmp_path / "x.png")
+    )
     with pytest.raises(InputError, match="less than the 2 different nodes"):
         node_counts(read_trace(f, "csv"), "t.csv", nodes=1)
 
@@ -234,9 +308,13 @@ def test_a_bad_nodes_model_file_feeds_a_scenario_with_a_lifecycle(tmp_path):
     from cprsim import scenario as sc
 
     m = tmp_path / "m.toml"
-    m.write_text('# header\n[lifecycle.health]\nbad_fraction = 0.04\nbad_multiplier = 12.5\n')
+    m.write_text("# header\n[lifecycle.health]\nbad_fraction = 0.04\nbad_multiplier = 12.5\n")
     base = tomllib.loads(sc.to_toml(sc.load("toy").model_dump(mode="python", exclude_none=True)))
-    with_lc = {**base, "failures": {**base["failures"], "model": str(m)}, "lifecycle": {"standbys": 1}}
+    with_lc = {
+        **base,
+        "failures": {**base["failures"], "model": str(m)},
+        "lifecycle": {"standbys": 1},
+    }
     f = tmp_path / "s.toml"
     f.write_text(sc.to_toml(with_lc))
     s = sc.load(str(f))

@@ -23,7 +23,7 @@ CELL_TIMEOUT_S = 300
 
 
 def test_the_notebooks_are_there() -> None:
-    assert EXPECTED <= {p.name for p in NOTEBOOKS}
+    assert {p.name for p in NOTEBOOKS} >= EXPECTED
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -48,11 +48,15 @@ def kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("jupyter")
     spec = root / "kernels" / "python3"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (cprsim tests)",
-        "language": "python",
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (cprsim tests)",
+                "language": "python",
+            }
+        )
+    )
     return root
 
 
@@ -66,11 +70,16 @@ def test_notebook_runs(path: Path, kernel_dir: Path, monkeypatch: pytest.MonkeyP
     nb = nbformat.read(path, as_version=4)
     # first, in memory only: check that the kernel is this interpreter
     probe = nbformat.v4.new_code_cell(
-        f"import sys\nassert sys.prefix == {sys.prefix!r}, (sys.executable, sys.prefix)")
+        f"import sys\nassert sys.prefix == {sys.prefix!r}, (sys.executable, sys.prefix)"
+    )
     nb.cells.insert(0, probe)
     before = sorted(p.name for p in NB_DIR.iterdir())
-    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NB_DIR)}})
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NB_DIR)}},
+    )
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):

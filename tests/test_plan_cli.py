@@ -9,15 +9,34 @@ from click.testing import CliRunner
 
 from cprsim.cli import main
 
-
-QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "2000", "--save-s", "120",
-         "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20", "-n", "40",
-         "--search-replications", "40"]
+QUICK = [
+    "plan",
+    "--embedding-servers",
+    "16",
+    "--trainers",
+    "8",
+    "--node-mtbf-h",
+    "2000",
+    "--save-s",
+    "120",
+    "--load-s",
+    "60",
+    "--samples-per-s",
+    "1e5",
+    "--duration-h",
+    "20",
+    "-n",
+    "40",
+    "--search-replications",
+    "40",
+]
 
 
 def test_quick_form_plans_and_writes_json(tmp_path):
     out = tmp_path / "plan.json"
-    r = CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "--json", "--out", str(out)])
+    r = CliRunner().invoke(
+        main, QUICK + ["--max-accuracy-loss", "0.001", "--json", "--out", str(out)]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert json.loads(out.read_text()) == d
@@ -37,19 +56,30 @@ def test_quick_form_plans_and_writes_json(tmp_path):
 
 def test_the_plan_says_when_it_rests_on_an_uncalibrated_model(tmp_path):
     cal = tmp_path / "cal.toml"
-    cal.write_text("[provenance]\ncalibrated = false\nsource = \"test\"\n\n[fit.partial]\n"
-                   + "".join(f"{m}_slope{s} = {v}\n" for m in ("auc", "logloss") for s, v in (("", 0.02), ("_hi", 0.03))))
-    r = CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "--calibration", str(cal)])
+    cal.write_text(
+        '[provenance]\ncalibrated = false\nsource = "test"\n\n[fit.partial]\n'
+        + "".join(
+            f"{m}_slope{s} = {v}\n"
+            for m in ("auc", "logloss")
+            for s, v in (("", 0.02), ("_hi", 0.03))
+        )
+    )
+    r = CliRunner().invoke(
+        main, QUICK + ["--max-accuracy-loss", "0.001", "--calibration", str(cal)]
+    )
     assert r.exit_code == 0, r.output
     assert "UNCALIBRATED" in r.output and "Recommendation" in r.output
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--max-accuracy-loss", "-0.01"], "max-accuracy-loss"),
-    (["--max-accuracy-loss", "nan"], "max-accuracy-loss"),
-    (["--max-accuracy-loss", "0.001", "--strategies", "partial,bogus"], "bogus"),
-    (["--max-accuracy-loss", "0.001", "--metric", "accuracy"], "accuracy"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--max-accuracy-loss", "-0.01"], "max-accuracy-loss"),
+        (["--max-accuracy-loss", "nan"], "max-accuracy-loss"),
+        (["--max-accuracy-loss", "0.001", "--strategies", "partial,bogus"], "bogus"),
+        (["--max-accuracy-loss", "0.001", "--metric", "accuracy"], "accuracy"),
+    ],
+)
 def test_plan_refuses_bad_input_in_one_line(args, needle, one_line_error):
     assert needle in one_line_error(CliRunner().invoke(main, QUICK + args))
 
@@ -61,12 +91,16 @@ def test_plan_without_scenario_or_quick_options_says_what_is_missing(one_line_er
 
 def test_access_prints_and_plots(tmp_path):
     png = tmp_path / "a.png"
-    r = CliRunner().invoke(main, ["access", "--table-scale", "100", "--samples", "1e3,1e5", "--plot", str(png)])
+    r = CliRunner().invoke(
+        main, ["access", "--table-scale", "100", "--samples", "1e3,1e5", "--plot", str(png)]
+    )
     assert r.exit_code == 0, r.output
     assert "top 1% of rows take 92.0% of accesses" in " ".join(r.output.split())
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("args", [["--skew", "0.01"], ["--skew", "0.5:0.1"], ["--counts", "missing.csv"]])
+@pytest.mark.parametrize(
+    "args", [["--skew", "0.01"], ["--skew", "0.5:0.1"], ["--counts", "missing.csv"]]
+)
 def test_access_bad_input(args, one_line_error):
     one_line_error(CliRunner().invoke(main, ["access", *args]))

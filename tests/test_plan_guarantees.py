@@ -17,9 +17,23 @@ from cprsim.plan.search import GRID_RATIO
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import estimate, run_replications
 
-
-QUICK = ["plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "300", "--save-s", "120",
-         "--load-s", "60", "--samples-per-s", "1e5", "--duration-h", "20"]
+QUICK = [
+    "plan",
+    "--embedding-servers",
+    "16",
+    "--trainers",
+    "8",
+    "--node-mtbf-h",
+    "300",
+    "--save-s",
+    "120",
+    "--load-s",
+    "60",
+    "--samples-per-s",
+    "1e5",
+    "--duration-h",
+    "20",
+]
 
 
 def _plan(args):
@@ -35,7 +49,18 @@ def _opt(d, label):
 def test_the_same_plan_at_100_200_400_confirmations_lands_within_one_grid_step():
     taus = []
     for n in (100, 200, 400):
-        d = _plan(["plan", "cpr-production", "--max-accuracy-loss", "0.001", "--strategies", "partial", "-n", str(n)])
+        d = _plan(
+            [
+                "plan",
+                "cpr-production",
+                "--max-accuracy-loss",
+                "0.001",
+                "--strategies",
+                "partial",
+                "-n",
+                str(n),
+            ]
+        )
         o = _opt(d, "CPR-vanilla")
         assert o["meets_bound"] and o["within_lo"] >= 0.9
         taus.append(o["interval_h"])
@@ -50,10 +75,22 @@ def _calibration(path, slopes, ranges, n=12, seed=0):
         x = np.linspace(ranges[st] / n, ranges[st], n)
         y = b * x + rng.normal(0, 0.02 * b * ranges[st], n)
         f, _ = fit_through_origin(x, y)
-        lines += [f"[fit.{st}]"] + [f"{m}_slope{s} = {v!r}" for m in ("auc", "logloss")
-                                    for s, v in (("", f.slope), ("_lo", f.lo), ("_hi", f.hi))] + [""]
-        lines += [f"[points.{st}]", f"pls = {list(map(float, x))!r}", f"d_auc = {list(map(float, y))!r}",
-                  f"d_logloss = {list(map(float, y))!r}", ""]
+        lines += (
+            [f"[fit.{st}]"]
+            + [
+                f"{m}_slope{s} = {v!r}"
+                for m in ("auc", "logloss")
+                for s, v in (("", f.slope), ("_lo", f.lo), ("_hi", f.hi))
+            ]
+            + [""]
+        )
+        lines += [
+            f"[points.{st}]",
+            f"pls = {list(map(float, x))!r}",
+            f"d_auc = {list(map(float, y))!r}",
+            f"d_logloss = {list(map(float, y))!r}",
+            "",
+        ]
     path.write_text("\n".join(lines))
     return path
 
@@ -61,27 +98,52 @@ def _calibration(path, slopes, ranges, n=12, seed=0):
 def test_one_pooled_slope_unless_the_strategies_differ(tmp_path):
     from cprsim.calibrate.calibration import load_calibration
 
-    same = load_calibration(_calibration(tmp_path / "same.toml", {"partial": 0.01, "mfu": 0.01}, {"partial": 0.2, "mfu": 0.05}))
+    same = load_calibration(
+        _calibration(
+            tmp_path / "same.toml", {"partial": 0.01, "mfu": 0.01}, {"partial": 0.2, "mfu": 0.05}
+        )
+    )
     acc = plan_accuracy(same, "auc")
     assert acc.pooled and acc.p_value > 0.05
     pts = same.raw["points"]
     x = np.concatenate([pts[s]["pls"] for s in ("partial", "mfu")])
     y = np.concatenate([pts[s]["d_auc"] for s in ("partial", "mfu")])
-    assert acc.slopes["mfu"].slope == pytest.approx(float(np.linalg.lstsq(x[:, None], y, rcond=None)[0][0]))
-    assert acc.measured_range("mfu") == pytest.approx(0.05) and acc.measured_range("partial") == pytest.approx(0.2)
-    differ = load_calibration(_calibration(tmp_path / "differ.toml", {"partial": 0.01, "mfu": 0.03},
-                                           {"partial": 0.2, "mfu": 0.05}))
+    assert acc.slopes["mfu"].slope == pytest.approx(
+        float(np.linalg.lstsq(x[:, None], y, rcond=None)[0][0])
+    )
+    assert acc.measured_range("mfu") == pytest.approx(0.05) and acc.measured_range(
+        "partial"
+    ) == pytest.approx(0.2)
+    differ = load_calibration(
+        _calibration(
+            tmp_path / "differ.toml", {"partial": 0.01, "mfu": 0.03}, {"partial": 0.2, "mfu": 0.05}
+        )
+    )
     acc2 = plan_accuracy(differ, "auc")
     assert not acc2.pooled and acc2.p_value < 0.05
     assert acc2.slopes["mfu"].slope > 2 * acc2.slopes["partial"].slope
 
 
 def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_path):
-    cal = _calibration(tmp_path / "cal.toml", {"partial": 0.002, "mfu": 0.002}, {"partial": 0.5, "mfu": 0.01})
-    args = QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial,mfu", "--calibration", str(cal),
-                    "-n", "60", "--search-replications", "60"]
+    cal = _calibration(
+        tmp_path / "cal.toml", {"partial": 0.002, "mfu": 0.002}, {"partial": 0.5, "mfu": 0.01}
+    )
+    args = QUICK + [
+        "--max-accuracy-loss",
+        "0.001",
+        "--strategies",
+        "partial,mfu",
+        "--calibration",
+        str(cal),
+        "-n",
+        "60",
+        "--search-replications",
+        "60",
+    ]
     d = _plan(args)
-    assert any("--allow-extrapolation" in n and "0.01" in n and "CPR-MFU" in n for n in d["notes"]), d["notes"]
+    assert any(
+        "--allow-extrapolation" in n and "0.01" in n and "CPR-MFU" in n for n in d["notes"]
+    ), d["notes"]
     mfu = _opt(d, "CPR-MFU")
     assert mfu["pls_bound"] <= 2 * 0.01 * (1 + 1e-9)
     r = CliRunner().invoke(main, args)  # the table run prints the refusal and the flag
@@ -94,39 +156,89 @@ def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_pat
 
 
 def test_lookahead_is_planned_as_a_weaker_mfu_not_an_oracle():
-    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "mfu,lookahead", "-n", "60",
-                       "--search-replications", "60"])
+    d = _plan(
+        QUICK
+        + [
+            "--max-accuracy-loss",
+            "0.001",
+            "--strategies",
+            "mfu,lookahead",
+            "-n",
+            "60",
+            "--search-replications",
+            "60",
+        ]
+    )
     la = _opt(d, "Lookahead")
-    assert not la["oracle"] and "protects less" in la["note"] and "protects" in _opt(d, "CPR-MFU")["note"]
+    assert (
+        not la["oracle"]
+        and "protects less" in la["note"]
+        and "protects" in _opt(d, "CPR-MFU")["note"]
+    )
 
 
 def test_confidence_mean_and_objective_p90():
-    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial", "--confidence", "mean",
-                       "--objective", "p90", "-n", "40", "--search-replications", "40"])
+    d = _plan(
+        QUICK
+        + [
+            "--max-accuracy-loss",
+            "0.001",
+            "--strategies",
+            "partial",
+            "--confidence",
+            "mean",
+            "--objective",
+            "p90",
+            "-n",
+            "40",
+            "--search-replications",
+            "40",
+        ]
+    )
     assert d["confidence"] is None and d["objective"] == "p90"
     o = _opt(d, "CPR-vanilla")
     assert o["pls"]["mean"] <= o["pls_bound"] * (1 + 1e-9) or not o["meets_bound"]
     assert "P90 overhead" in d["message"] or "partial recovery does not pay" in d["message"]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--confidence", "1.5"], "[0.5, 1)"),
-    (["--confidence", "x"], "mean"),
-    (["--objective", "p50"], "p50"),
-    (["--max-checkpoint-age", "-3h"], "duration"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--confidence", "1.5"], "[0.5, 1)"),
+        (["--confidence", "x"], "mean"),
+        (["--objective", "p50"], "p50"),
+        (["--max-checkpoint-age", "-3h"], "duration"),
+    ],
+)
 def test_bad_plan_options_are_one_line_errors(args, needle, one_line_error):
-    assert needle in one_line_error(CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", *args]))
+    assert needle in one_line_error(
+        CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", *args])
+    )
 
 
 def test_too_few_replications_to_prove_the_confidence_is_refused(one_line_error):
-    line = one_line_error(CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "-n", "10"]))
+    line = one_line_error(
+        CliRunner().invoke(main, QUICK + ["--max-accuracy-loss", "0.001", "-n", "10"])
+    )
     assert "29" in line  # (1 - 0.95)^(1/n) >= 0.9 needs n >= 29
 
 
 def test_max_checkpoint_age_is_honoured_by_every_option():
-    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "partial,mfu", "--max-checkpoint-age", "2h",
-                       "-n", "40", "--search-replications", "40"])
+    d = _plan(
+        QUICK
+        + [
+            "--max-accuracy-loss",
+            "0.001",
+            "--strategies",
+            "partial,mfu",
+            "--max-checkpoint-age",
+            "2h",
+            "-n",
+            "40",
+            "--search-replications",
+            "40",
+        ]
+    )
     for o in d["options"]:
         assert o["interval_h"] <= 2 + 1e-9 and o["full_interval_h"] <= 2 + 1e-9, o["label"]
 
@@ -139,11 +251,24 @@ def jobbed(jobbed_scenario):
 
 def test_a_plan_without_full_checkpoints_needs_asking(linear_accuracy, jobbed):
     s = sc.validate({**jobbed, "failures": {"embedding": jobbed["failures"]["embedding"]}}, "t")
-    p = make_plan(s, 0.05, calibration=linear_accuracy(0.01), replications=40, search_replications=40,
-                  strategies=["partial"])
+    p = make_plan(
+        s,
+        0.05,
+        calibration=linear_accuracy(0.01),
+        replications=40,
+        search_replications=40,
+        strategies=["partial"],
+    )
     assert all(o.full_interval_s < s.duration_s for o in p.options if o.strategy != "full")
-    p2 = make_plan(s, 0.05, calibration=linear_accuracy(0.01), replications=40, search_replications=40,
-                   strategies=["partial"], allow_no_full_checkpoint=True)
+    p2 = make_plan(
+        s,
+        0.05,
+        calibration=linear_accuracy(0.01),
+        replications=40,
+        search_replications=40,
+        strategies=["partial"],
+        allow_no_full_checkpoint=True,
+    )
     assert p2.full_interval_s == s.duration_s
 
 
@@ -152,17 +277,34 @@ def test_two_interval_plan_against_a_brute_force_grid(linear_accuracy, jobbed):
     """With job-level interruptions and a loose PLS bound, CPR-vanilla's interval is the full-checkpoint
     interval; no grid interval that keeps PLS within the bound is significantly cheaper (paired CRN)."""
     s = sc.validate(jobbed, "t")
-    p = make_plan(s, 0.05, calibration=linear_accuracy(0.01), replications=100, search_replications=100,
-                  strategies=["partial", "mfu"])
+    p = make_plan(
+        s,
+        0.05,
+        calibration=linear_accuracy(0.01),
+        replications=100,
+        search_replications=100,
+        strategies=["partial", "mfu"],
+    )
     van = p.option("CPR-vanilla")
     assert van.meets_bound and van.full_interval_s == pytest.approx(van.interval_s)
     mfu = p.option("CPR-MFU")
     assert mfu.full_interval_s <= p.full_interval_s * (1 + 1e-9)
-    mine = np.array([r.overhead for r in run_replications(s.with_updates(
-        {"checkpoint.interval_h": van.interval_s / HOUR, "strategy.name": "partial"}), 200)[0]])
+    mine = np.array(
+        [
+            r.overhead
+            for r in run_replications(
+                s.with_updates(
+                    {"checkpoint.interval_h": van.interval_s / HOUR, "strategy.name": "partial"}
+                ),
+                200,
+            )[0]
+        ]
+    )
     best = None
     for tau_h in np.geomspace(0.25, 16, 13):
-        res, _ = run_replications(s.with_updates({"checkpoint.interval_h": float(tau_h), "strategy.name": "partial"}), 200)
+        res, _ = run_replications(
+            s.with_updates({"checkpoint.interval_h": float(tau_h), "strategy.name": "partial"}), 200
+        )
         if np.quantile([r.pls for r in res], 0.9) > van.pls_bound:
             continue
         ov = np.array([r.overhead for r in res])
@@ -179,15 +321,29 @@ def test_p90_quantile_ci_covers_the_true_quantile_at_its_level():
     rng = np.random.default_rng(3)
     true = -math.log(0.1)
     trials = 400
-    hits = sum(lo <= true <= hi for lo, hi in (quantile_ci(rng.exponential(size=200), 0.9) for _ in range(trials)))
+    hits = sum(
+        lo <= true <= hi
+        for lo, hi in (quantile_ci(rng.exponential(size=200), 0.9) for _ in range(trials))
+    )
     # binomial 99.9% band around 0.95 for 400 trials (the order-statistic CI is conservative: >= 95%)
     assert hits >= trials * 0.95 - 3.29 * math.sqrt(trials * 0.95 * 0.05)
 
 
 def test_every_strategy_is_plannable_and_says_what_it_costs_beyond_time():
     """--strategies all reaches ECRM and Check-N-Run, each with its own note (memory, bytes)."""
-    d = _plan(QUICK + ["--max-accuracy-loss", "0.001", "--strategies", "all", "-n", "30",
-                       "--search-replications", "30"])
+    d = _plan(
+        QUICK
+        + [
+            "--max-accuracy-loss",
+            "0.001",
+            "--strategies",
+            "all",
+            "-n",
+            "30",
+            "--search-replications",
+            "30",
+        ]
+    )
     strategies = {o["strategy"]: o for o in d["options"]}
     assert {"full", "partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun"} <= set(strategies)
     assert "extra memory" in strategies["ecrm"]["note"]

@@ -13,13 +13,12 @@ from cprsim import scenario as sc
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
 from cprsim.plan import failure_rates, make_plan
-from cprsim.sim import strategies
 from cprsim.plan.search import cp_lower, grid_below, judge
 from cprsim.scenario import HOUR
+from cprsim.sim import strategies
 from cprsim.sim.prioritized import coverage_of
 from cprsim.sim.replicate import estimate, run_replications
 from cprsim.sim.streams import REPLICATION_BLOCKS
-
 
 BOUND = 0.001
 
@@ -32,13 +31,26 @@ def base():
 @pytest.fixture(scope="module")
 def poisson(base):
     """cpr-production with exponential failure events: the setting of the analytic oracles."""
-    return base.with_updates({"failures.domains": [{"name": "ps-group", "node_type": "embedding", "nodes": 4, "membership": "random",
-                                                    "failure": {"family": "exponential", "mtbf_h": 10.0}}]})
+    return base.with_updates(
+        {
+            "failures.domains": [
+                {
+                    "name": "ps-group",
+                    "node_type": "embedding",
+                    "nodes": 4,
+                    "membership": "random",
+                    "failure": {"family": "exponential", "mtbf_h": 10.0},
+                }
+            ]
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def plan(base, linear_accuracy):
-    return make_plan(base, BOUND, calibration=linear_accuracy(), replications=120, search_replications=120)
+    return make_plan(
+        base, BOUND, calibration=linear_accuracy(), replications=120, search_replications=120
+    )
 
 
 def _run(s, tau_s, strategy, params=None, n=None, seed=None, block="search"):
@@ -56,7 +68,9 @@ def test_full_interval_is_as_good_as_a_brute_force_optimum(base, plan):
     runs = {t: np.array([r.overhead for r in _run(base, t, "full", n=200)]) for t in grid}
     best = min(runs, key=lambda t: runs[t].mean())
     for label in ("full (simulated optimum)", "full (Daly)"):
-        mine = np.array([r.overhead for r in _run(base, plan.option(label).interval_s, "full", n=200)])
+        mine = np.array(
+            [r.overhead for r in _run(base, plan.option(label).interval_s, "full", n=200)]
+        )
         d = estimate(mine - runs[best])
         assert d.lo <= 0.0, f"{label} is significantly worse than the grid optimum: {d}"
     # and the grid really has a minimum in the inside (the test would notice a monotone curve)
@@ -107,7 +121,9 @@ def test_judge_per_run_and_on_the_mean():
         v = judge(x, bound, 0.9)
         assert v.within == k / 200 and v.within_lo == pytest.approx(cp_lower(k, 200))
         assert v.passed == (cp_lower(k, 200) >= 0.9)
-    assert not judge(x, 0.91, 0.9).passed and judge(x, 0.97, 0.9).passed  # 182/200 > 0.9 proves nothing
+    assert (
+        not judge(x, 0.91, 0.9).passed and judge(x, 0.97, 0.9).passed
+    )  # 182/200 > 0.9 proves nothing
     assert judge(x, 0.5, None).passed and not judge(x, 0.49, None).passed
 
 
@@ -119,23 +135,47 @@ def test_confirmation_steps_the_interval_down_until_fresh_runs_pass(base, linear
     from cprsim.sim import strategies
 
     acc = plan_accuracy(linear_accuracy(), "auc")
-    ctx = _Context(base, BOUND, "auc", acc, 0.9, 100, 100, costs_of(base), rates_of(base), lambda k=1: None,
-                   False, [])
+    ctx = _Context(
+        base,
+        BOUND,
+        "auc",
+        acc,
+        0.9,
+        100,
+        100,
+        costs_of(base),
+        rates_of(base),
+        lambda k=1: None,
+        False,
+        [],
+    )
     bound = acc.pls_bound(BOUND, "partial")
     cands = grid_below(25 * HOUR, 60.0)
     steps = list(reversed(cands[:-1]))  # descending from just below 25 h
-    o = _confirm(ctx, "CPR-vanilla", strategies.get("partial"), cands[-1], {}, 0.0, 0.0, bound, "", steps)
+    o = _confirm(
+        ctx, "CPR-vanilla", strategies.get("partial"), cands[-1], {}, 0.0, 0.0, bound, "", steps
+    )
     assert o.stepped_down > 0 and o.meets_bound and o.interval_s == steps[o.stepped_down - 1]
     res = _run(base, o.interval_s, "partial", n=100, block="confirm")
     assert judge([r.pls for r in res], bound, 0.9).passed
-    longer = _run(base, cands[-1] if o.stepped_down == 1 else steps[o.stepped_down - 2], "partial", n=100,
-                  block="confirm")
+    longer = _run(
+        base,
+        cands[-1] if o.stepped_down == 1 else steps[o.stepped_down - 2],
+        "partial",
+        n=100,
+        block="confirm",
+    )
     assert not judge([r.pls for r in longer], bound, 0.9).passed
 
 
 def test_mfu_loses_no_more_than_ssu_and_ssu_no_more_than_vanilla_at_equal_overhead(base):
     tau = 2 * HOUR
-    params = {"top_fraction": 0.05, "full_every": 8, "counter_overhead": 0.0, "select_ns_per_row": 0.0}
+    params = {
+        "top_fraction": 0.05,
+        "full_every": 8,
+        "counter_overhead": 0.0,
+        "select_ns_per_row": 0.0,
+    }
     mfu = _run(base, tau, "mfu", params, n=150)
     ssu = _run(base, tau, "ssu", {**params, "sample_rate": 0.001}, n=150)
     # equal overhead: same saves, no counting cost -> same save time in every replication
@@ -145,7 +185,9 @@ def test_mfu_loses_no_more_than_ssu_and_ssu_no_more_than_vanilla_at_equal_overhe
     # vanilla with the same save overhead per unit of progress: one full save per delta_avg/tau
     c = costs_of(base)
     MFU = strategies.get("mfu")
-    d_avg = analytic.prioritized_save_s(c.save_s, MFU.partial_save_cost(base, MFU.Params(**params), tau, c), 8)
+    d_avg = analytic.prioritized_save_s(
+        c.save_s, MFU.partial_save_cost(base, MFU.Params(**params), tau, c), 8
+    )
     van = _run(base, tau * c.save_s / d_avg, "partial", n=150)
     d = estimate([b.pls - v.pls for b, v in zip(ssu, van)])
     assert d.hi < 0, f"SSU should lose less than vanilla at equal save overhead: {d}"
@@ -162,8 +204,9 @@ def test_prioritized_pls_matches_its_analytic_expectation(poisson, strategy, rat
     pls = estimate([x.pls for x in res])
     rates = failure_rates(base)
     cov = coverage_of(base, tau, r, rate)
-    expect = analytic.expected_pls_prioritized(base.duration_s, tau, rates.embedding, rates.k,
-                                               base.cluster.embedding_servers, cov, K)
+    expect = analytic.expected_pls_prioritized(
+        base.duration_s, tau, rates.embedding, rates.k, base.cluster.embedding_servers, cov, K
+    )
     # the oracle counts failures during compute only; those during saves/recoveries (a share
     # (wall - W)/W of the time) add at most that share of PLS
     extra = np.mean([x.wall_s for x in res]) / base.duration_s - 1
@@ -176,14 +219,22 @@ def test_vanilla_pls_matches_its_analytic_expectation(poisson):
     res = _run(base, tau, "partial", n=400)
     pls = estimate([x.pls for x in res])
     rates = failure_rates(base)
-    expect = analytic.expected_pls(base.duration_s, tau, costs_of(base).save_s, rates.embedding, rates.k,
-                                   base.cluster.embedding_servers)
+    expect = analytic.expected_pls(
+        base.duration_s,
+        tau,
+        costs_of(base).save_s,
+        rates.embedding,
+        rates.k,
+        base.cluster.embedding_servers,
+    )
     extra = np.mean([x.wall_s for x in res]) / base.duration_s - 1
     assert pls.lo - extra * expect <= expect <= pls.hi + extra * expect
 
 
 def test_partial_recovery_does_not_pay_for_a_tiny_bound(base, linear_accuracy):
-    p = make_plan(base, 1e-7, calibration=linear_accuracy(), replications=30, search_replications=30)
+    p = make_plan(
+        base, 1e-7, calibration=linear_accuracy(), replications=30, search_replications=30
+    )
     assert p.option(p.recommended).strategy == "full"
     assert "does not pay" in p.message
 

@@ -30,9 +30,23 @@ def files(tmp_path_factory, cli):
     d = tmp_path_factory.mktemp("plots")
     (d / "s.toml").write_text(SWEEP)
     assert cli("sweep", d / "s.toml", "--out", d / "sweep").exit_code == 0
-    assert cli("simulate", "toy", "-n", "3", "--strategy", "full", "--out", d / "sim").exit_code == 0
-    assert cli("plan", "toy", "--max-accuracy-loss", "0.001", "-n", "30", "--out", d / "plan.json").exit_code == 0
-    r = cli("fit", ROOT / "traces" / "examples" / "weibull-64.csv", "--bootstrap", "0", "--report", d / "fit.json")
+    assert (
+        cli("simulate", "toy", "-n", "3", "--strategy", "full", "--out", d / "sim").exit_code == 0
+    )
+    assert (
+        cli(
+            "plan", "toy", "--max-accuracy-loss", "0.001", "-n", "30", "--out", d / "plan.json"
+        ).exit_code
+        == 0
+    )
+    r = cli(
+        "fit",
+        ROOT / "traces" / "examples" / "weibull-64.csv",
+        "--bootstrap",
+        "0",
+        "--report",
+        d / "fit.json",
+    )
     assert r.exit_code == 0, r.output
     return d
 
@@ -44,25 +58,77 @@ def svg_text(path: Path) -> str:
 
 
 CASES = [
-    ("overhead", "sweep", ["--plan", "{d}/plan.json"],
-     ["checkpoint interval", "total overhead (% of failure-free time W)", "full", "partial", "mfu", "plan: ",
-      "band: 95% CI of the mean"]),
-    ("overhead", "sweep", ["--band", "p90"], ["band: P50–P90 of single runs", "(mean, P50–P90 of single runs)"]),
+    (
+        "overhead",
+        "sweep",
+        ["--plan", "{d}/plan.json"],
+        [
+            "checkpoint interval",
+            "total overhead (% of failure-free time W)",
+            "full",
+            "partial",
+            "mfu",
+            "plan: ",
+            "band: 95% CI of the mean",
+        ],
+    ),
+    (
+        "overhead",
+        "sweep",
+        ["--band", "p90"],
+        ["band: P50–P90 of single runs", "(mean, P50–P90 of single runs)"],
+    ),
     ("overhead", "sweep", ["--metric", "ckpt_overhead"], ["checkpoint-related overhead (% of W)"]),
-    ("breakdown", "sweep", [], ["overhead (% of failure-free time W)", "checkpoint saves", "re-executed work",
-                                "rescheduling", "strategy and setting"]),
+    (
+        "breakdown",
+        "sweep",
+        [],
+        [
+            "overhead (% of failure-free time W)",
+            "checkpoint saves",
+            "re-executed work",
+            "rescheduling",
+            "strategy and setting",
+        ],
+    ),
     ("breakdown", "sim", [], ["checkpoint saves", "τ=0.5 h"]),
-    ("pls", "sweep", ["--pls-bound", "0.01"], ["PLS (portion of lost samples)", "PLS bound 0.01", "partial", "mfu"]),
-    ("pls", "sweep", ["--band", "p90"], ["PLS (portion of lost samples)", "band: P50–P90 of single runs"]),
-    ("fit", "fit.json", [], ["survival S(t)", "time between failures (h)", "Kaplan-Meier", "weibull",
-                             "Weibull probability plot"]),
-    ("calibration", str(ROOT / "cprsim" / "data" / "calibration.toml"), [],
-     ["PLS (portion of lost samples)", "AUC loss", "partial"]),
+    (
+        "pls",
+        "sweep",
+        ["--pls-bound", "0.01"],
+        ["PLS (portion of lost samples)", "PLS bound 0.01", "partial", "mfu"],
+    ),
+    (
+        "pls",
+        "sweep",
+        ["--band", "p90"],
+        ["PLS (portion of lost samples)", "band: P50–P90 of single runs"],
+    ),
+    (
+        "fit",
+        "fit.json",
+        [],
+        [
+            "survival S(t)",
+            "time between failures (h)",
+            "Kaplan-Meier",
+            "weibull",
+            "Weibull probability plot",
+        ],
+    ),
+    (
+        "calibration",
+        str(ROOT / "cprsim" / "data" / "calibration.toml"),
+        [],
+        ["PLS (portion of lost samples)", "AUC loss", "partial"],
+    ),
     ("timeline", "sim", [], ["wall-clock time (hours)", "job", "compute", "save"]),
 ]
 
 
-@pytest.mark.parametrize("kind, src, extra, labels", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "kind, src, extra, labels", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
 def test_each_kind_writes_png_and_svg_with_its_labels(files, kind, src, extra, labels, cli):
     source = src if Path(src).is_absolute() else files / src
     extra = [x.format(d=files) for x in extra]
@@ -94,7 +160,15 @@ def test_default_output_is_beside_the_results(files, cli):
 
 
 def test_where_selects_points(files, cli):
-    r = cli("plot", "breakdown", files / "sweep", "--where", "checkpoint.interval_h=0.5", "-o", files / "w.svg")
+    r = cli(
+        "plot",
+        "breakdown",
+        files / "sweep",
+        "--where",
+        "checkpoint.interval_h=0.5",
+        "-o",
+        files / "w.svg",
+    )
     assert r.exit_code == 0, r.output
     text = svg_text(files / "w.svg")
     assert "τ=0.5 h" in text and "τ=0.25 h" not in text
@@ -103,7 +177,10 @@ def test_where_selects_points(files, cli):
 def point_rows(folder: Path) -> dict[int, list[dict[str, str]]]:
     with (folder / "results.csv").open(newline="") as f:
         recs = list(csv.DictReader(f))
-    return {i: [r for r in recs if int(r["point"]) == i] for i in sorted({int(r["point"]) for r in recs})}
+    return {
+        i: [r for r in recs if int(r["point"]) == i]
+        for i in sorted({int(r["point"]) for r in recs})
+    }
 
 
 @pytest.mark.parametrize("metric", ["overhead", "pls"])
@@ -124,7 +201,12 @@ def test_p90_band_is_p50_to_p90_of_the_runs_not_the_ci(files, metric):
 
 def band_polygons_y(fig) -> set[float]:
     ax = fig.axes[0]
-    return {round(float(y), 9) for c in ax.collections for path in c.get_paths() for y in path.vertices[:, 1]}
+    return {
+        round(float(y), 9)
+        for c in ax.collections
+        for path in c.get_paths()
+        for y in path.vertices[:, 1]
+    }
 
 
 def test_the_figure_draws_the_band_asked_for(files):
@@ -148,24 +230,33 @@ def test_the_figure_draws_the_band_asked_for(files):
     plt.close(fig)
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["overhead", "{d}/none"], "no such file or folder"),
-    (["overhead", "{d}/sweep", "--out", "{d}/x.gif"], "unknown image format"),
-    (["overhead", "{d}/sweep", "--where", "cluster.trainers=3"], "not a grid key"),
-    (["overhead", "{d}/sweep", "--where", "checkpoint.interval_h=9"], "no point has"),
-    (["fit", "{d}/plan.json"], "not a fit report"),
-    (["calibration", "{d}/sweep"], "no such calibration file"),
-    (["timeline", "{d}/fit.json"], "expected a `cprsim simulate --out` folder"),
-    (["pls", "{d}/sim/events.csv"], "not a cprsim results table"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["overhead", "{d}/none"], "no such file or folder"),
+        (["overhead", "{d}/sweep", "--out", "{d}/x.gif"], "unknown image format"),
+        (["overhead", "{d}/sweep", "--where", "cluster.trainers=3"], "not a grid key"),
+        (["overhead", "{d}/sweep", "--where", "checkpoint.interval_h=9"], "no point has"),
+        (["fit", "{d}/plan.json"], "not a fit report"),
+        (["calibration", "{d}/sweep"], "no such calibration file"),
+        (["timeline", "{d}/fit.json"], "expected a `cprsim simulate --out` folder"),
+        (["pls", "{d}/sim/events.csv"], "not a cprsim results table"),
+    ],
+)
 def test_bad_input_is_a_one_line_error(files, args, expected, one_line_error, cli):
     assert expected in one_line_error(cli("plot", *[a.format(d=files) for a in args]))
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["breakdown", "{d}/sweep", "--band", "p90"], "'p90' does not apply to breakdown"),
-    (["overhead", "{d}/sweep", "--band", "p95"], "Invalid value for '--band': 'p95' is not one of"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["breakdown", "{d}/sweep", "--band", "p90"], "'p90' does not apply to breakdown"),
+        (
+            ["overhead", "{d}/sweep", "--band", "p95"],
+            "Invalid value for '--band': 'p95' is not one of",
+        ),
+    ],
+)
 def test_a_bad_option_is_a_usage_error(files, args, expected, cli):
     r = cli("plot", *[a.format(d=files) for a in args])
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output

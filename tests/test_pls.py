@@ -29,8 +29,14 @@ def test_a_late_commit_never_moves_a_restored_shard_back():
     np.testing.assert_array_equal(led.markers[0], [40.0, 30.0])
 
 
-@pytest.mark.parametrize("bad", [dict(n_shards=0), dict(n_shards=2, weights=np.array([0.8, 0.8])),
-                                 dict(n_shards=2, tiers=(0.5, 0.6))])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(n_shards=0),
+        dict(n_shards=2, weights=np.array([0.8, 0.8])),
+        dict(n_shards=2, tiers=(0.5, 0.6)),
+    ],
+)
 def test_bad_ledgers_are_refused(bad):
     with pytest.raises(ValueError):
         ShardLedger(**bad)

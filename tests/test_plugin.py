@@ -17,16 +17,22 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_line_error, run
 from cprsim.sim import strategies
+
+from cli_helpers import one_line_error, run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin_strategy"
 MODULE = (EXAMPLE / "cprsim_compressed.py").read_text()
 ERROR_START = 'Error: plugin cprsim-bad 0.2, entry point "'
 
 
-def make_dist(root: Path, entry_points: dict[str, str], modules: dict[str, str] | None = None,
-              name: str = "cprsim-compressed", version: str = "0.1.0") -> Path:
+def make_dist(
+    root: Path,
+    entry_points: dict[str, str],
+    modules: dict[str, str] | None = None,
+    name: str = "cprsim-compressed",
+    version: str = "0.1.0",
+) -> Path:
     """An installed distribution as importlib.metadata sees one on sys.path: its dist-info folder
     (METADATA, entry_points.txt) and its modules, in ``root``."""
     root.mkdir(parents=True, exist_ok=True)
@@ -34,7 +40,8 @@ def make_dist(root: Path, entry_points: dict[str, str], modules: dict[str, str] 
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text(
-        "[cprsim.strategies]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+        "[cprsim.strategies]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+    )
     for mod, text in (modules or {}).items():
         (root / f"{mod}.py").write_text(text)
     return root
@@ -51,31 +58,57 @@ def bad_site(root: Path, entry_points: dict[str, str], modules: dict[str, str]) 
 
 
 BROKEN = {  # case -> (entry points, modules, what its error says)
-    "import-error": ({"bad": "cprsim_bad"}, {"cprsim_bad": "import cprsim_no_such_module\n"},
-                     "failed to load: ModuleNotFoundError: No module named 'cprsim_no_such_module'"),
-    "raises": ({"bad": "cprsim_bad"}, {"cprsim_bad": "raise RuntimeError('boom\\nsecond line')\n"},
-               "failed to load: RuntimeError: boom second line"),
+    "import-error": (
+        {"bad": "cprsim_bad"},
+        {"cprsim_bad": "import cprsim_no_such_module\n"},
+        "failed to load: ModuleNotFoundError: No module named 'cprsim_no_such_module'",
+    ),
+    "raises": (
+        {"bad": "cprsim_bad"},
+        {"cprsim_bad": "raise RuntimeError('boom\\nsecond line')\n"},
+        "failed to load: RuntimeError: boom second line",
+    ),
     "takes-a-built-in-name": (
         {"bad": "cprsim_bad"},
-        {"cprsim_bad": "from cprsim.sim.strategies import Strategy, register\n\n\n"
-                       "@register\nclass Mine(Strategy):\n    name = 'full'\n"},
-        "strategy 'full' is registered already (by cprsim.sim.strategies.Full)"),
+        {
+            "cprsim_bad": "from cprsim.sim.strategies import Strategy, register\n\n\n"
+            "@register\nclass Mine(Strategy):\n    name = 'full'\n"
+        },
+        "strategy 'full' is registered already (by cprsim.sim.strategies.Full)",
+    ),
     "takes-another-plugin's-name": (
-        {"zbad": "cprsim_bad:Other"},  # loaded after the example's "compressed" (entry points go by name)
-        {"cprsim_bad": "from cprsim.sim.strategies import Strategy\n\n\n"
-                       "class Other(Strategy):\n    name = 'compressed'\n"},
-        "strategy 'compressed' is registered already (by cprsim_compressed.Compressed)"),
-    "registers-nothing": ({"bad": "cprsim_bad"}, {"cprsim_bad": "X = 1\n"},
-                          "its module cprsim_bad registers no strategy"),
-    "names-a-function": ({"bad": "json:dumps"}, {}, "names a function, neither a module nor a subclass"),
+        {
+            "zbad": "cprsim_bad:Other"
+        },  # loaded after the example's "compressed" (entry points go by name)
+        {
+            "cprsim_bad": "from cprsim.sim.strategies import Strategy\n\n\n"
+            "class Other(Strategy):\n    name = 'compressed'\n"
+        },
+        "strategy 'compressed' is registered already (by cprsim_compressed.Compressed)",
+    ),
+    "registers-nothing": (
+        {"bad": "cprsim_bad"},
+        {"cprsim_bad": "X = 1\n"},
+        "its module cprsim_bad registers no strategy",
+    ),
+    "names-a-function": (
+        {"bad": "json:dumps"},
+        {},
+        "names a function, neither a module nor a subclass",
+    ),
 }
 
 
 def cprsim(*args, site: Path, cwd: Path, code: str | None = None) -> subprocess.CompletedProcess:
     """``python -m cprsim ARGS`` (or ``python -c CODE ARGS``) with ``site`` on PYTHONPATH."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+    }
     cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "cprsim"]
-    return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    return subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
+    )
 
 
 def ok(p: subprocess.CompletedProcess) -> str:
@@ -86,7 +119,9 @@ def ok(p: subprocess.CompletedProcess) -> str:
 
 def one_error_line(p: subprocess.CompletedProcess) -> str:
     assert p.returncode == 2, (p.stdout, p.stderr)
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))]
+    lines = [
+        ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))
+    ]
     assert len(lines) == 1 and lines[0].startswith("Error: "), p.stderr
     return lines[0]
 
@@ -96,31 +131,52 @@ def test_simulate_runs_the_plugin_strategy(tmp_path):
     site = example_site(tmp_path / "site")
 
     def summary(*args):
-        return json.loads(ok(cprsim("simulate", "toy", "-n", "6", "--json", *args, site=site, cwd=tmp_path)))
+        return json.loads(
+            ok(cprsim("simulate", "toy", "-n", "6", "--json", *args, site=site, cwd=tmp_path))
+        )
 
     full = summary("--strategy", "full")
-    same = summary("--strategy", "compressed", "--set", "strategy.ratio=1.0", "--set", "strategy.codec_s=0.0")
+    same = summary(
+        "--strategy", "compressed", "--set", "strategy.ratio=1.0", "--set", "strategy.codec_s=0.0"
+    )
     small = summary("--strategy", "compressed", "--set", "strategy.ratio=0.3")
     assert same["strategy"] == small["strategy"] == "compressed"
     # no compression, no codec: full recovery itself, replication by replication (common random numbers)
     assert same["metrics"] == full["metrics"]
     assert small["metrics"]["save_s"]["mean"] < full["metrics"]["save_s"]["mean"]
     # an unknown name lists the plugin's among the known ones
-    line = one_error_line(cprsim("simulate", "toy", "--strategy", "nosuch", site=site, cwd=tmp_path))
+    line = one_error_line(
+        cprsim("simulate", "toy", "--strategy", "nosuch", site=site, cwd=tmp_path)
+    )
     assert "unknown strategy 'nosuch'" in line and "compressed" in line
 
 
 def test_plan_ranks_the_plugin_strategy_and_all_includes_it(tmp_path):
     site = example_site(tmp_path / "site")
-    fast = ["--max-accuracy-loss", "0.001", "--replications", "30", "--search-replications", "30",
-            "--confidence", "mean", "--json"]
-    d = json.loads(ok(cprsim("plan", "toy", "--strategies", "compressed", *fast, site=site, cwd=tmp_path)))
+    fast = [
+        "--max-accuracy-loss",
+        "0.001",
+        "--replications",
+        "30",
+        "--search-replications",
+        "30",
+        "--confidence",
+        "mean",
+        "--json",
+    ]
+    d = json.loads(
+        ok(cprsim("plan", "toy", "--strategies", "compressed", *fast, site=site, cwd=tmp_path))
+    )
     mine = [o for o in d["options"] if o["strategy"] == "compressed"]
     assert [o["label"] for o in mine] == ["Compressed full (ratio=0.5, codec_s=20)"]
     assert mine[0]["pls"]["mean"] == 0  # it rolls back: no update lost
     d = json.loads(ok(cprsim("plan", "toy", "--strategies", "all", *fast, site=site, cwd=tmp_path)))
-    assert {"partial", "mfu", "ssu", "ecrm", "checknrun", "compressed"} <= {o["strategy"] for o in d["options"]}
-    line = one_error_line(cprsim("plan", "toy", "--strategies", "nosuch", *fast, site=site, cwd=tmp_path))
+    assert {"partial", "mfu", "ssu", "ecrm", "checknrun", "compressed"} <= {
+        o["strategy"] for o in d["options"]
+    }
+    line = one_error_line(
+        cprsim("plan", "toy", "--strategies", "nosuch", *fast, site=site, cwd=tmp_path)
+    )
     assert "unknown nosuch" in line and "compressed" in line
 
 
@@ -155,9 +211,15 @@ def test_a_sweep_runs_the_plugin_in_its_workers(tmp_path):
     sweep = tmp_path / "s.toml"
     sweep.write_text(SWEEP)
     outs = {}
-    for label, jobs, code in (("j1", "1", None), ("fork", "2", None), ("forkserver", "2", FORKSERVER)):
+    for label, jobs, code in (
+        ("j1", "1", None),
+        ("fork", "2", None),
+        ("forkserver", "2", FORKSERVER),
+    ):
         outs[label] = tmp_path / label
-        p = cprsim("sweep", sweep, "--jobs", jobs, "--out", outs[label], site=site, cwd=tmp_path, code=code)
+        p = cprsim(
+            "sweep", sweep, "--jobs", jobs, "--out", outs[label], site=site, cwd=tmp_path, code=code
+        )
         ok(p)
         if code is not None:
             assert "workers: forkserver" in p.stderr, p.stderr
@@ -174,10 +236,14 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path, case):
     eps, modules, says = BROKEN[case]
     site = bad_site(tmp_path / "site", eps, modules)
     ep = next(iter(eps.items()))
-    commands = [("simulate", "toy", "-n", "2")]  # a built-in strategy: the broken plugin still stops it
+    commands = [
+        ("simulate", "toy", "-n", "2")
+    ]  # a built-in strategy: the broken plugin still stops it
     if case == "import-error":
-        commands += [("simulate", "toy", "--strategy", "compressed", "-n", "2"),
-                     ("plan", "toy", "--max-accuracy-loss", "0.001", "--strategies", "compressed")]
+        commands += [
+            ("simulate", "toy", "--strategy", "compressed", "-n", "2"),
+            ("plan", "toy", "--max-accuracy-loss", "0.001", "--strategies", "compressed"),
+        ]
     for args in commands:
         line = one_error_line(cprsim(*args, site=site, cwd=tmp_path))
         assert line.startswith(f'{ERROR_START}{ep[0]} = {ep[1]}" (group cprsim.strategies)'), line
@@ -189,7 +255,9 @@ def test_a_broken_plugin_stops_a_sweep_in_one_line(tmp_path):
     site = bad_site(tmp_path / "site", eps, modules)
     sweep = tmp_path / "s.toml"
     sweep.write_text(SWEEP)
-    line = one_error_line(cprsim("sweep", sweep, "--jobs", "2", "--out", tmp_path / "o", site=site, cwd=tmp_path))
+    line = one_error_line(
+        cprsim("sweep", sweep, "--jobs", "2", "--out", tmp_path / "o", site=site, cwd=tmp_path)
+    )
     assert ERROR_START.removeprefix("Error: ") in line and says in line
 
 
@@ -202,15 +270,25 @@ def test_help_and_start_up_import_no_plugin(tmp_path):
     assert "simulate" in ok(cprsim("--help", site=site, cwd=tmp_path))
     help_text = ok(cprsim("simulate", "--help", site=site, cwd=tmp_path))
     assert "compressed" not in help_text and "cprsim.strategies" in " ".join(help_text.split())
-    code = ("import sys, cprsim.cli, cprsim.scenario, cprsim.plan, cprsim.cli.simulate, cprsim.cli.plan, "
-            "cprsim.cli.sweep, cprsim.sweep.runner; "
-            "print(sorted(m for m in sys.modules if m.startswith(('cprsim_bad', 'cprsim_compressed'))))")
+    code = (
+        "import sys, cprsim.cli, cprsim.scenario, cprsim.plan, cprsim.cli.simulate, cprsim.cli.plan, "
+        "cprsim.cli.sweep, cprsim.sweep.runner; "
+        "print(sorted(m for m in sys.modules if m.startswith(('cprsim_bad', 'cprsim_compressed'))))"
+    )
     assert ok(cprsim(site=site, cwd=tmp_path, code=code)).strip() == "[]"
-    p = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cprsim.cli"], capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path, check=True)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import cprsim.cli"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        cwd=tmp_path,
+        check=True,
+    )
     imported = {ln.rsplit("|", 1)[-1].strip() for ln in p.stderr.splitlines() if "|" in ln}
     assert "cprsim.cli" in imported
-    assert not [m for m in imported if m.startswith(("cprsim_bad", "cprsim_compressed", "cprsim.sim"))]
+    assert not [
+        m for m in imported if m.startswith(("cprsim_bad", "cprsim_compressed", "cprsim.sim"))
+    ]
 
 
 # -- in-process: the registry, the planner's lists, CliRunner --------------------------------------------
@@ -235,7 +313,9 @@ def fresh_registry(monkeypatch):
 
 @pytest.fixture
 def in_process_plugin(tmp_path, fresh_registry):
-    fresh_registry.syspath_prepend(str(example_site(tmp_path / "site")))  # also invalidates import caches
+    fresh_registry.syspath_prepend(
+        str(example_site(tmp_path / "site"))
+    )  # also invalidates import caches
     return tmp_path
 
 
@@ -245,17 +325,31 @@ def test_in_process_the_registry_planner_and_cli_see_the_plugin(in_process_plugi
 
     assert "compressed" in strategies.names()
     cls = strategies.get("compressed")
-    assert (cls.label, cls.plan_label, cls.colour) == ("Compressed full", "Compressed full", "#bcbd22")
-    assert plan.ALL_STRATEGIES[-1] == "compressed" and plan.LABELS["compressed"] == "Compressed full"
+    assert (cls.label, cls.plan_label, cls.colour) == (
+        "Compressed full",
+        "Compressed full",
+        "#bcbd22",
+    )
+    assert (
+        plan.ALL_STRATEGIES[-1] == "compressed" and plan.LABELS["compressed"] == "Compressed full"
+    )
     s = load("toy").with_updates({"strategy": {"name": "compressed", "ratio": 0.3}})
-    p = plan.make_plan(s, 0.001, strategies=["compressed"], replications=30, search_replications=30,
-                       confidence=None)
+    p = plan.make_plan(
+        s,
+        0.001,
+        strategies=["compressed"],
+        replications=30,
+        search_replications=30,
+        confidence=None,
+    )
     assert any(o.strategy == "compressed" for o in p.options)
     r = run("simulate", "toy", "--strategy", "compressed", "-n", "3", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["strategy"] == "compressed"
     # its parameters are validated like a built-in's
-    line = one_line_error(run("simulate", "toy", "--strategy", "compressed", "--set", "strategy.ratio=2"))
+    line = one_line_error(
+        run("simulate", "toy", "--strategy", "compressed", "--set", "strategy.ratio=2")
+    )
     assert "ratio" in line and "compressed" in line
 
 
@@ -284,25 +378,40 @@ def test_register_refuses_a_taken_or_malformed_name(fresh_registry):
     with pytest.raises(TypeError):
         strategies.register(int)  # type: ignore[arg-type]
     # the same class again, or one redefined in the same place (a notebook cell run twice): replaced
-    first = strategies.register(type("Again", (strategies.Strategy,), {"name": "again", "__module__": "nb"}))
+    first = strategies.register(
+        type("Again", (strategies.Strategy,), {"name": "again", "__module__": "nb"})
+    )
     assert strategies.register(first) is first
-    second = strategies.register(type("Again", (strategies.Strategy,), {"name": "again", "__module__": "nb"}))
+    second = strategies.register(
+        type("Again", (strategies.Strategy,), {"name": "again", "__module__": "nb"})
+    )
     assert strategies.REGISTRY["again"] is second
 
 
 def test_labels_and_colours_default_from_the_name():
-    builtin = {n: (strategies.get(n).label, strategies.get(n).colour) for n in strategies.builtin_names()}
-    assert builtin == {"full": ("full", "#1f77b4"), "partial": ("CPR-vanilla", "#d62728"),
-                       "mfu": ("CPR-MFU", "#2ca02c"), "ssu": ("CPR-SSU", "#9467bd"),
-                       "lookahead": ("Lookahead", "#8c564b"), "ecrm": ("ECRM", "#ff7f0e"),
-                       "checknrun": ("Check-N-Run", "#17becf")}
+    builtin = {
+        n: (strategies.get(n).label, strategies.get(n).colour) for n in strategies.builtin_names()
+    }
+    assert builtin == {
+        "full": ("full", "#1f77b4"),
+        "partial": ("CPR-vanilla", "#d62728"),
+        "mfu": ("CPR-MFU", "#2ca02c"),
+        "ssu": ("CPR-SSU", "#9467bd"),
+        "lookahead": ("Lookahead", "#8c564b"),
+        "ecrm": ("ECRM", "#ff7f0e"),
+        "checknrun": ("Check-N-Run", "#17becf"),
+    }
     assert all(strategies.get(n).plan_label == label for n, (label, _) in builtin.items())
 
-    class Mine(strategies.Partial):  # a subclass of a built-in does not pass for it in tables or figures
+    class Mine(
+        strategies.Partial
+    ):  # a subclass of a built-in does not pass for it in tables or figures
         name = "mine"
 
     assert (Mine.label, Mine.plan_label) == ("mine", "mine")
-    assert Mine.colour in strategies.SPARE_COLOURS and Mine.colour == strategies.default_colour("mine")
+    assert Mine.colour in strategies.SPARE_COLOURS and Mine.colour == strategies.default_colour(
+        "mine"
+    )
 
     class Labelled(strategies.Strategy):
         name = "labelled"

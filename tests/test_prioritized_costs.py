@@ -18,7 +18,9 @@ NT, NE = 4, 8
 
 def _scen(**strategy):
     raw = {
-        "name": "t", "seed": 5, "replications": 10,
+        "name": "t",
+        "seed": 5,
+        "replications": 10,
         "cluster": {"trainers": NT, "embedding_servers": NE, "embedding_gb": 40.0, "dense_gb": 0.2},
         "job": {"duration_h": 10.0, "samples_per_s": 50_000.0},
         "storage": {"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0, "node_gbps": 1.25},
@@ -44,13 +46,16 @@ def _partial_save_by_hand(s, scanned_rows: float) -> float:
 def test_failure_free_run_costs_counting_and_saves_by_hand(name):
     s = _scen(**({"name": "ssu", "sample_rate": 0.02} if name == "ssu" else {}))
     res, ev = simulate_one(s, 0, record=True)
-    c, p = costs_of(s), s.strategy.params
+    c = costs_of(s)
     rate = 0.02 if name == "ssu" else 1.0
     # counting: R x T x s accesses per second per server, 2.4 ns each, slows every iteration
     slow = 50_000.0 * 26 * rate / NE * 2.4e-9
     lay = access.layout(s)
-    scanned = lay.rows / NE if name == "mfu" else \
-        float(access.of(s).touched(HOUR * 50_000.0 * rate)) * lay.rows / NE
+    scanned = (
+        lay.rows / NE
+        if name == "mfu"
+        else float(access.of(s).touched(HOUR * 50_000.0 * rate)) * lay.rows / NE
+    )
     partial = _partial_save_by_hand(s, scanned)
     saves = [e.time_s for e in ev if e.kind in ("save_start", "save_end")]
     durations = [b - a for a, b in zip(saves[0::2], saves[1::2])]

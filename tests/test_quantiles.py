@@ -23,6 +23,14 @@ def test_beta_f_binom_betabinom():
         for p in (0.1, 0.5, 0.9):
             for q in (0.025, 0.5, 0.975):
                 assert Q.binom_ppf(q, n, p) == int(stats.binom.ppf(q, n, p)), (q, n, p)
-    for k, n, a, b in ((5, 20, 3, 4), (0, 10, 1, 1), (150, 160, 30, 2), (-1, 5, 2, 2), (9, 10, 2, 3)):
-        assert Q.betabinom_sf(k, n, a, b) == pytest.approx(stats.betabinom.sf(k, n, a, b), rel=1e-9, abs=1e-15)
+    for k, n, a, b in (
+        (5, 20, 3, 4),
+        (0, 10, 1, 1),
+        (150, 160, 30, 2),
+        (-1, 5, 2, 2),
+        (9, 10, 2, 3),
+    ):
+        assert Q.betabinom_sf(k, n, a, b) == pytest.approx(
+            stats.betabinom.sf(k, n, a, b), rel=1e-9, abs=1e-15
+        )
     assert np.isfinite(Q.betabinom_sf(100, 2000, 180.5, 20.5))

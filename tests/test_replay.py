@@ -26,7 +26,10 @@ def _write(path, rows, nodes):
     lines = ["node,node_type,event,time_h,cause"]
     for n, (ty, a, b) in sorted(nodes.items()):
         own = sorted((r for r in rows if r[0] == n), key=lambda r: r[3])
-        lines += [f"{r[0]},{r[1]},{r[2]},{r[3]!r}," for r in [(n, ty, "start", a), *own, (n, ty, "end", b)]]
+        lines += [
+            f"{r[0]},{r[1]},{r[2]},{r[3]!r},"
+            for r in [(n, ty, "start", a), *own, (n, ty, "end", b)]
+        ]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 
@@ -40,7 +43,10 @@ def _bursty(path, node_type="embedding"):
         b = 45.0 + 160.0 * i
         for m, n in enumerate(rng.choice(N_NODES, BURST_SIZE, replace=False)):
             t = b + 10.0 * m / HOUR
-            rows += [(f"n{n:02d}", node_type, "fail", t), (f"n{n:02d}", node_type, "repair", t + 0.5)]
+            rows += [
+                (f"n{n:02d}", node_type, "fail", t),
+                (f"n{n:02d}", node_type, "repair", t + 0.5),
+            ]
     for j in range(SINGLES):
         n, t = int(rng.integers(N_NODES)), 20.0 + 50.0 * j
         rows += [(f"n{n:02d}", node_type, "fail", t), (f"n{n:02d}", node_type, "repair", t + 0.5)]
@@ -48,10 +54,18 @@ def _bursty(path, node_type="embedding"):
 
 
 def _scenario(trace, trainers=1, embedding=N_NODES, duration_h=100.0, seed=0):
-    return sc.validate({"name": "r", "seed": seed,
-                        "cluster": {"trainers": trainers, "embedding_servers": embedding, "embedding_gb": 1.0},
-                        "job": {"duration_h": duration_h}, "checkpoint": {"interval_h": 1.0},
-                        "strategy": {"name": "partial"}, "failures": {"replay": trace}}, "test")
+    return sc.validate(
+        {
+            "name": "r",
+            "seed": seed,
+            "cluster": {"trainers": trainers, "embedding_servers": embedding, "embedding_gb": 1.0},
+            "job": {"duration_h": duration_h},
+            "checkpoint": {"interval_h": 1.0},
+            "strategy": {"name": "partial"},
+            "failures": {"replay": trace},
+        },
+        "test",
+    )
 
 
 def _partnered(sched, within_s=PARTNER_S):
@@ -89,7 +103,11 @@ def _independent(s, rep):
         _, _, length, fails = hist[int(rng.integers(len(hist)))]
         base = (np.array([f[0] for f in fails]) - rng.uniform(0.0, length)) % length
         for lap in range(int(np.ceil(horizon / length))):
-            out += [((b + lap * length) * HOUR, (node,), (1.0,)) for b in base if b + lap * length <= horizon]
+            out += [
+                ((b + lap * length) * HOUR, (node,), (1.0,))
+                for b in base
+                if b + lap * length <= horizon
+            ]
     return sorted(out)
 
 
@@ -125,8 +143,10 @@ def test_resampled_replications_keep_the_bursts(tmp_path):
         a, p = _partnered(_independent(s, rep))
         ind_tot, ind_par = ind_tot + a, ind_par + p
     share, ind_share = par / tot, ind_par / ind_tot
-    print(f"\npartnered within 60 s: trace {trace_share:.3f}, block bootstrap {share:.4f} "
-          f"({tot} failures), independent per-node bootstrap {ind_share:.4f} ({ind_tot} failures)")
+    print(
+        f"\npartnered within 60 s: trace {trace_share:.3f}, block bootstrap {share:.4f} "
+        f"({tot} failures), independent per-node bootstrap {ind_share:.4f} ({ind_tot} failures)"
+    )
     print("failures by group size:", dict(sorted(sizes.items())))
     assert share == pytest.approx(trace_share, abs=0.01)
     assert ind_share < 0.02
@@ -141,9 +161,16 @@ def test_bursts_across_types_survive(tmp_path):
     rows = []
     for i in range(20):
         t = 10.0 + 90.0 * i
-        rows += [("t0", "trainer", "fail", t), ("t0", "trainer", "repair", t + 0.2),
-                 (f"e{i % 3}", "embedding", "fail", t + 5 / HOUR), (f"e{i % 3}", "embedding", "repair", t + 0.2)]
-    nodes = {"t0": ("trainer", 0.0, WINDOW_H), **{f"e{k}": ("embedding", 0.0, WINDOW_H) for k in range(3)}}
+        rows += [
+            ("t0", "trainer", "fail", t),
+            ("t0", "trainer", "repair", t + 0.2),
+            (f"e{i % 3}", "embedding", "fail", t + 5 / HOUR),
+            (f"e{i % 3}", "embedding", "repair", t + 0.2),
+        ]
+    nodes = {
+        "t0": ("trainer", 0.0, WINDOW_H),
+        **{f"e{k}": ("embedding", 0.0, WINDOW_H) for k in range(3)},
+    }
     s = _scenario(_write(tmp_path / "x.csv", rows, nodes), trainers=1, embedding=3)
     for rep in range(1, 30):
         sched = replay_schedule(s, rep)
@@ -151,10 +178,17 @@ def test_bursts_across_types_survive(tmp_path):
         for t, (n,), _ in sched:
             if n == 0:
                 assert any(m > 0 and abs(u - t) <= PARTNER_S for u, (m,), _ in sched)
-    rows = [(f"g{k}", "node", ev, 7.0 * k + 100.0 * j + (0.1 if ev == "repair" else 0.0))
-            for k in range(4) for j in range(19) for ev in ("fail", "repair")]
-    g = _scenario(_write(tmp_path / "g.csv", rows, {f"g{k}": ("node", 0.0, WINDOW_H) for k in range(4)}),
-                  trainers=2, embedding=2)
+    rows = [
+        (f"g{k}", "node", ev, 7.0 * k + 100.0 * j + (0.1 if ev == "repair" else 0.0))
+        for k in range(4)
+        for j in range(19)
+        for ev in ("fail", "repair")
+    ]
+    g = _scenario(
+        _write(tmp_path / "g.csv", rows, {f"g{k}": ("node", 0.0, WINDOW_H) for k in range(4)}),
+        trainers=2,
+        embedding=2,
+    )
     for rep in range(1, 30):
         n, p = _partnered(replay_schedule(g, rep))
         assert n > 0 and p == 0
@@ -162,7 +196,9 @@ def test_bursts_across_types_survive(tmp_path):
 
 # -- r > 0: unbiased rate -------------------------------------------------------------------------------
 def _mean_count(s, span_h, reps=400):
-    c = np.array([sum(t < span_h * HOUR for t, _, _ in replay_schedule(s, r)) for r in range(1, reps + 1)])
+    c = np.array(
+        [sum(t < span_h * HOUR for t, _, _ in replay_schedule(s, r)) for r in range(1, reps + 1)]
+    )
     return c.mean(), c.std(ddof=1) / np.sqrt(len(c))
 
 
@@ -175,7 +211,9 @@ def test_resampling_keeps_the_trace_rate(tmp_path, span_h, embedding):
     s = _scenario(_bursty(tmp_path / "b.csv"), embedding=embedding)
     expect = (BURSTS * BURST_SIZE + SINGLES) / WINDOW_H * span_h * embedding / N_NODES
     mean, se = _mean_count(s, span_h)
-    print(f"\n{embedding} servers over {span_h:g} h: mean {mean:.3f} +- {se:.3f} failures, expected {expect:.3f}")
+    print(
+        f"\n{embedding} servers over {span_h:g} h: mean {mean:.3f} +- {se:.3f} failures, expected {expect:.3f}"
+    )
     assert abs(mean - expect) < 3.29 * se
 
 
@@ -187,10 +225,16 @@ def test_a_subset_of_the_traces_nodes_replays_their_average_rate(tmp_path):
     for k in range(20):
         nodes[f"a{k:02d}"] = ("embedding", 0.0, WINDOW_H)
         for t in np.sort(rng.choice(np.arange(1, 1990, 2.0), 2 * (k + 1), replace=False)):
-            rows += [(f"a{k:02d}", "embedding", "fail", float(t)), (f"a{k:02d}", "embedding", "repair", float(t) + 0.5)]
+            rows += [
+                (f"a{k:02d}", "embedding", "fail", float(t)),
+                (f"a{k:02d}", "embedding", "repair", float(t) + 0.5),
+            ]
     nodes["late"] = ("embedding", 1500.0, WINDOW_H)
     for t in np.arange(1510.0, 2000.0, 25.0):  # 20 failures in 500 h
-        rows += [("late", "embedding", "fail", float(t)), ("late", "embedding", "repair", float(t) + 0.5)]
+        rows += [
+            ("late", "embedding", "fail", float(t)),
+            ("late", "embedding", "repair", float(t) + 0.5),
+        ]
     s = _scenario(_write(tmp_path / "h.csv", rows, nodes), embedding=5)
     rates = [2 * (k + 1) / WINDOW_H for k in range(20)] + [20 / 500.0]
     expect = 5 * np.mean(rates) * 2000.0

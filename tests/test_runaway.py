@@ -13,7 +13,6 @@ from cprsim.errors import InputError
 from cprsim.plan import feasibility
 from cprsim.sim import engine
 
-
 HOPELESS = ["--set", "failures.embedding.mtbf_h=0.05"]
 
 
@@ -33,8 +32,16 @@ def test_the_mtbf_it_names_really_finishes_within_twice_the_work():
 
 def test_partial_recovery_is_not_hopeless_where_full_recovery_is():
     """Node failures every 45 s sink full recovery (42 s saves), but partial recovery rolls nothing back."""
-    s = sc.load("toy", {"failures.embedding.mtbf_h": 0.5, "failures.trainer": None, "reschedule.mean_s": 10.0,
-                        "cluster.embedding_servers": 40, "strategy.name": "partial"})
+    s = sc.load(
+        "toy",
+        {
+            "failures.embedding.mtbf_h": 0.5,
+            "failures.trainer": None,
+            "reschedule.mean_s": 10.0,
+            "cluster.embedding_servers": 40,
+            "strategy.name": "partial",
+        },
+    )
     with pytest.raises(InputError, match="hopeless"):
         feasibility.check(s, "rollback")
     feasibility.check(s, "pls")  # no error
@@ -48,7 +55,24 @@ def test_a_runaway_replication_stops_with_one_line(monkeypatch, one_line_error):
 
 
 def test_the_planner_refuses_a_hopeless_regime(one_line_error):
-    line = one_line_error(CliRunner().invoke(main, [
-        "plan", "--embedding-servers", "16", "--trainers", "8", "--node-mtbf-h", "0.5", "--save-s", "120",
-        "--load-s", "60", "--max-accuracy-loss", "0.001"]))
+    line = one_line_error(
+        CliRunner().invoke(
+            main,
+            [
+                "plan",
+                "--embedding-servers",
+                "16",
+                "--trainers",
+                "8",
+                "--node-mtbf-h",
+                "0.5",
+                "--save-s",
+                "120",
+                "--load-s",
+                "60",
+                "--max-accuracy-loss",
+                "0.001",
+            ],
+        )
+    )
     assert "hopeless" in line

@@ -19,8 +19,15 @@ from cprsim import scenario as sc
 from cprsim.failures.distributions import Distribution
 from cprsim.sim.replicate import run_replications
 
-CASES = [("exponential", 1.0), ("weibull", 0.5), ("weibull", 2.0), ("gamma", 0.6), ("lognormal", 1.1),
-         ("loglogistic", 3.0), ("constant", 1.0)]
+CASES = [
+    ("exponential", 1.0),
+    ("weibull", 0.5),
+    ("weibull", 2.0),
+    ("gamma", 0.6),
+    ("lognormal", 1.1),
+    ("loglogistic", 3.0),
+    ("constant", 1.0),
+]
 
 
 def equilibrium_cdf(d: Distribution, t: float) -> float:
@@ -43,7 +50,9 @@ def test_residual_life_follows_the_equilibrium_distribution(family, shape):
         assert abs(emp - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1 / n, (q, t, emp, p)
 
 
-def _counts(d: Distribution, T: float, n: int, stationary: bool, rng: np.random.Generator) -> np.ndarray:
+def _counts(
+    d: Distribution, T: float, n: int, stationary: bool, rng: np.random.Generator
+) -> np.ndarray:
     out = np.empty(n)
     for i in range(n):
         t = d.sample_residual(rng) if stationary else d.sample(rng)
@@ -71,7 +80,10 @@ def test_a_stationary_renewal_process_fails_at_the_long_run_rate_from_the_start(
 @pytest.mark.slow
 def test_the_engine_sees_the_long_run_rate_with_a_stationary_start():
     raw, _ = sc.load_raw("toy")
-    raw["failures"] = {"embedding": {"family": "weibull", "shape": 0.5, "mtbf_h": 20.0}, "start": "stationary"}
+    raw["failures"] = {
+        "embedding": {"family": "weibull", "shape": 0.5, "mtbf_h": 20.0},
+        "start": "stationary",
+    }
     raw["reschedule"] = {"family": "constant", "mean_s": 1.0}
     raw["strategy"] = {"name": "partial"}
     raw["checkpoint"] = {"interval_h": 10.0}
@@ -81,7 +93,9 @@ def test_the_engine_sees_the_long_run_rate_with_a_stationary_start():
     fails = np.array([r.failures_embedding for r in res], float)
     wall = np.array([r.wall_s for r in res])
     mu = 20.0 * 3600
-    expected = s.cluster.embedding_servers * wall.mean() / mu  # downtime (1 s + a shard load) is negligible
+    expected = (
+        s.cluster.embedding_servers * wall.mean() / mu
+    )  # downtime (1 s + a shard load) is negligible
     assert abs(fails.mean() - expected) <= 4 * fails.std(ddof=1) / math.sqrt(fails.size)
     fresh = s.with_updates({"failures.start": "fresh"})
     ff = np.array([r.failures_embedding for r in run_replications(fresh)[0]], float)
@@ -90,6 +104,9 @@ def test_the_engine_sees_the_long_run_rate_with_a_stationary_start():
 
 def test_an_infinite_mean_has_no_stationary_start():
     raw, _ = sc.load_raw("toy")
-    raw["failures"] = {"embedding": {"family": "loglogistic", "shape": 0.9, "scale_h": 20.0}, "start": "stationary"}
+    raw["failures"] = {
+        "embedding": {"family": "loglogistic", "shape": 0.9, "scale_h": 20.0},
+        "start": "stationary",
+    }
     with pytest.raises(sc.ScenarioError, match="infinite mean has no stationary start"):
         sc.validate(raw, "toy")

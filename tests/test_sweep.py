@@ -33,7 +33,9 @@ strategies = ["full", {{ name = "partial", label = "cpr" }}]
 """
 
 
-def write_sweep(tmp_path: Path, reps: int = 6, intervals: str = "[0.25, 0.5, 1.0]", name: str = "s.toml") -> Path:
+def write_sweep(
+    tmp_path: Path, reps: int = 6, intervals: str = "[0.25, 0.5, 1.0]", name: str = "s.toml"
+) -> Path:
     p = tmp_path / name
     p.write_text(SWEEP.format(reps=reps, intervals=intervals))
     return p
@@ -47,7 +49,13 @@ def rows(path: Path) -> list[list[str]]:
 def test_expansion_is_grid_major_with_strategies_innermost(tmp_path):
     sw = load_sweep(write_sweep(tmp_path))
     assert [(p.values[0][1], p.strategy) for p in sw.points] == [
-        (0.25, "full"), (0.25, "cpr"), (0.5, "full"), (0.5, "cpr"), (1.0, "full"), (1.0, "cpr")]
+        (0.25, "full"),
+        (0.25, "cpr"),
+        (0.5, "full"),
+        (0.5, "cpr"),
+        (1.0, "full"),
+        (1.0, "cpr"),
+    ]
     assert all(p.raw["storage"]["write_gbps"] == 0.4 for p in sw.points)
     assert sw.points[1].raw["strategy"]["name"] == "partial"
 
@@ -58,10 +66,19 @@ def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path, cli):
 
     sweep = write_sweep(tmp_path)
     outs = {}
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0") as cluster:  # an existing scheduler, reached by address
-        for label, extra in (("j1", ["--jobs", "1"]), ("j2", ["--jobs", "2"]), ("dask", ["--dask-local", "2"]),
-                             ("scheduler", ["--scheduler", cluster.scheduler_address])):
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    ) as cluster:  # an existing scheduler, reached by address
+        for label, extra in (
+            ("j1", ["--jobs", "1"]),
+            ("j2", ["--jobs", "2"]),
+            ("dask", ["--dask-local", "2"]),
+            ("scheduler", ["--scheduler", cluster.scheduler_address]),
+        ):
             out = tmp_path / label
             r = cli("sweep", sweep, "--out", out, *extra)
             assert r.exit_code == 0, r.output
@@ -75,8 +92,20 @@ def test_backends_give_identical_files_and_the_simulator_numbers(tmp_path, cli):
     keys = [(r[0], r[4]) for r in table[1:]]
     assert len(set(keys)) == len(keys)  # no point x replication twice
     # a point equals `cprsim simulate` of the same scenario, replication by replication
-    r = cli("simulate", "toy", "--set", "storage.write_gbps=0.4", "--interval", "0.5", "--strategy", "partial",
-            "-n", "6", "--out", tmp_path / "sim")
+    r = cli(
+        "simulate",
+        "toy",
+        "--set",
+        "storage.write_gbps=0.4",
+        "--interval",
+        "0.5",
+        "--strategy",
+        "partial",
+        "-n",
+        "6",
+        "--out",
+        tmp_path / "sim",
+    )
     assert r.exit_code == 0, r.output
     sim = rows(tmp_path / "sim" / "replications.csv")
     point3 = [row for row in table[1:] if row[0] == "3"]
@@ -89,8 +118,12 @@ def test_resume_after_kill_9_loses_nothing_and_duplicates_nothing(tmp_path, one_
     ref = tmp_path / "ref"
     assert cli("sweep", sweep, "--out", ref).exit_code == 0
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "cprsim", "sweep", str(sweep), "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cprsim", "sweep", str(sweep), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     journal = out / "results.csv"
     deadline = time.monotonic() + 120
     before = 0
@@ -126,7 +159,7 @@ def test_resume_discards_a_torn_tail_and_an_incomplete_point(tmp_path, cli):
         (out / name).write_bytes((ref / name).read_bytes())
     lines = (ref / "results.csv").read_text().splitlines(keepends=True)
     # points 0-1 whole, point 2 with 4 of its 6 rows, then half a line (a write cut by kill -9)
-    torn = lines[:1 + 12] + lines[13:17] + [lines[17][:25]]
+    torn = lines[: 1 + 12] + lines[13:17] + [lines[17][:25]]
     (out / "results.csv").write_text("".join(torn))
     r = cli("sweep", sweep, "--out", out, "--resume")
     assert r.exit_code == 0, r.output
@@ -144,16 +177,25 @@ def test_resume_refuses_a_changed_sweep(tmp_path, cli, one_line_error):
     assert r.exit_code == 0 and "0 run now, 6 already done" in r.output
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('scenario = "toy"\n[grid\n', "invalid TOML"),
-    ('scenario = "toy"\nreplicatons = 3\n', "replicatons: unknown key"),
-    ('scenario = "toy"\n[grid]\n"checkpoint.interval_h" = 0.5\n', "grid.checkpoint.interval_h: expected a non-empty list"),
-    ('scenario = "toy"\n[grid]\n"cluster.trainers" = [2, -1]\n', "point 1 (cluster.trainers=-1"),
-    ('scenario = "toy"\n[grid]\n"cluster.trainres" = [2]\n', "cluster.trainres: unknown key"),
-    ('scenario = "nope"\n', "scenario: "),
-    ('scenario = "toy"\nstrategies = ["full", "nosuch"]\n', "nosuch"),
-    ('scenario = "toy"\nstrategies = ["full", "full"]\n', "share the label"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('scenario = "toy"\n[grid\n', "invalid TOML"),
+        ('scenario = "toy"\nreplicatons = 3\n', "replicatons: unknown key"),
+        (
+            'scenario = "toy"\n[grid]\n"checkpoint.interval_h" = 0.5\n',
+            "grid.checkpoint.interval_h: expected a non-empty list",
+        ),
+        (
+            'scenario = "toy"\n[grid]\n"cluster.trainers" = [2, -1]\n',
+            "point 1 (cluster.trainers=-1",
+        ),
+        ('scenario = "toy"\n[grid]\n"cluster.trainres" = [2]\n', "cluster.trainres: unknown key"),
+        ('scenario = "nope"\n', "scenario: "),
+        ('scenario = "toy"\nstrategies = ["full", "nosuch"]\n', "nosuch"),
+        ('scenario = "toy"\nstrategies = ["full", "full"]\n', "share the label"),
+    ],
+)
 def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected, one_line_error, cli):
     p = tmp_path / "bad.toml"
     p.write_text(text)
@@ -165,8 +207,16 @@ def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected, on
 @pytest.mark.slow
 def test_unreachable_scheduler_is_a_one_line_error(tmp_path, one_line_error, cli):
     pytest.importorskip("distributed", reason=NO_DASK)
-    line = one_line_error(cli("sweep", write_sweep(tmp_path), "--out", tmp_path / "o",
-                              "--scheduler", "tcp://127.0.0.1:9"))
+    line = one_line_error(
+        cli(
+            "sweep",
+            write_sweep(tmp_path),
+            "--out",
+            tmp_path / "o",
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+        )
+    )
     assert "cannot connect" in line
     assert not (tmp_path / "o").exists()  # nothing created before the backend was checked
 
@@ -202,17 +252,23 @@ def test_summary_carries_percentiles_of_single_runs_and_ettr(tmp_path, cli):
     summ = rows(out / "summary.csv")
     head = summ[0]
     for m in METRICS:
-        assert [c for c in head if c.startswith(f"{m}_")][:6] == [f"{m}_{s}" for s in SUMMARY_STATS], m
+        assert [c for c in head if c.startswith(f"{m}_")][:6] == [
+            f"{m}_{s}" for s in SUMMARY_STATS
+        ], m
     spread = 0
     for r in summ[1:]:
         point = [row for row in table[1:] if row[0] == r[0]]
         assert len(point) == 6 == int(r[head.index("n")])
         for row in point:  # ETTR is W / wall, replication by replication
-            assert float(row[col["ettr"]]) == pytest.approx(float(row[col["useful_s"]]) / float(row[col["wall_s"]]))
+            assert float(row[col["ettr"]]) == pytest.approx(
+                float(row[col["useful_s"]]) / float(row[col["wall_s"]])
+            )
         for m in ("overhead", "ettr", "pls", "wall_s", "failures_job"):
             x = np.array([float(row[col[m]]) for row in point])
             for q in (50, 90, 99):
-                assert float(r[head.index(f"{m}_p{q}")]) == pytest.approx(np.percentile(x, q), rel=1e-12, abs=0)
+                assert float(r[head.index(f"{m}_p{q}")]) == pytest.approx(
+                    np.percentile(x, q), rel=1e-12, abs=0
+                )
             assert float(r[head.index(f"{m}_mean")]) == pytest.approx(x.mean(), rel=1e-12, abs=0)
         p50, p90 = (float(r[head.index(f"overhead_p{q}")]) for q in (50, 90))
         spread += p90 > p50
@@ -222,8 +278,10 @@ def test_summary_carries_percentiles_of_single_runs_and_ettr(tmp_path, cli):
 def test_a_sweep_over_a_replayed_trace_writes_plain_numbers(tmp_path, cli):
     trace = Path(__file__).resolve().parents[1] / "traces" / "examples" / "exponential-16.csv"
     p = tmp_path / "replay.toml"
-    p.write_text(f'scenario = "toy"\nreplications = 3\n[set]\n"failures.replay" = "{trace}"\n'
-                 '[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n')
+    p.write_text(
+        f'scenario = "toy"\nreplications = 3\n[set]\n"failures.replay" = "{trace}"\n'
+        '[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n'
+    )
     r = cli("sweep", p, "--out", tmp_path / "o")
     assert r.exit_code == 0, r.output
     for name in ("results.csv", "summary.csv"):
@@ -236,9 +294,12 @@ class _Killed(BaseException):
     """Stands for kill -9 in-process: nothing after it runs (not even the writer's cleanup)."""
 
 
-@pytest.mark.parametrize("step", ["sweep.toml", "config.toml", "manifest.json", "append", "rewrite",
-                                  "summary.csv"])
-def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, monkeypatch, step, cli):
+@pytest.mark.parametrize(
+    "step", ["sweep.toml", "config.toml", "manifest.json", "append", "rewrite", "summary.csv"]
+)
+def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(
+    tmp_path, monkeypatch, step, cli
+):
     """Kill the sweep inside one write (its temporary file half-written and left behind, or half a
     journal append written), then `--resume`: the files are byte-identical to an uninterrupted
     run's, and no temporary file is left."""
@@ -252,10 +313,15 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, 
     real_atomic, real_append = cio.atomic_write_bytes, runner.Journal.append
     state = {"appends": 0, "rewrites": 0}
 
-    def dying_atomic(path, data):  # noqa: ANN001, ANN202
+    def dying_atomic(path, data):
         p = Path(path)
-        target = {"sweep.toml": "sweep.toml", "config.toml": "config.toml", "manifest.json": "manifest.json",
-                  "summary.csv": "summary.csv", "rewrite": "results.csv"}.get(step)
+        target = {
+            "sweep.toml": "sweep.toml",
+            "config.toml": "config.toml",
+            "manifest.json": "manifest.json",
+            "summary.csv": "summary.csv",
+            "rewrite": "results.csv",
+        }.get(step)
         if p.name == target:
             if step == "rewrite":
                 state["rewrites"] += 1
@@ -265,7 +331,7 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, 
             raise _Killed()
         return real_atomic(path, data)
 
-    def dying_append(self, text):  # noqa: ANN001, ANN202
+    def dying_append(self, text):
         state["appends"] += 1
         if state["appends"] == 2:
             real_append(self, text[: len(text) // 2])
@@ -275,11 +341,14 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, 
     monkeypatch.setattr(runner, "atomic_write_bytes", dying_atomic)
     monkeypatch.setattr(cio, "atomic_write_bytes", dying_atomic)
     monkeypatch.setattr(runner, "atomic_write_text", lambda p, t: dying_atomic(p, t.encode()))
-    monkeypatch.setattr(runner, "atomic_write_json", lambda p, o: dying_atomic(p, cio.dumps_json(o).encode()))
+    monkeypatch.setattr(
+        runner, "atomic_write_json", lambda p, o: dying_atomic(p, cio.dumps_json(o).encode())
+    )
     if step == "append":
         monkeypatch.setattr(runner.Journal, "append", dying_append)
     with pytest.raises(_Killed):
         from cprsim.sweep import load_sweep as _load
+
         runner.run_sweep(_load(f), out, sweep_text=f.read_bytes())
     monkeypatch.undo()
     r = cli("sweep", f, "--out", out, "--resume")
@@ -291,13 +360,17 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(tmp_path, 
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_replication_that_cannot_run_names_its_point_and_replication(tmp_path, jobs, one_line_error, cli):
+def test_a_replication_that_cannot_run_names_its_point_and_replication(
+    tmp_path, jobs, one_line_error, cli
+):
     """A fleet the retirement policy exhausts (point 1): one line naming the point's settings, the
     replication (to rerun it alone) and why, whichever process ran it."""
     p = tmp_path / "s.toml"
-    p.write_text('scenario = "toy"\nreplications = 4\n[set]\n"failures.embedding.family" = "exponential"\n'
-                 '"failures.embedding.mtbf_h" = 1.0\n"lifecycle.retirement.window_h" = 1000.0\n'
-                 '[grid]\n"lifecycle.retirement.failures" = [1000, 1]\n')
+    p.write_text(
+        'scenario = "toy"\nreplications = 4\n[set]\n"failures.embedding.family" = "exponential"\n'
+        '"failures.embedding.mtbf_h" = 1.0\n"lifecycle.retirement.window_h" = 1000.0\n'
+        '[grid]\n"lifecycle.retirement.failures" = [1000, 1]\n'
+    )
     line = one_line_error(cli("sweep", p, "--out", tmp_path / "o", "--jobs", jobs))
     assert "point 1 (full, lifecycle.retirement.failures=1)" in line, line
     assert "replication " in line and "add lifecycle.spares" in line, line

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import one_line_error, run
 from cprsim.sweep import load_results
+
+from cli_helpers import one_line_error, run
 
 SWEEP = """
 name = "pq"
@@ -39,7 +40,7 @@ def csv_rows(path: Path) -> list[list[str]]:
         return list(csv.reader(f))
 
 
-def as_cell(text: str, kind: str):  # noqa: ANN201
+def as_cell(text: str, kind: str):
     return {"int64": int, "double": float, "string": str}[kind](text)
 
 
@@ -57,7 +58,9 @@ def test_parquet_tables_equal_the_csv_ones_and_do_not_depend_on_jobs(tmp_path):
         ref = (outs["1"] / f"{name}.parquet").read_bytes()
         assert (outs["2"] / f"{name}.parquet").read_bytes() == ref, name
         # the CSV is written as always, the same bytes as without --format
-        assert (outs["1"] / f"{name}.csv").read_bytes() == (plain / f"{name}.csv").read_bytes(), name
+        assert (outs["1"] / f"{name}.csv").read_bytes() == (plain / f"{name}.csv").read_bytes(), (
+            name
+        )
         assert not (plain / f"{name}.parquet").exists()
         table = pq.read_table(outs["1"] / f"{name}.parquet")
         rows = csv_rows(outs["1"] / f"{name}.csv")
@@ -65,7 +68,11 @@ def test_parquet_tables_equal_the_csv_ones_and_do_not_depend_on_jobs(tmp_path):
         assert table.num_rows == len(rows) - 1 > 0
         kinds = {f.name: str(f.type) for f in table.schema}
         assert set(kinds.values()) <= {"int64", "double", "string"}, kinds
-        assert kinds["point"] == "int64" and kinds["strategy"] == "string" and kinds["interval_h"] == "double"
+        assert (
+            kinds["point"] == "int64"
+            and kinds["strategy"] == "string"
+            and kinds["interval_h"] == "double"
+        )
         assert kinds["cluster.trainers"] == "int64"
         if name == "results":
             assert kinds["replication"] == "int64" and kinds["overhead"] == "double"
@@ -88,7 +95,9 @@ def test_parquet_columns_fall_back_to_float_and_string(tmp_path):
     assert str(parquet_column(["1", "-2", "30"]).type) == "int64"
     assert str(parquet_column(["1", "2.5", "nan", "inf"]).type) == "double"
     assert str(parquet_column(["1", "x"]).type) == "string"
-    assert str(parquet_column(["1_000", "2"]).type) == "string"  # Python's int() reads "1_000": not CSV
+    assert (
+        str(parquet_column(["1_000", "2"]).type) == "string"
+    )  # Python's int() reads "1_000": not CSV
     assert parquet_column(["0.1", "1e-300"]).to_pylist() == [0.1, 1e-300]
     assert str(parquet_column(["99999999999999999999"]).type) == "double"  # beyond int64
 

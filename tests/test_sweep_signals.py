@@ -4,6 +4,7 @@ an unreachable scheduler leaves no output folder."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,9 @@ import pytest
 
 from cli_helpers import one_line_error, run
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process tree in /proc")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads the process tree in /proc"
+)
 
 SWEEP = """
 name = "sig"
@@ -43,7 +46,7 @@ def _stat(pid: int) -> tuple[int, str, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
     return int(fields[1]), fields[0], int(fields[3])
 
 
@@ -63,7 +66,9 @@ def descendants(root: int) -> set[int]:
     found: set[int] = set()
     frontier = {root}
     while frontier:
-        frontier = {p for p, (ppid, state, _) in procs.items() if ppid in frontier and state != "Z"} - found
+        frontier = {
+            p for p, (ppid, state, _) in procs.items() if ppid in frontier and state != "Z"
+        } - found
         found |= frontier
     return found
 
@@ -74,7 +79,7 @@ def session(sid: int) -> set[int]:
     return {p for p, (_, state, s) in _all().items() if s == sid and state != "Z"}
 
 
-def wait_for(cond, timeout: float, step: float = 0.05) -> bool:  # noqa: ANN001
+def wait_for(cond, timeout: float, step: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -83,22 +88,24 @@ def wait_for(cond, timeout: float, step: float = 0.05) -> bool:  # noqa: ANN001
     return bool(cond())
 
 
-def start(args: list, **kw) -> subprocess.Popen:  # noqa: ANN003
-    return subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, text=True, **kw)
+def start(args: list, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(a) for a in args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        text=True,
+        **kw,
+    )
 
 
 def cleanup(proc: subprocess.Popen) -> None:
     """Whatever happened: nothing of the sweep's session survives the test."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     for p in session(proc.pid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     try:
         proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover
@@ -107,17 +114,26 @@ def cleanup(proc: subprocess.Popen) -> None:
 
 def wait_for_workers(proc: subprocess.Popen, out: Path, n: int) -> set[int]:
     """Wait until the sweep runs (its journal exists) and has at least ``n`` descendants."""
-    ok = wait_for(lambda: proc.poll() is not None or ((out / "results.csv").exists() and len(descendants(proc.pid)) >= n),
-                  timeout=90)
-    assert ok and proc.poll() is None, f"the sweep ended before its workers were seen: {proc.returncode}"
+    ok = wait_for(
+        lambda: (
+            proc.poll() is not None
+            or ((out / "results.csv").exists() and len(descendants(proc.pid)) >= n)
+        ),
+        timeout=90,
+    )
+    assert ok and proc.poll() is None, (
+        f"the sweep ended before its workers were seen: {proc.returncode}"
+    )
     tree = descendants(proc.pid)
     assert len(tree) >= n, tree
     return tree
 
 
 def assert_all_gone(proc: subprocess.Popen, tree: set[int], timeout: float = 5.0) -> None:
-    gone = wait_for(lambda: not session(proc.pid) and not any(_stat(p) and _stat(p)[1] != "Z" for p in tree),
-                    timeout=timeout)
+    gone = wait_for(
+        lambda: not session(proc.pid) and not any(_stat(p) and _stat(p)[1] != "Z" for p in tree),
+        timeout=timeout,
+    )
     left = {p: Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in session(proc.pid) if _stat(p)}
     assert gone, f"processes left {timeout} s after the sweep died: {left}"
 
@@ -132,7 +148,19 @@ def test_kill_9_of_the_sweep_ends_its_workers(tmp_path):
     """`cprsim sweep --jobs 2` (workers forked from the sweep) killed with kill -9: its workers
     exit by themselves within 5 s (PR_SET_PDEATHSIG, and the watcher thread)."""
     out = tmp_path / "o"
-    proc = start([sys.executable, "-m", "cprsim", "sweep", write_sweep(tmp_path, 1500), "--out", out, "--jobs", "2"])
+    proc = start(
+        [
+            sys.executable,
+            "-m",
+            "cprsim",
+            "sweep",
+            write_sweep(tmp_path, 1500),
+            "--out",
+            out,
+            "--jobs",
+            "2",
+        ]
+    )
     try:
         tree = wait_for_workers(proc, out, 2)
         os.kill(proc.pid, signal.SIGKILL)
@@ -176,7 +204,9 @@ def test_kill_9_of_the_sweep_ends_its_forkserver_and_its_workers(tmp_path):
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "forkserver"
         tree = wait_for_workers(proc, out, 4)  # resource tracker, forkserver, two workers
-        assert any(_stat(p) and _stat(p)[0] != proc.pid for p in tree), "no worker below the forkserver"
+        assert any(_stat(p) and _stat(p)[0] != proc.pid for p in tree), (
+            "no worker below the forkserver"
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         assert_all_gone(proc, tree)
@@ -194,7 +224,11 @@ def test_sigterm_stops_the_workers_with_one_line_and_resume_gives_the_same_bytes
     proc = start([sys.executable, "-m", "cprsim", "sweep", sweep, "--out", out, "--jobs", "2"])
     try:
         tree = wait_for_workers(proc, out, 2)
-        wait_for(lambda: proc.poll() is not None or points_in(out / "results.csv") >= 2, timeout=60, step=0.01)
+        wait_for(
+            lambda: proc.poll() is not None or points_in(out / "results.csv") >= 2,
+            timeout=60,
+            step=0.01,
+        )
         assert proc.poll() is None, "the sweep finished before it could be signalled"
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
@@ -219,7 +253,19 @@ def test_ctrl_c_to_the_process_group_stops_the_sweep_quietly(tmp_path):
     """A terminal's Ctrl-C reaches every process of the group: the workers ignore it, the sweep
     stops them and ends with one line and exit code 130 (no worker traceback)."""
     out = tmp_path / "o"
-    proc = start([sys.executable, "-m", "cprsim", "sweep", write_sweep(tmp_path, 1500), "--out", out, "--jobs", "2"])
+    proc = start(
+        [
+            sys.executable,
+            "-m",
+            "cprsim",
+            "sweep",
+            write_sweep(tmp_path, 1500),
+            "--out",
+            out,
+            "--jobs",
+            "2",
+        ]
+    )
     try:
         tree = wait_for_workers(proc, out, 2)
         os.killpg(proc.pid, signal.SIGINT)
@@ -240,8 +286,18 @@ def test_unreachable_scheduler_leaves_no_output_folder(tmp_path):
     pytest.importorskip("distributed")
     out = tmp_path / "o"
     t0 = time.monotonic()
-    line = one_line_error(run("sweep", write_sweep(tmp_path, 4), "--out", out,
-                              "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"))
+    line = one_line_error(
+        run(
+            "sweep",
+            write_sweep(tmp_path, 4),
+            "--out",
+            out,
+            "--scheduler",
+            "tcp://127.0.0.1:1",
+            "--connect-timeout",
+            "2",
+        )
+    )
     assert time.monotonic() - t0 < 15
     assert "tcp://127.0.0.1:1" in line and "cannot connect" in line, line
     assert not out.exists()

@@ -15,23 +15,32 @@ from __future__ import annotations
 import pytest
 
 from cprsim import scenario as sc
-from cprsim.sim.engine import simulate_one, tier_spec
 from cprsim.costs import costs_of
+from cprsim.sim.engine import simulate_one, tier_spec
 
 RAW = {
-    "name": "tiers", "seed": 1, "replications": 1,
+    "name": "tiers",
+    "seed": 1,
+    "replications": 1,
     "cluster": {"trainers": 2, "embedding_servers": 4, "embedding_gb": 40.0, "dense_gb": 1.0},
     "job": {"duration_h": 5.0},
     "storage": {"write_gbps": 10.0, "read_gbps": 20.0, "latency_s": 5.0, "node_gbps": 2.5},
     "reschedule": {"family": "constant", "mean_s": 100.0},
-    "checkpoint": {"interval_h": 1.0, "mode": "tiered", "snapshot_gbps": 10.0,
-                   "tiers": {"replicas": 1, "peer_stride": 1, "persist_every": 2, "memory_latency_s": 0.5}},
+    "checkpoint": {
+        "interval_h": 1.0,
+        "mode": "tiered",
+        "snapshot_gbps": 10.0,
+        "tiers": {"replicas": 1, "peer_stride": 1, "persist_every": 2, "memory_latency_s": 0.5},
+    },
 }
 T_FAIL, PROGRESS = 12000.0, 12000.0 - 3 * 2.5
 
 
 def run(nodes, **tiers):
-    raw = {**RAW, "checkpoint": {**RAW["checkpoint"], "tiers": {**RAW["checkpoint"]["tiers"], **tiers}}}
+    raw = {
+        **RAW,
+        "checkpoint": {**RAW["checkpoint"], "tiers": {**RAW["checkpoint"]["tiers"], **tiers}},
+    }
     s = sc.validate(raw, "test")
     return simulate_one(s, 0, record=True, schedule=[(T_FAIL, tuple(nodes), (100.0,) * len(nodes))])
 
@@ -78,9 +87,17 @@ def test_without_a_durable_checkpoint_the_job_starts_over():
 
 
 def _partial(nodes):
-    raw = {**RAW, "job": {"duration_h": 5.0, "samples_per_s": 1000.0}, "strategy": {"name": "partial"}}
-    return simulate_one(sc.validate(raw, "test"), 0, record=True,
-                        schedule=[(T_FAIL, tuple(nodes), (100.0,) * len(nodes))])
+    raw = {
+        **RAW,
+        "job": {"duration_h": 5.0, "samples_per_s": 1000.0},
+        "strategy": {"name": "partial"},
+    }
+    return simulate_one(
+        sc.validate(raw, "test"),
+        0,
+        record=True,
+        schedule=[(T_FAIL, tuple(nodes), (100.0,) * len(nodes))],
+    )
 
 
 def test_partial_recovery_restores_a_shard_from_its_peers_memory():
@@ -102,9 +119,15 @@ def test_partial_recovery_falls_back_to_storage_for_a_shard_whose_peer_failed_to
 
 
 def test_tiered_needs_a_strategy_that_supports_it():
-    with pytest.raises(sc.ScenarioError, match="does not support checkpoint.mode.*full, partial"):
-        sc.validate({**RAW, "job": {"duration_h": 5.0, "samples_per_s": 1000.0}, "strategy": {"name": "mfu"}},
-                    "test")
+    with pytest.raises(sc.ScenarioError, match=r"does not support checkpoint\.mode.*full, partial"):
+        sc.validate(
+            {
+                **RAW,
+                "job": {"duration_h": 5.0, "samples_per_s": 1000.0},
+                "strategy": {"name": "mfu"},
+            },
+            "test",
+        )
     with pytest.raises(sc.ScenarioError, match=r"\[checkpoint.tiers\] is for mode"):
         sc.validate({**RAW, "checkpoint": {"interval_h": 1.0, "tiers": {"replicas": 1}}}, "test")
 
@@ -112,8 +135,16 @@ def test_tiered_needs_a_strategy_that_supports_it():
 def test_simulate_shows_where_restores_came_from():
     from cli_helpers import run as cli
 
-    r = cli("simulate", "cpr-production", "--replications", "4", "--set", 'checkpoint.mode="tiered"',
-            "--set", "checkpoint.interval_h=0.2")
+    r = cli(
+        "simulate",
+        "cpr-production",
+        "--replications",
+        "4",
+        "--set",
+        'checkpoint.mode="tiered"',
+        "--set",
+        "checkpoint.interval_h=0.2",
+    )
     assert r.exit_code == 0, r.output
     assert "restores from peers' memory" in r.output and "restores from storage" in r.output
 
@@ -140,30 +171,63 @@ def _plan(args):
 def test_plan_picks_the_snapshot_interval_and_the_persist_period_and_confirms_them():
     """A small tiered job (cpr-production's cluster, tiered, a rack of 4 servers failing together
     besides: its peers go with it, so persisting matters)."""
-    d = _plan(["cpr-production", "--set", 'checkpoint.mode="tiered"', "--set", "checkpoint.persist_slowdown=0.2",
-               "--strategies", "partial", "-n", "40", "--search-replications", "40", "--confidence", "mean"])
+    d = _plan(
+        [
+            "cpr-production",
+            "--set",
+            'checkpoint.mode="tiered"',
+            "--set",
+            "checkpoint.persist_slowdown=0.2",
+            "--strategies",
+            "partial",
+            "-n",
+            "40",
+            "--search-replications",
+            "40",
+            "--confidence",
+            "mean",
+        ]
+    )
     tiered = next(o for o in d["options"] if o["label"] == "full, tiered")
     assert tiered["params"]["persist_every"] >= 1 and tiered["interval_h"] > 0
-    assert tiered["full_interval_h"] == pytest.approx(min(tiered["params"]["persist_every"] * tiered["interval_h"],
-                                                          50.0))
+    assert tiered["full_interval_h"] == pytest.approx(
+        min(tiered["params"]["persist_every"] * tiered["interval_h"], 50.0)
+    )
     assert tiered["overhead"]["n"] >= 30  # confirmed on fresh replications
     assert any("tiered checkpoints" in n for n in d["notes"])
     # partial recovery on the tiers too (a shard from a peer's memory): its own persist period,
     # and its promise confirmed on fresh replications
     cpr = next(o for o in d["options"] if o["label"] == "CPR-vanilla, tiered")
     assert cpr["params"]["persist_every"] in (1, 4, 16) and cpr["meets_bound"]
-    assert cpr["full_interval_h"] == pytest.approx(min(cpr["params"]["persist_every"] * cpr["interval_h"], 50.0))
+    assert cpr["full_interval_h"] == pytest.approx(
+        min(cpr["params"]["persist_every"] * cpr["interval_h"], 50.0)
+    )
     assert "CPR-vanilla" in {o["label"] for o in d["options"]}  # and on blocking saves
 
 
 def test_tiered_beats_single_tier_full_recovery_on_the_large_gpu_cluster():
     """llm-16k-gpus (2,048 nodes), a shorter job to keep the test quick: the tiered option's mean
     overhead is below every single-tier full-recovery option's, their 95% CIs apart."""
-    d = _plan(["llm-16k-gpus", "--set", "job.duration_h=48", "-n", "30", "--search-replications", "30",
-               "--confidence", "mean"])
+    d = _plan(
+        [
+            "llm-16k-gpus",
+            "--set",
+            "job.duration_h=48",
+            "-n",
+            "30",
+            "--search-replications",
+            "30",
+            "--confidence",
+            "mean",
+        ]
+    )
     opts = {o["label"]: o for o in d["options"]}
     tiered = opts.pop("full, tiered")
     assert d["recommended"] == "full, tiered"
     for o in opts.values():
-        assert tiered["overhead"]["ci95"][1] < o["overhead"]["ci95"][0], (tiered["overhead"], o["label"], o["overhead"])
+        assert tiered["overhead"]["ci95"][1] < o["overhead"]["ci95"][0], (
+            tiered["overhead"],
+            o["label"],
+            o["overhead"],
+        )
     assert any("recovers embedding shards" in n for n in d["notes"])  # CPR has nothing to do here

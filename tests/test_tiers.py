@@ -18,11 +18,23 @@ from cprsim.sim.tiers import Restore, TierSpec, TierState
 
 
 def spec(bytes_=(400, 200, 200, 200), groups=None, replicas=1, stride=1, k=1, **kw) -> TierSpec:
-    a = dict(snapshot_bps=100.0, memory_latency_s=1.0, node_bps=100.0, write_bps=50.0,
-             read_bps=100.0, storage_latency_s=10.0)
+    a = dict(
+        snapshot_bps=100.0,
+        memory_latency_s=1.0,
+        node_bps=100.0,
+        write_bps=50.0,
+        read_bps=100.0,
+        storage_latency_s=10.0,
+    )
     a.update(kw)
-    return TierSpec(np.array(bytes_, float), groups or ((0, len(bytes_)),), replicas, stride,
-                    persist_every=k, **a)
+    return TierSpec(
+        np.array(bytes_, float),
+        groups or ((0, len(bytes_)),),
+        replicas,
+        stride,
+        persist_every=k,
+        **a,
+    )
 
 
 def snaps(st: TierState, times, step=100.0) -> None:
@@ -53,9 +65,18 @@ def test_peers_stay_in_their_group():
     assert spec((1, 1), stride=2, replicas=2).peers(0) == ()  # stride x m = 0 (mod 2): itself
 
 
-@pytest.mark.parametrize("bad", [dict(groups=((0, 3),)), dict(groups=((1, 4),)), dict(replicas=-1),
-                                 dict(stride=0), dict(k=0), dict(node_bps=0.0),
-                                 dict(bytes_=(1, -1, 1, 1))])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(groups=((0, 3),)),
+        dict(groups=((1, 4),)),
+        dict(replicas=-1),
+        dict(stride=0),
+        dict(k=0),
+        dict(node_bps=0.0),
+        dict(bytes_=(1, -1, 1, 1)),
+    ],
+)
 def test_bad_specs_are_refused(bad):
     with pytest.raises(ValueError):
         spec(**bad)
@@ -312,8 +333,14 @@ class Reference:
                     if live and live[-1]["start"] > t:
                         live.pop()["alive"] = False
                     start = max(t, live[-1]["end"]) if live else t
-                    pe = dict(p=sn["p"], ord=ordinal, start=start, end=start + s.persist_s,
-                              alive=True, done=False)
+                    pe = dict(
+                        p=sn["p"],
+                        ord=ordinal,
+                        start=start,
+                        end=start + s.persist_s,
+                        alive=True,
+                        done=False,
+                    )
                     persists.append(pe)
                     seq += 1
                     heapq.heappush(heap, (pe["end"], seq, "durable", 0, (pe,)))
@@ -377,8 +404,13 @@ def test_random_histories_match_the_brute_force_reference():
     kinds = ["memory", "storage", "none"]
     for case in range(300):
         groups = rng.choice([((0, 6),), ((0, 2), (2, 4)), ((0, 3), (3, 3)), ((0, 1), (1, 5))])
-        s = spec([rng.choice([0, 100, 200, 200, 300]) for _ in range(6)], groups=groups,
-                 replicas=rng.randint(0, 3), stride=rng.randint(1, 3), k=rng.randint(1, 3))
+        s = spec(
+            [rng.choice([0, 100, 200, 200, 300]) for _ in range(6)],
+            groups=groups,
+            replicas=rng.randint(0, 3),
+            stride=rng.randint(1, 3),
+            k=rng.randint(1, 3),
+        )
         st, ref = TierState(s), Reference(s)
         t = progress = 0.0
         seen = set()

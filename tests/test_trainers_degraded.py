@@ -26,7 +26,9 @@ from cprsim.sim.replicate import estimate, run_replications
 from cprsim.sim.strategies import Partial, PartialParams, Strategy, partial_node_overhead
 
 BASE = {
-    "name": "deg", "seed": 7, "replications": 10,
+    "name": "deg",
+    "seed": 7,
+    "replications": 10,
     # dense 5 GB x 2 (optimizer) at 1.25 GB/s: an 8 s dense copy
     "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 5.0},
     "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
@@ -68,9 +70,14 @@ def test_one_trainer_failure_costs_a_quarter_of_its_window():
     assert [(e.node, e.value) for e in ev if e.kind == "degraded"] == [(2, pytest.approx(t + T))]
 
 
-@pytest.mark.parametrize("strategy", [{"name": "mfu", "counter_overhead": 0.01},
-                                      {"name": "ssu", "counter_overhead": 0.5, "sample_rate": 0.1},
-                                      {"name": "lookahead", "counter_overhead": 0.02}])
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"name": "mfu", "counter_overhead": 0.01},
+        {"name": "ssu", "counter_overhead": 0.5, "sample_rate": 0.1},
+        {"name": "lookahead", "counter_overhead": 0.02},
+    ],
+)
 def test_the_trainer_share_multiplies_the_strategys_own_rate(strategy):
     """MFU's counting slowdown r = 1/(1 + x): during the window the job runs at r x 3/4, so it is
     r T/4 of progress behind, made up at r: still T/4 of wall. Lookahead (whose on_failure returns
@@ -122,16 +129,29 @@ def test_a_degraded_trainer_in_an_episode_is_not_charged_a_dense_copy():
     s = scen(**{"strategy.name": "partial"})
     c = costs_of(s)
     env = engine.simpy.Environment()
-    run = engine.Run(scenario=s, costs=c, env=env, record=False, n_trainers=4, n_embedding=6, W=s.duration_s,
-                     tau=s.interval_s)
+    run = engine.Run(
+        scenario=s,
+        costs=c,
+        env=env,
+        record=False,
+        n_trainers=4,
+        n_embedding=6,
+        W=s.duration_s,
+        tau=s.interval_s,
+    )
     strat = Partial(PartialParams(), run)
     run.strategy = strat
     run.fail((0,), (300.0,))  # no job process: nothing is interrupted
     assert strat.on_failure(run, [0]) == set()
     assert strat.load_s(run, {0}) == 0.0  # degraded: its copy is not a stall
-    assert strat.load_s(run, {1}) == c.dense_copy_s  # a trainer the job waited for copies before it resumes
+    assert (
+        strat.load_s(run, {1}) == c.dense_copy_s
+    )  # a trainer the job waited for copies before it resumes
     assert strat.load_s(run, {0, 5}) == c.shard_load_s(1)
-    assert strat.rate_at(run, 0.0) == 0.75 and strat.next_rate_change(run, 0.0) == 300.0 + c.dense_copy_s
+    assert (
+        strat.rate_at(run, 0.0) == 0.75
+        and strat.next_rate_change(run, 0.0) == 300.0 + c.dense_copy_s
+    )
     assert strat.rate_at(run, 300.0 + c.dense_copy_s) == 1.0
 
 
@@ -142,7 +162,12 @@ def test_no_trainer_holding_the_dense_part_rolls_back():
     s = scen(**{"strategy.name": "partial", "cluster.trainers": 2})
     c = costs_of(s)
     t, rho = 1.5 * HOUR + c.save_s, 300.0
-    r, ev = simulate_one(s, 0, record=True, schedule=[(t, (0,), (rho,)), (t + rho + c.dense_copy_s / 2, (1,), (rho,))])
+    r, ev = simulate_one(
+        s,
+        0,
+        record=True,
+        schedule=[(t, (0,), (rho,)), (t + rho + c.dense_copy_s / 2, (1,), (rho,))],
+    )
     # rolled back to the first save: half an interval, and rho + dc/2 at half the rate
     assert r.lost_s == pytest.approx(0.5 * HOUR + (rho + c.dense_copy_s / 2) / 2)
     assert any(e.kind == "load_start" and e.value == pytest.approx(c.load_s) for e in ev)
@@ -150,7 +175,9 @@ def test_no_trainer_holding_the_dense_part_rolls_back():
     later = t + rho + c.dense_copy_s + 1.0
     r2, _ = simulate_one(s, 0, schedule=[(t, (0,), (rho,)), (later, (1,), (rho,))])
     assert r2.lost_s == r2.reschedule_s == r2.load_s == 0.0
-    assert r2.degraded_s == pytest.approx(2 * (rho + c.dense_copy_s) / 2, rel=1e-9)  # each window costs T/2
+    assert r2.degraded_s == pytest.approx(
+        2 * (rho + c.dense_copy_s) / 2, rel=1e-9
+    )  # each window costs T/2
     # the second trainer down while the first is still down: the engine's rule, as before
     r3, _ = simulate_one(s, 0, schedule=[(t, (0,), (rho,)), (t + rho / 2, (1,), (rho,))])
     assert r3.lost_s > 0
@@ -182,7 +209,9 @@ def test_a_job_level_interruption_keeps_only_trainers_still_down_degraded():
     assert abs(identity_gap(r)) <= 1e-9 * r.wall_s
     # the trainer is up and copying when the job fails: every node reloads the checkpoint, done
     rho = 100.0
-    r2, _ = simulate_one(s, 0, schedule=[(t, (0,), (rho,)), (t + rho + c.dense_copy_s / 2, (job,), (restart,))])
+    r2, _ = simulate_one(
+        s, 0, schedule=[(t, (0,), (rho,)), (t + rho + c.dense_copy_s / 2, (job,), (restart,))]
+    )
     assert r2.degraded_s == pytest.approx((rho + c.dense_copy_s / 2) / 4, rel=1e-9)
     assert abs(identity_gap(r2)) <= 1e-9 * r2.wall_s
 
@@ -214,7 +243,9 @@ class _PreviousPartial:
             self.full_restore = False
             return self.costs.load_s
         k = sum(1 for n in nodes if n >= run.n_trainers)
-        t = self.costs.shard_load_s(k) + self.shard_extra_s(run, k) if k else 0.0  # (+ MFU's overlays, since)
+        t = (
+            self.costs.shard_load_s(k) + self.shard_extra_s(run, k) if k else 0.0
+        )  # (+ MFU's overlays, since)
         if len(nodes) > k:
             t = max(t, self.costs.dense_copy_s)
         return t
@@ -252,10 +283,22 @@ CRN = {
 
 @pytest.mark.parametrize("trainers", [1, 2, 4])
 @pytest.mark.parametrize("mode", ["blocking", "two-phase"])
-@pytest.mark.parametrize("new,old,extra", [("partial", "old-partial", {}),
-                                           ("mfu", "old-mfu", {"counter_overhead": 0.01, "full_every": 3})])
-def test_option_off_is_the_previous_implementation_on_the_same_failures(previous, trainers, mode, new, old, extra):
-    upd = {**CRN, "cluster.trainers": trainers, "checkpoint.mode": mode, "checkpoint.persist_slowdown": 0.2}
+@pytest.mark.parametrize(
+    "new,old,extra",
+    [
+        ("partial", "old-partial", {}),
+        ("mfu", "old-mfu", {"counter_overhead": 0.01, "full_every": 3}),
+    ],
+)
+def test_option_off_is_the_previous_implementation_on_the_same_failures(
+    previous, trainers, mode, new, old, extra
+):
+    upd = {
+        **CRN,
+        "cluster.trainers": trainers,
+        "checkpoint.mode": mode,
+        "checkpoint.persist_slowdown": 0.2,
+    }
     off = scen(**upd, strategy={"name": new, "trainer_degraded": False, **extra})
     ref = scen(**upd, strategy={"name": old, **extra})
     fails = 0
@@ -281,9 +324,18 @@ def test_mean_degraded_time_is_walds_identity():
     again, ``E[N] = N_t E[wall]/(1/mu + rho)`` (+O(1) per trainer): the brief's ``lam_tr x E[wall] x
     (rho + dc)/N_t``."""
     nt, mtbf_h, rho = 4, 20.0, 600.0
-    s = scen(**{"strategy.name": "partial", "cluster.trainers": nt, "cluster.dense_gb": 50.0, "job.duration_h": 200.0,
-                "checkpoint.interval_h": 200.0, "reschedule": {"family": "exponential", "mean_s": rho},
-                "failures.trainer": {"family": "exponential", "mtbf_h": mtbf_h}, "seed": 11})
+    s = scen(
+        **{
+            "strategy.name": "partial",
+            "cluster.trainers": nt,
+            "cluster.dense_gb": 50.0,
+            "job.duration_h": 200.0,
+            "checkpoint.interval_h": 200.0,
+            "reschedule": {"family": "exponential", "mean_s": rho},
+            "failures.trainer": {"family": "exponential", "mtbf_h": mtbf_h},
+            "seed": 11,
+        }
+    )
     c = costs_of(s)
     mu, dc = 1 / (mtbf_h * HOUR), c.dense_copy_s
     assert dc == pytest.approx(80.0)
@@ -310,9 +362,17 @@ def test_degraded_time_is_the_union_of_each_trainers_windows():
     """Per replication, exactly: degraded = sum over trainers of the time (before the end) they are
     out, i.e. the union of their [failure, failure + rho + dc] windows, over N_t (no saves, no
     embedding failures, no rollback)."""
-    s = scen(**{"strategy.name": "partial", "cluster.trainers": 3, "job.duration_h": 100.0,
-                "checkpoint.interval_h": 100.0, "reschedule": {"family": "exponential", "mean_s": 900.0},
-                "cluster.dense_gb": 200.0, "failures.trainer": {"family": "exponential", "mtbf_h": 8.0}})
+    s = scen(
+        **{
+            "strategy.name": "partial",
+            "cluster.trainers": 3,
+            "job.duration_h": 100.0,
+            "checkpoint.interval_h": 100.0,
+            "reschedule": {"family": "exponential", "mean_s": 900.0},
+            "cluster.dense_gb": 200.0,
+            "failures.trainer": {"family": "exponential", "mtbf_h": 8.0},
+        }
+    )
     c = costs_of(s)
     checked = 0
     for rep in range(40):
@@ -322,8 +382,11 @@ def test_degraded_time_is_the_union_of_each_trainers_windows():
         checked += 1
         out = 0.0
         for node in range(3):
-            wins = sorted((e.time_s, e.time_s + e.value + c.dense_copy_s)
-                          for e in ev if e.kind == "fail" and e.node == node)
+            wins = sorted(
+                (e.time_s, e.time_s + e.value + c.dense_copy_s)
+                for e in ev
+                if e.kind == "fail" and e.node == node
+            )
             end = -math.inf
             for a, b in wins:
                 a, b = max(a, end), min(b, r.wall_s)
@@ -338,13 +401,24 @@ def test_degraded_time_is_the_union_of_each_trainers_windows():
 def test_accounting_identity_under_frequent_trainer_failures():
     """Many overlapping windows, embedding and job failures, two-phase persists: the identity holds
     and the job never runs at a rate <= 0."""
-    for strat in ({"name": "partial"}, {"name": "mfu", "counter_overhead": 0.05},
-                  {"name": "lookahead", "cache_fraction": 0.01}):
+    for strat in (
+        {"name": "partial"},
+        {"name": "mfu", "counter_overhead": 0.05},
+        {"name": "lookahead", "cache_fraction": 0.01},
+    ):
         for nt in (2, 3, 8):
             for mode in ("blocking", "two-phase"):
-                s = scen(**{**CRN, "strategy": strat, "cluster.trainers": nt, "checkpoint.mode": mode,
-                            "checkpoint.persist_slowdown": 0.3, "checkpoint.interval_h": 0.5,
-                            "failures.trainer": {"family": "exponential", "mtbf_h": 2.0}})
+                s = scen(
+                    **{
+                        **CRN,
+                        "strategy": strat,
+                        "cluster.trainers": nt,
+                        "checkpoint.mode": mode,
+                        "checkpoint.persist_slowdown": 0.3,
+                        "checkpoint.interval_h": 0.5,
+                        "failures.trainer": {"family": "exponential", "mtbf_h": 2.0},
+                    }
+                )
                 for rep in range(3):
                     r, _ = simulate_one(s, rep)
                     assert abs(identity_gap(r)) <= 1e-9 * r.wall_s
@@ -370,11 +444,20 @@ def test_planner_charges_a_degraded_trainer_its_window_over_n_t():
     form lies in the simulated mean's CI; the stall form (option off) overshoots it by ~9%."""
     mu = 1 / (4 * HOUR)
     n, rho, d, shard = 4, 300.0, 60.0, 600.0
-    s = scen(**{"seed": 12, "cluster.embedding_servers": n, "cluster.trainers": n, "cluster.dense_gb": 0.3,
-                "job.duration_h": 20.0, "reschedule": {"family": "constant", "mean_s": rho},
-                "failures.embedding": {"family": "exponential", "mtbf_h": 4.0},
-                "failures.trainer": {"family": "exponential", "mtbf_h": 4.0},
-                "costs": {"save_s": d, "shard_load_s": shard}, "strategy.name": "partial"})
+    s = scen(
+        **{
+            "seed": 12,
+            "cluster.embedding_servers": n,
+            "cluster.trainers": n,
+            "cluster.dense_gb": 0.3,
+            "job.duration_h": 20.0,
+            "reschedule": {"family": "constant", "mean_s": rho},
+            "failures.embedding": {"family": "exponential", "mtbf_h": 4.0},
+            "failures.trainer": {"family": "exponential", "mtbf_h": 4.0},
+            "costs": {"save_s": d, "shard_load_s": shard},
+            "strategy.name": "partial",
+        }
+    )
     c, rates = costs_of(s), failure_rates(s)
     W, tau = s.duration_s, s.interval_s
     res, _ = run_replications(s, 1000)
@@ -385,17 +468,39 @@ def test_planner_charges_a_degraded_trainer_its_window_over_n_t():
     assert stall > 1.05 * wall.hi
     # first order: each trainer failure costs (rho + dc)/N_t of compute
     x = n * mu * (rho + c.dense_copy_s) / n
-    no_trainers = (1 + partial_node_overhead(s.with_updates({"failures.trainer": None}), tau, d,
-                                             failure_rates(s.with_updates({"failures.trainer": None})), c,
-                                             degraded=True)) * W
+    no_trainers = (
+        1
+        + partial_node_overhead(
+            s.with_updates({"failures.trainer": None}),
+            tau,
+            d,
+            failure_rates(s.with_updates({"failures.trainer": None})),
+            c,
+            degraded=True,
+        )
+    ) * W
     assert degraded - no_trainers == pytest.approx(x * W * (degraded / W), rel=0.1)
     # the option off keeps the previous form; the strategy hooks pass the option on
-    assert stall == pytest.approx(analytic.partial_wall_split(W, tau, d, rates.embedding, rho + shard,
-                                                              rates.nodes - rates.embedding, rho + c.dense_copy_s,
-                                                              wait_s=rho), rel=1e-12)
+    assert stall == pytest.approx(
+        analytic.partial_wall_split(
+            W,
+            tau,
+            d,
+            rates.embedding,
+            rho + shard,
+            rates.nodes - rates.embedding,
+            rho + c.dense_copy_s,
+            wait_s=rho,
+        ),
+        rel=1e-12,
+    )
     P = strategies.get("partial")
     assert P.plan_expected_overhead(s, {}, tau, rates, c) < P.plan_expected_overhead(
-        s, {"trainer_degraded": False}, tau, rates, c)
+        s, {"trainer_degraded": False}, tau, rates, c
+    )
     M = strategies.get("mfu")
-    assert M.plan_expected_overhead(s, {"top_fraction": 0.05}, tau, rates, c) < M.plan_expected_overhead(
-        s, {"top_fraction": 0.05, "trainer_degraded": False}, tau, rates, c)
+    assert M.plan_expected_overhead(
+        s, {"top_fraction": 0.05}, tau, rates, c
+    ) < M.plan_expected_overhead(
+        s, {"top_fraction": 0.05, "trainer_degraded": False}, tau, rates, c
+    )

@@ -38,8 +38,9 @@ held-out data support it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,10 +64,16 @@ FORMULAS = {
 SIGNIFICANCE = 0.05
 #: the covariates the planner assumes when it only has a PLS (a failure mid-training restoring a
 #: fresh save): the reference point of ``b0``
-REFERENCE = {"position": 0.5, "age": 0.0, "pls": 0.1}  #: ``pls``: where "loss per unit PLS" is quoted
+REFERENCE = {
+    "position": 0.5,
+    "age": 0.0,
+    "pls": 0.1,
+}  #: ``pls``: where "loss per unit PLS" is quoted
 
 
-def design(terms: Sequence[str], pls: np.ndarray, position: np.ndarray, age: np.ndarray) -> np.ndarray:
+def design(
+    terms: Sequence[str], pls: np.ndarray, position: np.ndarray, age: np.ndarray
+) -> np.ndarray:
     """The model's columns: PLS, then PLS x (position - 1/2), PLS x age and/or PLS x PLS."""
     pls = np.asarray(pls, float)
     cols = [pls]
@@ -102,11 +109,16 @@ class Coef:
             return m, m - h, m + h
 
     def to_dict(self) -> dict[str, Any]:
-        return {"b": [float(x) for x in self.b], "cov": [[float(x) for x in r] for r in self.cov],
-                "dof": int(self.dof), "rss": float(self.rss), "n": int(self.n)}
+        return {
+            "b": [float(x) for x in self.b],
+            "cov": [[float(x) for x in r] for r in self.cov],
+            "dof": int(self.dof),
+            "rss": float(self.rss),
+            "n": int(self.n),
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str) -> "Coef":
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> Coef:
         from cprsim.errors import InputError
 
         try:
@@ -114,11 +126,19 @@ class Coef:
             cov = np.asarray(d["cov"], dtype=float)
             dof, rss, n = int(d["dof"]), float(d["rss"]), int(d["n"])
         except (KeyError, TypeError, ValueError):
-            raise InputError(f"{where}: expected b (numbers), cov (a square array), dof, rss and n") from None
-        if cov.shape != (b.size, b.size) or not np.all(np.isfinite(b)) or np.any(np.isnan(cov)) or (
-                dof > 0 and not np.all(np.isfinite(cov))):
-            raise InputError(f"{where}: b must be finite numbers and cov a finite {b.size}x{b.size} array "
-                             f"(infinite only when dof <= 0)")
+            raise InputError(
+                f"{where}: expected b (numbers), cov (a square array), dof, rss and n"
+            ) from None
+        if (
+            cov.shape != (b.size, b.size)
+            or not np.all(np.isfinite(b))
+            or np.any(np.isnan(cov))
+            or (dof > 0 and not np.all(np.isfinite(cov)))
+        ):
+            raise InputError(
+                f"{where}: b must be finite numbers and cov a finite {b.size}x{b.size} array "
+                f"(infinite only when dof <= 0)"
+            )
         return cls(b, cov, dof, rss, n)
 
 
@@ -147,7 +167,7 @@ class Data:
     y: np.ndarray
 
     @classmethod
-    def from_points(cls, points: Mapping[str, Mapping[str, Any]], metric: str) -> "Data":
+    def from_points(cls, points: Mapping[str, Mapping[str, Any]], metric: str) -> Data:
         """From calibration.toml's ``[points.<strategy>]`` arrays (position/age 0 when absent: files
         written before the timing covariates, which can only support ``slope``)."""
         st, seed, pls, pos, age, y = [], [], [], [], [], []
@@ -159,12 +179,24 @@ class Data:
             pos += list(np.asarray(p.get("position", [0.5] * x.size), float))
             age += list(np.asarray(p.get("age", [0.0] * x.size), float))
             y += list(np.asarray(p[f"d_{metric}"], float))
-        return cls(np.asarray(st), np.asarray(seed), np.asarray(pls, float), np.asarray(pos, float),
-                   np.asarray(age, float), np.asarray(y, float))
+        return cls(
+            np.asarray(st),
+            np.asarray(seed),
+            np.asarray(pls, float),
+            np.asarray(pos, float),
+            np.asarray(age, float),
+            np.asarray(y, float),
+        )
 
-    def take(self, mask: np.ndarray) -> "Data":
-        return Data(self.strategy[mask], self.seed[mask], self.pls[mask], self.position[mask], self.age[mask],
-                    self.y[mask])
+    def take(self, mask: np.ndarray) -> Data:
+        return Data(
+            self.strategy[mask],
+            self.seed[mask],
+            self.pls[mask],
+            self.position[mask],
+            self.age[mask],
+            self.y[mask],
+        )
 
     @property
     def strategies(self) -> list[str]:
@@ -188,8 +220,13 @@ class Fitted:
         """The pooled coefficients, else the strategy's own, else vanilla CPR's (``partial``)."""
         return self.coef.get("*") or self.coef.get(strategy) or self.coef["partial"]
 
-    def predict(self, strategy: str, pls: Any, position: Any = REFERENCE["position"],
-                age: Any = REFERENCE["age"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def predict(
+        self,
+        strategy: str,
+        pls: Any,
+        position: Any = REFERENCE["position"],
+        age: Any = REFERENCE["age"],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean loss and its 95% CI at these PLS (position and age broadcast to them)."""
         pls = np.atleast_1d(np.asarray(pls, float))
         position = np.broadcast_to(np.asarray(position, float), pls.shape)
@@ -200,7 +237,10 @@ class Fitted:
 def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str, Coef]]:
     """p-value of "one coefficient vector for all strategies", the pooled fit, the separate fits."""
     pooled = ols(d.X(terms), d.y)
-    sep = {st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y) for st in d.strategies}
+    sep = {
+        st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y)
+        for st in d.strategies
+    }
     k, p, n = len(sep), 1 + len(terms), d.y.size
     rss_sep = sum(c.rss for c in sep.values())
     if k < 2 or n <= k * p or rss_sep <= 0:
@@ -255,20 +295,34 @@ class Selection:
 
     def describe(self) -> str:
         f = self.chosen
-        return _describe(self.metric, f.name, f.pooled, sorted(self.ranges), f.f_p_value, self.rule, self.n,
-                         self.cv_mse)
+        return _describe(
+            self.metric,
+            f.name,
+            f.pooled,
+            sorted(self.ranges),
+            f.f_p_value,
+            self.rule,
+            self.n,
+            self.cv_mse,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         f = self.chosen
         out: dict[str, Any] = {
-            "chosen": f.name, "formula": FORMULAS[f.name], "terms": ["pls", *[f"pls_x_{t}" for t in f.terms]],
-            "pooled": f.pooled, "selection": self.rule, "runs": self.n,
+            "chosen": f.name,
+            "formula": FORMULAS[f.name],
+            "terms": ["pls", *[f"pls_x_{t}" for t in f.terms]],
+            "pooled": f.pooled,
+            "selection": self.rule,
+            "runs": self.n,
             "cv_best": self.best,
             "cv_mse": {k: float(v) for k, v in self.cv_mse.items()},
             "cv_se_vs_best": {k: float(v) for k, v in self.cv_se.items()},
         }
-        out["pooling_f_test_p"] = {k: (float(c.f_p_value) if c.f_p_value is not None else float("nan"))
-                                   for k, c in self.candidates.items()}
+        out["pooling_f_test_p"] = {
+            k: (float(c.f_p_value) if c.f_p_value is not None else float("nan"))
+            for k, c in self.candidates.items()
+        }
         out["coef"] = {k: c.to_dict() for k, c in f.coef.items()}
         return out
 
@@ -276,12 +330,19 @@ class Selection:
 def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selection:
     """Fit every candidate supported by the data and choose one (module doc)."""
     varies = {"pls": True, "position": bool(np.ptp(d.position) > 0), "age": bool(np.ptp(d.age) > 0)}
-    fitted = {nm: fit_candidate(d, nm, significance) for nm, terms in CANDIDATES.items()
-              if all(varies[t] for t in terms)}  # files without position/age: slope and curvature
+    fitted = {
+        nm: fit_candidate(d, nm, significance)
+        for nm, terms in CANDIDATES.items()
+        if all(varies[t] for t in terms)
+    }  # files without position/age: slope and curvature
     # a candidate needs residual degrees of freedom (a CI) to be chosen; the slope model is always there
-    names = [nm for nm, f in fitted.items() if nm == "slope" or all(c.dof >= 1 for c in f.coef.values())]
+    names = [
+        nm for nm, f in fitted.items() if nm == "slope" or all(c.dof >= 1 for c in f.coef.values())
+    ]
     errs = {nm: held_out_errors(d, nm, significance) for nm in names}
-    cv = {nm: float(np.nanmean(e)) if np.any(np.isfinite(e)) else math.inf for nm, e in errs.items()}
+    cv = {
+        nm: float(np.nanmean(e)) if np.any(np.isfinite(e)) else math.inf for nm, e in errs.items()
+    }
     names = [nm for nm in names if nm == "slope" or math.isfinite(cv[nm])]
     best = min(names, key=lambda nm: cv[nm])
     se: dict[str, float] = {}
@@ -298,8 +359,14 @@ def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selectio
     chosen = min(ok or ["slope"], key=lambda nm: (size(nm), cv[nm]))
     cv = {nm: cv[nm] for nm in names}
     fitted = {nm: fitted[nm] for nm in names}
-    ranges = {st: {"pls": _span(d.pls[d.strategy == st]), "position": _span(d.position[d.strategy == st]),
-                   "age": _span(d.age[d.strategy == st])} for st in d.strategies}
+    ranges = {
+        st: {
+            "pls": _span(d.pls[d.strategy == st]),
+            "position": _span(d.position[d.strategy == st]),
+            "age": _span(d.age[d.strategy == st]),
+        }
+        for st in d.strategies
+    }
     return Selection(metric, fitted[chosen], cv, se, best, int(d.y.size), ranges, candidates=fitted)
 
 
@@ -307,8 +374,11 @@ def _span(x: np.ndarray) -> tuple[float, float]:
     return (float(np.min(x)), float(np.max(x))) if x.size else (math.nan, math.nan)
 
 
-def model_table(points: Mapping[str, Mapping[str, Any]], metrics: Iterable[str] = ("auc", "logloss"),
-                significance: float = SIGNIFICANCE) -> dict[str, Any]:
+def model_table(
+    points: Mapping[str, Mapping[str, Any]],
+    metrics: Iterable[str] = ("auc", "logloss"),
+    significance: float = SIGNIFICANCE,
+) -> dict[str, Any]:
     """calibration.toml's ``[model]`` table: per metric the chosen model and its evidence, and the
     measured ranges per strategy."""
     out: dict[str, Any] = {}
@@ -329,15 +399,26 @@ class AccuracyFit(Fitted):
     ranges: dict[str, dict[str, tuple[float, float]]]
     description: str
 
-    def slope_at(self, strategy: str, position: float = REFERENCE["position"],
-                 age: float = REFERENCE["age"], pls: float = REFERENCE["pls"]) -> tuple[float, float, float]:
+    def slope_at(
+        self,
+        strategy: str,
+        position: float = REFERENCE["position"],
+        age: float = REFERENCE["age"],
+        pls: float = REFERENCE["pls"],
+    ) -> tuple[float, float, float]:
         """Loss per unit PLS at these covariates and this PLS (the curvature model's depends on
         it): (mean, 95% lo, 95% hi)."""
         m, lo, hi = self.predict(strategy, pls, position, age)
         return float(m[0]) / pls, float(lo[0]) / pls, float(hi[0]) / pls
 
-    def max_pls(self, bound: float, strategy: str, position: float = REFERENCE["position"],
-                age: float = REFERENCE["age"], limit: float = 1.0) -> float:
+    def max_pls(
+        self,
+        bound: float,
+        strategy: str,
+        position: float = REFERENCE["position"],
+        age: float = REFERENCE["age"],
+        limit: float = 1.0,
+    ) -> float:
         """The largest PLS in ``[0, limit]`` whose loss's upper 95% end stays within ``bound`` at
         these covariates, scanning up from 0 (``inf`` when even ``limit`` stays within: the
         model allows any PLS; 0 when the smallest PLS already exceeds it)."""
@@ -363,56 +444,108 @@ class AccuracyFit(Fitted):
         return lo_x
 
     @classmethod
-    def from_selection(cls, sel: Selection) -> "AccuracyFit":
+    def from_selection(cls, sel: Selection) -> AccuracyFit:
         f = sel.chosen
-        return cls(f.name, f.terms, f.pooled, dict(f.coef), f.f_p_value, sel.metric, sel.ranges, sel.describe())
+        return cls(
+            f.name,
+            f.terms,
+            f.pooled,
+            dict(f.coef),
+            f.f_p_value,
+            sel.metric,
+            sel.ranges,
+            sel.describe(),
+        )
 
     @classmethod
-    def from_table(cls, table: Mapping[str, Any], metric: str, ranges: Mapping[str, Any], where: str) -> "AccuracyFit":
+    def from_table(
+        cls, table: Mapping[str, Any], metric: str, ranges: Mapping[str, Any], where: str
+    ) -> AccuracyFit:
         from cprsim.errors import InputError
 
         name = table.get("chosen")
         if name not in CANDIDATES:
-            raise InputError(f"{where}.chosen: expected one of {', '.join(CANDIDATES)}, got {name!r}")
+            raise InputError(
+                f"{where}.chosen: expected one of {', '.join(CANDIDATES)}, got {name!r}"
+            )
         coefs = table.get("coef")
         if not isinstance(coefs, dict) or not coefs:
             raise InputError(f"{where}.coef: expected a table of fits ('*' or one per strategy)")
-        coef = {k: Coef.from_dict(v if isinstance(v, dict) else {}, f"{where}.coef.{k}") for k, v in coefs.items()}
+        coef = {
+            k: Coef.from_dict(v if isinstance(v, dict) else {}, f"{where}.coef.{k}")
+            for k, v in coefs.items()
+        }
         p = 1 + len(CANDIDATES[name])
         for k, c in coef.items():
             if c.b.size != p:
-                raise InputError(f"{where}.coef.{k}.b: model '{name}' has {p} coefficients, got {c.b.size}")
+                raise InputError(
+                    f"{where}.coef.{k}.b: model '{name}' has {p} coefficients, got {c.b.size}"
+                )
         if "*" not in coef and "partial" not in coef:
             raise InputError(f"{where}.coef: needs '*' (pooled) or 'partial'")
         pv = table.get("pooling_f_test_p", {})
         p_value = pv.get(name) if isinstance(pv, dict) else None
-        p_value = None if not isinstance(p_value, (int, float)) or math.isnan(p_value) else float(p_value)
+        p_value = (
+            None if not isinstance(p_value, (int, float)) or math.isnan(p_value) else float(p_value)
+        )
         rng: dict[str, dict[str, tuple[float, float]]] = {}
         for st, r in ranges.items():
             if not isinstance(r, dict):
-                raise InputError(f"{where.rsplit('.', 1)[0]}.range.{st}: expected a table of [min, max] pairs")
+                raise InputError(
+                    f"{where.rsplit('.', 1)[0]}.range.{st}: expected a table of [min, max] pairs"
+                )
             rng[st] = {}
             for k, v in r.items():
-                if not (isinstance(v, list) and len(v) == 2 and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
-                        and v[0] <= v[1]):
-                    raise InputError(f"{where.rsplit('.', 1)[0]}.range.{st}.{k}: expected [min, max] finite "
-                                     f"numbers, got {v!r}")
+                if not (
+                    isinstance(v, list)
+                    and len(v) == 2
+                    and all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                        for x in v
+                    )
+                    and v[0] <= v[1]
+                ):
+                    raise InputError(
+                        f"{where.rsplit('.', 1)[0]}.range.{st}.{k}: expected [min, max] finite "
+                        f"numbers, got {v!r}"
+                    )
                 rng[st][k] = (float(v[0]), float(v[1]))
         cv = table.get("cv_mse")
         runs = table.get("runs")
         pooled = "*" in coef
-        desc = _describe(metric, name, pooled, sorted(rng), p_value, str(table.get("selection", "held-out selection")),
-                         runs if isinstance(runs, int) else None, cv if isinstance(cv, dict) else {})
+        desc = _describe(
+            metric,
+            name,
+            pooled,
+            sorted(rng),
+            p_value,
+            str(table.get("selection", "held-out selection")),
+            runs if isinstance(runs, int) else None,
+            cv if isinstance(cv, dict) else {},
+        )
         return cls(name, CANDIDATES[name], pooled, coef, p_value, metric, rng, desc)
 
 
-def _describe(metric: str, name: str, pooled: bool, strategies: Sequence[str], p_value: float | None, rule: str,
-              runs: int | None, cv_mse: Mapping[str, Any]) -> str:
+def _describe(
+    metric: str,
+    name: str,
+    pooled: bool,
+    strategies: Sequence[str],
+    p_value: float | None,
+    rule: str,
+    runs: int | None,
+    cv_mse: Mapping[str, Any],
+) -> str:
     """One line naming a chosen model, its pooling and the evidence (plan notes, simulate)."""
     test = f" (F-test p = {p_value:.3g})" if p_value is not None else ""
-    pool = (f"one set of coefficients pooled over {', '.join(strategies) or 'the strategies'}" if pooled
-            else "each strategy's own coefficients") + test
+    pool = (
+        f"one set of coefficients pooled over {', '.join(strategies) or 'the strategies'}"
+        if pooled
+        else "each strategy's own coefficients"
+    ) + test
     alt = ", ".join(f"{k} {v:.3g}" for k, v in cv_mse.items() if isinstance(v, (int, float)))
-    return (f"{metric} model '{name}': {FORMULAS[name]}; {pool}; chosen by {rule}"
-            + (f" over {runs} runs" if runs is not None else "") + (f" (held-out MSE: {alt})" if alt else ""))
+    return (
+        f"{metric} model '{name}': {FORMULAS[name]}; {pool}; chosen by {rule}"
+        + (f" over {runs} runs" if runs is not None else "")
+        + (f" (held-out MSE: {alt})" if alt else "")
+    )

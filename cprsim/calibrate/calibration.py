@@ -63,15 +63,21 @@ class Calibration:
             raise InputError(f"calibration has no fit for {strategy!r} nor 'partial'")
         return table[st][metric]
 
-    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = "partial",
-                      conservative: bool = False) -> float:
+    def accuracy_loss(
+        self, pls: float, metric: str = "auc", strategy: str = "partial", conservative: bool = False
+    ) -> float:
         """Expected accuracy loss (AUC drop, or log-loss rise) at this PLS."""
         if pls < 0:
             raise InputError(f"pls must be >= 0, got {pls}")
         return max(0.0, self._slope(metric, strategy, conservative)) * pls
 
-    def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial",
-                conservative: bool = False) -> float:
+    def max_pls(
+        self,
+        bound: float,
+        metric: str = "auc",
+        strategy: str = "partial",
+        conservative: bool = False,
+    ) -> float:
         """The largest PLS whose expected loss stays within ``bound`` (inf if loss does not grow)."""
         if bound < 0:
             raise InputError(f"accuracy bound must be >= 0, got {bound}")
@@ -81,8 +87,15 @@ class Calibration:
 
 def placeholder() -> Calibration:
     sl = {"partial": dict(PLACEHOLDER_SLOPES)}
-    return Calibration(sl, False, {"calibrated": False, "source": "placeholder: no calibration file; "
-                                   "slopes from issue 5's feasibility note, not measured by cprsim"})
+    return Calibration(
+        sl,
+        False,
+        {
+            "calibrated": False,
+            "source": "placeholder: no calibration file; "
+            "slopes from issue 5's feasibility note, not measured by cprsim",
+        },
+    )
 
 
 def default_path() -> Path | None:
@@ -136,4 +149,3 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
 def to_toml(doc: dict[str, Any], header: str = "") -> str:
     """The calibration file's TOML (see :func:`cprsim.io.dumps_toml`), ``header`` as comments."""
     return dumps_toml(doc, header)
-

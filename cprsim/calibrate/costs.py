@@ -53,7 +53,7 @@ import torch
 
 from cprsim.calibrate.emulation import shard_of_rows
 from cprsim.calibrate.model import DLRM
-from cprsim.calibrate.runner import Preset, Prepared, new_model
+from cprsim.calibrate.runner import Prepared, Preset, new_model
 
 
 def _save(obj: dict, path: Path) -> None:
@@ -81,10 +81,17 @@ def measure_shard_io(model: DLRM, n_shards: int, repeats: int = 3) -> dict:
                 loads.append(time.perf_counter() - t)
     b = statistics.median(sizes)
     s, lo = statistics.median(saves), statistics.median(loads)
-    return {"shards": n_shards, "shard_bytes": int(b), "shard_save_s": s, "shard_load_s": lo,
-            "save_gbps": b / s / 1e9, "load_gbps": b / lo / 1e9, "repeats": repeats,
-            "method": "torch.save + fsync / torch.load of one shard's rows and Adagrad state, "
-                      "local temp dir, median"}
+    return {
+        "shards": n_shards,
+        "shard_bytes": int(b),
+        "shard_save_s": s,
+        "shard_load_s": lo,
+        "save_gbps": b / s / 1e9,
+        "load_gbps": b / lo / 1e9,
+        "repeats": repeats,
+        "method": "torch.save + fsync / torch.load of one shard's rows and Adagrad state, "
+        "local temp dir, median",
+    }
 
 
 #: the predicted checkpoint cost the power rule aims at, as a fraction of the plain run
@@ -123,13 +130,22 @@ def e2e_repeats(p: Preset) -> int:
 
 def _stats(x: list[float]) -> dict:
     a = np.asarray(x, float)
-    return {"values": [float(v) for v in a], "mean": float(a.mean()),
-            "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
-            "min": float(a.min()), "max": float(a.max())}
+    return {
+        "values": [float(v) for v in a],
+        "mean": float(a.mean()),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+    }
 
 
-def verdict(diffs: list[float], simulated: list[float], tolerance_rel: float = TOLERANCE_REL,
-            level: float = 0.95) -> dict:
+def verdict(
+    diffs: list[float],
+    simulated: list[float],
+    tolerance_rel: float = TOLERANCE_REL,
+    level: float = 0.95,
+) -> dict:
     """Mean of the paired differences (measured - simulated overhead), its ``level`` CI (Student t
     with n - 1 degrees of freedom over the repetitions) and the verdict against the tolerance
     ``tolerance_rel x mean(simulated)`` (see the module docstring).
@@ -158,9 +174,20 @@ def verdict(diffs: list[float], simulated: list[float], tolerance_rel: float = T
         v = "refuted"
     else:
         v = "inconclusive"
-    return {"n": n, "mean": mean, "sd": sd, "t_quantile": t, "lo": lo, "hi": hi, "half_width": half,
-            "level": level, "tolerance": tol, "tolerance_rel": tolerance_rel, "verdict": v,
-            "excludes_zero": bool(lo > 0 or hi < 0)}
+    return {
+        "n": n,
+        "mean": mean,
+        "sd": sd,
+        "t_quantile": t,
+        "lo": lo,
+        "hi": hi,
+        "half_width": half,
+        "level": level,
+        "tolerance": tol,
+        "tolerance_rel": tolerance_rel,
+        "verdict": v,
+        "excludes_zero": bool(lo > 0 or hi < 0),
+    }
 
 
 def _load_average() -> float:
@@ -176,10 +203,17 @@ def _train(model: DLRM, prep: Prepared, k: int) -> None:
     model.train_step_unique(prep.dense[sl], uniq, inv, prep.label[sl])
 
 
-def end_to_end(prep: Prepared, p: Preset, seed: int, interval: int | None = None,
-               failures: list[tuple[int, int]] | None = None, repeats: int = 2,
-               threads: int = 1, target_overhead: float = TARGET_OVERHEAD,
-               tolerance_rel: float = TOLERANCE_REL) -> dict:
+def end_to_end(
+    prep: Prepared,
+    p: Preset,
+    seed: int,
+    interval: int | None = None,
+    failures: list[tuple[int, int]] | None = None,
+    repeats: int = 2,
+    threads: int = 1,
+    target_overhead: float = TARGET_OVERHEAD,
+    tolerance_rel: float = TOLERANCE_REL,
+) -> dict:
     """The end-to-end check (module docstring): ``repeats`` plain and ``repeats`` checkpointed
     runs of ``prep``'s iterations on ``threads`` torch threads, interleaved (2 by default, the
     fewest with a spread: too few for a conclusive verdict unless the noise is tiny; ``cprsim
@@ -240,12 +274,14 @@ def end_to_end(prep: Prepared, p: Preset, seed: int, interval: int | None = None
                 t = time.perf_counter()
                 _train(model, prep, k)
                 its.append(time.perf_counter() - t)
-            iter_s = statistics.median(its[len(its) // 2:])  # the first half warms up
+            iter_s = statistics.median(its[len(its) // 2 :])  # the first half warms up
             pilot_save_s = statistics.median(save_all(model) for _ in range(3))
             if interval is None:
                 iv = max(1, round(pilot_save_s / (target_overhead * iter_s)))
-                rule = (f"power rule: round(pilot save of all shards {pilot_save_s:.4g} s / "
-                        f"({target_overhead:g} x pilot iteration {iter_s:.4g} s))")
+                rule = (
+                    f"power rule: round(pilot save of all shards {pilot_save_s:.4g} s / "
+                    f"({target_overhead:g} x pilot iteration {iter_s:.4g} s))"
+                )
             else:
                 iv, rule = int(interval), "given by the caller"
             if iv < 1:
@@ -263,8 +299,18 @@ def end_to_end(prep: Prepared, p: Preset, seed: int, interval: int | None = None
                 load_s = statistics.mean(loads) if loads else 0.0
                 so, _, sim_ck = _simulate(pw, n, iv, p.n_shards, save_s, load_s, failures)
                 m = (cw - pw) / pw
-                reps.append({"plain": pw, "ckpt": cw, "measured": m, "simulated": so,
-                             "diff": m - so, "save_s": save_s, "load_s": load_s, "sim_ck": sim_ck})
+                reps.append(
+                    {
+                        "plain": pw,
+                        "ckpt": cw,
+                        "measured": m,
+                        "simulated": so,
+                        "diff": m - so,
+                        "save_s": save_s,
+                        "load_s": load_s,
+                        "sim_ck": sim_ck,
+                    }
+                )
             checks_s = time.perf_counter() - t_all
     finally:
         torch.set_num_threads(threads_before)
@@ -280,24 +326,38 @@ def end_to_end(prep: Prepared, p: Preset, seed: int, interval: int | None = None
         "verdict": v["verdict"],
         "measured_overhead": float(np.mean(col("measured"))),
         "simulated_overhead": sim_mean,
-        "difference": v["mean"], "difference_lo": v["lo"], "difference_hi": v["hi"],
-        "tolerance": v["tolerance"], "tolerance_rel": tolerance_rel,
-        "excludes_zero": v["excludes_zero"], "ci_half_width": v["half_width"],
+        "difference": v["mean"],
+        "difference_lo": v["lo"],
+        "difference_hi": v["hi"],
+        "tolerance": v["tolerance"],
+        "tolerance_rel": tolerance_rel,
+        "excludes_zero": v["excludes_zero"],
+        "ci_half_width": v["half_width"],
         "t_quantile": v["t_quantile"],
-        "ci": (f"{v['level']:.0%} Student t over the {repeats} paired differences measured - "
-               f"simulated overhead ({repeats - 1} degrees of freedom)"),
-        "rule": ("confirmed: the CI lies within +-tolerance (tolerance = tolerance_rel x simulated "
-                 "overhead); refuted: the CI lies wholly outside it; else inconclusive"),
-        "repeats": repeats, "threads": threads,
+        "ci": (
+            f"{v['level']:.0%} Student t over the {repeats} paired differences measured - "
+            f"simulated overhead ({repeats - 1} degrees of freedom)"
+        ),
+        "rule": (
+            "confirmed: the CI lies within +-tolerance (tolerance = tolerance_rel x simulated "
+            "overhead); refuted: the CI lies wholly outside it; else inconclusive"
+        ),
+        "repeats": repeats,
+        "threads": threads,
         "order": "counterbalanced pairs: plain, checkpointed | checkpointed, plain | ...",
-        "iterations": n, "interval_iterations": iv, "interval_rule": rule,
+        "iterations": n,
+        "interval_iterations": iv,
+        "interval_rule": rule,
         "target_overhead": target_overhead if interval is None else float("nan"),
-        "checkpoints": len(range(iv, n, iv)), "simulated_checkpoints": int(max(col("sim_ck"))),
+        "checkpoints": len(range(iv, n, iv)),
+        "simulated_checkpoints": int(max(col("sim_ck"))),
         "failures": len(failures),
         "save_s_mean": float(np.mean(col("save_s"))),
         "shard_load_s_mean": float(np.mean(col("load_s"))),
-        "plain_cv": cv, "overhead_to_cv": sim_mean / cv if cv > 0 else float("inf"),
-        "duration_s": checks_s, "load_average_before": load_before,
+        "plain_cv": cv,
+        "overhead_to_cv": sim_mean / cv if cv > 0 else float("inf"),
+        "duration_s": checks_s,
+        "load_average_before": load_before,
         "load_average_after": _load_average(),
         "notes": NOTES,
         "plain_wall_s": dict(_stats(col("plain")), cv=cv),
@@ -305,13 +365,24 @@ def end_to_end(prep: Prepared, p: Preset, seed: int, interval: int | None = None
         "measured": _stats(col("measured")),
         "simulated": _stats(col("simulated")),
         "paired_difference": dict(_stats(col("diff")), sd=v["sd"]),
-        "costs": {"save_s": col("save_s"), "shard_load_s": col("load_s"),
-                  "pilot_iteration_s": iter_s, "pilot_save_all_s": pilot_save_s},
+        "costs": {
+            "save_s": col("save_s"),
+            "shard_load_s": col("load_s"),
+            "pilot_iteration_s": iter_s,
+            "pilot_save_all_s": pilot_save_s,
+        },
     }
 
 
-def _simulate(plain: float, n: int, interval: int, n_shards: int, save_s: float, load_s: float,
-              failures: list[tuple[int, int]]) -> tuple[float, float, int]:
+def _simulate(
+    plain: float,
+    n: int,
+    interval: int,
+    n_shards: int,
+    save_s: float,
+    load_s: float,
+    failures: list[tuple[int, int]],
+) -> tuple[float, float, int]:
     """``simulate_one``'s (overhead, wall seconds, checkpoints) for a job of ``plain`` seconds and
     ``n`` iterations saving every ``interval`` iterations in ``save_s``, each failure ``(iteration,
     shard)`` reloading its shard in ``load_s``.
@@ -329,7 +400,9 @@ def _simulate(plain: float, n: int, interval: int, n_shards: int, save_s: float,
     HOUR = 3600.0
     save_s, load_s, resched = max(save_s, 1e-9), max(load_s, 1e-9), 1e-9
     raw = {
-        "name": "calibrate-e2e", "replications": 1, "seed": 0,
+        "name": "calibrate-e2e",
+        "replications": 1,
+        "seed": 0,
         "cluster": {"trainers": 1, "embedding_servers": n_shards},
         "job": {"duration_h": plain / HOUR},
         "reschedule": {"family": "constant", "mean_s": resched},

@@ -51,7 +51,7 @@ class Dataset:
     def __len__(self) -> int:
         return len(self.label)
 
-    def slice(self, a: int, b: int) -> "Dataset":
+    def slice(self, a: int, b: int) -> Dataset:
         return Dataset(self.dense[a:b], self.cat[a:b], self.label[a:b])
 
 
@@ -96,14 +96,20 @@ def _teacher(tables: tuple[int, ...], alpha: float, seed: int) -> _Teacher:
     return _Teacher(tuple(perms), tuple(cdfs), tuple(us), v, w, -1.2)
 
 
-def _make_chunk(n: int, tables: tuple[int, ...], teacher: _Teacher, rng: np.random.Generator,
-                out: Dataset, at: int) -> None:
+def _make_chunk(
+    n: int,
+    tables: tuple[int, ...],
+    teacher: _Teacher,
+    rng: np.random.Generator,
+    out: Dataset,
+    at: int,
+) -> None:
     raw = np.floor(np.exp(rng.normal(1.0, 1.5, (n, N_DENSE)))).astype(np.float64)
     missing = rng.random((n, N_DENSE)) < 0.1
     dense = np.log1p(raw)
     dense[missing] = 0.0
     logit = teacher.b0 + (dense - 1.2) @ teacher.w
-    cat = out.cat[at:at + n]
+    cat = out.cat[at : at + n]
     for t in range(N_CAT):
         rank = np.searchsorted(teacher.cdfs[t], rng.random(n), side="right")
         np.minimum(rank, tables[t] - 1, out=rank)
@@ -112,12 +118,20 @@ def _make_chunk(n: int, tables: tuple[int, ...], teacher: _Teacher, rng: np.rand
     for a, b in _TEACHER_PAIRS:
         logit += np.einsum("ij,ij->i", teacher.v[a][cat[:, a]], teacher.v[b][cat[:, b]])
     p = 1.0 / (1.0 + np.exp(-logit))
-    out.dense[at:at + n] = dense
-    out.label[at:at + n] = (rng.random(n) < p).astype(np.float32)
+    out.dense[at : at + n] = dense
+    out.label[at : at + n] = (rng.random(n) < p).astype(np.float32)
 
 
-def synthetic(n: int, *, seed: int = 0, scale: float = 1000.0, alpha: float | None = None,
-              start_chunk: int = 0, chunk: int = 65536, data_seed: int = 0) -> Dataset:
+def synthetic(
+    n: int,
+    *,
+    seed: int = 0,
+    scale: float = 1000.0,
+    alpha: float | None = None,
+    start_chunk: int = 0,
+    chunk: int = 65536,
+    data_seed: int = 0,
+) -> Dataset:
     """``n`` samples from chunks ``start_chunk, start_chunk + 1, ...`` of stream ``seed``.
 
     ``data_seed`` fixes the hidden teacher and the tables' id permutations (the "world");
@@ -126,8 +140,9 @@ def synthetic(n: int, *, seed: int = 0, scale: float = 1000.0, alpha: float | No
     tables = scaled_tables(scale)
     a = default_alpha(tables) if alpha is None else alpha
     teacher = _teacher(tables, a, data_seed)
-    out = Dataset(np.empty((n, N_DENSE), np.float32), np.empty((n, N_CAT), np.int64),
-                  np.empty(n, np.float32))
+    out = Dataset(
+        np.empty((n, N_DENSE), np.float32), np.empty((n, N_CAT), np.int64), np.empty(n, np.float32)
+    )
     for c in range(math.ceil(n / chunk)):
         rng = np.random.default_rng(np.random.SeedSequence([data_seed, seed, start_chunk + c]))
         at = c * chunk
@@ -136,12 +151,15 @@ def synthetic(n: int, *, seed: int = 0, scale: float = 1000.0, alpha: float | No
 
 
 # ----------------------------------------------------------------------------------------------
-def _criteo_line(line: str, tables: tuple[int, ...], path: Path, lineno: int,
-                 dense: np.ndarray, cat: np.ndarray) -> float:
+def _criteo_line(
+    line: str, tables: tuple[int, ...], path: Path, lineno: int, dense: np.ndarray, cat: np.ndarray
+) -> float:
     f = line.rstrip("\r\n").split("\t")
     if len(f) != 1 + N_DENSE + N_CAT:
-        raise InputError(f"{path}: line {lineno}: expected {1 + N_DENSE + N_CAT} tab-separated "
-                         f"fields (label, 13 integers, 26 hex categoricals), got {len(f)}")
+        raise InputError(
+            f"{path}: line {lineno}: expected {1 + N_DENSE + N_CAT} tab-separated "
+            f"fields (label, 13 integers, 26 hex categoricals), got {len(f)}"
+        )
     if f[0] not in ("0", "1"):
         raise InputError(f"{path}: line {lineno}: label {f[0]!r} is not 0 or 1")
     for i in range(N_DENSE):
@@ -152,8 +170,9 @@ def _criteo_line(line: str, tables: tuple[int, ...], path: Path, lineno: int,
         try:
             x = int(s)
         except ValueError:
-            raise InputError(f"{path}: line {lineno}: integer feature I{i + 1} {s!r} "
-                             "is not an integer") from None
+            raise InputError(
+                f"{path}: line {lineno}: integer feature I{i + 1} {s!r} is not an integer"
+            ) from None
         dense[i] = math.log1p(x) if x > 0 else 0.0
     for t in range(N_CAT):
         s = f[1 + N_DENSE + t]
@@ -163,15 +182,21 @@ def _criteo_line(line: str, tables: tuple[int, ...], path: Path, lineno: int,
         try:
             h = int(s, 16)
         except ValueError:
-            raise InputError(f"{path}: line {lineno}: categorical C{t + 1} {s!r} "
-                             "is not a hex string") from None
+            raise InputError(
+                f"{path}: line {lineno}: categorical C{t + 1} {s!r} is not a hex string"
+            ) from None
         n = tables[t]
         cat[t] = 1 + h % (n - 1) if n > 1 else 0
     return float(f[0])
 
 
-def read_criteo_tsv(path: str | Path, *, scale: float = 1000.0, limit: int | None = None,
-                    tables: tuple[int, ...] | None = None) -> Dataset:
+def read_criteo_tsv(
+    path: str | Path,
+    *,
+    scale: float = 1000.0,
+    limit: int | None = None,
+    tables: tuple[int, ...] | None = None,
+) -> Dataset:
     """Read a Criteo Kaggle/Terabyte TSV (see the module docstring) into a :class:`Dataset`."""
     p = Path(path)
     if not p.is_file():
@@ -200,16 +225,22 @@ def read_criteo_tsv(path: str | Path, *, scale: float = 1000.0, limit: int | Non
     cat_rows.append(c[:k].copy())
     if not labels:
         raise InputError(f"{p}: no samples")
-    return Dataset(np.concatenate(dense_rows), np.concatenate(cat_rows),
-                   np.asarray(labels, np.float32))
+    return Dataset(
+        np.concatenate(dense_rows), np.concatenate(cat_rows), np.asarray(labels, np.float32)
+    )
 
 
-def write_criteo_tsv(path: str | Path, ds_raw: list[tuple[int, list[int | None], list[str | None]]]) -> None:
+def write_criteo_tsv(
+    path: str | Path, ds_raw: list[tuple[int, list[int | None], list[str | None]]]
+) -> None:
     """Write samples ``(label, 13 ints or None, 26 hex or None)`` in Criteo's TSV format."""
     lines = []
     for label, ints, cats in ds_raw:
-        cols = [str(label)] + ["" if x is None else str(x) for x in ints] + \
-            ["" if h is None else h for h in cats]
+        cols = (
+            [str(label)]
+            + ["" if x is None else str(x) for x in ints]
+            + ["" if h is None else h for h in cats]
+        )
         lines.append("\t".join(cols))
     from cprsim.io import atomic_write_text
 

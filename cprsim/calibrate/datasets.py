@@ -43,16 +43,24 @@ import hashlib
 import math
 import numbers
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from cprsim.calibrate import data as D
 from cprsim.errors import InputError
-from cprsim.io import check_input_file, decode_errors, open_input_text, read_input_text, read_toml, short
+from cprsim.io import (
+    check_input_file,
+    decode_errors,
+    open_input_text,
+    read_input_text,
+    read_toml,
+    short,
+)
 
 #: ``--data`` names that are not files
 NAMED = ("synthetic", "movielens-100k")
@@ -135,17 +143,24 @@ def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
     """The source ``--data`` (and ``--schema``) name: ``None`` for synthetic data."""
     if data in NAMED:
         if schema is not None:
-            raise InputError(f"--schema describes the columns of a --data .csv or .parquet file, "
-                             f"not {data} data")
+            raise InputError(
+                f"--schema describes the columns of a --data .csv or .parquet file, not {data} data"
+            )
         if data == "synthetic":
             return None
         root = movielens_root()
-        return DataSpec("movielens-100k", str(root), _movielens_digest(root),
-                        package=f"{MOVIELENS_PACKAGE} {_version(MOVIELENS_PACKAGE)}")
+        return DataSpec(
+            "movielens-100k",
+            str(root),
+            _movielens_digest(root),
+            package=f"{MOVIELENS_PACKAGE} {_version(MOVIELENS_PACKAGE)}",
+        )
     p = Path(data)
     if not p.exists():
-        raise InputError(f"{short(data)}: no such data file (--data takes synthetic, movielens-100k, "
-                         f"a Criteo .tsv, or a .csv/.parquet file with --schema)")
+        raise InputError(
+            f"{short(data)}: no such data file (--data takes synthetic, movielens-100k, "
+            f"a Criteo .tsv, or a .csv/.parquet file with --schema)"
+        )
     p = check_input_file(p, "data file").resolve()
     suffix = p.suffix.lower()
     if schema is not None:
@@ -155,10 +170,14 @@ def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
     if suffix in (".tsv", ".txt"):
         return DataSpec("criteo", str(p), _sha256(p))
     if suffix in (".csv", ".parquet", ".pq"):
-        raise InputError(f"{short(data)}: a {suffix} file needs --schema schema.toml naming its label, "
-                         f"categorical and dense columns (docs/calibration.md, Data)")
-    raise InputError(f"{short(data)}: unknown kind of data file (expected a Criteo .tsv/.txt, or a "
-                     f".csv/.tsv/.parquet file with --schema)")
+        raise InputError(
+            f"{short(data)}: a {suffix} file needs --schema schema.toml naming its label, "
+            f"categorical and dense columns (docs/calibration.md, Data)"
+        )
+    raise InputError(
+        f"{short(data)}: unknown kind of data file (expected a Criteo .tsv/.txt, or a "
+        f".csv/.tsv/.parquet file with --schema)"
+    )
 
 
 @lru_cache(maxsize=2)
@@ -167,13 +186,17 @@ def load(spec: DataSpec, scale: float = 1000.0) -> Split:
     if spec.source == "movielens-100k":
         root = Path(spec.path)
         if _movielens_digest(root) != spec.sha256:
-            raise InputError(f"{short(root)}: the MovieLens-100k files changed while the calibration "
-                             f"ran (their SHA-256 differs from the configuration's)")
+            raise InputError(
+                f"{short(root)}: the MovieLens-100k files changed while the calibration "
+                f"ran (their SHA-256 differs from the configuration's)"
+            )
         return read_movielens_100k(root)
     p = Path(spec.path)
     if _sha256(check_input_file(p, "data file")) != spec.sha256:
-        raise InputError(f"{short(p)}: the file changed while the calibration ran (its SHA-256 "
-                         f"differs from the configuration's)")
+        raise InputError(
+            f"{short(p)}: the file changed while the calibration ran (its SHA-256 "
+            f"differs from the configuration's)"
+        )
     if spec.source == "criteo":
         return read_criteo_split(p, scale)
     if spec.source == "table":
@@ -188,29 +211,48 @@ def read_criteo_split(path: str | Path, scale: float = 1000.0, held_out: float =
     n = len(ds)
     n_test = int(round(n * held_out))
     if n_test < 1 or n_test >= n:
-        raise InputError(f"{short(path)}: {n} samples are too few to hold out {held_out:.0%} of them")
-    desc = (f"Criteo TSV {Path(path).name}: {n} samples; 26 hashed tables = Criteo Kaggle / {scale:g} "
-            f"({sum(tables)} rows), 13 log1p integer features; split: the last {held_out:.0%} of the "
-            f"lines held out ({n_test}), the rest train ({n - n_test})")
-    return Split(ds.slice(0, n - n_test), ds.slice(n - n_test, n), tables,
-                 tuple(f"C{t + 1}" for t in range(D.N_CAT)), tuple(f"I{i + 1}" for i in range(D.N_DENSE)),
-                 desc)
+        raise InputError(
+            f"{short(path)}: {n} samples are too few to hold out {held_out:.0%} of them"
+        )
+    desc = (
+        f"Criteo TSV {Path(path).name}: {n} samples; 26 hashed tables = Criteo Kaggle / {scale:g} "
+        f"({sum(tables)} rows), 13 log1p integer features; split: the last {held_out:.0%} of the "
+        f"lines held out ({n_test}), the rest train ({n - n_test})"
+    )
+    return Split(
+        ds.slice(0, n - n_test),
+        ds.slice(n - n_test, n),
+        tables,
+        tuple(f"C{t + 1}" for t in range(D.N_CAT)),
+        tuple(f"I{i + 1}" for i in range(D.N_DENSE)),
+        desc,
+    )
 
 
-def synthetic_split(train_samples: int, test_samples: int, seed: int, scale: float = 1000.0) -> Split:
+def synthetic_split(
+    train_samples: int, test_samples: int, seed: int, scale: float = 1000.0
+) -> Split:
     """Synthetic Criteo-like data for ``seed``: its own training samples, the common held-out set
     (exactly the samples earlier versions drew)."""
     train = D.synthetic(train_samples, seed=seed + 1, scale=scale)
     test = D.synthetic(test_samples, seed=0, scale=scale, start_chunk=1 << 20)
     tables = D.scaled_tables(scale)
-    return Split(train, test, tables, tuple(f"C{t + 1}" for t in range(D.N_CAT)),
-                 tuple(f"I{i + 1}" for i in range(D.N_DENSE)), synthetic_description(scale))
+    return Split(
+        train,
+        test,
+        tables,
+        tuple(f"C{t + 1}" for t in range(D.N_CAT)),
+        tuple(f"I{i + 1}" for i in range(D.N_DENSE)),
+        synthetic_description(scale),
+    )
 
 
 def synthetic_description(scale: float) -> str:
     tables = D.scaled_tables(scale)
-    return (f"synthetic Criteo-like (cprsim.calibrate.data): 26 tables = Criteo Kaggle / "
-            f"{scale:g} ({sum(tables)} rows), Zipf alpha {D.default_alpha(tables):.4f}")
+    return (
+        f"synthetic Criteo-like (cprsim.calibrate.data): 26 tables = Criteo Kaggle / "
+        f"{scale:g} ({sum(tables)} rows), Zipf alpha {D.default_alpha(tables):.4f}"
+    )
 
 
 # -- a preset on real data -------------------------------------------------------------------------
@@ -223,38 +265,49 @@ def sized(p: Any, spec: DataSpec | None, limit: Sequence[int] | None = None) -> 
     if spec is None:
         if limit is None:
             return p
-        return dataclasses.replace(p, train_samples=min(p.train_samples, lim_tr),
-                                   test_samples=min(p.test_samples, lim_te))
+        return dataclasses.replace(
+            p, train_samples=min(p.train_samples, lim_tr), test_samples=min(p.test_samples, lim_te)
+        )
     s = load(spec, p.scale)
     n_tr = len(s.train) if lim_tr is None else min(lim_tr, len(s.train))
     n_te = len(s.test) if lim_te is None else min(lim_te, len(s.test))
     if n_tr // p.batch < MIN_ITERS:
-        raise InputError(f"{spec.name}: {n_tr} training samples make {n_tr // p.batch} batches of "
-                         f"{p.batch}; a calibration needs at least {MIN_ITERS} "
-                         f"({MIN_ITERS * p.batch} training samples)")
+        raise InputError(
+            f"{spec.name}: {n_tr} training samples make {n_tr // p.batch} batches of "
+            f"{p.batch}; a calibration needs at least {MIN_ITERS} "
+            f"({MIN_ITERS * p.batch} training samples)"
+        )
     for what, lab in (("training", s.train.label[:n_tr]), ("held-out", s.test.label[:n_te])):
         pos = int(lab.sum())
         if pos == 0 or pos == len(lab):
-            raise InputError(f"{spec.name}: the {what} samples all have label {int(lab[0])}; "
-                             f"a calibration needs both labels (AUC is undefined otherwise)")
+            raise InputError(
+                f"{spec.name}: the {what} samples all have label {int(lab[0])}; "
+                f"a calibration needs both labels (AUC is undefined otherwise)"
+            )
     return dataclasses.replace(p, train_samples=n_tr, test_samples=n_te, data=spec)
 
 
-def seed_data(spec: DataSpec, seed: int, train_samples: int, test_samples: int,
-              scale: float = 1000.0) -> tuple[D.Dataset, D.Dataset, tuple[int, ...]]:
+def seed_data(
+    spec: DataSpec, seed: int, train_samples: int, test_samples: int, scale: float = 1000.0
+) -> tuple[D.Dataset, D.Dataset, tuple[int, ...]]:
     """Seed ``seed``'s training samples (the first ``train_samples`` of the split's training
     part, in an order shuffled by the seed) and the held-out samples (the first
     ``test_samples``), with the tables' sizes."""
     s = load(spec, scale)
     if train_samples > len(s.train) or test_samples > len(s.test):
-        raise InputError(f"{spec.name}: {train_samples} training / {test_samples} held-out samples "
-                         f"asked, the data has {len(s.train)} / {len(s.test)}")
-    order = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED0DA7])).permutation(train_samples)
+        raise InputError(
+            f"{spec.name}: {train_samples} training / {test_samples} held-out samples "
+            f"asked, the data has {len(s.train)} / {len(s.test)}"
+        )
+    order = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED0DA7])).permutation(
+        train_samples
+    )
     tr = s.train
     train = D.Dataset(tr.dense[order], tr.cat[order], tr.label[order])
     te = s.test.slice(0, test_samples)
-    test = D.Dataset(np.ascontiguousarray(te.dense), np.ascontiguousarray(te.cat),
-                     np.ascontiguousarray(te.label))
+    test = D.Dataset(
+        np.ascontiguousarray(te.dense), np.ascontiguousarray(te.cat), np.ascontiguousarray(te.label)
+    )
     return train, test, s.tables
 
 
@@ -262,15 +315,20 @@ def describe(p: Any) -> str:
     """The provenance's ``data`` line of a calibration of preset ``p``."""
     spec = getattr(p, "data", None)
     if spec is None:
-        return (f"{synthetic_description(p.scale)}, {p.train_samples} train / {p.test_samples} "
-                f"held-out samples, batch {p.batch}")
+        return (
+            f"{synthetic_description(p.scale)}, {p.train_samples} train / {p.test_samples} "
+            f"held-out samples, batch {p.batch}"
+        )
     s = load(spec, p.scale)
-    used = ("all" if (p.train_samples, p.test_samples) == (len(s.train), len(s.test)) else
-            "the first")
+    used = (
+        "all" if (p.train_samples, p.test_samples) == (len(s.train), len(s.test)) else "the first"
+    )
     shipped = f"; files of the {spec.package} wheel" if spec.package else ""
-    return (f"{s.description}{shipped}; sha256 {spec.sha256[:16]}; {used} {p.train_samples} train / "
-            f"{p.test_samples} held-out samples used, one epoch, training order shuffled per seed, "
-            f"batch {p.batch}")
+    return (
+        f"{s.description}{shipped}; sha256 {spec.sha256[:16]}; {used} {p.train_samples} train / "
+        f"{p.test_samples} held-out samples used, one epoch, training order shuffled per seed, "
+        f"batch {p.batch}"
+    )
 
 
 # -- MovieLens-100k ------------------------------------------------------------------------------
@@ -287,8 +345,10 @@ def movielens_root() -> Path:
     """The folder of the MovieLens-100k files of the installed recbole (not imported)."""
     from importlib import metadata
 
-    need = ("--data movielens-100k reads the MovieLens-100k files that the recbole package ships: "
-            "pip install 'cprsim[movielens]'")
+    need = (
+        "--data movielens-100k reads the MovieLens-100k files that the recbole package ships: "
+        "pip install 'cprsim[movielens]'"
+    )
     try:
         dist = metadata.distribution(MOVIELENS_PACKAGE)
     except metadata.PackageNotFoundError:
@@ -319,8 +379,9 @@ def _tsv_rows(path: Path, header: str) -> list[tuple[int, list[str]]]:
     for i, line in enumerate(lines[1:], start=2):
         f = line.rstrip("\r").split("\t")
         if len(f) != width:
-            raise InputError(f"{short(path)}: line {i}: expected {width} tab-separated fields, "
-                             f"got {len(f)}")
+            raise InputError(
+                f"{short(path)}: line {i}: expected {width} tab-separated fields, got {len(f)}"
+            )
         out.append((i, f))
     if not out:
         raise InputError(f"{short(path)}: no rows after the header")
@@ -331,8 +392,9 @@ def _int(path: Path, line: int, name: str, s: str) -> int:
     try:
         return int(s)
     except ValueError:
-        raise InputError(f"{short(path)}: line {line}: {name}: expected an integer, "
-                         f"got {short(s)!r}") from None
+        raise InputError(
+            f"{short(path)}: line {line}: {name}: expected an integer, got {short(s)!r}"
+        ) from None
 
 
 #: MovieLens-1M's age groups (the 100k file has exact ages): rows 1..7
@@ -341,10 +403,25 @@ ML_AGE_EDGES = (18, 25, 35, 45, 50, 56)
 ML_YEAR0, ML_YEAR_STEP, ML_YEAR_BUCKETS = 1920, 5, 16
 #: the first three genres of a movie, one table each
 ML_GENRE_TABLES = 3
-ML_CAT = ("user", "movie", "age_group", "gender", "occupation", "zip_area",
-          "genre1", "genre2", "genre3", "release_5y")
-ML_DENSE = ("log1p_user_train_ratings", "log1p_movie_train_ratings", "log1p_movie_age_years",
-            "hour_utc", "weekday")
+ML_CAT = (
+    "user",
+    "movie",
+    "age_group",
+    "gender",
+    "occupation",
+    "zip_area",
+    "genre1",
+    "genre2",
+    "genre3",
+    "release_5y",
+)
+ML_DENSE = (
+    "log1p_user_train_ratings",
+    "log1p_movie_train_ratings",
+    "log1p_movie_age_years",
+    "hour_utc",
+    "weekday",
+)
 
 
 def read_movielens_100k(root: str | Path | None = None) -> Split:
@@ -377,8 +454,12 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
     """
     root = movielens_root() if root is None else Path(root)
     fi, fu, fm = (root / f for f in MOVIELENS_FILES)
-    users = _tsv_rows(fu, "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token")
-    items = _tsv_rows(fm, "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq")
+    users = _tsv_rows(
+        fu, "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token"
+    )
+    items = _tsv_rows(
+        fm, "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq"
+    )
     inter = _tsv_rows(fi, "user_id:token\titem_id:token\trating:float\ttimestamp:float")
     # users
     n_users = max(_int(fu, ln, "user_id", f[0]) for ln, f in users)
@@ -396,11 +477,17 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         if not 0 < age < 150:
             raise InputError(f"{short(fu)}: line {ln}: age: expected 1..149 years, got {age}")
         if f[2] not in ("M", "F"):
-            raise InputError(f"{short(fu)}: line {ln}: gender: expected M or F, got {short(f[2])!r}")
+            raise InputError(
+                f"{short(fu)}: line {ln}: gender: expected M or F, got {short(f[2])!r}"
+            )
         known_user[uid] = True
         zip_area = int(f[4][0]) + 1 if f[4][:1].isdigit() and f[4][:1].isascii() else 11
-        u_cat[uid] = (1 + int(np.searchsorted(ML_AGE_EDGES, age, side="right")),
-                      1 if f[2] == "M" else 2, occ_row[f[3]], zip_area)
+        u_cat[uid] = (
+            1 + int(np.searchsorted(ML_AGE_EDGES, age, side="right")),
+            1 if f[2] == "M" else 2,
+            occ_row[f[3]],
+            zip_area,
+        )
     # movies
     n_items = max(_int(fm, ln, "item_id", f[0]) for ln, f in items)
     if n_items < 1 or n_items > 10_000_000:
@@ -416,12 +503,15 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             raise InputError(f"{short(fm)}: line {ln}: item_id {mid} is not positive or repeats")
         known_item[mid] = True
         gs = f[3].split()[:ML_GENRE_TABLES]
-        m_cat[mid, :len(gs)] = [g_row[g] for g in gs]
+        m_cat[mid, : len(gs)] = [g_row[g] for g in gs]
         y = f[2]
-        if y.isdigit() and y.isascii() and 1800 <= int(y) <= 2100:  # recbole's file has "unkonwn", "V"
+        if (
+            y.isdigit() and y.isascii() and 1800 <= int(y) <= 2100
+        ):  # recbole's file has "unkonwn", "V"
             m_year[mid] = int(y)
-            m_cat[mid, ML_GENRE_TABLES] = 1 + min(max((int(y) - ML_YEAR0) // ML_YEAR_STEP, 0),
-                                                  ML_YEAR_BUCKETS - 1)
+            m_cat[mid, ML_GENRE_TABLES] = 1 + min(
+                max((int(y) - ML_YEAR0) // ML_YEAR_STEP, 0), ML_YEAR_BUCKETS - 1
+            )
     # ratings
     r = np.empty((len(inter), 4), np.int64)
     for i, (ln, f) in enumerate(inter):
@@ -434,7 +524,9 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         if not 1 <= rating <= 5:
             raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5, got {rating}")
         if ts < 0:
-            raise InputError(f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970, got {ts}")
+            raise InputError(
+                f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970, got {ts}"
+            )
         r[i] = (u, m, rating, ts)
     n = len(r)
     # per user: the latest fifth of the user's ratings (by time, then movie id) is held out
@@ -447,38 +539,68 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         raise InputError(f"{short(fi)}: {n} ratings are too few to hold out a fifth of each user's")
     n_train = n - n_test
     tr, te = r[~held], r[held]
-    r = np.concatenate([tr[np.lexsort((tr[:, 1], tr[:, 0], tr[:, 3]))],  # each by time, user, movie
-                        te[np.lexsort((te[:, 1], te[:, 0], te[:, 3]))]])
+    r = np.concatenate(
+        [
+            tr[np.lexsort((tr[:, 1], tr[:, 0], tr[:, 3]))],  # each by time, user, movie
+            te[np.lexsort((te[:, 1], te[:, 0], te[:, 3]))],
+        ]
+    )
     u, m, rating, ts = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
     # categorical
     cat = np.empty((n, len(ML_CAT)), np.int64)
     cat[:, 0], cat[:, 1] = u, m
     cat[:, 2:6] = u_cat[u]
     cat[:, 6:10] = m_cat[m]
-    tables = (n_users + 1, n_items + 1, len(ML_AGE_EDGES) + 2, 3, len(occupations) + 1, 12,
-              *([len(genres) + 1] * ML_GENRE_TABLES), ML_YEAR_BUCKETS + 1)
+    tables = (
+        n_users + 1,
+        n_items + 1,
+        len(ML_AGE_EDGES) + 2,
+        3,
+        len(occupations) + 1,
+        12,
+        *([len(genres) + 1] * ML_GENRE_TABLES),
+        ML_YEAR_BUCKETS + 1,
+    )
     # dense: counts over the training split only
     u_count = np.bincount(u[:n_train], minlength=n_users + 1)
     m_count = np.bincount(m[:n_train], minlength=n_items + 1)
     year = ts.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
     age = np.where(m_year[m] >= 0, np.maximum(year - m_year[m], 0), 0)
-    dense = np.stack([np.log1p(u_count[u]), np.log1p(m_count[m]), np.log1p(age),
-                      (ts // 3600 % 24) / 23.0, ((ts // 86400 + 3) % 7) / 6.0], axis=1).astype(np.float32)
+    dense = np.stack(
+        [
+            np.log1p(u_count[u]),
+            np.log1p(m_count[m]),
+            np.log1p(age),
+            (ts // 3600 % 24) / 23.0,
+            ((ts // 86400 + 3) % 7) / 6.0,
+        ],
+        axis=1,
+    ).astype(np.float32)
     label = (rating >= 4).astype(np.float32)
     ds = D.Dataset(dense, cat, label)
-    desc = (f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
-            f"{int(known_item.sum())} movies; "
-            f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
-            f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
-            f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
-            f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
-            f"({n_train})")
+    desc = (
+        f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
+        f"{int(known_item.sum())} movies; "
+        f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
+        f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
+        f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
+        f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
+        f"({n_train})"
+    )
     return Split(ds.slice(0, n_train), ds.slice(n_train, n), tables, ML_CAT, ML_DENSE, desc)
 
 
 # -- a user's table and its schema ---------------------------------------------------------------------
 TRANSFORMS = ("none", "log1p", "standardize")
-_SCHEMA_KEYS = ("label", "label_threshold", "categorical", "dense", "held_out", "order_by", "delimiter")
+_SCHEMA_KEYS = (
+    "label",
+    "label_threshold",
+    "categorical",
+    "dense",
+    "held_out",
+    "order_by",
+    "delimiter",
+)
 
 
 @dataclass(frozen=True)
@@ -536,81 +658,120 @@ def read_schema(path: str | Path) -> Schema:
     src = short(path)
     unknown = sorted(set(raw) - set(_SCHEMA_KEYS))
     if unknown:
-        raise InputError(f"{src}: unknown key {unknown[0]!r} (a schema has {', '.join(_SCHEMA_KEYS)})")
+        raise InputError(
+            f"{src}: unknown key {unknown[0]!r} (a schema has {', '.join(_SCHEMA_KEYS)})"
+        )
     label = raw.get("label")
     if not isinstance(label, str) or not label:
-        raise InputError(f"{src}: label: expected the label column's name (a string), "
-                         f"got {short(repr(label)) if 'label' in raw else 'nothing'}")
+        raise InputError(
+            f"{src}: label: expected the label column's name (a string), "
+            f"got {short(repr(label)) if 'label' in raw else 'nothing'}"
+        )
     thr = raw.get("label_threshold")
     if thr is not None and not (_is_number(thr) and math.isfinite(thr)):
         raise InputError(f"{src}: label_threshold: expected a number, got {short(repr(thr))}")
     cols: dict[str, tuple[Column, ...]] = {}
-    for kind, opt, allowed in (("categorical", "buckets", None), ("dense", "transform", TRANSFORMS)):
+    for kind, opt, allowed in (
+        ("categorical", "buckets", None),
+        ("dense", "transform", TRANSFORMS),
+    ):
         v = raw.get(kind)
         if not isinstance(v, list) or not v:
-            raise InputError(f"{src}: {kind}: expected a non-empty list of column names (or tables "
-                             f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}")
+            raise InputError(
+                f"{src}: {kind}: expected a non-empty list of column names (or tables "
+                f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}"
+            )
         out = []
         for i, e in enumerate(v):
             key = f"{kind}[{i}]"
             if isinstance(e, str):
                 e = {"column": e}
             if not isinstance(e, dict):
-                raise InputError(f"{src}: {key}: expected a column name or a table {{column = NAME, "
-                                 f"{opt} = ...}}, got {short(repr(e))}")
+                raise InputError(
+                    f"{src}: {key}: expected a column name or a table {{column = NAME, "
+                    f"{opt} = ...}}, got {short(repr(e))}"
+                )
             bad = sorted(set(e) - {"column", opt})
             if bad:
                 raise InputError(f"{src}: {key}: unknown key {bad[0]!r} (expected column, {opt})")
             name = e.get("column")
             if not isinstance(name, str) or not name:
-                raise InputError(f"{src}: {key}.column: expected a column name (a string), "
-                                 f"got {short(repr(name))}")
+                raise InputError(
+                    f"{src}: {key}.column: expected a column name (a string), "
+                    f"got {short(repr(name))}"
+                )
             if kind == "categorical":
                 b = e.get("buckets")
                 bad_b = not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BUCKETS
                 if b is not None and bad_b:
-                    raise InputError(f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
-                                     f"got {short(repr(b))}")
+                    raise InputError(
+                        f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
+                        f"got {short(repr(b))}"
+                    )
                 out.append(Column(name, key, buckets=b))
             else:
                 t = e.get("transform", "none")
                 if t not in allowed:
-                    raise InputError(f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
-                                     f"got {short(repr(t))}")
+                    raise InputError(
+                        f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
+                        f"got {short(repr(t))}"
+                    )
                 out.append(Column(name, key, transform=t))
         cols[kind] = tuple(out)
     seen = {label: "label"}
     for c in cols["categorical"] + cols["dense"]:
         if c.name in seen:
-            raise InputError(f"{src}: {c.key}: column {c.name!r} is already {seen[c.name]} "
-                             f"(a column is the label or one feature)")
+            raise InputError(
+                f"{src}: {c.key}: column {c.name!r} is already {seen[c.name]} "
+                f"(a column is the label or one feature)"
+            )
         seen[c.name] = c.key
     held = raw.get("held_out", HELD_OUT)
     if not (_is_number(held) and 0 < held < 1):
-        raise InputError(f"{src}: held_out: expected a fraction between 0 and 1, got {short(repr(held))}")
+        raise InputError(
+            f"{src}: held_out: expected a fraction between 0 and 1, got {short(repr(held))}"
+        )
     order_by = raw.get("order_by")
     if order_by is not None and (not isinstance(order_by, str) or not order_by):
-        raise InputError(f"{src}: order_by: expected a column name (a string), got {short(repr(order_by))}")
+        raise InputError(
+            f"{src}: order_by: expected a column name (a string), got {short(repr(order_by))}"
+        )
     delim = raw.get("delimiter", ",")
     if not isinstance(delim, str) or len(delim) != 1 or delim in ('"', "\n", "\r"):
-        raise InputError(f"{src}: delimiter: expected one character (e.g. \",\" or \"\\t\"), "
-                         f"got {short(repr(delim))}")
-    return Schema(str(path), label, cols["categorical"], cols["dense"],
-                  None if thr is None else float(thr), float(held), order_by, delim)
+        raise InputError(
+            f'{src}: delimiter: expected one character (e.g. "," or "\\t"), '
+            f"got {short(repr(delim))}"
+        )
+    return Schema(
+        str(path),
+        label,
+        cols["categorical"],
+        cols["dense"],
+        None if thr is None else float(thr),
+        float(held),
+        order_by,
+        delim,
+    )
 
 
 class _Table:
     """A file's needed columns (lists of raw values) and where each row is (for errors)."""
 
-    def __init__(self, src: str, columns: dict[str, list[Any]], where: Callable[[int], str]) -> None:
+    def __init__(
+        self, src: str, columns: dict[str, list[Any]], where: Callable[[int], str]
+    ) -> None:
         self.src, self.columns, self.where = src, columns, where
         self.n = len(next(iter(columns.values())))
 
 
-def _missing_column(src: str, schema: Schema, name: str, key: str, have: Sequence[str]) -> InputError:
+def _missing_column(
+    src: str, schema: Schema, name: str, key: str, have: Sequence[str]
+) -> InputError:
     shown = ", ".join(repr(h) for h in list(have)[:12]) + (", ..." if len(have) > 12 else "")
-    return InputError(f"{src}: no column {name!r} (named by {short(schema.path)}: {key}); "
-                      f"its columns: {shown or 'none'}")
+    return InputError(
+        f"{src}: no column {name!r} (named by {short(schema.path)}: {key}); "
+        f"its columns: {shown or 'none'}"
+    )
 
 
 def _read_csv(path: Path, schema: Schema) -> _Table:
@@ -638,8 +799,10 @@ def _read_csv(path: Path, schema: Schema) -> _Table:
             if len(row) != width:
                 if not row:
                     raise InputError(f"{src}: line {reader.line_num}: empty line")
-                raise InputError(f"{src}: line {reader.line_num}: expected {width} fields (as the header), "
-                                 f"got {len(row)}")
+                raise InputError(
+                    f"{src}: line {reader.line_num}: expected {width} fields (as the header), "
+                    f"got {len(row)}"
+                )
             for c, j in pairs:
                 c.append(row[j])
             lines.append(reader.line_num)
@@ -654,7 +817,9 @@ def _read_parquet(path: Path, schema: Schema) -> _Table:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise InputError(f"{src}: reading Parquet needs pyarrow: pip install 'cprsim[parquet]'") from None
+        raise InputError(
+            f"{src}: reading Parquet needs pyarrow: pip install 'cprsim[parquet]'"
+        ) from None
     try:
         pf = pq.ParquetFile(path)
         names = list(pf.schema_arrow.names)
@@ -712,8 +877,10 @@ def _numbers(t: _Table, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
         try:
             y = _number(v)
         except _Bad:
-            raise InputError(f"{t.src}: {t.where(i)}: column {name!r} ({what}): expected a finite "
-                             f"number or nothing, got {short(repr(v))}") from None
+            raise InputError(
+                f"{t.src}: {t.where(i)}: column {name!r} ({what}): expected a finite "
+                f"number or nothing, got {short(repr(v))}"
+            ) from None
         if y is None:
             miss[i] = True
         else:
@@ -749,8 +916,10 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
         if bad.any():
             i = int(np.argmax(bad))
             got = short(repr(t.columns[sch.label][i]))
-            raise InputError(f"{src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
-                             f"label_threshold in {short(sch.path)}), got {got}")
+            raise InputError(
+                f"{src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
+                f"label_threshold in {short(sch.path)}), got {got}"
+            )
         label = y.astype(np.float32)
     else:
         label = (y >= sch.label_threshold).astype(np.float32)
@@ -791,8 +960,10 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
             try:
                 keys.append(_key(v))
             except _Bad:
-                raise InputError(f"{src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
-                                 f"value, got {short(repr(v))}") from None
+                raise InputError(
+                    f"{src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
+                    f"value, got {short(repr(v))}"
+                ) from None
         if c.buckets is not None:
             b = c.buckets
             cat[:, j] = [0 if k is None else 1 + zlib.crc32(k.encode("utf-8")) % b for k in keys]
@@ -804,14 +975,24 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
             tables.append(len(vocab) + 1)
             n_vocab += 1
     ds = D.Dataset(dense[order], cat[order], label[order])
-    lab = (f"label {sch.label!r}" + ("" if sch.label_threshold is None else f" >= {sch.label_threshold:g}"))
-    desc = (f"{p.name} with schema {Path(sch.path).name} (sha256 {_sha256(Path(sch.path))[:16]}): "
-            f"{n} rows; "
-            f"{lab} ({label.mean():.1%} positive); {len(tables)} tables "
-            f"({', '.join(c.name for c in sch.categorical)}: {sum(tables)} rows; {n_vocab} by the training "
-            f"rows' vocabulary, {len(tables) - n_vocab} hashed), {len(sch.dense)} dense features "
-            f"({', '.join(c.name for c in sch.dense)}); split: the last {sch.held_out:g} of the rows "
-            f"({'by ' + repr(sch.order_by) if sch.order_by else 'in file order'}) held out ({n_test}), "
-            f"the rest train ({n_train})")
-    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tuple(tables),
-                 tuple(c.name for c in sch.categorical), tuple(c.name for c in sch.dense), desc)
+    lab = f"label {sch.label!r}" + (
+        "" if sch.label_threshold is None else f" >= {sch.label_threshold:g}"
+    )
+    desc = (
+        f"{p.name} with schema {Path(sch.path).name} (sha256 {_sha256(Path(sch.path))[:16]}): "
+        f"{n} rows; "
+        f"{lab} ({label.mean():.1%} positive); {len(tables)} tables "
+        f"({', '.join(c.name for c in sch.categorical)}: {sum(tables)} rows; {n_vocab} by the training "
+        f"rows' vocabulary, {len(tables) - n_vocab} hashed), {len(sch.dense)} dense features "
+        f"({', '.join(c.name for c in sch.dense)}); split: the last {sch.held_out:g} of the rows "
+        f"({'by ' + repr(sch.order_by) if sch.order_by else 'in file order'}) held out ({n_test}), "
+        f"the rest train ({n_train})"
+    )
+    return Split(
+        ds.slice(0, n_train),
+        ds.slice(n_train, n),
+        tuple(tables),
+        tuple(c.name for c in sch.categorical),
+        tuple(c.name for c in sch.dense),
+        desc,
+    )

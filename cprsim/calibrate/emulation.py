@@ -72,8 +72,9 @@ class Setting:
     coverage: float = 1.0  #: nominal mode: access share of the partially saved rows
 
 
-def periodic_actions(n_iters: int, interval: int, full_every: int,
-                     failures: list[tuple[int, int]]) -> dict[int, tuple[Action, ...]]:
+def periodic_actions(
+    n_iters: int, interval: int, full_every: int, failures: list[tuple[int, int]]
+) -> dict[int, tuple[Action, ...]]:
     """Saves every ``interval`` iterations (every ``full_every``-th full), then the failures."""
     acts: dict[int, list[Action]] = {}
     n = 0
@@ -86,9 +87,17 @@ def periodic_actions(n_iters: int, interval: int, full_every: int,
 
 
 class Emulator:
-    def __init__(self, model: DLRM, n_shards: int, setting: Setting, n_iters: int,
-                 mode: str = "measured", seed: int = 0, future_rows: torch.Tensor | None = None,
-                 batch: int = 1) -> None:
+    def __init__(
+        self,
+        model: DLRM,
+        n_shards: int,
+        setting: Setting,
+        n_iters: int,
+        mode: str = "measured",
+        seed: int = 0,
+        future_rows: torch.Tensor | None = None,
+        batch: int = 1,
+    ) -> None:
         if setting.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {setting.strategy!r}; one of {STRATEGIES}")
         self.m, self.s, self.mode = model, setting, mode
@@ -102,7 +111,11 @@ class Emulator:
         self.unsaved = torch.zeros(n, dtype=torch.int64)  # accesses since last saved/restored
         self.hot = torch.zeros(n, dtype=torch.bool)
         self.future = future_rows  # (n_iters, B*26) global rows, for lookahead
-        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x55])) if setting.strategy == "ssu" else None
+        self.rng = (
+            np.random.default_rng(np.random.SeedSequence([seed, 0x55]))
+            if setting.strategy == "ssu"
+            else None
+        )
         if mode == "nominal":
             c = setting.coverage
             self.ledger = ShardLedger(n_shards, tiers=(c, 1.0 - c) if c < 1 else (1.0,))
@@ -145,7 +158,7 @@ class Emulator:
             n_top = max(1, int(round(self.s.top_fraction * m.n_rows)))
             if self.s.strategy == "lookahead":
                 assert self.future is not None
-                horizon = self.future[k:k + max(1, self.s.interval)].reshape(-1)
+                horizon = self.future[k : k + max(1, self.s.interval)].reshape(-1)
                 score = torch.bincount(horizon, minlength=m.n_rows)
             else:
                 score = self.count

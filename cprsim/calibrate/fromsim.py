@@ -12,7 +12,9 @@ from cprsim.scenario import Scenario
 from cprsim.sim.engine import simulate_one
 
 
-def sim_schedule(s: Scenario, n_iters: int, rep: int = 0) -> tuple[dict[int, tuple], float, float, int]:
+def sim_schedule(
+    s: Scenario, n_iters: int, rep: int = 0
+) -> tuple[dict[int, tuple], float, float, int]:
     """(actions by iteration, the simulator's PLS, interval in iterations, shards)."""
     s = s.with_updates({"strategy.name": "partial"}, "--from-sim")
     res, events = simulate_one(s, rep, record=True)

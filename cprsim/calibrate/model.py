@@ -56,7 +56,7 @@ class FlatAdagrad:
     as torch's single-tensor Adagrad: ``sum += g²``; ``w -= lr · g / (sqrt(sum) + eps)``.
     """
 
-    def __init__(self, params, lr: float, eps: float = 1e-10) -> None:  # noqa: ANN001
+    def __init__(self, params, lr: float, eps: float = 1e-10) -> None:
         self.params = [p for p in params]
         with torch.no_grad():
             self.flat = torch.cat([p.detach().reshape(-1) for p in self.params])
@@ -66,13 +66,13 @@ class FlatAdagrad:
         o = 0
         for p in self.params:
             n = p.numel()
-            p.data = self.flat[o:o + n].view_as(p)
-            self.views.append(self.grad[o:o + n].view_as(p))
+            p.data = self.flat[o : o + n].view_as(p)
+            self.views.append(self.grad[o : o + n].view_as(p))
             o += n
         self.lr, self.eps = lr, eps
         self.zero_grad()
 
-    def zero_grad(self, set_to_none: bool = False) -> None:  # noqa: ARG002 - torch's signature
+    def zero_grad(self, set_to_none: bool = False) -> None:
         """Zero the flat gradient and (re)attach its views: backward accumulates into them (never
         ``None``, whatever ``set_to_none``)."""
         self.grad.zero_()
@@ -88,28 +88,44 @@ class FlatAdagrad:
 
 
 class DLRM(nn.Module):
-    def __init__(self, tables: tuple[int, ...], cfg: ModelConfig, gen: torch.Generator,
-                 n_dense: int = N_DENSE) -> None:
+    def __init__(
+        self,
+        tables: tuple[int, ...],
+        cfg: ModelConfig,
+        gen: torch.Generator,
+        n_dense: int = N_DENSE,
+    ) -> None:
         """``tables``: rows per categorical table (one table per categorical column);
         ``n_dense``: dense features per sample (13 is the synthetic and Criteo data's)."""
         super().__init__()
         if cfg.emb_optimizer not in ("rowwise_adagrad", "sgd"):
-            raise ValueError(f"emb_optimizer must be rowwise_adagrad or sgd, got {cfg.emb_optimizer!r}")
+            raise ValueError(
+                f"emb_optimizer must be rowwise_adagrad or sgd, got {cfg.emb_optimizer!r}"
+            )
         self.cfg = cfg
         self.tables = tables
         self.n_cat, self.n_dense = len(tables), n_dense
-        self.offsets = torch.tensor(np.concatenate([[0], np.cumsum(tables)[:-1]]), dtype=torch.int64)
+        self.offsets = torch.tensor(
+            np.concatenate([[0], np.cumsum(tables)[:-1]]), dtype=torch.int64
+        )
         n_rows = int(sum(tables))
         d = cfg.dim
         self.emb = (torch.rand(n_rows, d, generator=gen) * 2 - 1) * cfg.init_scale
         self.emb_state = torch.zeros(n_rows)
-        self.bottom = nn.Sequential(nn.Linear(n_dense, cfg.bottom_hidden), nn.ReLU(),
-                                    nn.Linear(cfg.bottom_hidden, d), nn.ReLU())
+        self.bottom = nn.Sequential(
+            nn.Linear(n_dense, cfg.bottom_hidden),
+            nn.ReLU(),
+            nn.Linear(cfg.bottom_hidden, d),
+            nn.ReLU(),
+        )
         n_vec = self.n_cat + 1
         self.tri = torch.triu_indices(n_vec, n_vec, offset=1)
         self.tri_flat = (self.tri[0] * n_vec + self.tri[1]).contiguous()  #: into the flat n_vec^2
-        self.top = nn.Sequential(nn.Linear(d + self.tri.shape[1], cfg.top_hidden), nn.ReLU(),
-                                 nn.Linear(cfg.top_hidden, 1))
+        self.top = nn.Sequential(
+            nn.Linear(d + self.tri.shape[1], cfg.top_hidden),
+            nn.ReLU(),
+            nn.Linear(cfg.top_hidden, 1),
+        )
         with torch.no_grad():
             for m in self.modules():
                 if isinstance(m, nn.Linear):
@@ -140,8 +156,9 @@ class DLRM(nn.Module):
         uniq, inv = torch.unique(grows, return_inverse=True)
         return self.train_step_unique(dense, uniq, inv, label)
 
-    def train_step_unique(self, dense: torch.Tensor, uniq: torch.Tensor, inv: torch.Tensor,
-                          label: torch.Tensor) -> float:
+    def train_step_unique(
+        self, dense: torch.Tensor, uniq: torch.Tensor, inv: torch.Tensor, label: torch.Tensor
+    ) -> float:
         """:meth:`train_step` given ``torch.unique(grows, return_inverse=True)`` of the batch."""
         sub = self.emb[uniq].requires_grad_(True)
         logit = self._forward(dense, inv, sub)
@@ -164,9 +181,9 @@ class DLRM(nn.Module):
     def predict(self, dense: torch.Tensor, grows: torch.Tensor, batch: int = 8192) -> np.ndarray:
         out = []
         for a in range(0, dense.shape[0], batch):
-            g = grows[a:a + batch]
+            g = grows[a : a + batch]
             uniq, inv = torch.unique(g, return_inverse=True)
-            out.append(torch.sigmoid(self._forward(dense[a:a + batch], inv, self.emb[uniq])))
+            out.append(torch.sigmoid(self._forward(dense[a : a + batch], inv, self.emb[uniq])))
         return torch.cat(out).numpy().astype(np.float64)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:

@@ -36,8 +36,9 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,20 @@ from cprsim.io import atomic_write_json, atomic_write_text, csv_text
 #: which; ``resumed=True`` once at the start for the runs a resumed journal already holds
 Progress = Callable[..., None]
 
-POINTS_HEADER = ("seed", "run", "strategy", "label", "budget", "pls", "position", "age", "auc", "logloss",
-                 "d_auc", "d_logloss")
+POINTS_HEADER = (
+    "seed",
+    "run",
+    "strategy",
+    "label",
+    "budget",
+    "pls",
+    "position",
+    "age",
+    "auc",
+    "logloss",
+    "d_auc",
+    "d_logloss",
+)
 OUTPUTS = ("calibration.toml", "accuracy_vs_pls.png", "run.json")
 
 
@@ -62,7 +75,7 @@ def _noop(n: int = 1, what: str = "", resumed: bool = False) -> None:
     pass
 
 
-def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:  # noqa: ANN001
+def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:
     """Settings whose failures (and vanilla saves) come from the simulator's partial-recovery run."""
     from cprsim.calibrate.fromsim import sim_schedule
 
@@ -78,12 +91,28 @@ def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:
         piv = max(1, int(round(iv * (1 + (K - 1) * r) / K)))
         for st in p.strategies:
             if st != "partial":
-                out.append((iv / n, Setting(st, f"{st}@sim", periodic_actions(n, piv, K, fails),
-                                            top_fraction=r, sample_rate=p.sample_rate, interval=piv)))
+                out.append(
+                    (
+                        iv / n,
+                        Setting(
+                            st,
+                            f"{st}@sim",
+                            periodic_actions(n, piv, K, fails),
+                            top_fraction=r,
+                            sample_rate=p.sample_rate,
+                            interval=piv,
+                        ),
+                    )
+                )
         return out
 
-    info = {"scenario": scenario.name, "simulated_pls": sim_pls, "failures": len(fails),
-            "interval_iterations": iv, "embedding_servers": n_e}
+    info = {
+        "scenario": scenario.name,
+        "simulated_pls": sim_pls,
+        "failures": len(fails),
+        "interval_iterations": iv,
+        "embedding_servers": n_e,
+    }
     return p, fn, info
 
 
@@ -96,16 +125,23 @@ def _setting_dict(st: Setting | None) -> dict | None:
     return d
 
 
-def configuration(p: R.Preset, runs: list[R.Run], threads: int, sim_info: dict | None) -> dict[str, Any]:
+def configuration(
+    p: R.Preset, runs: list[R.Run], threads: int, sim_info: dict | None
+) -> dict[str, Any]:
     """Everything a run's numbers depend on (the fingerprint's input)."""
     import torch
 
     preset = R.preset_dict(p)
     preset.pop("runtime", None)  # documentation, not configuration
     preset.pop("data", None)  # where the files lie is not configuration: their digests are (below)
-    config = {"preset": preset, "from_sim": sim_info, "threads_per_run": threads,
-              "cprsim_version": __version__, "torch_version": torch.__version__,
-              "runs": [[r.seed, r.run, r.budget, _setting_dict(r.setting)] for r in runs]}
+    config = {
+        "preset": preset,
+        "from_sim": sim_info,
+        "threads_per_run": threads,
+        "cprsim_version": __version__,
+        "torch_version": torch.__version__,
+        "runs": [[r.seed, r.run, r.budget, _setting_dict(r.setting)] for r in runs],
+    }
     if p.data is not None:  # real data (synthetic data adds no key: its fingerprints are unchanged)
         config["data"] = p.data.fingerprint()
     return config
@@ -150,27 +186,49 @@ def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
     fp = fingerprint(config)
     if not resume:
         if old is not None and not old.get("finished") and journal.exists():
-            raise InputError(f"{out}: holds an unfinished calibration ({_complete_lines(journal)} of "
-                             f"{old.get('runs', '?')} runs in points.csv); pass --resume to finish it, "
-                             f"or choose another --out")
+            raise InputError(
+                f"{out}: holds an unfinished calibration ({_complete_lines(journal)} of "
+                f"{old.get('runs', '?')} runs in points.csv); pass --resume to finish it, "
+                f"or choose another --out"
+            )
         return False
     if old is None:
         if journal.exists():
-            raise InputError(f"{journal}: no manifest.json beside it, so its configuration is unknown; "
-                             f"cannot resume it (choose another --out)")
+            raise InputError(
+                f"{journal}: no manifest.json beside it, so its configuration is unknown; "
+                f"cannot resume it (choose another --out)"
+            )
         return False
     if old["fingerprint"] != fp:
-        diff = _differences(old.get("config", {}), config) if isinstance(old.get("config"), dict) else []
-        raise InputError(f"{out}: holds a calibration of another configuration (differs in "
-                         f"{', '.join(diff[:6]) or 'the fingerprint'}); --resume needs the same preset, seeds, "
-                         f"--from-sim, --threads-per-job and versions: choose another --out")
+        diff = (
+            _differences(old.get("config", {}), config)
+            if isinstance(old.get("config"), dict)
+            else []
+        )
+        raise InputError(
+            f"{out}: holds a calibration of another configuration (differs in "
+            f"{', '.join(diff[:6]) or 'the fingerprint'}); --resume needs the same preset, seeds, "
+            f"--from-sim, --threads-per-job and versions: choose another --out"
+        )
     return True
 
 
 # -- the journal ---------------------------------------------------------------------------------------
 def _row(r: R.RunResult, d_auc: Any = "", d_logloss: Any = "") -> list[Any]:
-    return [r.seed, r.run, r.strategy, r.label, r.budget, r.pls, r.position, r.age, r.auc, r.logloss, d_auc,
-            d_logloss]
+    return [
+        r.seed,
+        r.run,
+        r.strategy,
+        r.label,
+        r.budget,
+        r.pls,
+        r.position,
+        r.age,
+        r.auc,
+        r.logloss,
+        d_auc,
+        d_logloss,
+    ]
 
 
 def _number(path: Path, line: int, name: str, text: str, empty_ok: bool = False) -> float:
@@ -193,35 +251,50 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
     if not lines:
         return []  # the header itself was torn
     if lines[0] != ",".join(POINTS_HEADER):
-        raise InputError(f"{path}: line 1: not a calibration points table (expected the header "
-                         f"{','.join(POINTS_HEADER)!r})")
+        raise InputError(
+            f"{path}: line 1: not a calibration points table (expected the header "
+            f"{','.join(POINTS_HEADER)!r})"
+        )
     out: list[R.RunResult] = []
     seen: dict[tuple[int, int], int] = {}
     for i, line in enumerate(lines[1:], start=2):
         row = next(csv.reader([line]), [])
         if len(row) != len(POINTS_HEADER):
-            raise InputError(f"{path}: line {i}: expected {len(POINTS_HEADER)} comma-separated fields, "
-                             f"got {len(row)}")
+            raise InputError(
+                f"{path}: line {i}: expected {len(POINTS_HEADER)} comma-separated fields, "
+                f"got {len(row)}"
+            )
         try:
             key = (int(row[0]), int(row[1]))
         except ValueError:
-            raise InputError(f"{path}: line {i}: seed and run must be integers, got {row[0]!r} and "
-                             f"{row[1]!r}") from None
+            raise InputError(
+                f"{path}: line {i}: seed and run must be integers, got {row[0]!r} and {row[1]!r}"
+            ) from None
         run = planned.get(key)
         if run is None:
-            raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is not a run of this calibration")
+            raise InputError(
+                f"{path}: line {i}: seed {key[0]} run {key[1]} is not a run of this calibration"
+            )
         budget = _number(path, i, "budget", row[4])
         if (row[2], row[3], budget) != (run.strategy, run.label, run.budget):
-            raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is {run.label} at budget "
-                             f"{run.budget!r} in this calibration, not {row[3]} at {row[4]}")
+            raise InputError(
+                f"{path}: line {i}: seed {key[0]} run {key[1]} is {run.label} at budget "
+                f"{run.budget!r} in this calibration, not {row[3]} at {row[4]}"
+            )
         if key in seen:
-            raise InputError(f"{path}: line {i}: seed {key[0]} run {key[1]} is already on line {seen[key]}")
+            raise InputError(
+                f"{path}: line {i}: seed {key[0]} run {key[1]} is already on line {seen[key]}"
+            )
         seen[key] = i
-        pls, pos, age, auc, ll = (_number(path, i, n, row[c]) for n, c in (
-            ("pls", 5), ("position", 6), ("age", 7), ("auc", 8), ("logloss", 9)))
+        pls, pos, age, auc, ll = (
+            _number(path, i, n, row[c])
+            for n, c in (("pls", 5), ("position", 6), ("age", 7), ("auc", 8), ("logloss", 9))
+        )
         _number(path, i, "d_auc", row[10], empty_ok=True)
         _number(path, i, "d_logloss", row[11], empty_ok=True)
-        out.append(R.RunResult(key[0], key[1], run.strategy, run.label, run.budget, pls, auc, ll, pos, age))
+        out.append(
+            R.RunResult(key[0], key[1], run.strategy, run.label, run.budget, pls, auc, ll, pos, age)
+        )
     return out
 
 
@@ -232,14 +305,14 @@ def append_line(path: Path, text: str) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _n_dense(p: R.Preset) -> int:
@@ -251,8 +324,16 @@ def _n_dense(p: R.Preset) -> int:
 
 
 # -- the use case ----------------------------------------------------------------------------------------
-def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,  # noqa: ANN001
-              measure_costs: bool = True, jobs: int = 1, threads: int = 1, resume: bool = False) -> dict:
+def calibrate(
+    p: R.Preset,
+    out: Path,
+    progress: Progress = _noop,
+    scenario=None,
+    measure_costs: bool = True,
+    jobs: int = 1,
+    threads: int = 1,
+    resume: bool = False,
+) -> dict:
     """Run (or, with ``resume``, finish) the preset into ``out``: ``calibration.toml``,
     ``points.csv``, the plot, ``manifest.json`` and ``run.json``. Returns the calibration doc."""
     import torch
@@ -268,14 +349,23 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
     config = configuration(p, runs, threads, sim_info)
     resuming = check_out(out, config, resume)
     journal = out / "points.csv"
-    manifest = {"what": "cprsim calibrate", "fingerprint": fingerprint(config), "runs": len(runs),
-                "finished": False, "config": config}
+    manifest = {
+        "what": "cprsim calibrate",
+        "fingerprint": fingerprint(config),
+        "runs": len(runs),
+        "finished": False,
+        "config": config,
+    }
     if resuming and journal.exists():
         done = read_journal(journal, planned)
-        atomic_write_text(journal, csv_text(POINTS_HEADER, [_row(r) for r in done]))  # drop a torn tail
+        atomic_write_text(
+            journal, csv_text(POINTS_HEADER, [_row(r) for r in done])
+        )  # drop a torn tail
     else:
         out.mkdir(parents=True, exist_ok=True)
-        for name in OUTPUTS:  # a fresh start: no outputs of an earlier calibration beside the new journal
+        for (
+            name
+        ) in OUTPUTS:  # a fresh start: no outputs of an earlier calibration beside the new journal
             (out / name).unlink(missing_ok=True)
         atomic_write_json(out / "manifest.json", manifest)
         atomic_write_text(journal, csv_text(POINTS_HEADER, []))
@@ -300,20 +390,26 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
         "preset": p.name,
         "cprsim_version": __version__,
         "torch_version": torch.__version__,
-        "model": (f"DLRM: embedding dim {m.dim}, bottom MLP {_n_dense(p)}-{m.bottom_hidden}-{m.dim}, "
-                  f"pairwise dot interaction, top MLP {m.top_hidden}-1, BCE; embeddings "
-                  f"{m.emb_optimizer} lr {m.emb_lr}, dense Adagrad lr {m.dense_lr}"),
+        "model": (
+            f"DLRM: embedding dim {m.dim}, bottom MLP {_n_dense(p)}-{m.bottom_hidden}-{m.dim}, "
+            f"pairwise dot interaction, top MLP {m.top_hidden}-1, BCE; embeddings "
+            f"{m.emb_optimizer} lr {m.emb_lr}, dense Adagrad lr {m.dense_lr}"
+        ),
         "data": describe_data(p),
         "seeds": list(p.seeds),
         "embedding_servers": p.n_shards,
         "sharding": "row hash (Knuth multiplicative) over all tables",
         "failures_per_run": p.failures_per_run,
-        "mfu_ssu": (f"top_fraction {p.top_fraction}, full save every {p.full_every}, ssu sample "
-                    f"rate {p.sample_rate}; same bytes written as vanilla at each budget"),
+        "mfu_ssu": (
+            f"top_fraction {p.top_fraction}, full save every {p.full_every}, ssu sample "
+            f"rate {p.sample_rate}; same bytes written as vanilla at each budget"
+        ),
         "pls": "measured: lost sample-updates through cprsim.pls.ShardLedger (docs/calibration.md)",
-        "fit": ("[fit]: loss = slope x PLS per strategy, least squares through the origin, 95% CI (Student t); "
-                "[model]: the model the planner uses, chosen among slope/position/age/curvature/position+age by "
-                "leave-one-seed-out cross-validation (cprsim.calibrate.accuracy)"),
+        "fit": (
+            "[fit]: loss = slope x PLS per strategy, least squares through the origin, 95% CI (Student t); "
+            "[model]: the model the planner uses, chosen among slope/position/age/curvature/position+age by "
+            "leave-one-seed-out cross-validation (cprsim.calibrate.accuracy)"
+        ),
         "baseline_auc": facts["baseline_auc"],
         "baseline_logloss": facts["baseline_logloss"],
         "iterations": R.n_iters_of(p),
@@ -326,18 +422,29 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
     for st, f in fits.items():
         d = {}
         for metric, ft in f.items():
-            d.update({f"{metric}_slope": ft.slope, f"{metric}_slope_lo": ft.lo,
-                      f"{metric}_slope_hi": ft.hi, f"{metric}_r2": ft.r2})
+            d.update(
+                {
+                    f"{metric}_slope": ft.slope,
+                    f"{metric}_slope_lo": ft.lo,
+                    f"{metric}_slope_hi": ft.hi,
+                    f"{metric}_r2": ft.r2,
+                }
+            )
         d["n_points"] = f["auc"].n
         ps = [pt for pt in points if pt.strategy == st]
         d["mean_pls"] = float(np.mean([pt.pls for pt in ps]))
         d["mean_d_auc"] = float(np.mean([pt.d_auc for pt in ps]))
         d["mean_d_logloss"] = float(np.mean([pt.d_logloss for pt in ps]))
         doc["fit"][st] = d
-        doc["points"][st] = {"budget": [pt.budget for pt in ps], "seed": [pt.seed for pt in ps],
-                             "pls": [pt.pls for pt in ps], "position": [pt.position for pt in ps],
-                             "age": [pt.age for pt in ps], "d_auc": [pt.d_auc for pt in ps],
-                             "d_logloss": [pt.d_logloss for pt in ps]}
+        doc["points"][st] = {
+            "budget": [pt.budget for pt in ps],
+            "seed": [pt.seed for pt in ps],
+            "pls": [pt.pls for pt in ps],
+            "position": [pt.position for pt in ps],
+            "age": [pt.age for pt in ps],
+            "d_auc": [pt.d_auc for pt in ps],
+            "d_logloss": [pt.d_logloss for pt in ps],
+        }
     from cprsim.calibrate.accuracy import model_table
 
     doc["model"] = model_table(doc["points"])
@@ -352,31 +459,56 @@ def calibrate(p: R.Preset, out: Path, progress: Progress = _noop, scenario=None,
         doc["costs"] = measure_shard_io(R.new_model(prep, p.model, seed), p.n_shards)
         n = prep.n_iters
         try:  # e2e_repeats(p) plain and checkpointed runs, interleaved, here after the workers are done
-            doc["end_to_end"] = end_to_end(prep, p, seed, None,
-                                           R.failure_schedule(n, p.n_shards, p.failures_per_run, seed),
-                                           repeats=e2e_repeats(p), threads=threads)
+            doc["end_to_end"] = end_to_end(
+                prep,
+                p,
+                seed,
+                None,
+                R.failure_schedule(n, p.n_shards, p.failures_per_run, seed),
+                repeats=e2e_repeats(p),
+                threads=threads,
+            )
         finally:
             torch.set_num_threads(threads_before)
         costs_s = time.perf_counter() - t
         progress(1, f"costs and end-to-end check ({costs_s:.1f} s)")
     base = {r.seed: r for r in done if r.run == 0}
-    rows = [_row(r, base[r.seed].auc - r.auc, r.logloss - base[r.seed].logloss)
-            for r in sorted(done, key=lambda r: r.key)]
+    rows = [
+        _row(r, base[r.seed].auc - r.auc, r.logloss - base[r.seed].logloss)
+        for r in sorted(done, key=lambda r: r.key)
+    ]
     atomic_write_text(journal, csv_text(POINTS_HEADER, rows))
-    atomic_write_text(out / "calibration.toml", to_toml(
-        doc, "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)"))
+    atomic_write_text(
+        out / "calibration.toml",
+        to_toml(
+            doc,
+            "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)",
+        ),
+    )
     from cprsim.plots import save_figure
     from cprsim.plots.calibration import plot_calibration
 
     save_figure(plot_calibration(doc), out / "accuracy_vs_pls.png")
     atomic_write_json(out / "manifest.json", dict(manifest, finished=True))
-    atomic_write_json(out / "run.json", {
-        "started": started, "finished": _now(), "wall_s": time.perf_counter() - t0, "runs_s": runs_s,
-        "costs_s": costs_s, "jobs": jobs, "threads_per_job": threads, "runs": len(runs),
-        "runs_resumed": len(runs) - len(todo), "runs_run_now": len(todo),
-        "runs_cpu_s": sum(r[3] for r in run_s),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "run_seconds": sorted(run_s), "note": "each run this invocation ran: [seed, run, wall s, CPU s "
-        "of its worker] (data generation of a worker's first run of a seed and evaluation included); "
-        "machine- and load-dependent"})
+    atomic_write_json(
+        out / "run.json",
+        {
+            "started": started,
+            "finished": _now(),
+            "wall_s": time.perf_counter() - t0,
+            "runs_s": runs_s,
+            "costs_s": costs_s,
+            "jobs": jobs,
+            "threads_per_job": threads,
+            "runs": len(runs),
+            "runs_resumed": len(runs) - len(todo),
+            "runs_run_now": len(todo),
+            "runs_cpu_s": sum(r[3] for r in run_s),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "run_seconds": sorted(run_s),
+            "note": "each run this invocation ran: [seed, run, wall s, CPU s "
+            "of its worker] (data generation of a worker's first run of a seed and evaluation included); "
+            "machine- and load-dependent",
+        },
+    )
     return doc

@@ -31,9 +31,9 @@ import math
 import multiprocessing
 import signal
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -80,13 +80,37 @@ RUNTIMES = {
 #: needs; :func:`emulated_pls` computes it without training, tests/test_calibrate_dlrm.py checks it)
 BUDGETS = (2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 PRESETS = {
-    "quick": Preset("quick", 200_000, 50_000, (0, 1), (2.0, 0.125), failures_per_run=8,
-                    runtime=RUNTIMES["quick"]),
-    "standard": Preset("standard", 1_000_000, 200_000, (0, 1, 2), BUDGETS,
-                       ("partial", "mfu", "ssu", "lookahead"), failures_per_run=8, runtime=RUNTIMES["standard"]),
-    "paper": Preset("paper", 4_000_000, 500_000, (0, 1, 2, 3, 4), BUDGETS,
-                    ("partial", "mfu", "ssu", "lookahead"), scale=100.0, n_shards=8,
-                    failures_per_run=16, runtime=RUNTIMES["paper"]),
+    "quick": Preset(
+        "quick",
+        200_000,
+        50_000,
+        (0, 1),
+        (2.0, 0.125),
+        failures_per_run=8,
+        runtime=RUNTIMES["quick"],
+    ),
+    "standard": Preset(
+        "standard",
+        1_000_000,
+        200_000,
+        (0, 1, 2),
+        BUDGETS,
+        ("partial", "mfu", "ssu", "lookahead"),
+        failures_per_run=8,
+        runtime=RUNTIMES["standard"],
+    ),
+    "paper": Preset(
+        "paper",
+        4_000_000,
+        500_000,
+        (0, 1, 2, 3, 4),
+        BUDGETS,
+        ("partial", "mfu", "ssu", "lookahead"),
+        scale=100.0,
+        n_shards=8,
+        failures_per_run=16,
+        runtime=RUNTIMES["paper"],
+    ),
 }
 
 
@@ -102,7 +126,9 @@ class Prepared:
     test_label: np.ndarray
     tables: tuple[int, ...]
     batch: int
-    _unique: list[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False, compare=False)
+    _unique: list[tuple[torch.Tensor, torch.Tensor]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def n_iters(self) -> int:
@@ -118,7 +144,7 @@ class Prepared:
             B = self.batch
             out = []
             for i in range(self.grows.shape[0] // B):
-                u, inv = torch.unique(self.grows[i * B:(i + 1) * B], return_inverse=True)
+                u, inv = torch.unique(self.grows[i * B : (i + 1) * B], return_inverse=True)
                 out.append((u, inv.to(torch.int32)))
             self._unique = out
         return self._unique[k]
@@ -126,9 +152,16 @@ class Prepared:
 
 def prepare(train: D.Dataset, test: D.Dataset, tables: tuple[int, ...], batch: int) -> Prepared:
     off = np.concatenate([[0], np.cumsum(tables)[:-1]]).astype(np.int64)
-    return Prepared(torch.from_numpy(train.dense), torch.from_numpy(train.cat + off),
-                    torch.from_numpy(train.label), torch.from_numpy(test.dense),
-                    torch.from_numpy(test.cat + off), test.label, tables, batch)
+    return Prepared(
+        torch.from_numpy(train.dense),
+        torch.from_numpy(train.cat + off),
+        torch.from_numpy(train.label),
+        torch.from_numpy(test.dense),
+        torch.from_numpy(test.cat + off),
+        test.label,
+        tables,
+        batch,
+    )
 
 
 def synthetic_prepared(p: Preset, seed: int) -> Prepared:
@@ -150,8 +183,13 @@ def new_model(prep: Prepared, cfg: ModelConfig, seed: int) -> DLRM:
     return DLRM(prep.tables, cfg, gen, n_dense=prep.n_dense)
 
 
-def train(prep: Prepared, cfg: ModelConfig, seed: int, emu_factory: Callable[[DLRM], Emulator] | None = None,
-          on_iter: Callable[[int, DLRM], None] | None = None) -> tuple[DLRM, Emulator | None]:
+def train(
+    prep: Prepared,
+    cfg: ModelConfig,
+    seed: int,
+    emu_factory: Callable[[DLRM], Emulator] | None = None,
+    on_iter: Callable[[int, DLRM], None] | None = None,
+) -> tuple[DLRM, Emulator | None]:
     model = new_model(prep, cfg, seed)
     emu = emu_factory(model) if emu_factory else None
     B = prep.batch
@@ -168,21 +206,23 @@ def train(prep: Prepared, cfg: ModelConfig, seed: int, emu_factory: Callable[[DL
     return model, emu
 
 
-def emulated_pls(p: Preset, seed: int, prep: Prepared | None = None) -> list[tuple[str, float, float, float, float]]:
+def emulated_pls(
+    p: Preset, seed: int, prep: Prepared | None = None
+) -> list[tuple[str, float, float, float, float]]:
     """Each setting's ``(strategy, budget, PLS, position, age)`` for one seed, without training:
     the measured PLS depends only on the accesses, the ranking counters and the schedule, never on
     the trained values, so emulating the saves and failures over the batches gives exactly what
     the calibration run will measure (in a fraction of its time)."""
     prep = prep or synthetic_prepared(p, seed)
     n, B = prep.n_iters, prep.batch
-    future = prep.grows[:n * B].reshape(n, -1)
+    future = prep.grows[: n * B].reshape(n, -1)
     model = new_model(prep, p.model, seed)
     out = []
     for b, st in settings_for(p, n, seed):
         emu = Emulator(model, p.n_shards, st, n, "measured", seed, future_rows=future, batch=B)
         for k in range(n):
             emu.before(k)
-            emu.count_batch(prep.grows[k * B:(k + 1) * B])
+            emu.count_batch(prep.grows[k * B : (k + 1) * B])
         out.append((st.strategy, float(b), float(emu.pls), *map(float, emu.timing)))
     return out
 
@@ -200,9 +240,13 @@ def evaluate(model: DLRM, prep: Prepared) -> tuple[float, float]:
 WINDOWS = ((0.05, 1.0), (0.05, 0.5), (0.5, 1.0))
 
 
-def failure_schedule(n_iters: int, n_shards: int, count: int, seed: int, window: int = 0) -> list[tuple[int, int]]:
+def failure_schedule(
+    n_iters: int, n_shards: int, count: int, seed: int, window: int = 0
+) -> list[tuple[int, int]]:
     """``count`` failures at uniformly random iterations of :data:`WINDOWS` ``[window]`` on random shards."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFA11] + ([window] if window else [])))
+    rng = np.random.default_rng(
+        np.random.SeedSequence([seed, 0xFA11] + ([window] if window else []))
+    )
     a, b = WINDOWS[window]
     its = np.sort(rng.integers(max(1, int(n_iters * a)), max(2, int(n_iters * b)), count))
     shards = rng.integers(0, n_shards, count)
@@ -215,15 +259,28 @@ def settings_for(p: Preset, n_iters: int, seed: int) -> list[tuple[float, Settin
     out = []
     K, r = p.full_every, p.top_fraction
     for i, b in enumerate(p.budgets):
-        failures = failure_schedule(n_iters, p.n_shards, p.failures_per_run, seed, (i + seed) % len(WINDOWS))
+        failures = failure_schedule(
+            n_iters, p.n_shards, p.failures_per_run, seed, (i + seed) % len(WINDOWS)
+        )
         vanilla = max(1, int(round(b * n_iters)))
         for st in p.strategies:
             if st == "partial":
                 iv, fe = vanilla, 1
             else:
                 iv, fe = max(1, int(round(vanilla * (1 + (K - 1) * r) / K))), K
-            out.append((b, Setting(st, f"{st}@{b:g}", periodic_actions(n_iters, iv, fe, failures),
-                                   top_fraction=r, sample_rate=p.sample_rate, interval=iv)))
+            out.append(
+                (
+                    b,
+                    Setting(
+                        st,
+                        f"{st}@{b:g}",
+                        periodic_actions(n_iters, iv, fe, failures),
+                        top_fraction=r,
+                        sample_rate=p.sample_rate,
+                        interval=iv,
+                    ),
+                )
+            )
     return out
 
 
@@ -294,8 +351,10 @@ def n_iters_of(p: Preset) -> int:
     return p.train_samples // p.batch
 
 
-def plan_runs(p: Preset, settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
-              ) -> list[Run]:
+def plan_runs(
+    p: Preset,
+    settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
+) -> list[Run]:
     """Every run of the preset, seed-major. ``settings_fn(n_iters, seed)`` replaces the preset's
     settings (``--from-sim``)."""
     n = n_iters_of(p)
@@ -329,20 +388,33 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
         pls, position, age = 0.0, 0.0, 0.0
     else:
         st = run.setting
-        future = prep.grows[:n * p.batch].reshape(n, -1)
-        fac = (lambda m: Emulator(m, p.n_shards, st, n, "measured", run.seed, future_rows=future,
-                                  batch=p.batch))
+        future = prep.grows[: n * p.batch].reshape(n, -1)
+        fac = lambda m: Emulator(
+            m, p.n_shards, st, n, "measured", run.seed, future_rows=future, batch=p.batch
+        )
         model, emu = train(prep, p.model, run.seed, fac)
         pls = emu.pls
         position, age = emu.timing
     a, ll = evaluate(model, prep)
-    res = RunResult(run.seed, run.run, run.strategy, run.label, run.budget, float(pls), float(a), float(ll),
-                    float(position), float(age))
+    res = RunResult(
+        run.seed,
+        run.run,
+        run.strategy,
+        run.label,
+        run.budget,
+        float(pls),
+        float(a),
+        float(ll),
+        float(position),
+        float(age),
+    )
     return res, time.perf_counter() - t0, time.process_time() - c0
 
 
 def _init_worker(threads: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C (and stops the workers)
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # the parent handles Ctrl-C (and stops the workers)
     torch.set_num_threads(threads)
 
 
@@ -356,8 +428,12 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def execute(p: Preset, runs: Sequence[Run], jobs: int = 1, threads: int = 1,
-            ) -> Iterator[tuple[RunResult, float, float]]:
+def execute(
+    p: Preset,
+    runs: Sequence[Run],
+    jobs: int = 1,
+    threads: int = 1,
+) -> Iterator[tuple[RunResult, float, float]]:
     """Run ``runs``; yield ``(result, wall s, CPU s)`` as each completes (in completion order).
 
     ``jobs == 1`` runs here, in order, with ``threads`` torch threads (restored afterwards);
@@ -376,8 +452,12 @@ def execute(p: Preset, runs: Sequence[Run], jobs: int = 1, threads: int = 1,
             torch.set_num_threads(old)
             _PREP.clear()
         return
-    ex = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=_context(),
-                             initializer=_init_worker, initargs=(threads,))
+    ex = ProcessPoolExecutor(
+        max_workers=min(jobs, len(runs)),
+        mp_context=_context(),
+        initializer=_init_worker,
+        initargs=(threads,),
+    )
     clean = False
     try:
         pending = {ex.submit(run_one, p, r) for r in runs}  # in order: a worker keeps a seed's data
@@ -402,18 +482,37 @@ def points_from(results: Sequence[RunResult]) -> tuple[list[Point], dict]:
     """Points (sorted by seed and run, whatever order the results came in) and the baselines."""
     res = sorted(results, key=lambda r: r.key)
     base = {r.seed: r for r in res if r.run == 0}
-    points = [Point(r.strategy, r.budget, r.seed, r.pls, base[r.seed].auc - r.auc,
-                    r.logloss - base[r.seed].logloss, r.auc, r.logloss, r.position, r.age)
-              for r in res if r.run != 0]
+    points = [
+        Point(
+            r.strategy,
+            r.budget,
+            r.seed,
+            r.pls,
+            base[r.seed].auc - r.auc,
+            r.logloss - base[r.seed].logloss,
+            r.auc,
+            r.logloss,
+            r.position,
+            r.age,
+        )
+        for r in res
+        if r.run != 0
+    ]
     seeds = sorted(base)
-    facts = {"baseline_auc": [base[s].auc for s in seeds],
-             "baseline_logloss": [base[s].logloss for s in seeds]}
+    facts = {
+        "baseline_auc": [base[s].auc for s in seeds],
+        "baseline_logloss": [base[s].logloss for s in seeds],
+    }
     return points, facts
 
 
-def run_preset(p: Preset, progress: Callable[[int], None] = lambda n=1: None,
-               settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
-               jobs: int = 1, threads: int = 1) -> tuple[list[Point], dict]:
+def run_preset(
+    p: Preset,
+    progress: Callable[[int], None] = lambda n=1: None,
+    settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
+    jobs: int = 1,
+    threads: int = 1,
+) -> tuple[list[Point], dict]:
     """Every run of the preset (no files); returns the points and facts (baselines, n_iters)."""
     results = []
     for r, _, _ in execute(p, plan_runs(p, settings_fn), jobs, threads):
@@ -464,8 +563,10 @@ def fits(points: list[Point]) -> dict[str, dict[str, Fit]]:
     for st in dict.fromkeys(pt.strategy for pt in points):
         ps = [pt for pt in points if pt.strategy == st]
         x = np.array([pt.pls for pt in ps])
-        out[st] = {"auc": fit_origin(x, np.array([pt.d_auc for pt in ps])),
-                   "logloss": fit_origin(x, np.array([pt.d_logloss for pt in ps]))}
+        out[st] = {
+            "auc": fit_origin(x, np.array([pt.d_auc for pt in ps])),
+            "logloss": fit_origin(x, np.array([pt.d_logloss for pt in ps])),
+        }
     return out
 
 

@@ -20,15 +20,33 @@ from cprsim.errors import InputError
 #: subcommand -> (its module in cprsim.cli, the first paragraph of its help); a module defines
 #: ``command`` (a click command) or ``commands`` (a list)
 _COMMANDS = {
-    "access": ("access", "Coverage c(r) of the top rows, rows touched after n samples, and MFU/SSU ranking noise."),
-    "calibrate": ("calibrate", "Train a DLRM with injected partial-recovery failures; fit accuracy loss against PLS."),
-    "fit": ("fit", "Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."),
+    "access": (
+        "access",
+        "Coverage c(r) of the top rows, rows touched after n samples, and MFU/SSU ranking noise.",
+    ),
+    "calibrate": (
+        "calibrate",
+        "Train a DLRM with injected partial-recovery failures; fit accuracy loss against PLS.",
+    ),
+    "fit": (
+        "fit",
+        "Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring.",
+    ),
     "plan": ("plan", "Pick the checkpoint intervals and recovery strategy for an accuracy bound."),
     "plot": ("plot", "Draw a figure of KIND from RESULTS."),
     "scenarios": ("scenarios", "List the built-in scenarios."),
-    "show": ("scenarios", "Print the effective config of a scenario (defaults included) and its derived costs."),
-    "simulate": ("simulate", "Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown."),
-    "sweep": ("sweep", "Run every combination of a sweep file's grid values x strategies x replications."),
+    "show": (
+        "scenarios",
+        "Print the effective config of a scenario (defaults included) and its derived costs.",
+    ),
+    "simulate": (
+        "simulate",
+        "Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown.",
+    ),
+    "sweep": (
+        "sweep",
+        "Run every combination of a sweep file's grid values x strategies x replications.",
+    ),
 }
 
 
@@ -64,7 +82,7 @@ class _Group(click.Group):
                 listed.add_command(click.Command(name, help=summary))
         listed.format_commands(ctx, formatter)
 
-    def invoke(self, ctx: click.Context):  # noqa: ANN201
+    def invoke(self, ctx: click.Context):
         from cprsim.io import short
 
         try:
@@ -81,12 +99,16 @@ class _Group(click.Group):
         except RecursionError:
             raise UserError("an input is nested too deeply") from None
         except MemoryError:
-            raise UserError("out of memory: an input asks for more than this machine holds") from None
+            raise UserError(
+                "out of memory: an input asks for more than this machine holds"
+            ) from None
         except Exception as e:  # a bug: one line, not a traceback (-vv shows it)
             if logging.getLogger().isEnabledFor(logging.DEBUG):
                 raise
-            raise InternalError(f"internal error ({type(e).__name__}: {short(e, 120)}); please report it with "
-                                "the command (`cprsim -vv ...` shows the traceback)") from None
+            raise InternalError(
+                f"internal error ({type(e).__name__}: {short(e, 120)}); please report it with "
+                "the command (`cprsim -vv ...` shows the traceback)"
+            ) from None
 
 
 def _one_line(text: str) -> str:
@@ -113,5 +135,7 @@ def main(verbose: int, quiet: bool) -> None:
     """
     # figures are files here: no GUI backend (a library caller, e.g. a notebook, keeps its own)
     os.environ.setdefault("MPLBACKEND", "Agg")
-    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    level = (
+        logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    )
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

@@ -21,7 +21,9 @@ def _cores() -> int:
 
 def _fmt(s: float) -> str:
     s = int(round(s))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
 
 
 class _Lines:
@@ -39,7 +41,10 @@ class _Lines:
         self.ran += n
         el = time.perf_counter() - self.t0
         eta = el / self.ran * (self.total - self.done)
-        click.echo(f"{self.label}: {self.done}/{self.total} {what}; elapsed {_fmt(el)}, ETA {_fmt(eta)}", err=True)
+        click.echo(
+            f"{self.label}: {self.done}/{self.total} {what}; elapsed {_fmt(el)}, ETA {_fmt(eta)}",
+            err=True,
+        )
 
 
 class _Bar:
@@ -47,12 +52,25 @@ class _Bar:
 
     def __init__(self, total: int, label: str) -> None:
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
-        self.prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                             TextColumn("{task.fields[last]}"), console=Console(stderr=True))
+        self.prog = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[last]}"),
+            console=Console(stderr=True),
+        )
         self.task = self.prog.add_task(label, total=total, last="")
 
     def __call__(self, n: int = 1, what: str = "", resumed: bool = False) -> None:
@@ -70,7 +88,8 @@ RUNTIMES = {
     "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
 }
 
-HELP = """Train a DLRM with injected partial-recovery failures; fit accuracy loss against PLS.
+HELP = (
+    """Train a DLRM with injected partial-recovery failures; fit accuracy loss against PLS.
 
 \b
 Independent training runs go to --jobs worker processes with --threads-per-job torch threads
@@ -83,33 +102,92 @@ Progress: a bar on a terminal, else one line per finished run on stderr.
 \b
 Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development machine
 (shared and noisy: conditions and commands in docs/calibration.md):
-""" + "\n".join(f"  {name:9s} {text}" for name, text in RUNTIMES.items()) + "\n"
+"""
+    + "\n".join(f"  {name:9s} {text}" for name, text in RUNTIMES.items())
+    + "\n"
+)
 
 
 @click.command("calibrate", help=HELP)
-@click.option("--preset", type=click.Choice(["quick", "standard", "paper"]), default="quick",
-              show_default=True, help="Size of the experiment (times above; docs/calibration.md).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Worker processes running training runs in parallel [default: the cores available].")
-@click.option("--threads-per-job", "threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Torch threads per worker (part of the fingerprint: thread count may change rounding).")
-@click.option("--resume", is_flag=True,
-              help="Finish the calibration in --out: keep its finished runs, run the rest.")
-@click.option("--from-sim", "from_sim", metavar="NAME|FILE",
-              help="Take the failure schedule from simulating this scenario with partial recovery.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/calibrate"),
-              show_default=True, help="Write calibration.toml, points.csv, manifest.json, run.json and the plot here.")
-@click.option("--no-costs", is_flag=True, help="Skip the save/load timing and the end-to-end check.")
-@click.option("--data", default="synthetic", show_default=True, metavar="synthetic|movielens-100k|FILE",
-              help="Training data: the synthetic Criteo-like generator; MovieLens-100k (the movielens "
-                   "extra); a Criteo .tsv; or a .csv/.parquet file with --schema. Real data is trained "
-                   "one epoch, at its own size (docs/calibration.md, Data).")
-@click.option("--schema", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="schema.toml of a --data .csv/.parquet file: its label, categorical and dense columns.")
-@click.option("--limit-samples", "limit", nargs=2, type=click.IntRange(min=1), default=None, hidden=True,
-              help="At most TRAIN training and TEST held-out samples (the earliest; for tests).")
-def command(preset: str, jobs: int | None, threads: int, resume: bool, from_sim: str | None, out: Path,
-            no_costs: bool, data: str, schema: Path | None, limit: tuple[int, int] | None) -> None:
+@click.option(
+    "--preset",
+    type=click.Choice(["quick", "standard", "paper"]),
+    default="quick",
+    show_default=True,
+    help="Size of the experiment (times above; docs/calibration.md).",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes running training runs in parallel [default: the cores available].",
+)
+@click.option(
+    "--threads-per-job",
+    "threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Torch threads per worker (part of the fingerprint: thread count may change rounding).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Finish the calibration in --out: keep its finished runs, run the rest.",
+)
+@click.option(
+    "--from-sim",
+    "from_sim",
+    metavar="NAME|FILE",
+    help="Take the failure schedule from simulating this scenario with partial recovery.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out/calibrate"),
+    show_default=True,
+    help="Write calibration.toml, points.csv, manifest.json, run.json and the plot here.",
+)
+@click.option(
+    "--no-costs", is_flag=True, help="Skip the save/load timing and the end-to-end check."
+)
+@click.option(
+    "--data",
+    default="synthetic",
+    show_default=True,
+    metavar="synthetic|movielens-100k|FILE",
+    help="Training data: the synthetic Criteo-like generator; MovieLens-100k (the movielens "
+    "extra); a Criteo .tsv; or a .csv/.parquet file with --schema. Real data is trained "
+    "one epoch, at its own size (docs/calibration.md, Data).",
+)
+@click.option(
+    "--schema",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="schema.toml of a --data .csv/.parquet file: its label, categorical and dense columns.",
+)
+@click.option(
+    "--limit-samples",
+    "limit",
+    nargs=2,
+    type=click.IntRange(min=1),
+    default=None,
+    hidden=True,
+    help="At most TRAIN training and TEST held-out samples (the earliest; for tests).",
+)
+def command(
+    preset: str,
+    jobs: int | None,
+    threads: int,
+    resume: bool,
+    from_sim: str | None,
+    out: Path,
+    no_costs: bool,
+    data: str,
+    schema: Path | None,
+    limit: tuple[int, int] | None,
+) -> None:
     # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, torch with 2
     # threads spinning on a core another process holds was 25x slower than with 1 thread (the
     # costs step's 2 threads); read once, when torch loads OpenMP (a value already set is kept)
@@ -133,29 +211,55 @@ def command(preset: str, jobs: int | None, threads: int, resume: bool, from_sim:
         if sys.stderr.isatty():
             bar = _Bar(total, label)
             with bar.prog:
-                doc = calibrate(p, out, bar, scen, measure_costs=not no_costs, jobs=jobs, threads=threads,
-                                resume=resume)
+                doc = calibrate(
+                    p,
+                    out,
+                    bar,
+                    scen,
+                    measure_costs=not no_costs,
+                    jobs=jobs,
+                    threads=threads,
+                    resume=resume,
+                )
         else:
-            doc = calibrate(p, out, _Lines(total, label), scen, measure_costs=not no_costs, jobs=jobs,
-                            threads=threads, resume=resume)
+            doc = calibrate(
+                p,
+                out,
+                _Lines(total, label),
+                scen,
+                measure_costs=not no_costs,
+                jobs=jobs,
+                threads=threads,
+                resume=resume,
+            )
     except KeyboardInterrupt:
         pts = out / "points.csv"
         k = max(0, pts.read_bytes().count(b"\n") - 1) if pts.exists() else 0
-        raise click.ClickException(f"interrupted: {k} finished runs are in {pts}; finish with --resume") from None
+        raise click.ClickException(
+            f"interrupted: {k} finished runs are in {pts}; finish with --resume"
+        ) from None
     for st, f in doc["fit"].items():
-        click.echo(f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
-                   f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] R²={f['auc_r2']:.2f}; "
-                   f"log-loss +{f['logloss_slope']:.4g} x PLS; mean PLS {f['mean_pls']:.4f}")
+        click.echo(
+            f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
+            f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] R²={f['auc_r2']:.2f}; "
+            f"log-loss +{f['logloss_slope']:.4g} x PLS; mean PLS {f['mean_pls']:.4f}"
+        )
     rng = doc.get("model", {}).get("range", {})
     if rng:
-        click.echo("PLS range measured: " + ", ".join(f"{st} {r['pls'][0]:.3g}-{r['pls'][1]:.3g}"
-                                                      for st, r in rng.items()))
+        click.echo(
+            "PLS range measured: "
+            + ", ".join(f"{st} {r['pls'][0]:.3g}-{r['pls'][1]:.3g}" for st, r in rng.items())
+        )
     for metric in ("auc", "logloss"):
         m = doc.get("model", {}).get(metric)
         if m:
             pool = "pooled over the strategies" if m["pooled"] else "per strategy"
             pv = m["pooling_f_test_p"].get(m["chosen"])
-            click.echo(f"planner's {metric} model: {m['formula']} ({pool}, F-test p = {pv:.3g}; chosen by "
-                       f"{m['selection']} among {', '.join(m['cv_mse'])})")
-    click.echo(f"wrote {out / 'calibration.toml'} ({_fmt(time.perf_counter() - t0)} on {jobs} "
-               f"job{'s' if jobs > 1 else ''} x {threads} thread{'s' if threads > 1 else ''})")
+            click.echo(
+                f"planner's {metric} model: {m['formula']} ({pool}, F-test p = {pv:.3g}; chosen by "
+                f"{m['selection']} among {', '.join(m['cv_mse'])})"
+            )
+    click.echo(
+        f"wrote {out / 'calibration.toml'} ({_fmt(time.perf_counter() - t0)} on {jobs} "
+        f"job{'s' if jobs > 1 else ''} x {threads} thread{'s' if threads > 1 else ''})"
+    )

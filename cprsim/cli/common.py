@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
-if TYPE_CHECKING:  # pragma: no cover - imported where used: `cprsim --help` needs neither pydantic nor scipy
+if (
+    TYPE_CHECKING
+):  # pragma: no cover - imported where used: `cprsim --help` needs neither pydantic nor scipy
     from cprsim import scenario as sc
 
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
@@ -21,7 +24,7 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def convert(self, value: Any, param, ctx) -> float:  # noqa: ANN001
+    def convert(self, value: Any, param, ctx) -> float:
         if isinstance(value, float):
             return value
         m = _DUR.match(str(value))
@@ -41,17 +44,29 @@ def scenario_argument(f: Callable) -> Callable:
 
 
 def max_events_option(f: Callable) -> Callable:
-    return click.option("--max-events", type=click.FloatRange(min=1), default=1e7, show_default=True,
-                        help="Refuse, before simulating, a scenario whose replications would each simulate more "
-                             "events (checkpoints + failures + nodes, first order) than this.")(f)
+    return click.option(
+        "--max-events",
+        type=click.FloatRange(min=1),
+        default=1e7,
+        show_default=True,
+        help="Refuse, before simulating, a scenario whose replications would each simulate more "
+        "events (checkpoints + failures + nodes, first order) than this.",
+    )(f)
 
 
 def set_option(f: Callable) -> Callable:
-    return click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                        help="Override a scenario key (dotted, TOML value), e.g. cluster.trainers=40.")(f)
+    return click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override a scenario key (dotted, TOML value), e.g. cluster.trainers=40.",
+    )(f)
 
 
-def load_scenario(name: str, sets: tuple[str, ...], extra: dict[str, Any] | None = None) -> sc.Scenario:
+def load_scenario(
+    name: str, sets: tuple[str, ...], extra: dict[str, Any] | None = None
+) -> sc.Scenario:
     from cprsim import scenario as sc
 
     overrides = sc.parse_set(sets)
@@ -60,28 +75,43 @@ def load_scenario(name: str, sets: tuple[str, ...], extra: dict[str, Any] | None
 
 
 @contextmanager
-def progress_bar(total: int, label: str, enabled: bool | None = None) -> Iterator[Callable[[int], None]]:
+def progress_bar(
+    total: int, label: str, enabled: bool | None = None
+) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr (points done, rate, ETA); silent when stderr is not a TTY."""
     show = sys.stderr.isatty() if enabled is None else enabled
     if not show:
         yield lambda n=1: None
         return
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
-                               TextColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
     from rich.text import Text
 
     class Rate(ProgressColumn):
-        def render(self, task):  # noqa: ANN001, ANN201
+        def render(self, task):
             return Text(f"{task.speed:.1f}/s" if task.speed else "-/s")
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as prog:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        Rate(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as prog:
         task = prog.add_task(label, total=total)
         yield lambda n=1: prog.advance(task, n)
 
 
-def console():  # noqa: ANN201
+def console():
     """A rich console on stdout; wide enough for the tables when output is not a terminal."""
     from rich.console import Console
 

@@ -10,11 +10,11 @@ import click
 #: kind -> (what RESULTS is, default file name)
 KINDS = {
     "overhead": "a sweep's --out folder (or its results.csv): overhead vs interval per strategy, "
-                "CI or P50-P90 bands (--band), the planner's choices (plan.json, or --plan) marked",
+    "CI or P50-P90 bands (--band), the planner's choices (plan.json, or --plan) marked",
     "breakdown": "a sweep's --out folder or a `cprsim simulate --out` folder: stacked overhead components "
-                 "(with a node lifecycle, rescheduling split into detection, waiting for a machine, swap-in)",
+    "(with a node lifecycle, rescheduling split into detection, waiting for a machine, swap-in)",
     "pls": "a sweep's --out folder: PLS vs interval per strategy, CI or P50-P90 bands (--band), "
-           "with the PLS bound",
+    "with the PLS bound",
     "fit": "a `cprsim fit --report` JSON file: Kaplan-Meier vs the fitted families",
     "calibration": "a `cprsim calibrate --out` folder or its calibration.toml: accuracy loss vs PLS",
     "timeline": "a `cprsim simulate --out` folder (events.csv, config.toml): Gantt of replication 0",
@@ -33,21 +33,51 @@ def _where(items: tuple[str, ...]) -> dict[str, object]:
 @click.command("plot")
 @click.argument("kind", type=click.Choice(list(KINDS)))
 @click.argument("results", type=click.Path(path_type=Path))
-@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path),
-              help="Image file (.png, .svg or .pdf). Default: RESULTS' folder/KIND.png.")
-@click.option("--metric", type=click.Choice(["overhead", "ckpt_overhead", "auc", "logloss"]),
-              help="overhead: overhead or ckpt_overhead (default overhead); calibration: auc or logloss (default auc).")
-@click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-              help="Keep only the sweep points with this grid value (repeatable).")
-@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="A `cprsim plan --out` JSON whose options are marked (default: the sweep's plan.json).")
-@click.option("--pls-bound", type=click.FloatRange(min=0, min_open=True),
-              help="pls: draw this PLS bound (default: the plan's).")
-@click.option("--band", type=click.Choice(["ci", "p90"]),
-              help="overhead, pls: the band around each mean: ci = 95% CI of the mean (default), "
-                   "p90 = P50 to P90 of single replications (from results.csv).")
-def command(kind: str, results: Path, out: Path | None, metric: str | None, where: tuple[str, ...],
-            plan_file: Path | None, pls_bound: float | None, band: str | None) -> None:
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Image file (.png, .svg or .pdf). Default: RESULTS' folder/KIND.png.",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["overhead", "ckpt_overhead", "auc", "logloss"]),
+    help="overhead: overhead or ckpt_overhead (default overhead); calibration: auc or logloss (default auc).",
+)
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Keep only the sweep points with this grid value (repeatable).",
+)
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="A `cprsim plan --out` JSON whose options are marked (default: the sweep's plan.json).",
+)
+@click.option(
+    "--pls-bound",
+    type=click.FloatRange(min=0, min_open=True),
+    help="pls: draw this PLS bound (default: the plan's).",
+)
+@click.option(
+    "--band",
+    type=click.Choice(["ci", "p90"]),
+    help="overhead, pls: the band around each mean: ci = 95% CI of the mean (default), "
+    "p90 = P50 to P90 of single replications (from results.csv).",
+)
+def command(
+    kind: str,
+    results: Path,
+    out: Path | None,
+    metric: str | None,
+    where: tuple[str, ...],
+    plan_file: Path | None,
+    pls_bound: float | None,
+    band: str | None,
+) -> None:
     """Draw a figure of KIND from RESULTS.
 
     \b
@@ -68,12 +98,19 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
     target = out if out is not None else folder / f"{kind}.png"
     figure_format(target)
     if metric is not None:
-        ok = ("overhead", "ckpt_overhead") if kind == "overhead" else ("auc", "logloss") if kind == "calibration" else ()
+        ok = (
+            ("overhead", "ckpt_overhead")
+            if kind == "overhead"
+            else ("auc", "logloss")
+            if kind == "calibration"
+            else ()
+        )
         if metric not in ok:
             raise click.BadParameter(f"{metric!r} does not apply to {kind}", param_hint="--metric")
     if band is not None and kind not in ("overhead", "pls"):
-        raise click.BadParameter(f"{band!r} does not apply to {kind} (only to overhead and pls)",
-                                 param_hint="--band")
+        raise click.BadParameter(
+            f"{band!r} does not apply to {kind} (only to overhead and pls)", param_hint="--band"
+        )
     if kind in ("overhead", "breakdown", "pls"):
         from cprsim.plots import sweep as P
         from cprsim.sweep.results import load_results
@@ -87,7 +124,9 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
                 try:
                     plan = json.loads(plan_file.read_text())
                 except json.JSONDecodeError:
-                    raise InputError(f"{plan_file}: invalid JSON (expected `cprsim plan --out` output)") from None
+                    raise InputError(
+                        f"{plan_file}: invalid JSON (expected `cprsim plan --out` output)"
+                    ) from None
             fig = P.plot_overhead(res, metric or "overhead", plan, band=band or "ci")
         elif kind == "pls":
             fig = P.plot_pls(res, pls_bound, band=band or "ci")
@@ -100,10 +139,15 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
         try:
             doc = json.loads(results.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError):
-            raise InputError(f"{results}: not a JSON fit report (write one with `cprsim fit --report`)") from None
+            raise InputError(
+                f"{results}: not a JSON fit report (write one with `cprsim fit --report`)"
+            ) from None
         rep = FitReport.from_dict(doc, str(results))
-        fig = plot_fit(rep, title=f"{Path(doc.get('trace', results.name)).name} ({doc.get('format', '?')})",
-                       unit=doc.get("unit", "h"))
+        fig = plot_fit(
+            rep,
+            title=f"{Path(doc.get('trace', results.name)).name} ({doc.get('format', '?')})",
+            unit=doc.get("unit", "h"),
+        )
     elif kind == "calibration":
         from cprsim.plots.calibration import plot_calibration, read_calibration
 
@@ -115,7 +159,10 @@ def command(kind: str, results: Path, out: Path | None, metric: str | None, wher
         if not results.is_dir():
             raise InputError(f"{results}: expected a `cprsim simulate --out` folder")
         s = sc.load(str(results / "config.toml"))
-        fig = plot_timeline(read_events(results / "events.csv"), s.cluster.trainers,
-                            f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication 0")
+        fig = plot_timeline(
+            read_events(results / "events.csv"),
+            s.cluster.trainers,
+            f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication 0",
+        )
     save_figure(fig, target)
     click.echo(f"wrote {target}")

@@ -6,11 +6,16 @@ from pathlib import Path
 
 import click
 
-from cprsim.cli.common import console
-
 from cprsim import scenario as sc
-from cprsim.cli.common import (DURATION, load_scenario, max_events_option, progress_bar, scenario_argument,
-                               set_option)
+from cprsim.cli.common import (
+    DURATION,
+    console,
+    load_scenario,
+    max_events_option,
+    progress_bar,
+    scenario_argument,
+    set_option,
+)
 from cprsim.io import atomic_write_json, atomic_write_set, csv_text, dumps_json
 from cprsim.report import summary_dict, summary_table
 from cprsim.sim.records import Event, ReplicationResult
@@ -27,35 +32,81 @@ def _strategy_names() -> list[str]:
 
 @click.command("simulate")
 @scenario_argument
-@click.option("--strategy", help=f"Recovery strategy: {', '.join(_strategy_names())}, or one an installed plugin "
-                                 "registers (entry-point group cprsim.strategies) (parameters: the scenario's "
-                                 "[strategy] table; see docs/concepts.md).")
-@click.option("--interval", type=DURATION, help="Checkpoint interval: 90s, 30m, 1.5h (bare number: hours).")
-@click.option("--replications", "-n", type=click.IntRange(min=1),
-              help="Number of replications (default: the scenario's); with --precision, the most.")
-@click.option("--precision", type=click.FloatRange(min=0, min_open=True), metavar="REL",
-              help="Adaptive replication: stop once the 95% CI half-width of the mean --precision-metric is "
-                   "within REL of the mean (0.02: 2%), checked after --min-replications and every 10 more, in "
-                   "replication order (same seed, same count); -n caps it.")
-@click.option("--min-replications", type=click.IntRange(min=2), default=20, show_default=True,
-              help="With --precision: replications before the first check.")
-@click.option("--precision-metric", type=click.Choice(list(METRICS)), default="overhead", show_default=True,
-              help="With --precision: the metric whose mean must reach it.")
+@click.option(
+    "--strategy",
+    help=f"Recovery strategy: {', '.join(_strategy_names())}, or one an installed plugin "
+    "registers (entry-point group cprsim.strategies) (parameters: the scenario's "
+    "[strategy] table; see docs/concepts.md).",
+)
+@click.option(
+    "--interval", type=DURATION, help="Checkpoint interval: 90s, 30m, 1.5h (bare number: hours)."
+)
+@click.option(
+    "--replications",
+    "-n",
+    type=click.IntRange(min=1),
+    help="Number of replications (default: the scenario's); with --precision, the most.",
+)
+@click.option(
+    "--precision",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="REL",
+    help="Adaptive replication: stop once the 95% CI half-width of the mean --precision-metric is "
+    "within REL of the mean (0.02: 2%), checked after --min-replications and every 10 more, in "
+    "replication order (same seed, same count); -n caps it.",
+)
+@click.option(
+    "--min-replications",
+    type=click.IntRange(min=2),
+    default=20,
+    show_default=True,
+    help="With --precision: replications before the first check.",
+)
+@click.option(
+    "--precision-metric",
+    type=click.Choice(list(METRICS)),
+    default="overhead",
+    show_default=True,
+    help="With --precision: the metric whose mean must reach it.",
+)
 @click.option("--seed", type=click.IntRange(min=0), help="Root seed of every random stream.")
 @set_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Write config.toml, summary.json, replications.csv, events.csv here.")
-@click.option("--timeline", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write replication 0 as a Chrome/Perfetto trace JSON.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON instead of a table.")
-@click.option("--force", is_flag=True,
-              help="Simulate even a regime the analytic check calls hopeless (each replication still stops "
-                   "after 200,000 failure events).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write config.toml, summary.json, replications.csv, events.csv here.",
+)
+@click.option(
+    "--timeline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write replication 0 as a Chrome/Perfetto trace JSON.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the summary as JSON instead of a table."
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Simulate even a regime the analytic check calls hopeless (each replication still stops "
+    "after 200,000 failure events).",
+)
 @max_events_option
-def command(scenario: str, strategy: str | None, interval: float | None, replications: int | None,
-            precision: float | None, min_replications: int, precision_metric: str,
-            seed: int | None, sets: tuple[str, ...], out: Path | None, timeline: Path | None,
-            as_json: bool, force: bool, max_events: float) -> None:
+def command(
+    scenario: str,
+    strategy: str | None,
+    interval: float | None,
+    replications: int | None,
+    precision: float | None,
+    min_replications: int,
+    precision_metric: str,
+    seed: int | None,
+    sets: tuple[str, ...],
+    out: Path | None,
+    timeline: Path | None,
+    as_json: bool,
+    force: bool,
+    max_events: float,
+) -> None:
     """Simulate a scenario (built-in NAME or TOML FILE) and report the overhead breakdown.
 
     With --precision, replications are added until the mean is known to that relative precision
@@ -69,20 +120,33 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
     from cprsim.sim import strategies as registry
 
     registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
-    s = load_scenario(scenario, sets, {"strategy.name": strategy, "checkpoint.interval_h": interval,
-                                       "replications": replications, "seed": seed})
+    s = load_scenario(
+        scenario,
+        sets,
+        {
+            "strategy.name": strategy,
+            "checkpoint.interval_h": interval,
+            "replications": replications,
+            "seed": seed,
+        },
+    )
     from cprsim.plan import feasibility
 
     feasibility.check_budget(s, max_events)
     f = s.failures
     if not (f.trainer or f.embedding or f.domains or f.injected or f.job or f.replay):
-        click.echo(f"warning: {s.name}: no failure source ([failures] is empty or missing): nothing will fail",
-                   err=True)
+        click.echo(
+            f"warning: {s.name}: no failure source ([failures] is empty or missing): nothing will fail",
+            err=True,
+        )
     if not force and not s.failures.replay:
         feasibility.check(s, registry.get(s.strategy.name).plan_kind)
     record = out is not None or timeline is not None
-    rule = Precision(precision, s.replications, min_replications, metric=precision_metric) \
-        if precision is not None else None
+    rule = (
+        Precision(precision, s.replications, min_replications, metric=precision_metric)
+        if precision is not None
+        else None
+    )
     with progress_bar(s.replications, f"simulating {s.name}") as advance:
         if rule is None:
             results, events = run_replications(s, record_first=record, progress=advance)
@@ -90,9 +154,12 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
             results, events = run_adaptive(s, rule, record_first=record, progress=advance)
     summary = summary_dict(s, results)
     if rule is not None:
-        summary["adaptive"] = {**rule.as_dict(), "replications": len(results),
-                               "reached": len(results) < rule.cap or rule.met(
-                                   [getattr(r, rule.metric) for r in results])}
+        summary["adaptive"] = {
+            **rule.as_dict(),
+            "replications": len(results),
+            "reached": len(results) < rule.cap
+            or rule.met([getattr(r, rule.metric) for r in results]),
+        }
     if out is not None:
         write_run(out, s, results, events, summary)
     if timeline is not None:
@@ -102,24 +169,30 @@ def command(scenario: str, strategy: str | None, interval: float | None, replica
     if as_json:
         click.echo(dumps_json(summary), nl=False)
     else:
-        from rich.console import Console
-
         con = console()
         con.print(summary_table(s, results, summary=summary))
         if rule is not None:
             a = summary["adaptive"]
-            con.print(f"{len(results)} replications ({rule.describe()}): "
-                      + ("precision reached" if a["reached"] else "stopped at the cap before reaching it"))
+            con.print(
+                f"{len(results)} replications ({rule.describe()}): "
+                + ("precision reached" if a["reached"] else "stopped at the cap before reaching it")
+            )
 
 
-def write_run(out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event],
-              summary: dict) -> None:
+def write_run(
+    out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event], summary: dict
+) -> None:
     """The run's files, written as a set (all or none): effective config, summary, one row per
     replication, events of rep 0."""
-    atomic_write_set(out, {
-        "config.toml": sc.to_toml(sc.effective_dict(s)),
-        "summary.json": dumps_json(summary),
-        "replications.csv": csv_text(ReplicationResult.columns(),
-                                     ([getattr(r, c) for c in ReplicationResult.columns()] for r in results)),
-        "events.csv": csv_text(Event._fields, events),
-    })
+    atomic_write_set(
+        out,
+        {
+            "config.toml": sc.to_toml(sc.effective_dict(s)),
+            "summary.json": dumps_json(summary),
+            "replications.csv": csv_text(
+                ReplicationResult.columns(),
+                ([getattr(r, c) for c in ReplicationResult.columns()] for r in results),
+            ),
+            "events.csv": csv_text(Event._fields, events),
+        },
+    )

@@ -22,8 +22,8 @@ constant       1[t < scale]                             (deterministic)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -71,28 +71,36 @@ class Distribution:
             lm2 = _log_second_moment(self.family, self.shape)
             if lm2 > _LOG_MOMENT_CAP:
                 name = SHAPED[self.family]
-                raise ValueError(f"{self.family} {name} = {self.shape:.4g}: its variance overflows a float (a lifetime "
-                                 "this spread out cannot be simulated; "
-                                 f"{'use shape >= 0.02' if name == 'shape' else 'use sigma <= 17'})")
+                raise ValueError(
+                    f"{self.family} {name} = {self.shape:.4g}: its variance overflows a float (a lifetime "
+                    "this spread out cannot be simulated; "
+                    f"{'use shape >= 0.02' if name == 'shape' else 'use sigma <= 17'})"
+                )
             if math.log(self.scale) + 0.5 * lm2 > _LOG_MOMENT_CAP / 2:
-                raise ValueError(f"{self.family} with scale {self.scale:.4g} s and {SHAPED[self.family]} "
-                                 f"{self.shape:.4g}: its moments overflow a float")
+                raise ValueError(
+                    f"{self.family} with scale {self.scale:.4g} s and {SHAPED[self.family]} "
+                    f"{self.shape:.4g}: its moments overflow a float"
+                )
 
     # -- constructors ---------------------------------------------------------------------
     @classmethod
-    def from_mean(cls, family: str, mean: float, shape: float = 1.0) -> "Distribution":
+    def from_mean(cls, family: str, mean: float, shape: float = 1.0) -> Distribution:
         """The distribution of ``family`` and ``shape`` whose mean is ``mean`` seconds."""
         probe = cls(family, 1.0, shape)
         m = probe.mean()
         if not math.isfinite(m):
-            raise ValueError(f"a {family} lifetime with {SHAPED.get(family, 'shape')} {shape:.4g} has no finite mean: "
-                             "give its scale instead of its mean")
+            raise ValueError(
+                f"a {family} lifetime with {SHAPED.get(family, 'shape')} {shape:.4g} has no finite mean: "
+                "give its scale instead of its mean"
+            )
         return cls(family, mean / m, shape)
 
     # -- scipy view -------------------------------------------------------------------------
     @property
-    def scipy(self):  # noqa: ANN201 - a frozen scipy distribution
-        from scipy import stats  # here, not at import: scipy.stats costs ~0.5 s of every command's start
+    def scipy(self):
+        from scipy import (
+            stats,  # here, not at import: scipy.stats costs ~0.5 s of every command's start
+        )
 
         f, s, k = self.family, self.scale, self.shape
         if f == "exponential":
@@ -132,11 +140,11 @@ class Distribution:
         return 1.0 - self.sf(t)
 
     # -- sampling ---------------------------------------------------------------------------
-    def sample(self, rng: np.random.Generator, size: int | None = None):  # noqa: ANN201
+    def sample(self, rng: np.random.Generator, size: int | None = None):
         """Draw from this distribution with ``rng`` (a scalar float when ``size`` is None)."""
         return _SAMPLERS[self.family](rng, self.scale, self.shape, size)
 
-    def sample_residual(self, rng: np.random.Generator, size: int | tuple[int, ...] | None = None):  # noqa: ANN201
+    def sample_residual(self, rng: np.random.Generator, size: int | tuple[int, ...] | None = None):
         """A draw of the *equilibrium residual life* (density ``S(t) / mean``): the time to the next
         failure of a renewal process observed at a random instant long after it started (a scalar
         float when ``size`` is None, else an array of ``size`` draws).
@@ -161,7 +169,9 @@ class Distribution:
                 r = u * rng.lognormal(math.log(s) + k * k, k, size)
             elif f == "loglogistic":
                 if k <= 1:
-                    raise ValueError("a log-logistic lifetime with shape <= 1 has no mean: no stationary start")
+                    raise ValueError(
+                        "a log-logistic lifetime with shape <= 1 has no mean: no stationary start"
+                    )
                 y = rng.beta(1.0 + 1.0 / k, 1.0 - 1.0 / k, size)
                 r = u * s * (y / (1.0 - y)) ** (1.0 / k)
             else:
@@ -179,7 +189,7 @@ class Distribution:
         return f"Distribution({self.family!r}, scale={self.scale!r})"
 
 
-def _loglogistic(rng: np.random.Generator, s: float, k: float, size):  # noqa: ANN001, ANN202
+def _loglogistic(rng: np.random.Generator, s: float, k: float, size):
     u = rng.random(size)
     return s * (u / (1.0 - u)) ** (1.0 / k)
 
@@ -220,4 +230,4 @@ def min_of_iid_mean(dist: Distribution, n: int) -> float:
     return float(lo + np.trapezoid(sp.sf(t) ** n, t))
 
 
-__all__ = ["Distribution", "FAMILIES", "SHAPED", "min_of_iid_mean"]
+__all__ = ["FAMILIES", "SHAPED", "Distribution", "min_of_iid_mean"]

@@ -27,8 +27,13 @@ from cprsim.errors import InputError
 from cprsim.failures.distributions import Distribution
 
 FIT_FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic")
-_SCIPY = {"exponential": stats.expon, "weibull": stats.weibull_min, "gamma": stats.gamma,
-          "lognormal": stats.lognorm, "loglogistic": stats.fisk}
+_SCIPY = {
+    "exponential": stats.expon,
+    "weibull": stats.weibull_min,
+    "gamma": stats.gamma,
+    "lognormal": stats.lognorm,
+    "loglogistic": stats.fisk,
+}
 
 
 @dataclass(frozen=True)
@@ -49,11 +54,11 @@ class Fit:
     bootstrap: int = 0
 
     @property
-    def AIC_(self) -> float:  # noqa: N802 - the lifelines convention
+    def AIC_(self) -> float:
         return 2 * self.k - 2 * self.log_likelihood_
 
     @property
-    def BIC_(self) -> float:  # noqa: N802
+    def BIC_(self) -> float:
         return self.k * math.log(self.n) - 2 * self.log_likelihood_
 
     @property
@@ -85,35 +90,73 @@ class FitReport:
 
     def as_dict(self) -> dict:
         """Plain data (JSON): the fits and the Kaplan-Meier curve; ``from_dict`` reads it back."""
+
         def num(x: float) -> float | None:
             return None if not math.isfinite(x) else float(x)
 
         return {
-            "n": self.n, "events": self.events, "censored": self.censored,
-            "fits": [{"family": f.family, "scale": f.scale_, "scale_ci95": list(f.scale_ci_), "shape": f.shape_,
-                      "shape_ci95": list(f.shape_ci_), "log_likelihood": f.log_likelihood_, "k": f.k,
-                      "aic": f.AIC_, "bic": f.BIC_, "ks": num(f.ks_), "p_value": num(f.p_value_),
-                      "bootstrap": f.bootstrap, "mean": num(f.mean_)} for f in self.fits],
-            "km": {"t": self.km_t.tolist(), "s": self.km_s.tolist(),
-                   "lo": [num(x) for x in self.km_lo], "hi": [num(x) for x in self.km_hi]},
+            "n": self.n,
+            "events": self.events,
+            "censored": self.censored,
+            "fits": [
+                {
+                    "family": f.family,
+                    "scale": f.scale_,
+                    "scale_ci95": list(f.scale_ci_),
+                    "shape": f.shape_,
+                    "shape_ci95": list(f.shape_ci_),
+                    "log_likelihood": f.log_likelihood_,
+                    "k": f.k,
+                    "aic": f.AIC_,
+                    "bic": f.BIC_,
+                    "ks": num(f.ks_),
+                    "p_value": num(f.p_value_),
+                    "bootstrap": f.bootstrap,
+                    "mean": num(f.mean_),
+                }
+                for f in self.fits
+            ],
+            "km": {
+                "t": self.km_t.tolist(),
+                "s": self.km_s.tolist(),
+                "lo": [num(x) for x in self.km_lo],
+                "hi": [num(x) for x in self.km_hi],
+            },
         }
 
     @classmethod
-    def from_dict(cls, d: dict, what: str = "fit report") -> "FitReport":
+    def from_dict(cls, d: dict, what: str = "fit report") -> FitReport:
         try:
-            fits = tuple(Fit(f["family"], float(f["scale"]), float(f["shape"]), tuple(f["scale_ci95"]),
-                             tuple(f["shape_ci95"]), float(f["log_likelihood"]), int(f["k"]), int(d["n"]),
-                             int(d["events"]), math.nan if f["ks"] is None else f["ks"],
-                             math.nan if f["p_value"] is None else f["p_value"], int(f["bootstrap"]))
-                         for f in d["fits"])
+            fits = tuple(
+                Fit(
+                    f["family"],
+                    float(f["scale"]),
+                    float(f["shape"]),
+                    tuple(f["scale_ci95"]),
+                    tuple(f["shape_ci95"]),
+                    float(f["log_likelihood"]),
+                    int(f["k"]),
+                    int(d["n"]),
+                    int(d["events"]),
+                    math.nan if f["ks"] is None else f["ks"],
+                    math.nan if f["p_value"] is None else f["p_value"],
+                    int(f["bootstrap"]),
+                )
+                for f in d["fits"]
+            )
             km = d["km"]
-            arr = [np.array([math.nan if x is None else x for x in km[k]], dtype=float) for k in ("t", "s", "lo", "hi")]
+            arr = [
+                np.array([math.nan if x is None else x for x in km[k]], dtype=float)
+                for k in ("t", "s", "lo", "hi")
+            ]
             return cls(fits, int(d["n"]), int(d["events"]), int(d["censored"]), *arr)
         except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{what}: not a fit report written by `cprsim fit --report` ({e!s})") from None
+            raise InputError(
+                f"{what}: not a fit report written by `cprsim fit --report` ({e!s})"
+            ) from None
 
 
-def _frozen(family: str, scale: float, shape: float):  # noqa: ANN202
+def _frozen(family: str, scale: float, shape: float):
     d = _SCIPY[family]
     return d(scale=scale) if family == "exponential" else d(shape, scale=scale)
 
@@ -129,9 +172,11 @@ def _check(t: np.ndarray, observed: np.ndarray, what: str) -> None:
         raise InputError(f"{what}: every duration is censored: nothing to fit")
     n_obs, distinct = int(observed.sum()), int(np.unique(t).size)
     if n_obs < 2 or distinct < 2:
-        raise InputError(f"{what}: {n_obs} failure{'s' if n_obs != 1 else ''} among {t.size} lifetime"
-                         f"{'s' if t.size != 1 else ''}{', all of one length' if distinct < 2 else ''}: a fit needs "
-                         "at least 2 failures and lifetimes of different lengths")
+        raise InputError(
+            f"{what}: {n_obs} failure{'s' if n_obs != 1 else ''} among {t.size} lifetime"
+            f"{'s' if t.size != 1 else ''}{', all of one length' if distinct < 2 else ''}: a fit needs "
+            "at least 2 failures and lifetimes of different lengths"
+        )
 
 
 def loglik(family: str, scale: float, shape: float, t: np.ndarray, observed: np.ndarray) -> float:
@@ -139,8 +184,15 @@ def loglik(family: str, scale: float, shape: float, t: np.ndarray, observed: np.
     return float(np.sum(d.logpdf(t[observed])) + np.sum(d.logsf(t[~observed])))
 
 
-def fit_family(family: str, t: np.ndarray, observed: np.ndarray, *, bootstrap: int = 0,
-               rng: np.random.Generator | None = None, what: str = "fit") -> Fit:
+def fit_family(
+    family: str,
+    t: np.ndarray,
+    observed: np.ndarray,
+    *,
+    bootstrap: int = 0,
+    rng: np.random.Generator | None = None,
+    what: str = "fit",
+) -> Fit:
     t = np.asarray(t, float)
     observed = np.asarray(observed, bool)
     _check(t, observed, what)
@@ -155,7 +207,9 @@ def fit_family(family: str, t: np.ndarray, observed: np.ndarray, *, bootstrap: i
     return f
 
 
-def _mle(family: str, t: np.ndarray, observed: np.ndarray, guess: tuple[float, float] | None = None) -> tuple[float, float]:
+def _mle(
+    family: str, t: np.ndarray, observed: np.ndarray, guess: tuple[float, float] | None = None
+) -> tuple[float, float]:
     dist = _SCIPY[family]
     data = stats.CensoredData(uncensored=t[observed], right=t[~observed])
     if family == "exponential":
@@ -167,41 +221,47 @@ def _mle(family: str, t: np.ndarray, observed: np.ndarray, guess: tuple[float, f
     return float(scale), float(shape)
 
 
-def _intervals(family: str, scale: float, shape: float, t: np.ndarray, observed: np.ndarray):  # noqa: ANN202
+def _intervals(family: str, scale: float, shape: float, t: np.ndarray, observed: np.ndarray):
     """95% Wald intervals in log-parameters from the numerical observed information."""
     if family == "exponential":
         # exact for the exponential: var(log scale) = 1 / events
         se = 1.0 / math.sqrt(observed.sum())
         return (scale * math.exp(-1.96 * se), scale * math.exp(1.96 * se)), (1.0, 1.0)
     x0 = np.log([scale, shape])
-    f = lambda x: -loglik(family, math.exp(x[0]), math.exp(x[1]), t, observed)  # noqa: E731
+    f = lambda x: -loglik(family, math.exp(x[0]), math.exp(x[1]), t, observed)
     h = 1e-4
     e0, e1 = np.array([h, 0.0]), np.array([0.0, h])
     f0 = f(x0)
     H = np.empty((2, 2))
     H[0, 0] = (f(x0 + e0) - 2 * f0 + f(x0 - e0)) / h**2
     H[1, 1] = (f(x0 + e1) - 2 * f0 + f(x0 - e1)) / h**2
-    H[0, 1] = H[1, 0] = (f(x0 + e0 + e1) - f(x0 + e0 - e1) - f(x0 - e0 + e1) + f(x0 - e0 - e1)) / (4 * h * h)
+    H[0, 1] = H[1, 0] = (f(x0 + e0 + e1) - f(x0 + e0 - e1) - f(x0 - e0 + e1) + f(x0 - e0 - e1)) / (
+        4 * h * h
+    )
     try:
         cov = np.linalg.inv(H)
         se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     except np.linalg.LinAlgError:
         se = np.array([math.inf, math.inf])
-    ci = lambda v, s: (v * math.exp(-1.96 * s), v * math.exp(1.96 * s))  # noqa: E731
+    ci = lambda v, s: (v * math.exp(-1.96 * s), v * math.exp(1.96 * s))
     return ci(scale, se[0]), ci(shape, se[1])
 
 
-def kaplan_meier(t: np.ndarray, observed: np.ndarray):  # noqa: ANN201
+def kaplan_meier(t: np.ndarray, observed: np.ndarray):
     """Kaplan-Meier survival with a 95% log-log (Greenwood) band, at the distinct event times."""
     res = stats.ecdf(stats.CensoredData(uncensored=t[observed], right=t[~observed]))
     sf = res.sf
-    with warnings.catch_warnings():  # undefined at S = 0 or 1: scipy returns nan there, as it should
+    with (
+        warnings.catch_warnings()
+    ):  # undefined at S = 0 or 1: scipy returns nan there, as it should
         warnings.simplefilter("ignore", RuntimeWarning)
         ci = sf.confidence_interval(0.95, method="log-log")
     return sf.quantiles, sf.probabilities, ci.low.probabilities, ci.high.probabilities
 
 
-def _gof(f: Fit, t: np.ndarray, observed: np.ndarray, B: int, rng: np.random.Generator) -> tuple[float, float]:
+def _gof(
+    f: Fit, t: np.ndarray, observed: np.ndarray, B: int, rng: np.random.Generator
+) -> tuple[float, float]:
     km_t, km_s, _, _ = kaplan_meier(t, observed)
     stat = float(np.max(np.abs(km_s - f.sf(km_t))))
     cens = t[~observed]
@@ -220,7 +280,7 @@ def _gof(f: Fit, t: np.ndarray, observed: np.ndarray, B: int, rng: np.random.Gen
             continue
         try:
             sc, sh = _mle(f.family, tb, obs_b, guess=(f.scale_, f.shape_))
-        except Exception:  # noqa: BLE001 - a degenerate resample: skip it
+        except Exception:
             continue
         kt, ks, _, _ = kaplan_meier(tb, obs_b)
         stat_b = float(np.max(np.abs(ks - _frozen(f.family, sc, sh).sf(kt))))
@@ -229,8 +289,15 @@ def _gof(f: Fit, t: np.ndarray, observed: np.ndarray, B: int, rng: np.random.Gen
     return stat, (worse + 1) / (done + 1)
 
 
-def fit_all(t: np.ndarray, observed: np.ndarray, families: tuple[str, ...] = FIT_FAMILIES, *,
-            bootstrap: int = 0, seed: int = 0, what: str = "fit") -> FitReport:
+def fit_all(
+    t: np.ndarray,
+    observed: np.ndarray,
+    families: tuple[str, ...] = FIT_FAMILIES,
+    *,
+    bootstrap: int = 0,
+    seed: int = 0,
+    what: str = "fit",
+) -> FitReport:
     t = np.asarray(t, float)
     observed = np.asarray(observed, bool)
     _check(t, observed, what)
@@ -250,7 +317,9 @@ def fit_all(t: np.ndarray, observed: np.ndarray, families: tuple[str, ...] = FIT
 
 
 # -- from node to cluster -----------------------------------------------------------------------------
-def cluster_mtbf(f: Fit, n_nodes: int, *, draws: int = 20_000, seed: int = 0) -> tuple[float, float, float, str]:
+def cluster_mtbf(
+    f: Fit, n_nodes: int, *, draws: int = 20_000, seed: int = 0
+) -> tuple[float, float, float, str]:
     """Mean time to the first failure among ``n_nodes`` iid nodes, with a 95% CI, and the method.
 
     Exponential and Weibull have closed forms (the minimum is of the same family); others are
@@ -260,16 +329,26 @@ def cluster_mtbf(f: Fit, n_nodes: int, *, draws: int = 20_000, seed: int = 0) ->
     from cprsim.failures.distributions import min_of_iid_mean
 
     point = min_of_iid_mean(f.distribution(1.0), n_nodes)
-    method = "closed form" if f.family in ("exponential", "weibull") else "numerical integral of S(t)^N"
+    method = (
+        "closed form" if f.family in ("exponential", "weibull") else "numerical integral of S(t)^N"
+    )
     rng = np.random.default_rng(seed)
     se_sc = (math.log(f.scale_ci_[1]) - math.log(f.scale_)) / 1.96
-    se_sh = (math.log(f.shape_ci_[1]) - math.log(f.shape_)) / 1.96 if f.family != "exponential" else 0.0
+    se_sh = (
+        (math.log(f.shape_ci_[1]) - math.log(f.shape_)) / 1.96 if f.family != "exponential" else 0.0
+    )
     m = 200 if f.family not in ("exponential", "weibull") else draws
     vals = []
-    for sc, sh in zip(f.scale_ * np.exp(rng.normal(0, se_sc, m)), f.shape_ * np.exp(rng.normal(0, se_sh, m))):
+    for sc, sh in zip(
+        f.scale_ * np.exp(rng.normal(0, se_sc, m)), f.shape_ * np.exp(rng.normal(0, se_sh, m))
+    ):
         if f.family == "loglogistic" and sh <= 1:
             continue
-        vals.append(min_of_iid_mean(Distribution(f.family, float(sc), float(sh if f.family != "exponential" else 1.0)),
-                                    n_nodes))
+        vals.append(
+            min_of_iid_mean(
+                Distribution(f.family, float(sc), float(sh if f.family != "exponential" else 1.0)),
+                n_nodes,
+            )
+        )
     lo, hi = np.percentile(vals, [2.5, 97.5]) if vals else (math.nan, math.nan)
     return point, float(lo), float(hi), method

@@ -69,7 +69,9 @@ class NodeCounts:
     dropped: int = 0  #: nodes left out because their window is empty
 
 
-def node_counts(trace: Trace, what: str, *, nodes: int | None = None, node_type: str | None = None) -> NodeCounts:
+def node_counts(
+    trace: Trace, what: str, *, nodes: int | None = None, node_type: str | None = None
+) -> NodeCounts:
     """Each node's failures (``fail`` rows of the kept causes; simultaneous ones count once) and its
     window in hours (``start``..``end``; 0 and the trace's horizon when the log gives none).
 
@@ -78,8 +80,10 @@ def node_counts(trace: Trace, what: str, *, nodes: int | None = None, node_type:
     """
     hist = [h for h in trace.nodes.values() if not node_type or h.node_type == node_type]
     if not hist:
-        raise InputError(f"{what}: no node ids{' of node type ' + node_type if node_type else ''} in the log "
-                         "(expected failures of named nodes)")
+        raise InputError(
+            f"{what}: no node ids{' of node type ' + node_type if node_type else ''} in the log "
+            "(expected failures of named nodes)"
+        )
     hz = trace.horizon()
     t0 = min(0.0 if h.start is None else h.start for h in hist)
     names, fails, expo = [], [], []
@@ -95,20 +99,30 @@ def node_counts(trace: Trace, what: str, *, nodes: int | None = None, node_type:
     n, T = np.asarray(fails, np.int64), np.asarray(expo, float)
     keep = T > 0
     if keep.sum() < 2:
-        raise InputError(f"{what}: {int(keep.sum())} node(s) with a non-empty window; the bad-node mixture needs "
-                         "at least 2 (give --nodes N for the nodes that never failed)")
+        raise InputError(
+            f"{what}: {int(keep.sum())} node(s) with a non-empty window; the bad-node mixture needs "
+            "at least 2 (give --nodes N for the nodes that never failed)"
+        )
     if n[keep].sum() == 0:
         raise InputError(f"{what}: no failures among {int(keep.sum())} nodes: nothing to fit")
-    return NodeCounts(tuple(np.asarray(names, object)[keep]), n[keep], T[keep], unseen, hz - t0,
-                      int((~keep).sum()))
+    return NodeCounts(
+        tuple(np.asarray(names, object)[keep]),
+        n[keep],
+        T[keep],
+        unseen,
+        hz - t0,
+        int((~keep).sum()),
+    )
 
 
 def _unseen(nodes: int | None, in_log: int, what: str) -> int:
     if nodes is None:
         return 0
     if nodes < in_log:
-        raise InputError(f"{what}: --nodes {nodes} is less than the {in_log} different nodes in the log "
-                         "(expected the cluster's total node count)")
+        raise InputError(
+            f"{what}: --nodes {nodes} is less than the {in_log} different nodes in the log "
+            "(expected the cluster's total node count)"
+        )
     return nodes - in_log
 
 
@@ -139,11 +153,20 @@ class _Data:
     rate0: float  #: the pooled rate sum n / sum T (per hour)
 
     @classmethod
-    def of(cls, n: np.ndarray, T: np.ndarray) -> "_Data":
-        pairs, w = np.unique(np.column_stack([np.asarray(n, float), np.asarray(T, float)]), axis=0, return_counts=True)
+    def of(cls, n: np.ndarray, T: np.ndarray) -> _Data:
+        pairs, w = np.unique(
+            np.column_stack([np.asarray(n, float), np.asarray(T, float)]),
+            axis=0,
+            return_counts=True,
+        )
         gn, gT = pairs[:, 0], pairs[:, 1]
-        return cls(gn, gT, w.astype(float), -float(np.sum(w * special.gammaln(gn + 1))),
-                   float(np.sum(w * gn) / np.sum(w * gT)))
+        return cls(
+            gn,
+            gT,
+            w.astype(float),
+            -float(np.sum(w * special.gammaln(gn + 1))),
+            float(np.sum(w * gn) / np.sum(w * gT)),
+        )
 
 
 def _components(m: Mixture, d: _Data) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +210,9 @@ def fit_poisson(n: np.ndarray, T: np.ndarray) -> tuple[float, float]:
 
 # -- maximum likelihood ------------------------------------------------------------------------------
 def _unpack(x: np.ndarray, d: _Data) -> Mixture:
-    return Mixture(float(special.expit(x[0])), float(math.exp(x[1]) * d.rate0), float(1.0 + math.exp(x[2])))
+    return Mixture(
+        float(special.expit(x[0])), float(math.exp(x[1]) * d.rate0), float(1.0 + math.exp(x[2]))
+    )
 
 
 def _pack(m: Mixture, d: _Data) -> np.ndarray:
@@ -217,15 +242,24 @@ def _fit(d: _Data, extra: Mixture | None = None, grid: tuple = _STARTS) -> tuple
         starts.insert(0, extra)
     best = None
     for s in starts:
-        res = optimize.minimize(_negll, _pack(s, d), args=(d,), jac=True, method="SLSQP", bounds=_BOUNDS,
-                                options={"maxiter": 1000, "ftol": 1e-10})
+        res = optimize.minimize(
+            _negll,
+            _pack(s, d),
+            args=(d,),
+            jac=True,
+            method="SLSQP",
+            bounds=_BOUNDS,
+            options={"maxiter": 1000, "ftol": 1e-10},
+        )
         if best is None or res.fun < best.fun:
             best = res
     assert best is not None
     return _unpack(best.x, d), -float(best.fun) + d.const
 
 
-def fit_mixture(n: np.ndarray, T: np.ndarray, start: Mixture | None = None) -> tuple[Mixture, float]:
+def fit_mixture(
+    n: np.ndarray, T: np.ndarray, start: Mixture | None = None
+) -> tuple[Mixture, float]:
     """Maximum-likelihood mixture of counts ``n`` over exposures ``T`` (hours), several starts:
     (estimate, its log-likelihood). Not canonicalised (see ``canonical``)."""
     return _fit(_Data.of(n, T), start)
@@ -237,12 +271,16 @@ def canonical(m: Mixture, lr: float, n_nodes: int, rate0: float) -> tuple[Mixtur
     if m.pi * n_nodes < MIN_EXPECTED_NODES:
         reason = f"fewer than one bad node expected (pi x nodes = {m.pi * n_nodes:.2g})"
     elif (1.0 - m.pi) * n_nodes < MIN_EXPECTED_NODES:
-        reason = f"fewer than one good node expected ((1 - pi) x nodes = {(1.0 - m.pi) * n_nodes:.2g})"
+        reason = (
+            f"fewer than one good node expected ((1 - pi) x nodes = {(1.0 - m.pi) * n_nodes:.2g})"
+        )
     elif m.k < MIN_MULTIPLIER:
         reason = f"the two rates coincide (k = {m.k:.4g})"
     elif m.k > MAX_MULTIPLIER or m.lam < 1e-10 * rate0:
-        reason = ("the good nodes' rate goes to 0 and k is unbounded: the counts look like a fraction of nodes "
-                  "that never fail, not like bad nodes")
+        reason = (
+            "the good nodes' rate goes to 0 and k is unbounded: the counts look like a fraction of nodes "
+            "that never fail, not like bad nodes"
+        )
     elif lr < MIN_LR:
         reason = f"the mixture fits no better than one rate (likelihood ratio {lr:.2g})"
     return (m, None) if reason is None else (Mixture(0.0, rate0, 1.0), reason)
@@ -287,7 +325,9 @@ class BadNodeReport:
         return np.lexsort((c.failures / c.exposure_h, c.failures, self.posterior))[::-1]
 
 
-def analyse(counts: NodeCounts, *, bootstrap: int = 200, seed: int = 0, level: float = 0.95) -> BadNodeReport:
+def analyse(
+    counts: NodeCounts, *, bootstrap: int = 200, seed: int = 0, level: float = 0.95
+) -> BadNodeReport:
     """Fit the mixture and the one-rate model; with ``bootstrap`` > 0, the p-value of "no bad nodes"
     and (when the mixture is identified) the percentile intervals at ``level``, each from
     ``bootstrap`` parametric draws seeded by ``seed``."""
@@ -296,7 +336,9 @@ def analyse(counts: NodeCounts, *, bootstrap: int = 200, seed: int = 0, level: f
     rate1, ll1 = fit_poisson(n, T)
     ll = max(ll, ll1)
     est, why = canonical(raw, 2.0 * (ll - ll1), len(n), rate1)
-    rep = BadNodeReport(est, raw, ll, ll1, rate1, why, posterior_bad(est, n, T), counts, bootstrap, seed, level)
+    rep = BadNodeReport(
+        est, raw, ll, ll1, rate1, why, posterior_bad(est, n, T), counts, bootstrap, seed, level
+    )
     if bootstrap <= 0:
         return rep
     ci = {} if why else bootstrap_intervals(raw, T, bootstrap, seed=seed, level=level)
@@ -314,8 +356,9 @@ def _refit(n: np.ndarray, T: np.ndarray, start: Mixture | None) -> tuple[Mixture
     return canonical(m, lr, len(n), d.rate0)[0], lr
 
 
-def bootstrap_intervals(m: Mixture, T: np.ndarray, B: int, *, seed: int = 0,
-                        level: float = 0.95) -> dict[str, tuple[float, float]]:
+def bootstrap_intervals(
+    m: Mixture, T: np.ndarray, B: int, *, seed: int = 0, level: float = 0.95
+) -> dict[str, tuple[float, float]]:
     """Percentile intervals at ``level`` of pi, k, lam (per hour) and bad_share, from the refits of
     ``B`` count vectors drawn from ``m`` over exposures ``T`` (hours); a degenerate refit counts as
     pi = 0, k = 1 (see ``canonical``)."""

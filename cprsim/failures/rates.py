@@ -6,8 +6,8 @@ Used by the planner (analytic figures) and by strategies that weigh expected res
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cprsim.scenario import Scenario
 
@@ -22,7 +22,9 @@ class Rates:
     exponential: bool
 
 
-def failure_rates(s: Scenario, replayed: Callable[[Scenario], tuple[float, float]] | None = None) -> Rates:
+def failure_rates(
+    s: Scenario, replayed: Callable[[Scenario], tuple[float, float]] | None = None
+) -> Rates:
     """The scenario's rates; ``replayed(s)`` gives a replayed trace's (node events, embedding-server
     failures) per second (:func:`cprsim.plan.rates.failure_rates` passes a simulation)."""
     f, c = s.failures, s.cluster
@@ -58,8 +60,10 @@ def failure_rates(s: Scenario, replayed: Callable[[Scenario], tuple[float, float
         expo &= f.job.family == "exponential"
     if f.replay:
         if replayed is None:
-            raise ValueError(f"{s.name}: a replayed trace's rates are measured by simulation: use "
-                             "cprsim.plan.rates.failure_rates")
+            raise ValueError(
+                f"{s.name}: a replayed trace's rates are measured by simulation: use "
+                "cprsim.plan.rates.failure_rates"
+            )
         expo = False
         nodes, emb_nodes = replayed(s)
         emb = nodes

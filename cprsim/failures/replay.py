@@ -55,8 +55,8 @@ from functools import lru_cache
 import numpy as np
 
 from cprsim.errors import InputError
-from cprsim.io import check_input_file, decode_errors
 from cprsim.failures.traces import Trace, read_csv
+from cprsim.io import check_input_file, decode_errors
 from cprsim.scenario import HOUR, Scenario
 from cprsim.streams import stream
 
@@ -123,8 +123,10 @@ def _circle(path: str, mtime: float) -> _Circle:
         lo = int(np.floor((t0 - start) / span)) - 1
         hi = int(np.ceil((t0 + length - start) / span)) + 1
         if hi - lo > 1_000_000:
-            raise InputError(f"{path}: node {k} is observed for {span:.3g} h of a {length:.3g} h trace: "
-                             "too short a window to replay")
+            raise InputError(
+                f"{path}: node {k} is observed for {span:.3g} h of a {length:.3g} h trace: "
+                "too short a window to replay"
+            )
         laps = np.arange(lo, hi)
         t = (start + off[None, :] + span * laps[:, None]).ravel()
         keep = (t >= t0) & (t < t0 + length)
@@ -193,7 +195,7 @@ def _as_recorded(s: Scenario, hist: tuple[NodeHist, ...], horizon_h: float) -> l
         base = (times - offset) % length
         laps = int(np.ceil(horizon_h / length)) if length < horizon_h else 1
         for lap in range(laps):
-            for (t0, down), b in zip(fails, base):
+            for (_t0, down), b in zip(fails, base):
                 t = b + lap * length
                 if t > horizon_h:
                     continue
@@ -203,8 +205,9 @@ def _as_recorded(s: Scenario, hist: tuple[NodeHist, ...], horizon_h: float) -> l
     return out
 
 
-def _block_bootstrap(s: Scenario, rep: int, hist: tuple[NodeHist, ...], circ: _Circle,
-                     horizon_h: float) -> list[Scheduled]:
+def _block_bootstrap(
+    s: Scenario, rep: int, hist: tuple[NodeHist, ...], circ: _Circle, horizon_h: float
+) -> list[Scheduled]:
     """Replications r > 0: the circular block bootstrap of the module's docstring."""
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
     resched = s.reschedule.dist
@@ -247,7 +250,11 @@ def _block_bootstrap(s: Scenario, rep: int, hist: tuple[NodeHist, ...], circ: _C
                     nodes.append(n_c[i:k])
                     downs.append(d_c[i:k])
         if times:
-            t_all, n_all, d_all = np.concatenate(times), np.concatenate(nodes), np.concatenate(downs)
+            t_all, n_all, d_all = (
+                np.concatenate(times),
+                np.concatenate(nodes),
+                np.concatenate(downs),
+            )
             for t, n, d in zip(t_all, n_all, d_all):
                 down = float(d) * HOUR if not np.isnan(d) else float(resched.sample(rng))
                 out.append((float(t) * HOUR, (int(n),), (max(down, 1e-6),)))

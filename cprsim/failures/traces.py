@@ -33,15 +33,23 @@ import csv
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from cprsim.errors import InputError
-from cprsim.io import MAX_DATA_BYTES, check_input_file, decode_errors, open_input_text, read_input_text, short
+from cprsim.io import (
+    MAX_DATA_BYTES,
+    check_input_file,
+    decode_errors,
+    open_input_text,
+    read_input_text,
+    short,
+)
 
 EVENTS = ("start", "fail", "repair", "end")
 HEADER = ["node", "node_type", "event", "time_h", "cause"]
@@ -53,7 +61,9 @@ class NodeHistory:
     node_type: str
     start: float | None = None
     end: float | None = None
-    events: list[tuple[float, str, str]] = field(default_factory=list)  # (time_h, fail|repair|other, cause)
+    events: list[tuple[float, str, str]] = field(
+        default_factory=list
+    )  # (time_h, fail|repair|other, cause)
 
 
 #: a failure of a cause the filters exclude: the node goes down, but for the kept causes the
@@ -151,14 +161,17 @@ class Trace:
                 obs.append(False)
         return np.asarray(dur, float), np.asarray(obs, bool)
 
-    def intervals(self, interarrival: str = "repair-to-failure",
-                  node_type: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def intervals(
+        self, interarrival: str = "repair-to-failure", node_type: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The lifetimes ``cprsim fit`` fits: ``repair-to-failure`` (up-times) or ``failure-to-failure``."""
         if interarrival == "repair-to-failure":
             return self.lifetimes(node_type)
         if interarrival == "failure-to-failure":
             return self.failure_intervals(node_type)
-        raise InputError(f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {short(interarrival, 20)!r}")
+        raise InputError(
+            f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {short(interarrival, 20)!r}"
+        )
 
     def node_types(self) -> list[str]:
         return sorted({h.node_type for h in self.nodes.values()})
@@ -194,29 +207,41 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
         if header is None:
             raise InputError(f"{short(path)}: empty file (expected the header {','.join(HEADER)})")
         if [h.strip() for h in header] != HEADER:
-            raise InputError(f"{short(path)}: line 1: expected the columns {','.join(HEADER)}, found {len(header)} columns that are not these")
+            raise InputError(
+                f"{short(path)}: line 1: expected the columns {','.join(HEADER)}, found {len(header)} columns that are not these"
+            )
         n = 0
         for line, row in enumerate(reader, start=2):
             if not row or not "".join(row).strip():
                 continue
             if len(row) != len(HEADER):
-                raise InputError(f"{short(path)}: line {line}: expected {len(HEADER)} columns, got {len(row)}")
+                raise InputError(
+                    f"{short(path)}: line {line}: expected {len(HEADER)} columns, got {len(row)}"
+                )
             node, ntype, ev, ts, cause = (x.strip() for x in row)
             if not node:
                 raise InputError(f"{short(path)}: line {line}: empty node id")
             if ev not in EVENTS:
-                raise InputError(f"{short(path)}: line {line}: event must be one of {', '.join(EVENTS)}, got {short(ev, 20)!r}")
+                raise InputError(
+                    f"{short(path)}: line {line}: event must be one of {', '.join(EVENTS)}, got {short(ev, 20)!r}"
+                )
             t = _time(ts, path, line)
             h = nodes.setdefault(node, NodeHistory(node, ntype or "node"))
             if ntype and ntype != h.node_type:
-                raise InputError(f"{short(path)}: line {line}: node {node} changes type ({h.node_type} -> {ntype})")
+                raise InputError(
+                    f"{short(path)}: line {line}: node {node} changes type ({h.node_type} -> {ntype})"
+                )
             if node in last and t < last[node]:
-                raise InputError(f"{short(path)}: line {line}: time {t} h is before the node's previous event ({last[node]} h): "
-                                 "events must be sorted per node")
+                raise InputError(
+                    f"{short(path)}: line {line}: time {t} h is before the node's previous event ({last[node]} h): "
+                    "events must be sorted per node"
+                )
             last[node] = t
             if ev == "start":
                 if h.events or h.start is not None:
-                    raise InputError(f"{short(path)}: line {line}: `start` must be the node's first event")
+                    raise InputError(
+                        f"{short(path)}: line {line}: `start` must be the node's first event"
+                    )
                 h.start = t
             elif ev == "end":
                 h.end = t
@@ -224,15 +249,20 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
                 if h.end is not None:
                     raise InputError(f"{short(path)}: line {line}: event after the node's `end`")
                 if ev == "repair" and not any(e in ("fail", OTHER) for _, e, _ in h.events):
-                    raise InputError(f"{short(path)}: line {line}: repair before any failure of node {node}")
+                    raise InputError(
+                        f"{short(path)}: line {line}: repair before any failure of node {node}"
+                    )
                 if ev == "fail" and not _match(cause_flt, {"cause": cause}, substring=("cause",)):
                     ev = OTHER  # competing risk: ends this cause's lifetime, censored
                 h.events.append((t, ev, cause))
             n += 1
     if n == 0:
         raise InputError(f"{short(path)}: no events")
-    nodes = {k: h for k, h in nodes.items()
-             if _match(node_flt, {"node": h.node, "node_type": h.node_type}, substring=("node_type",))}
+    nodes = {
+        k: h
+        for k, h in nodes.items()
+        if _match(node_flt, {"node": h.node, "node_type": h.node_type}, substring=("node_type",))
+    }
     return Trace(nodes, str(path), {"rows": n, "nodes": len(nodes)})
 
 
@@ -269,22 +299,37 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
     prev = -math.inf
     for i, e in enumerate(raw):
         try:
-            node, t, kind, ft = e["node_id"], float(e["event_time"]) * 24.0, e["event_type"], e["fault_type"]
+            node, t, kind, ft = (
+                e["node_id"],
+                float(e["event_time"]) * 24.0,
+                e["event_type"],
+                e["fault_type"],
+            )
             level, klass, desc = ft["Level"], ft["Class"], ft["Desc"]
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-            raise InputError(f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type") from None
+            raise InputError(
+                f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type"
+            ) from None
         if node is None or isinstance(node, (bool, dict, list)) or not str(node).strip():
-            raise InputError(f"{short(path)}: event {i}: node_id must be a name or a number, got {short(node, 20)!r}")
+            raise InputError(
+                f"{short(path)}: event {i}: node_id must be a name or a number, got {short(node, 20)!r}"
+            )
         node = str(node)
         if not all(isinstance(x, str) for x in (level, klass, desc)) or not level.split():
-            raise InputError(f"{short(path)}: event {i}: fault_type Level, Class and Desc must be text")
+            raise InputError(
+                f"{short(path)}: event {i}: fault_type Level, Class and Desc must be text"
+            )
         if not math.isfinite(t) or t < 0:
             raise InputError(f"{short(path)}: event {i}: event_time must be a finite number >= 0")
         if t < prev:
             raise InputError(f"{short(path)}: event {i}: events are not sorted by time")
         prev = t
         h = nodes.setdefault(node, NodeHistory(node, "node", 0.0, window_h))
-        keep = _match(fault_flt, {"level": level, "class": klass, "desc": desc}, substring=("level", "class", "desc"))
+        keep = _match(
+            fault_flt,
+            {"level": level, "class": klass, "desc": desc},
+            substring=("level", "class", "desc"),
+        )
         cause = f"{level}/{klass}/{desc}"
         if kind == "fault_start":
             starts += 1
@@ -304,29 +349,64 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
                 if not of:  # every open fault of the node has ended
                     h.events.append((t, "repair", cause))
         else:
-            raise InputError(f"{short(path)}: event {i}: event_type must be fault_start or fault_end, got {short(kind, 20)!r}")
+            raise InputError(
+                f"{short(path)}: event {i}: event_type must be fault_start or fault_end, got {short(kind, 20)!r}"
+            )
     faulty = len(nodes)
     total = 400 if node_count is None else node_count
     if total < faulty:
-        raise InputError(f"{short(path)}: --node-count {total} is less than the {faulty} nodes in the trace")
+        raise InputError(
+            f"{short(path)}: --node-count {total} is less than the {faulty} nodes in the trace"
+        )
     nodes = {k: h for k, h in nodes.items() if _match(node_flt, {"node": k})}
     if not node_flt:
         for k in range(total - faulty):
             name = f"never-faulty-{k:04d}"
             nodes[name] = NodeHistory(name, "node", 0.0, window_h)
-    return Trace(nodes, str(path), {"events": starts + ends, "fault_start": starts, "fault_end": ends,
-                                    "faulty_nodes": faulty, "nodes": len(nodes), "node_count": total,
-                                    "never_failed_nodes": 0 if node_flt else total - faulty, "levels": levels})
+    return Trace(
+        nodes,
+        str(path),
+        {
+            "events": starts + ends,
+            "fault_start": starts,
+            "fault_end": ends,
+            "faulty_nodes": faulty,
+            "nodes": len(nodes),
+            "node_count": total,
+            "never_failed_nodes": 0 if node_flt else total - faulty,
+            "levels": levels,
+        },
+    )
 
 
 LANL_CAUSES = ("Facilities", "Hardware", "Human Error", "Network", "Undetermined", "Software")
 #: the columns that describe a node (LA-UR-05-7318 record layout); ``nodes`` is the system's node count
-LANL_NODE_COLUMNS = ("System", "machine type", "nodes", "procstot", "procsinnode", "nodenum", "nodenumz",
-                     "node install", "node prod", "node decom", "fru type", "mem", "cputype", "memtype",
-                     "num intercon", "purpose")
+LANL_NODE_COLUMNS = (
+    "System",
+    "machine type",
+    "nodes",
+    "procstot",
+    "procsinnode",
+    "nodenum",
+    "nodenumz",
+    "node install",
+    "node prod",
+    "node decom",
+    "fru type",
+    "mem",
+    "cputype",
+    "memtype",
+    "num intercon",
+    "purpose",
+)
 #: the columns that describe one failure record
-LANL_RECORD_COLUMNS = ("Prob Started (mm/dd/yy hh:mm)", "Prob Fixed (mm/dd/yy hh:mm)", "Down Time", *LANL_CAUSES,
-                       "Same Event")
+LANL_RECORD_COLUMNS = (
+    "Prob Started (mm/dd/yy hh:mm)",
+    "Prob Fixed (mm/dd/yy hh:mm)",
+    "Down Time",
+    *LANL_CAUSES,
+    "Same Event",
+)
 _LANL_STARTED, _LANL_FIXED = LANL_RECORD_COLUMNS[:2]
 #: a node's own identity: the nodes that never failed do not share it with the logged ones
 _LANL_IDENTITY = ("node", "nodenum", "nodenumz")
@@ -349,7 +429,9 @@ def _lanl_month(text: str, path: Path, line: int, *, end: bool = False) -> datet
             yy = int(b)
             d = datetime.strptime(f"{(1900 if yy >= 50 else 2000) + yy}-{a}", "%Y-%b")
     except ValueError:
-        raise InputError(f"{short(path)}: line {line}: date {short(text, 20)!r} is not like Jan-97 or 5-Jun") from None
+        raise InputError(
+            f"{short(path)}: line {line}: date {short(text, 20)!r} is not like Jan-97 or 5-Jun"
+        ) from None
     if end:
         d = datetime(d.year + d.month // 12, d.month % 12 + 1, 1)
     return d
@@ -392,21 +474,39 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
     with _open(path) as f:
         reader = csv.DictReader(f)
         header = [h for h in (reader.fieldnames or [])]
-        need = {"System", "nodenum", "node prod", "node decom", _LANL_STARTED, _LANL_FIXED, *LANL_CAUSES}
+        need = {
+            "System",
+            "nodenum",
+            "node prod",
+            "node decom",
+            _LANL_STARTED,
+            _LANL_FIXED,
+            *LANL_CAUSES,
+        }
         if not need <= set(header):
-            raise InputError(f"{short(path)}: line 1: not a LANL failure file (missing {sorted(need - set(header))})")
+            raise InputError(
+                f"{short(path)}: line 1: not a LANL failure file (missing {sorted(need - set(header))})"
+            )
         keys = {column_key(h): h for h in header} | {"node": "node", "cause": "cause"}
         for k in filters:
             if k not in keys:
-                raise InputError(f"{short(path)}: --filter {k}: no such column in this file "
-                                 f"(columns: {', '.join(sorted(keys))})")
+                raise InputError(
+                    f"{short(path)}: --filter {k}: no such column in this file "
+                    f"(columns: {', '.join(sorted(keys))})"
+                )
         for line, raw in enumerate(reader, start=2):
-            r = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
+            r = {
+                k: (v if isinstance(v, str) else "").strip()
+                for k, v in raw.items()
+                if k is not None
+            }
             try:
                 t0 = datetime.strptime(r[_LANL_STARTED], "%m/%d/%Y %H:%M")
                 t1 = datetime.strptime(r[_LANL_FIXED], "%m/%d/%Y %H:%M")
             except ValueError:
-                raise InputError(f"{short(path)}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54") from None
+                raise InputError(
+                    f"{short(path)}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54"
+                ) from None
             if t1 < t0:
                 raise InputError(f"{short(path)}: line {line}: repair before failure")
             if not r["System"]:
@@ -418,7 +518,9 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             decom = _lanl_month(r["node decom"], path, line, end=True)
             if prod is not None and decom is not None and decom < prod:
                 raise InputError(f"{short(path)}: line {line}: node decom is before node prod")
-            recs.append(_LanlRecord(line, r["System"], node, t0, t1, cause, r[cause], prod, decom, cols))
+            recs.append(
+                _LanlRecord(line, r["System"], node, t0, t1, cause, r[cause], prod, decom, cols)
+            )
     if not recs:
         raise InputError(f"{short(path)}: no records")
     node_keys = {column_key(c) for c in LANL_NODE_COLUMNS} | {"node"}
@@ -426,7 +528,7 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
     rec_flt = {k: v for k, v in filters.items() if k not in node_keys}
     origin = min(min(r.t0 for r in recs), min((r.prod for r in recs if r.prod), default=recs[0].t0))
     end_of_log = max(r.t1 for r in recs)
-    hours = lambda d: (d - origin).total_seconds() / 3600.0  # noqa: E731
+    hours = lambda d: (d - origin).total_seconds() / 3600.0
 
     by_node: dict[str, list[_LanlRecord]] = {}
     by_system: dict[str, list[_LanlRecord]] = {}
@@ -437,8 +539,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
     def window(rs: list[_LanlRecord]) -> tuple[float, float]:
         """From the earliest production to the latest decommission (or the end of the log)."""
         start = 0.0 if any(r.prod is None for r in rs) else hours(min(r.prod for r in rs))  # type: ignore[type-var]
-        end = hours(end_of_log) if any(r.decom is None for r in rs) else \
-            min(hours(max(r.decom for r in rs)), hours(end_of_log))  # type: ignore[type-var]
+        end = (
+            hours(end_of_log)
+            if any(r.decom is None for r in rs)
+            else min(hours(max(r.decom for r in rs)), hours(end_of_log))
+        )  # type: ignore[type-var]
         return min(start, min(hours(r.t0) for r in rs)), max(end, max(hours(r.t1) for r in rs))
 
     nodes: dict[str, NodeHistory] = {}
@@ -448,10 +553,16 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             continue
         h = NodeHistory(name, f"lanl-{first.system}", *window(rs))
         for r in rs:
-            ev = "fail" if _match(rec_flt, {k: r.cols.get(k, "") for k in rec_flt}, substring=("cause",)) else OTHER
+            ev = (
+                "fail"
+                if _match(rec_flt, {k: r.cols.get(k, "") for k in rec_flt}, substring=("cause",))
+                else OTHER
+            )
             h.events.append((hours(r.t0), ev, f"{r.cause}: {r.detail}"))
             h.events.append((hours(r.t1), "repair", ""))
-        h.events.sort(key=lambda e: (e[0], e[1] == "repair"))  # repairs may overlap the next failure
+        h.events.sort(
+            key=lambda e: (e[0], e[1] == "repair")
+        )  # repairs may overlap the next failure
         nodes[name] = h
     failed = len(nodes)
 
@@ -468,7 +579,9 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         selected = _match(node_flt, {k: shared[k] for k in node_flt if shared[k] is not None})
         counts_seen = sorted({r.cols.get("nodes", "") for r in rs} - {""})
         if len(counts_seen) > 1:
-            raise InputError(f"{short(path)}: system {sysid}: the nodes column varies ({', '.join(counts_seen)})")
+            raise InputError(
+                f"{short(path)}: system {sysid}: the nodes column varies ({', '.join(counts_seen)})"
+            )
         if not counts_seen:
             if selected:
                 no_count.append(sysid)
@@ -478,10 +591,14 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             count = int(counts_seen[0])
         except (ValueError, OverflowError):
             line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
-            raise InputError(f"{short(path)}: line {line}: nodes {short(counts_seen[0], 20)!r} is not a whole number") from None
+            raise InputError(
+                f"{short(path)}: line {line}: nodes {short(counts_seen[0], 20)!r} is not a whole number"
+            ) from None
         if count < logged:
-            raise InputError(f"{short(path)}: system {sysid}: {logged} different nodes fail in the log, "
-                             f"but its nodes column says {count}")
+            raise InputError(
+                f"{short(path)}: system {sysid}: {logged} different nodes fail in the log, "
+                f"but its nodes column says {count}"
+            )
         per_system[sysid] = {"in_log": logged, "nodes": count}
         if count == logged:
             continue
@@ -494,16 +611,48 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             name = f"{sysid}/never-failed-{i:04d}"
             nodes[name] = NodeHistory(name, f"lanl-{sysid}", start, end)
         never += count - logged
-    return Trace(nodes, str(path), {"records": len(recs), "systems": len(by_system), "nodes": len(nodes),
-                                    "failed_nodes": failed, "never_failed_nodes": never,
-                                    "never_failed_unknown": unknown, "systems_without_node_count": no_count,
-                                    "end_of_log": end_of_log.isoformat(sep=" ", timespec="minutes"),
-                                    "per_system": per_system})
+    return Trace(
+        nodes,
+        str(path),
+        {
+            "records": len(recs),
+            "systems": len(by_system),
+            "nodes": len(nodes),
+            "failed_nodes": failed,
+            "never_failed_nodes": never,
+            "never_failed_unknown": unknown,
+            "systems_without_node_count": no_count,
+            "end_of_log": end_of_log.isoformat(sep=" ", timespec="minutes"),
+            "per_system": per_system,
+        },
+    )
 
 
-TITAN_COLUMNS = ("SN", "time", "nlife", "nloc", "last", "col", "row", "cage", "slot", "node", "max_loc_events",
-                 "time_max_loc", "dbe", "dbe_loc", "otb", "otb_loc", "out", "batch", "days", "years", "dead",
-                 "dead_otb", "dead_dbe")
+TITAN_COLUMNS = (
+    "SN",
+    "time",
+    "nlife",
+    "nloc",
+    "last",
+    "col",
+    "row",
+    "cage",
+    "slot",
+    "node",
+    "max_loc_events",
+    "time_max_loc",
+    "dbe",
+    "dbe_loc",
+    "otb",
+    "otb_loc",
+    "out",
+    "batch",
+    "days",
+    "years",
+    "dead",
+    "dead_otb",
+    "dead_dbe",
+)
 
 
 def read_titan(path: Path, filters: dict[str, str]) -> Trace:
@@ -524,16 +673,24 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
         reader = csv.DictReader(f)
         header = list(reader.fieldnames or [])
         if not {"SN", "time", "dead", "dead_dbe", "dead_otb"} <= set(header):
-            raise InputError(f"{short(path)}: line 1: expected Titan columns SN,time,...,dead,dead_otb,dead_dbe")
+            raise InputError(
+                f"{short(path)}: line 1: expected Titan columns SN,time,...,dead,dead_otb,dead_dbe"
+            )
         keys = {column_key(h) for h in header} | {"cause"}
         if {"col", "row", "cage", "slot", "node"} <= set(header):
             keys.add("location")
         for k in filters:
             if k not in keys:
-                raise InputError(f"{short(path)}: --filter {k}: no such column in this file "
-                                 f"(columns: {', '.join(sorted(keys))})")
+                raise InputError(
+                    f"{short(path)}: --filter {k}: no such column in this file "
+                    f"(columns: {', '.join(sorted(keys))})"
+                )
         for line, raw in enumerate(reader, start=2):
-            r = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
+            r = {
+                k: (v if isinstance(v, str) else "").strip()
+                for k, v in raw.items()
+                if k is not None
+            }
             t = _time(r["time"], path, line) / 3600.0
             is_dead = r["dead"].upper() == "TRUE"
             dead += is_dead
@@ -552,7 +709,9 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
             nodes[r["SN"] + f"#{line}"] = h
     if not nodes:
         raise InputError(f"{short(path)}: no rows{' after the filters' if gpu_flt else ''}")
-    return Trace(nodes, str(path), {"rows": rows, "gpus": len(nodes), "dead": dead, "censored": rows - dead})
+    return Trace(
+        nodes, str(path), {"rows": rows, "gpus": len(nodes), "dead": dead, "censored": rows - dead}
+    )
 
 
 def read_philly(path: Path, filters: dict[str, str]) -> Trace:
@@ -570,16 +729,23 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     try:
         min_gpus = int(filters.get("min_gpus", 0))
     except (ValueError, OverflowError):
-        raise InputError(f"--filter min_gpus={filters['min_gpus']}: expected a whole number") from None
+        raise InputError(
+            f"--filter min_gpus={filters['min_gpus']}: expected a whole number"
+        ) from None
     job_flt = {k: v for k, v in filters.items() if k != "min_gpus"}
     parsed = []
     for i, j in enumerate(raw):
         try:
-            att = [(datetime.strptime(a["start_time"], fmt), datetime.strptime(a["end_time"], fmt)) for a in j["attempts"]]
+            att = [
+                (datetime.strptime(a["start_time"], fmt), datetime.strptime(a["end_time"], fmt))
+                for a in j["attempts"]
+            ]
             gpus = int(j["num_gpus"])
             jid = str(j["id"])
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
-            raise InputError(f"{short(path)}: job {i}: expected id, num_gpus and attempts with start_time/end_time") from None
+            raise InputError(
+                f"{short(path)}: job {i}: expected id, num_gpus and attempts with start_time/end_time"
+            ) from None
         if not att:
             raise InputError(f"{short(path)}: job {i}: no attempts")
         if gpus < 0:
@@ -588,13 +754,19 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
             if t1 < t0:
                 raise InputError(f"{short(path)}: job {i}: attempt {a} ends before it starts")
             if a and t0 < att[a - 1][0]:
-                raise InputError(f"{short(path)}: job {i}: attempt {a} starts before the attempt before it")
-        cols = {k: str(v) for k, v in j.items() if k != "attempts"} | {"node": jid, "id": jid, "num_gpus": str(gpus)}
+                raise InputError(
+                    f"{short(path)}: job {i}: attempt {a} starts before the attempt before it"
+                )
+        cols = {k: str(v) for k, v in j.items() if k != "attempts"} | {
+            "node": jid,
+            "id": jid,
+            "num_gpus": str(gpus),
+        }
         parsed.append((jid, gpus, att, _match(job_flt, {k: cols.get(k, "") for k in job_flt})))
     if not parsed:
         raise InputError(f"{short(path)}: no jobs")
     origin = min(a[0][0] for _, _, a, _ in parsed)
-    hours = lambda d: (d - origin).total_seconds() / 3600.0  # noqa: E731
+    hours = lambda d: (d - origin).total_seconds() / 3600.0
     nodes: dict[str, NodeHistory] = {}
     multi = reattempts = 0
     for jid, gpus, att, keep in parsed:
@@ -603,21 +775,30 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
         if gpus < min_gpus or not keep:
             continue
         h = NodeHistory(jid, "job", hours(att[0][0]), hours(att[-1][1]))
-        for (s0, e0), (s1, _) in zip(att, att[1:]):
+        for (_s0, e0), (s1, _) in zip(att, att[1:]):
             h.events.append((hours(e0), "fail", "attempt ended"))
             h.events.append((max(hours(s1), hours(e0)), "repair", ""))
         nodes[jid] = h
     if not nodes:
         raise InputError(f"{short(path)}: no jobs after the filters")
-    return Trace(nodes, str(path), {"jobs": len(raw), "selected_jobs": len(nodes), "multi_attempt_jobs": multi,
-                                    "reattempts": reattempts})
+    return Trace(
+        nodes,
+        str(path),
+        {
+            "jobs": len(raw),
+            "selected_jobs": len(nodes),
+            "multi_attempt_jobs": multi,
+            "reattempts": reattempts,
+        },
+    )
 
 
 READERS = ("infinitehbd", "lanl", "titan", "philly", "csv")
 
 
-def read_trace(path: str | Path, fmt: str, filters: dict[str, str] | None = None,
-               node_count: int | None = None) -> Trace:
+def read_trace(
+    path: str | Path, fmt: str, filters: dict[str, str] | None = None, node_count: int | None = None
+) -> Trace:
     p = check_input_file(path, "failure log")
     if fmt not in READERS:
         raise InputError(f"--format must be one of {', '.join(READERS)}, got {short(fmt)!r}")
@@ -643,7 +824,7 @@ def _read(p: Path, fmt: str, filters: dict[str, str], node_count: int | None) ->
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-def _open(path: Path):  # noqa: ANN202
+def _open(path: Path):
     return open_input_text(path, "failure log")
 
 
@@ -661,9 +842,13 @@ def _time(text: str, path: Path, line: int) -> float:
     try:
         t = float(text)
     except (TypeError, ValueError):
-        raise InputError(f"{short(path)}: line {line}: time {short(text, 20)!r} is not a number") from None
+        raise InputError(
+            f"{short(path)}: line {line}: time {short(text, 20)!r} is not a number"
+        ) from None
     if not math.isfinite(t) or t < 0:
-        raise InputError(f"{short(path)}: line {line}: time must be a finite number >= 0, got {short(text, 20)!r}")
+        raise InputError(
+            f"{short(path)}: line {line}: time must be a finite number >= 0, got {short(text, 20)!r}"
+        )
     return t
 
 
@@ -683,7 +868,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _match(filters: dict[str, str], fields: dict[str, str | None], substring: Iterable[str] = ()) -> bool:
+def _match(
+    filters: dict[str, str], fields: dict[str, str | None], substring: Iterable[str] = ()
+) -> bool:
     """Whether ``fields`` pass the filters on them: equal ignoring case, or contain the value for
     the ``substring`` keys; a field that is None (unknown) passes no filter."""
     for key, want in filters.items():
@@ -707,6 +894,8 @@ def check_filters(fmt: str, filters: dict[str, str]) -> dict[str, str]:
     for key, value in filters.items():
         k = column_key(key)
         if k not in allowed:
-            raise InputError(f"--filter {key}: not a column of --format {fmt} (columns: {', '.join(sorted(allowed))})")
+            raise InputError(
+                f"--filter {key}: not a column of --format {fmt} (columns: {', '.join(sorted(allowed))})"
+            )
         out[k] = value
     return out

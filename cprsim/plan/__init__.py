@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,18 +57,35 @@ from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError
 from cprsim.plan import feasibility
-from cprsim.plan.feasibility import dur_text
 from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
+from cprsim.plan.feasibility import dur_text
 from cprsim.plan.rates import Rates, failure_rates
 from cprsim.plan.records import Option, Plan, finite
 from cprsim.plan.report import quantile_ci, recommend
-from cprsim.plan.search import PlsSearch, Runs, curtailed, grid_below, judge, min_replications, simulate
+from cprsim.plan.search import (
+    PlsSearch,
+    Runs,
+    curtailed,
+    grid_below,
+    judge,
+    min_replications,
+    simulate,
+)
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim import strategies as registry
 from cprsim.sim.replicate import Precision, _t_quantile, estimate
 
-__all__ = ["make_plan", "Plan", "Option", "Rates", "failure_rates", "ALL_STRATEGIES", "LABELS", "finite",
-           "AccuracyModel"]
+__all__ = [
+    "ALL_STRATEGIES",
+    "LABELS",
+    "AccuracyModel",
+    "Option",
+    "Plan",
+    "Rates",
+    "failure_rates",
+    "finite",
+    "make_plan",
+]
 
 
 #: the built-ins the planner can rank besides full recovery, in the order it lists them
@@ -78,8 +96,9 @@ def _pls_and_rollback() -> tuple[str, ...]:
     """Every registered strategy but full recovery, plugins included: the built-ins in their order,
     then the others by name (loads the plugins: ``registry.ensure_loaded``)."""
     registry.ensure_loaded()
-    return tuple(n for n in _BUILTIN_ORDER if n in registry.REGISTRY) + \
-        tuple(sorted(n for n in registry.REGISTRY if n != "full" and n not in _BUILTIN_ORDER))
+    return tuple(n for n in _BUILTIN_ORDER if n in registry.REGISTRY) + tuple(
+        sorted(n for n in registry.REGISTRY if n != "full" and n not in _BUILTIN_ORDER)
+    )
 
 
 def _labels() -> dict[str, str]:
@@ -118,10 +137,14 @@ class _Context:
     tick: Callable[[int], None]
     allow_extrapolation: bool
     notes: list[str]
-    precision: float | None = None  #: adaptive replication (None: every evaluation on all its replications)
+    precision: float | None = (
+        None  #: adaptive replication (None: every evaluation on all its replications)
+    )
     runs: dict[tuple, Runs] = field(default_factory=dict)
 
-    def runs_of(self, tau: float, strategy: str, params: dict[str, Any], block: str = "search") -> Runs:
+    def runs_of(
+        self, tau: float, strategy: str, params: dict[str, Any], block: str = "search"
+    ) -> Runs:
         """The replications of one interval, strategy and block: a prefix shared by every use."""
         key = (float(tau), strategy, tuple(sorted((k, repr(v)) for k, v in params.items())), block)
         if key not in self.runs:
@@ -148,9 +171,12 @@ def make_plan(
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module doc)."""
     _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
-    if precision is not None and not (isinstance(precision, (int, float)) and math.isfinite(precision)
-                                      and 0 < precision < 1):
-        raise InputError(f"the precision must be a number in (0, 1) (e.g. 0.1), or none, got {precision!r}")
+    if precision is not None and not (
+        isinstance(precision, (int, float)) and math.isfinite(precision) and 0 < precision < 1
+    ):
+        raise InputError(
+            f"the precision must be a number in (0, 1) (e.g. 0.1), or none, got {precision!r}"
+        )
     if calibration is None:
         from cprsim.calibrate.calibration import load_calibration
 
@@ -161,19 +187,36 @@ def make_plan(
     if confidence is not None:
         need = min_replications(confidence)
         if n < need or ns < need:
-            raise InputError(f"proving P(PLS <= bound) >= {confidence:g} takes at least {need} replications "
-                             f"(got {min(n, ns)}); even a perfect record of fewer cannot prove it")
+            raise InputError(
+                f"proving P(PLS <= bound) >= {confidence:g} takes at least {need} replications "
+                f"(got {min(n, ns)}); even a perfect record of fewer cannot prove it"
+            )
     tick = progress or (lambda k=1: None)
     W = s.duration_s
     c = costs_of(s)
     rates = failure_rates(s)
     if rates.total <= 0:
-        raise InputError(f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)")
+        raise InputError(
+            f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)"
+        )
     notes = _accuracy_notes(acc, metric)
     notes += _failure_notes(s, rates)
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
-    ctx = _Context(s, accuracy_bound, metric, acc, confidence, n, ns, c, rates, tick, allow_extrapolation, notes,
-                   precision)
+    ctx = _Context(
+        s,
+        accuracy_bound,
+        metric,
+        acc,
+        confidence,
+        n,
+        ns,
+        c,
+        rates,
+        tick,
+        allow_extrapolation,
+        notes,
+        precision,
+    )
 
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
     T_F = _full_interval(s, rates, c, age, allow_no_full_checkpoint, notes)
@@ -183,8 +226,10 @@ def make_plan(
         from cprsim.plan.tiered import single_tier
 
         base = dataclasses.replace(ctx, s=single_tier(s), runs={})
-        notes.append("tiered checkpoints: \"full, tiered\" restores from peers' memory or storage; the other "
-                     "options are the same job with blocking saves to storage (single tier)")
+        notes.append(
+            'tiered checkpoints: "full, tiered" restores from peers\' memory or storage; the other '
+            "options are the same job with blocking saves to storage (single tier)"
+        )
     options = _full_options(base, age)
     if base is not ctx:
         from cprsim.plan.tiered import tiered_option
@@ -194,10 +239,14 @@ def make_plan(
     for name in strategies:
         cls = registry.get(name)
         if cls.needs_throughput and s.job.samples_per_s is None:
-            notes.append(f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s")
+            notes.append(
+                f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s"
+            )
             continue
         if cls.needs_embedding_servers and s.cluster.embedding_servers == 0:
-            notes.append(f"{cls.plan_label or name} skipped: it recovers embedding shards, and the model has none")
+            notes.append(
+                f"{cls.plan_label or name} skipped: it recovers embedding shards, and the model has none"
+            )
             continue
         if cls.plan_kind == "pls":
             o = _pls_option(base, cls, T_F, best_full)
@@ -211,71 +260,121 @@ def make_plan(
             o = _rollback_option(base, cls, min(age, W))
         if o is not None:
             options.append(o)
-    options, rec, tied, message = recommend(options, ctx.bound, metric, objective, allow_extrapolation)
+    options, rec, tied, message = recommend(
+        options, ctx.bound, metric, objective, allow_extrapolation
+    )
     if max_checkpoint_age_h is not None:
-        notes.append(f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
-                     "(the maximum checkpoint age asked for)")
+        notes.append(
+            f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
+            "(the maximum checkpoint age asked for)"
+        )
     pls_bound = acc.pls_bound(accuracy_bound, "partial") if "partial" in strategies else math.nan
     if s.cluster.embedding_servers == 0:
         pls_bound = math.nan
-    return Plan(s.name, metric, accuracy_bound, pls_bound, acc.calibrated, dict(acc.provenance),
-                rates.total * HOUR, tuple(options), rec.label, best_full.overhead.mean - rec.overhead.mean, message,
-                n, s.seed, tuple(notes), confidence, objective, ns, T_F, acc.description, s.failures.start, tied,
-                precision)
+    return Plan(
+        s.name,
+        metric,
+        accuracy_bound,
+        pls_bound,
+        acc.calibrated,
+        dict(acc.provenance),
+        rates.total * HOUR,
+        tuple(options),
+        rec.label,
+        best_full.overhead.mean - rec.overhead.mean,
+        message,
+        n,
+        s.seed,
+        tuple(notes),
+        confidence,
+        objective,
+        ns,
+        T_F,
+        acc.description,
+        s.failures.start,
+        tied,
+        precision,
+    )
 
 
 # -- inputs and notes ---------------------------------------------------------------------------------
-def _check_inputs(bound: float, metric: str, q: float | None, objective: str, age: float | None) -> None:
+def _check_inputs(
+    bound: float, metric: str, q: float | None, objective: str, age: float | None
+) -> None:
     if not (isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0):
         raise InputError(f"the accuracy bound must be a finite number > 0, got {bound!r}")
     if metric not in ("auc", "logloss"):
         raise InputError(f"the metric must be auc or logloss, got {metric!r}")
     if bound >= 0.5:
-        raise InputError(f"an accuracy bound of {bound} is not a meaningful {metric} loss (expected e.g. 0.001)")
+        raise InputError(
+            f"an accuracy bound of {bound} is not a meaningful {metric} loss (expected e.g. 0.001)"
+        )
     if q is not None and not (isinstance(q, (int, float)) and 0.5 <= q < 1):
         raise InputError(f"the confidence must be a probability in [0.5, 1), or 'mean', got {q!r}")
     if objective not in ("mean", "p90"):
         raise InputError(f"the objective must be mean or p90, got {objective!r}")
     if age is not None and not (math.isfinite(age) and age > 0):
-        raise InputError(f"the maximum checkpoint age must be a finite number of hours > 0, got {age!r}")
+        raise InputError(
+            f"the maximum checkpoint age must be a finite number of hours > 0, got {age!r}"
+        )
 
 
 def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
     notes: list[str] = []
     if not acc.calibrated:
-        notes.append("accuracy figures rest on an UNCALIBRATED placeholder model (run `cprsim calibrate`)")
+        notes.append(
+            "accuracy figures rest on an UNCALIBRATED placeholder model (run `cprsim calibrate`)"
+        )
         return notes
     notes.append(f"accuracy model: {acc.description}")
     weak = [f"{st} [{f.lo:.2g}, {f.hi:.2g}]" for st, f in acc.slopes.items() if f.lo <= 0]
     if weak:
         preset = acc.provenance.get("preset", "?")
         bigger = {"quick": "standard", "standard": "paper"}.get(preset)
-        where = " (at PLS 0.1: the curvature model's grows with PLS)" if acc.model == "curvature" else ""
-        notes.append(f"the calibrated {metric} loss per unit PLS{where} is not significantly above zero for "
-                     f"{', '.join(sorted(set(weak)))} (95% CIs; preset {preset}): the plan uses the upper ends"
-                     + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else ""))
-    notes.append("the accuracy model was measured by `cprsim calibrate` on a small DLRM "
-                 f"({acc.provenance.get('preset', '?')} preset): check that its loss per unit PLS holds for your "
-                 "model before trusting a long partial-recovery interval")
+        where = (
+            " (at PLS 0.1: the curvature model's grows with PLS)"
+            if acc.model == "curvature"
+            else ""
+        )
+        notes.append(
+            f"the calibrated {metric} loss per unit PLS{where} is not significantly above zero for "
+            f"{', '.join(sorted(set(weak)))} (95% CIs; preset {preset}): the plan uses the upper ends"
+            + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else "")
+        )
+    notes.append(
+        "the accuracy model was measured by `cprsim calibrate` on a small DLRM "
+        f"({acc.provenance.get('preset', '?')} preset): check that its loss per unit PLS holds for your "
+        "model before trusting a long partial-recovery interval"
+    )
     return notes
 
 
 def _failure_notes(s: Scenario, rates: Rates) -> list[str]:
     notes = []
     if not rates.exponential:
-        notes.append("failures are not exponential: analytic figures are first-order guides; "
-                     "intervals are searched and every figure confirmed by simulation")
-    renewal = [x for x in (s.failures.trainer, s.failures.embedding, s.failures.job) if x is not None]
+        notes.append(
+            "failures are not exponential: analytic figures are first-order guides; "
+            "intervals are searched and every figure confirmed by simulation"
+        )
+    renewal = [
+        x for x in (s.failures.trainer, s.failures.embedding, s.failures.job) if x is not None
+    ]
     renewal += [d.failure for d in s.failures.domains]
     if any(x.family != "exponential" for x in renewal):
-        notes.append(f"failures.start = \"{s.failures.start}\": " + (
-            "nodes start in steady state, so failures come at the long-run rate the analytic figures use"
-            if s.failures.start == "stationary" else
-            "every node starts a fresh lifetime, so early failures come faster or slower than the long-run rate"))
+        notes.append(
+            f'failures.start = "{s.failures.start}": '
+            + (
+                "nodes start in steady state, so failures come at the long-run rate the analytic figures use"
+                if s.failures.start == "stationary"
+                else "every node starts a fresh lifetime, so early failures come faster or slower than the long-run rate"
+            )
+        )
     return notes
 
 
-def _full_interval(s: Scenario, rates: Rates, c: Costs, age: float, allow_none: bool, notes: list[str]) -> float:
+def _full_interval(
+    s: Scenario, rates: Rates, c: Costs, age: float, allow_none: bool, notes: list[str]
+) -> float:
     """T_F: the full-checkpoint interval every partial option keeps."""
     W = s.duration_s
     if rates.job > 0:
@@ -290,16 +389,31 @@ def _full_interval(s: Scenario, rates: Rates, c: Costs, age: float, allow_none: 
             T, why = W, "no full checkpoint needed (allowed: no job-level interruption is modelled)"
         else:
             T = W / 2.0
-            why = ("W/2: the scenario models no job-level interruption ([failures.job]) and no maximum checkpoint "
-                   "age was given, so one consistent checkpoint is kept by the job's middle")
-    notes.append(f"partial-recovery options keep a full checkpoint at least every {dur_text(T)} of progress: {why}")
+            why = (
+                "W/2: the scenario models no job-level interruption ([failures.job]) and no maximum checkpoint "
+                "age was given, so one consistent checkpoint is kept by the job's middle"
+            )
+    notes.append(
+        f"partial-recovery options keep a full checkpoint at least every {dur_text(T)} of progress: {why}"
+    )
     return T
 
 
 # -- options -------------------------------------------------------------------------------------------
-def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str, Any], a_over: float, e_pls: float,
-             bound: float, note: str, steps: Sequence[float] = (),
-             params_at: Callable[[float], dict[str, Any]] | None = None, cap: float | None = None) -> Option:
+def _confirm(
+    ctx: _Context,
+    label: str,
+    cls: type,
+    tau: float,
+    params: dict[str, Any],
+    a_over: float,
+    e_pls: float,
+    bound: float,
+    note: str,
+    steps: Sequence[float] = (),
+    params_at: Callable[[float], dict[str, Any]] | None = None,
+    cap: float | None = None,
+) -> Option:
     """Simulate on the confirmation block; step down ``steps`` (descending) while the bound fails.
     ``bound``: the PLS bound shown; ``cap``: the PLS no run may exceed (the extrapolation limit;
     default ``bound``); each run's loss is checked against the accuracy bound besides."""
@@ -310,8 +424,13 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
             res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
             v = judge(score(res), 1.0, ctx.q)
         elif cls.plan_kind == "pls":  # the n-run verdict, curtailed: exact
-            v, res = curtailed(ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n, ctx.q, score,
-                               complete_pass=True)
+            v, res = curtailed(
+                ctx.runs_of(tau, cls.name, params, "confirm"),
+                ctx.n,
+                ctx.q,
+                score,
+                complete_pass=True,
+            )
         else:  # nothing to prove per run: the mean overhead to the precision asked
             res = _precise(ctx, ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n)
             v = judge(score(res), 1.0, ctx.q)
@@ -321,14 +440,25 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
         tau = steps[stepped]
         params = params_at(tau) if params_at is not None else params
         stepped += 1
-    est = {k: estimate([getattr(r, k) for r in res]) for k in ("overhead", "ckpt_overhead", "pls", "ettr")}
+    est = {
+        k: estimate([getattr(r, k) for r in res])
+        for k in ("overhead", "ckpt_overhead", "pls", "ettr")
+    }
     pls = est["pls"]
     strat = cls.name
-    loss, loss_lo, loss_hi = ctx.acc.mean_loss(res, strat) if cls.plan_kind == "pls" else (0.0, 0.0, 0.0)
+    loss, loss_lo, loss_hi = (
+        ctx.acc.mean_loss(res, strat) if cls.plan_kind == "pls" else (0.0, 0.0, 0.0)
+    )
     # the PLS the promise is about: the mean, or the confidence-quantile of single runs
     bounded = pls.mean if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
-    if cls.plan_kind == "pls":  # the loss bounded: the mean's upper end, or the runs' upper ends' quantile
-        tail = loss_hi if ctx.q is None else float(np.quantile(ctx.acc.run_losses(res, strat)[1], ctx.q))
+    if (
+        cls.plan_kind == "pls"
+    ):  # the loss bounded: the mean's upper end, or the runs' upper ends' quantile
+        tail = (
+            loss_hi
+            if ctx.q is None
+            else float(np.quantile(ctx.acc.run_losses(res, strat)[1], ctx.q))
+        )
     else:
         tail = 0.0
     extrap = ""
@@ -336,37 +466,71 @@ def _confirm(ctx: _Context, label: str, cls: type, tau: float, params: dict[str,
     stat_name = "mean PLS" if ctx.q is None else f"P{100 * ctx.q:g} PLS"
     if rng is not None and bounded > rng:
         how = "beyond twice" if bounded > 2 * rng else "beyond"
-        extrap = (f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
-                  f"(up to {rng:.3g})")
+        extrap = (
+            f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
+            f"(up to {rng:.3g})"
+        )
     if stepped:
-        note += (f"; the confirmation stepped the interval down {stepped} grid step(s) "
-                 "(the search's choice failed on fresh replications)")
+        note += (
+            f"; the confirmation stepped the interval down {stepped} grid step(s) "
+            "(the search's choice failed on fresh replications)"
+        )
     if ctx.precision is not None and len(res) < ctx.n:
         if cls.plan_kind == "pls":  # only a failure is cut short (a pass completes its n runs)
-            note += (f"; the verdict of {ctx.n} fresh replications was settled after {len(res)} "
-                     "(curtailment: the rest could not change it)")
+            note += (
+                f"; the verdict of {ctx.n} fresh replications was settled after {len(res)} "
+                "(curtailment: the rest could not change it)"
+            )
         else:
-            note += (f"; {len(res)} fresh replications (adaptive: the 95% CI of the mean overhead within "
-                     f"{100 * ctx.precision:g}% of it)")
+            note += (
+                f"; {len(res)} fresh replications (adaptive: the 95% CI of the mean overhead within "
+                f"{100 * ctx.precision:g}% of it)"
+            )
     full_int = cls.plan_full_interval(params, tau)
-    return Option(label, strat, tau, params, a_over, e_pls, est["overhead"], est["ckpt_overhead"], pls, loss,
-                  v.passed if cls.plan_kind == "pls" else True, note,
-                  bound if cls.plan_kind == "pls" else math.inf, min(full_int, ctx.s.duration_s), est["ettr"],
-                  v.within, v.within_lo, (loss_lo, loss_hi), tail, cls.plan_oracle, extrap, False, stepped,
-                  cls.plan_rank, quantile_ci([r.overhead for r in res], 0.9))
+    return Option(
+        label,
+        strat,
+        tau,
+        params,
+        a_over,
+        e_pls,
+        est["overhead"],
+        est["ckpt_overhead"],
+        pls,
+        loss,
+        v.passed if cls.plan_kind == "pls" else True,
+        note,
+        bound if cls.plan_kind == "pls" else math.inf,
+        min(full_int, ctx.s.duration_s),
+        est["ettr"],
+        v.within,
+        v.within_lo,
+        (loss_lo, loss_hi),
+        tail,
+        cls.plan_oracle,
+        extrap,
+        False,
+        stepped,
+        cls.plan_rank,
+        quantile_ci([r.overhead for r in res], 0.9),
+    )
 
 
 def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[Any]], np.ndarray]:
     """Runs -> each run's upper accuracy loss over the accuracy bound, or its PLS over the PLS cap
     when that is larger: a run passes when its score is <= 1. With the slope model and the cap at
     the PLS bound this is exactly ``PLS / PLS bound``."""
+
     def score(res: Sequence[Any]) -> np.ndarray:
         pls = np.array([r.pls for r in res], dtype=float)
         over_cap = pls / pls_cap if pls_cap > 0 else np.where(pls > 0, math.inf, 0.0)
         hi = ctx.acc.run_losses(res, strategy)[1]
-        if ctx.q is None:  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
+        if (
+            ctx.q is None
+        ):  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
             hi = hi - float(np.mean(hi)) + ctx.acc.mean_loss(res, strategy)[2]
         return np.maximum(hi / ctx.bound, over_cap)
+
     return score
 
 
@@ -400,11 +564,20 @@ def _paired_lower(ctx: _Context, a: Runs, b: Runs, cap: int) -> bool:
         n = min(cap, n + 10)
 
 
-def _descent(ctx: _Context, strategy: str, params: dict[str, Any], lattice: Callable[[int], float], j0: int,
-             cap: int, j_min: int | None = None, max_steps: int = 12) -> tuple[float, int]:
+def _descent(
+    ctx: _Context,
+    strategy: str,
+    params: dict[str, Any],
+    lattice: Callable[[int], float],
+    j0: int,
+    cap: int,
+    j_min: int | None = None,
+    max_steps: int = 12,
+) -> tuple[float, int]:
     """From ``lattice(j0)`` (the analytic optimum), walk the lattice while a neighbour's mean
     overhead is significantly lower (paired comparisons, :func:`_paired_lower`); stop where none
     is: the interval and the number of intervals simulated."""
+
     def runs(j: int) -> Runs:
         return ctx.runs_of(lattice(j), strategy, params, "search")
 
@@ -449,28 +622,51 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
         return means[t]
 
     lo_limit = max(1.0, c.save_s / 20.0)
-    if ctx.precision is not None:  # a local search from Daly's interval on the same lattice (x 8^(1/8))
+    if (
+        ctx.precision is not None
+    ):  # a local search from Daly's interval on the same lattice (x 8^(1/8))
+
         def lattice(j: int) -> float:
             return float(min(cap, max(lo_limit, t_daly * 8.0 ** (j / 8.0))))
 
         t_sim, k = _descent(ctx, "full", {}, lattice, 0, ng)
-        how = (f"local search from Daly's interval over a x{8 ** 0.125:.3g} grid ({k} intervals): no neighbour "
-               "significantly cheaper (paired comparisons on common random numbers)")
+        how = (
+            f"local search from Daly's interval over a x{8**0.125:.3g} grid ({k} intervals): no neighbour "
+            "significantly cheaper (paired comparisons on common random numbers)"
+        )
     else:
-        grid = sorted({float(min(cap, max(lo_limit, x))) for x in t_daly * np.geomspace(0.35, 2.8, 9)})
+        grid = sorted(
+            {float(min(cap, max(lo_limit, x))) for x in t_daly * np.geomspace(0.35, 2.8, 9)}
+        )
         for _ in range(4):  # the optimum at the grid's lower edge: extend the grid downwards
             vals = [sim_mean(t) for t in grid]
             i = int(np.argmin(vals))
             if i > 0 or grid[0] <= lo_limit * (1 + 1e-9):
                 break
-            grid = sorted({float(max(lo_limit, x)) for x in grid[0] * np.geomspace(0.2, 0.8, 4)} | set(grid))
+            grid = sorted(
+                {float(max(lo_limit, x)) for x in grid[0] * np.geomspace(0.2, 0.8, 4)} | set(grid)
+            )
         t_sim = grid[int(np.argmin([sim_mean(t) for t in grid]))]
         how = f"grid of {len(grid)} intervals around Daly's, common random numbers"
     out = []
-    for label, t, note in (("full (Young)", t_young, ""), ("full (Daly)", t_daly, ""),
-                           ("full (simulated optimum)", t_sim, how)):
-        out.append(_confirm(ctx, label, full, t, {}, _safe(lambda: analytic.full_overhead(W, t, c.save_s, lam, R)),
-                            0.0, math.inf, note))
+    for label, t, note in (
+        ("full (Young)", t_young, ""),
+        ("full (Daly)", t_daly, ""),
+        ("full (simulated optimum)", t_sim, how),
+    ):
+        out.append(
+            _confirm(
+                ctx,
+                label,
+                full,
+                t,
+                {},
+                _safe(lambda t=t: analytic.full_overhead(W, t, c.save_s, lam, R)),
+                0.0,
+                math.inf,
+                note,
+            )
+        )
     return out
 
 
@@ -483,7 +679,6 @@ def _safe(f: Callable[[], float]) -> float:
 
 def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Option | None:
     s, c, rates = ctx.s, ctx.c, ctx.rates
-    W = s.duration_s
     label = cls.plan_label or cls.name
     bound = ctx.acc.pls_bound(ctx.bound, cls.name)
     if not (bound > 0):
@@ -493,12 +688,16 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     cap = math.inf  # no run beyond it: the extrapolation limit (each run's loss is checked besides)
     if rng is not None and math.isfinite(rng) and bound > 2 * rng:
         if ctx.allow_extrapolation:
-            ctx.notes.append(f"{label}: planned to PLS {bound:.3g}, beyond twice the PLS range the calibration "
-                             f"measured for {cls.name} (up to {rng:.3g}): allowed by allow_extrapolation")
+            ctx.notes.append(
+                f"{label}: planned to PLS {bound:.3g}, beyond twice the PLS range the calibration "
+                f"measured for {cls.name} (up to {rng:.3g}): allowed by allow_extrapolation"
+            )
         else:
-            ctx.notes.append(f"{label}: the accuracy bound would allow PLS {bound:.3g}, but the calibration measured "
-                             f"{cls.name} only up to PLS {rng:.3g}; the plan stays within twice that range "
-                             f"(PLS <= {2 * rng:.3g}); --allow-extrapolation plans to the bound")
+            ctx.notes.append(
+                f"{label}: the accuracy bound would allow PLS {bound:.3g}, but the calibration measured "
+                f"{cls.name} only up to PLS {rng:.3g}; the plan stays within twice that range "
+                f"(PLS <= {2 * rng:.3g}); --allow-extrapolation plans to the bound"
+            )
             bound = cap = 2 * rng
     lo = max(60.0, 2.0 * c.latency_s)
     cands = grid_below(T_F, lo)
@@ -506,12 +705,20 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     def analytic_tau(params: dict[str, Any]) -> float:
         """Largest candidate whose first-order E[PLS] meets the bound (binary search on the grid)."""
         a, b = 0, len(cands) - 1
-        if cls.plan_expected_pls(s, cls.plan_with_full_interval(params, cands[0], T_F), cands[0], rates) > bound:
+        if (
+            cls.plan_expected_pls(
+                s, cls.plan_with_full_interval(params, cands[0], T_F), cands[0], rates
+            )
+            > bound
+        ):
             return 0.0
         while a < b:
             m = (a + b + 1) // 2
             t = cands[m]
-            if cls.plan_expected_pls(s, cls.plan_with_full_interval(params, t, T_F), t, rates) <= bound:
+            if (
+                cls.plan_expected_pls(s, cls.plan_with_full_interval(params, t, T_F), t, rates)
+                <= bound
+            ):
                 a = m
             else:
                 b = m - 1
@@ -528,41 +735,85 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
         except InputError as e:
             ctx.notes.append(f"{label} {_fmt_params(p)}: {e}")
             continue
-        scored.append((_safe(lambda: cls.plan_expected_overhead(s, p, tau, rates, c)), v, tau))
+        scored.append(
+            (_safe(lambda p=p, tau=tau: cls.plan_expected_overhead(s, p, tau, rates, c)), v, tau)
+        )
     if not scored:
-        ctx.notes.append(f"{label} cannot keep PLS <= {bound:.3g} at any interval of {dur_text(cands[0])} or more")
+        ctx.notes.append(
+            f"{label} cannot keep PLS <= {bound:.3g} at any interval of {dur_text(cands[0])} or more"
+        )
         return None
     a_over, variant, tau_a = min(scored, key=lambda x: x[0])
     if a_over > 2 * best_full.overhead.mean + 0.01:
-        ctx.notes.append(f"{label} would have to checkpoint every {dur_text(tau_a)} to keep PLS <= {bound:.3g}, costing "
-                         f"about {100 * a_over:.3g}% (analytic): not simulated")
+        ctx.notes.append(
+            f"{label} would have to checkpoint every {dur_text(tau_a)} to keep PLS <= {bound:.3g}, costing "
+            f"about {100 * a_over:.3g}% (analytic): not simulated"
+        )
         return None
 
     def params_at(t: float) -> dict[str, Any]:
         return cls.plan_with_full_interval(variant, t, T_F)
 
-    runs_of = (lambda t: ctx.runs_of(t, cls.name, params_at(t), "search")) if ctx.precision is not None else None
-    search = PlsSearch(s, cls.name, params_at, 1.0, ctx.q, ctx.ns, ctx.tick, score=_score(ctx, cls.name, cap),
-                       runs_of=runs_of)
+    runs_of = (
+        (lambda t: ctx.runs_of(t, cls.name, params_at(t), "search"))
+        if ctx.precision is not None
+        else None
+    )
+    search = PlsSearch(
+        s,
+        cls.name,
+        params_at,
+        1.0,
+        ctx.q,
+        ctx.ns,
+        ctx.tick,
+        score=_score(ctx, cls.name, cap),
+        runs_of=runs_of,
+    )
     tau = search.run(cands, tau_a)
     if tau is None:
-        ctx.notes.append(f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
-                         + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs"))
+        ctx.notes.append(
+            f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
+            + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs")
+        )
         return None
     i = cands.index(tau)
-    steps = list(reversed(cands[max(0, i - 3):i]))
+    steps = list(reversed(cands[max(0, i - 3) : i]))
     crit = "mean loss" if ctx.q is None else f"loss in {100 * ctx.q:g}% of runs (95% lower bound)"
-    note = (f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications"
-            + (" (curtailed)" if ctx.precision is not None else "") + f"; confirmed on {ctx.n} fresh ones")
-    extra = _safe_note(lambda: cls.plan_note(s.with_updates({"checkpoint.interval_h": tau / HOUR,
-                                                              "strategy": {"name": cls.name, **params_at(tau)}}), c))
+    note = (
+        f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications"
+        + (" (curtailed)" if ctx.precision is not None else "")
+        + f"; confirmed on {ctx.n} fresh ones"
+    )
+    extra = _safe_note(
+        lambda: cls.plan_note(
+            s.with_updates(
+                {
+                    "checkpoint.interval_h": tau / HOUR,
+                    "strategy": {"name": cls.name, **params_at(tau)},
+                }
+            ),
+            c,
+        )
+    )
     if extra:
         note += f"; {extra}"
     if cls.plan_oracle:
         note += "; ORACLE: knows the future, a reference, not a deployable strategy"
-    o = _confirm(ctx, label, cls, tau, params_at(tau), _safe(lambda: cls.plan_expected_overhead(
-        s, params_at(tau), tau, rates, c)), _safe(lambda: cls.plan_expected_pls(s, params_at(tau), tau, rates)),
-        bound, note, steps, params_at, cap=cap)
+    o = _confirm(
+        ctx,
+        label,
+        cls,
+        tau,
+        params_at(tau),
+        _safe(lambda: cls.plan_expected_overhead(s, params_at(tau), tau, rates, c)),
+        _safe(lambda: cls.plan_expected_pls(s, params_at(tau), tau, rates)),
+        bound,
+        note,
+        steps,
+        params_at,
+        cap=cap,
+    )
     return o
 
 
@@ -578,11 +829,13 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
         except InputError as e:  # e.g. k + m larger than the cluster
             ctx.notes.append(f"{cls.plan_label or cls.name} {_fmt_params(params)}: {e}")
             continue
-        if ctx.precision is not None:  # a local search on the same lattice from the point nearest Daly's
+        if (
+            ctx.precision is not None
+        ):  # a local search on the same lattice from the point nearest Daly's
             ratio = (hi_f / lo_f) ** 0.25
 
             def lattice(k: int, ratio: float = ratio) -> float:
-                return float(min(cap, max(1.0, t_daly * lo_f * ratio ** k)))
+                return float(min(cap, max(1.0, t_daly * lo_f * ratio**k)))
 
             k0 = min(4, max(0, round(math.log(1.0 / lo_f) / math.log(ratio))))
             t, _ = _descent(ctx, cls.name, params, lattice, k0, ng, j_min=0)
@@ -594,7 +847,9 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
                 if float(runs.values(m).mean()) < float(best[0].values(m).mean()):
                     best = (runs, params, t)
             continue
-        grid_t = sorted({float(min(cap, max(1.0, x))) for x in t_daly * np.geomspace(lo_f, hi_f, 5)})
+        grid_t = sorted(
+            {float(min(cap, max(1.0, x))) for x in t_daly * np.geomspace(lo_f, hi_f, 5)}
+        )
         means = []
         for t in grid_t:
             means.append(float(np.mean([r.overhead for r in simulate(s, t, cls.name, params, ng)])))
@@ -602,7 +857,9 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
         # the optimum at the grid's top edge: go on doubling while the overhead still falls
         while int(np.argmin(means)) == len(grid_t) - 1 and grid_t[-1] < cap and len(grid_t) < 12:
             grid_t.append(float(min(cap, 2.0 * grid_t[-1])))
-            means.append(float(np.mean([r.overhead for r in simulate(s, grid_t[-1], cls.name, params, ng)])))
+            means.append(
+                float(np.mean([r.overhead for r in simulate(s, grid_t[-1], cls.name, params, ng)]))
+            )
             ctx.tick(1)
         i = int(np.argmin(means))
         if best is None or means[i] < best[0]:
@@ -611,13 +868,20 @@ def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
         return None
     _, params, t = best
     label = f"{cls.plan_label or cls.name} ({_fmt_params(params)})"
-    extra = cls.plan_note(s.with_updates({"checkpoint.interval_h": min(t, s.duration_s) / HOUR,
-                                          "strategy": {"name": cls.name, **params}}), c)
+    extra = cls.plan_note(
+        s.with_updates(
+            {
+                "checkpoint.interval_h": min(t, s.duration_s) / HOUR,
+                "strategy": {"name": cls.name, **params},
+            }
+        ),
+        c,
+    )
     note = "simulated optimum over intervals and variants" + (f"; {extra}" if extra else "")
     return _confirm(ctx, label, cls, t, params, math.nan, 0.0, math.inf, note)
 
 
-def _safe_note(f) -> str:  # noqa: ANN001
+def _safe_note(f) -> str:
     try:
         return f()
     except InputError:
@@ -625,4 +889,6 @@ def _safe_note(f) -> str:  # noqa: ANN001
 
 
 def _fmt_params(p: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in p.items())
+    return ", ".join(
+        f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in p.items()
+    )

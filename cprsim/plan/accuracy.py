@@ -21,20 +21,23 @@ range: the plan then says it cannot check the range.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
-from cprsim.quantiles import t_ppf
 from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select
+from cprsim.quantiles import t_ppf
 
 
 class AccuracyModel(Protocol):
     calibrated: bool
     provenance: dict
 
-    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = "partial") -> float: ...
+    def accuracy_loss(
+        self, pls: float, metric: str = "auc", strategy: str = "partial"
+    ) -> float: ...
 
     def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial") -> float: ...
 
@@ -102,7 +105,9 @@ class PlanAccuracy:
         s = self.slope_hi(strategy)
         return math.inf if s <= 0 else bound / s
 
-    def loss(self, pls: float, strategy: str, position: float = 0.5, age: float = 0.0) -> tuple[float, float, float]:
+    def loss(
+        self, pls: float, strategy: str, position: float = 0.5, age: float = 0.0
+    ) -> tuple[float, float, float]:
         """Expected loss at this PLS (and covariates) and its 95% range (never negative)."""
         if self.fit is not None:
             m, lo, hi = self.fit.predict(strategy, pls, position, age)
@@ -122,7 +127,12 @@ class PlanAccuracy:
             return np.maximum(m, 0.0), np.maximum(hi, 0.0)
         f = self._fit(strategy)
         if f is None:
-            v = np.array([max(0.0, float(self.fallback.accuracy_loss(x, self.metric, strategy))) for x in pls])
+            v = np.array(
+                [
+                    max(0.0, float(self.fallback.accuracy_loss(x, self.metric, strategy)))
+                    for x in pls
+                ]
+            )
             return v, v
         return np.maximum(f.slope * pls, 0.0), np.maximum(f.hi * pls, 0.0)
 
@@ -160,7 +170,12 @@ def _points(raw: Any, metric: str) -> dict[str, dict[str, Any]]:
             if isinstance(p, dict) and "pls" in p and f"d_{metric}" in p:
                 x = np.asarray(p["pls"], dtype=float)
                 y = np.asarray(p[f"d_{metric}"], dtype=float)
-                if x.size == y.size and x.size >= 2 and np.all(np.isfinite(x)) and np.all(np.isfinite(y)):
+                if (
+                    x.size == y.size
+                    and x.size >= 2
+                    and np.all(np.isfinite(x))
+                    and np.all(np.isfinite(y))
+                ):
                     out[st] = p
     return out
 
@@ -175,15 +190,37 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
     if fit is None:
         pts = _points(raw, metric)
         if not pts:
-            return PlanAccuracy(metric, calibrated, prov, {}, {}, None, None,
-                                "the accuracy model's own slopes (no calibration points to pool or to bound "
-                                "the PLS range)", fallback=model, model="external")
-        fit = AccuracyFit.from_selection(select(Data.from_points(pts, metric), metric, significance))
+            return PlanAccuracy(
+                metric,
+                calibrated,
+                prov,
+                {},
+                {},
+                None,
+                None,
+                "the accuracy model's own slopes (no calibration points to pool or to bound "
+                "the PLS range)",
+                fallback=model,
+                model="external",
+            )
+        fit = AccuracyFit.from_selection(
+            select(Data.from_points(pts, metric), metric, significance)
+        )
     slopes = {}
     for st in fit.ranges or {"partial": None}:
         m, lo, hi = fit.slope_at(st)
         slopes[st] = SlopeFit(m, lo, hi, fit.coef_for(st).n)
     ranges = {st: r["pls"][1] for st, r in fit.ranges.items()}
     k = len(fit.ranges)
-    return PlanAccuracy(metric, calibrated, prov, slopes, ranges, fit.pooled if k >= 2 else False, fit.f_p_value,
-                        fit.description, fit=fit, model=fit.name)
+    return PlanAccuracy(
+        metric,
+        calibrated,
+        prov,
+        slopes,
+        ranges,
+        fit.pooled if k >= 2 else False,
+        fit.f_p_value,
+        fit.description,
+        fit=fit,
+        model=fit.name,
+    )

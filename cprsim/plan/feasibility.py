@@ -34,7 +34,9 @@ def dur_text(sec: float) -> str:
     return f"{sec / HOUR:.3g} h"
 
 
-def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit: float = LIMIT) -> None:
+def check(
+    s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit: float = LIMIT
+) -> None:
     """Raise a one-line InputError (why, and what would let the job finish) for a hopeless regime."""
     c = costs or costs_of(s)
     rates = failure_rates(s)
@@ -44,7 +46,11 @@ def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit
         lam, R, what = rates.total, resched + c.load_s, "every failure rolls the job back"
     else:
         lam = rates.job
-        restart = s.failures.job.restart_s if s.failures.job is not None and s.failures.job.restart_s else resched
+        restart = (
+            s.failures.job.restart_s
+            if s.failures.job is not None and s.failures.job.restart_s
+            else resched
+        )
         R, what = restart + c.load_s, "job-level interruptions roll the job back"
         R_node = resched + c.shard_load_s(1)
         if rates.nodes * R_node > math.log(limit):
@@ -52,7 +58,8 @@ def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit
                 f"{s.name}: hopeless: node failures come every {dur_text(1 / rates.nodes)} while each recovery takes "
                 f"{dur_text(R_node)}: the job would need about {math.exp(min(rates.nodes * R_node, 700)):.3g}x its "
                 f"{dur_text(W)} of work. It finishes only when the cluster's MTBF is well above a recovery "
-                f"(fewer or more reliable nodes, faster rescheduling)")
+                f"(fewer or more reliable nodes, faster rescheduling)"
+            )
     if lam <= 0:
         return
     f = analytic.hopeless(W, c.save_s, lam, R, limit=limit)
@@ -64,7 +71,8 @@ def check(s: Scenario, kind: str = "rollback", costs: Costs | None = None, limit
         f"{s.name}: hopeless: {what} and they come every {dur_text(1 / lam)} while a save takes {dur_text(c.save_s)} and a "
         f"recovery {dur_text(R)}; even at its best interval ({dur_text(f.tau)}) the job would need about {ratio} its "
         f"{dur_text(W)} of work. It would finish within 2x its work with an MTBF of {dur_text(need)} or more between "
-        "those events (fewer or more reliable nodes), or with faster saves and restarts")
+        "those events (fewer or more reliable nodes), or with faster saves and restarts"
+    )
 
 
 def events_per_replication(s: Scenario) -> tuple[float, dict[str, float]]:
@@ -85,10 +93,14 @@ def check_budget(s: Scenario, max_events: float = MAX_EVENTS) -> None:
     total, parts = events_per_replication(s)
     if total <= max_events:
         return
-    why = {"checkpoints": f"{parts['checkpoints']:.3g} checkpoints (job {dur_text(s.duration_s)} / "
-                          f"checkpoint.interval_h = {s.checkpoint.interval_h:.3g})",
-           "failures": f"{parts['failures']:.3g} failures (the [failures] rates or injected counts)",
-           "nodes": f"{parts['nodes']:.3g} nodes ([cluster])"}
+    why = {
+        "checkpoints": f"{parts['checkpoints']:.3g} checkpoints (job {dur_text(s.duration_s)} / "
+        f"checkpoint.interval_h = {s.checkpoint.interval_h:.3g})",
+        "failures": f"{parts['failures']:.3g} failures (the [failures] rates or injected counts)",
+        "nodes": f"{parts['nodes']:.3g} nodes ([cluster])",
+    }
     top = max(parts, key=parts.__getitem__)
-    raise InputError(f"{s.name}: about {total:.3g} events a replication, more than the budget of {max_events:.3g} "
-                     f"(--max-events): mostly {why[top]}")
+    raise InputError(
+        f"{s.name}: about {total:.3g} events a replication, more than the budget of {max_events:.3g} "
+        f"(--max-events): mostly {why[top]}"
+    )

@@ -15,9 +15,14 @@ def _replayed(s: Scenario) -> tuple[float, float]:
     of partial recovery (a node fails only while up)."""
     from cprsim.sim.replicate import run_replications
 
-    res, _ = run_replications(s.with_updates({"strategy.name": "partial", "failures.replay": s.failures.replay}), 20)
+    res, _ = run_replications(
+        s.with_updates({"strategy.name": "partial", "failures.replay": s.failures.replay}), 20
+    )
     wall = sum(r.wall_s for r in res)
-    return (sum(r.failure_events - r.failures_job for r in res) / wall, sum(r.failures_embedding for r in res) / wall)
+    return (
+        sum(r.failure_events - r.failures_job for r in res) / wall,
+        sum(r.failures_embedding for r in res) / wall,
+    )
 
 
 def failure_rates(s: Scenario) -> Rates:

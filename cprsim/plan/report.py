@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from cprsim.quantiles import binom_ppf
 from cprsim.plan.records import Option
+from cprsim.quantiles import binom_ppf
 from cprsim.scenario import HOUR
 
 
@@ -29,55 +29,82 @@ def _value(o: Option, objective: str) -> tuple[float, float, float]:
     return e.mean, e.lo, e.hi
 
 
-def recommend(options: list[Option], bound: float, metric: str, objective: str,
-              allow_extrapolation: bool = False) -> tuple[list[Option], Option, tuple[str, ...], str]:
+def recommend(
+    options: list[Option],
+    bound: float,
+    metric: str,
+    objective: str,
+    allow_extrapolation: bool = False,
+) -> tuple[list[Option], Option, tuple[str, ...], str]:
     """Mark ties, pick the recommended option and say why (oracles never; options beyond twice
     the calibrated PLS range only when extrapolation is allowed)."""
-    eligible = [o for o in options if o.meets_bound and not o.oracle
-                and (allow_extrapolation or "twice" not in o.extrapolation)]
+    eligible = [
+        o
+        for o in options
+        if o.meets_bound
+        and not o.oracle
+        and (allow_extrapolation or "twice" not in o.extrapolation)
+    ]
     if not eligible:
         eligible = [o for o in options if o.strategy == "full"]
     best = min(eligible, key=lambda o: _value(o, objective)[0])
     _, blo, bhi = _value(best, objective)
-    tied = [o for o in eligible if _value(o, objective)[1] <= bhi and _value(o, objective)[2] >= blo]
+    tied = [
+        o for o in eligible if _value(o, objective)[1] <= bhi and _value(o, objective)[2] >= blo
+    ]
     rec = min(tied, key=lambda o: (o.rank, _value(o, objective)[0]))
     tied_labels = tuple(o.label for o in tied if o.label != rec.label)
     options = [replace(o, tied=o in tied and len(tied) > 1) for o in options]
-    best_full = min((o for o in options if o.strategy == "full"), key=lambda o: _value(o, objective)[0])
+    best_full = min(
+        (o for o in options if o.strategy == "full"), key=lambda o: _value(o, objective)[0]
+    )
     what = "P90 overhead" if objective == "p90" else "overhead"
     v_rec, v_full = _value(rec, objective)[0], _value(best_full, objective)[0]
     if rec.strategy == "full":
         partial = [o for o in options if o.strategy != "full" and o.pls_bound < math.inf]
         if partial:
             p = min(partial, key=lambda o: _value(o, objective)[0])
-            why = (f"{p.label} every {p.interval_s / HOUR:.3g} h costs {100 * _value(p, objective)[0]:.2f}% "
-                   f"vs {100 * v_full:.2f}% for {best_full.label}"
-                   + ("" if p.meets_bound else " and does not meet the bound on fresh replications")
-                   + (" (tied within the CIs: the simpler wins)" if p.label in tied_labels else ""))
+            why = (
+                f"{p.label} every {p.interval_s / HOUR:.3g} h costs {100 * _value(p, objective)[0]:.2f}% "
+                f"vs {100 * v_full:.2f}% for {best_full.label}"
+                + ("" if p.meets_bound else " and does not meet the bound on fresh replications")
+                + (" (tied within the CIs: the simpler wins)" if p.label in tied_labels else "")
+            )
         else:
             why = "no partial-recovery option meets the bound"
-        message = (f"partial recovery does not pay here: {why}; use {rec.label} every "
-                   f"{rec.interval_s / HOUR:.3g} h ({what} {100 * v_rec:.2f}%, ETTR {_ettr(rec)})")
+        message = (
+            f"partial recovery does not pay here: {why}; use {rec.label} every "
+            f"{rec.interval_s / HOUR:.3g} h ({what} {100 * v_rec:.2f}%, ETTR {_ettr(rec)})"
+        )
     else:
         saving = v_full - v_rec
         rel = saving / v_full if v_full > 0 else 0.0
-        two = (f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h" if
-               rec.full_interval_s > rec.interval_s * (1 + 1e-9) else "")
+        two = (
+            f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h"
+            if rec.full_interval_s > rec.interval_s * (1 + 1e-9)
+            else ""
+        )
         if math.isfinite(rec.pls_bound):
-            guarantee = (f"; {metric} loss <= {bound:g} (each run at the upper end of its 95% CI) in "
-                         f"{100 * rec.within:.1f}% of fresh runs (95% lower bound {100 * rec.within_lo:.1f}%; "
-                         f"PLS <= {rec.pls_bound:.3g} for a fresh restore mid-training); expected {metric} loss "
-                         f"{rec.accuracy_loss:.2g} "
-                         f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (<= {bound:g} at the bounded "
-                         f"quantile: {rec.accuracy_loss_tail:.2g})")
+            guarantee = (
+                f"; {metric} loss <= {bound:g} (each run at the upper end of its 95% CI) in "
+                f"{100 * rec.within:.1f}% of fresh runs (95% lower bound {100 * rec.within_lo:.1f}%; "
+                f"PLS <= {rec.pls_bound:.3g} for a fresh restore mid-training); expected {metric} loss "
+                f"{rec.accuracy_loss:.2g} "
+                f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (<= {bound:g} at the bounded "
+                f"quantile: {rec.accuracy_loss_tail:.2g})"
+            )
         else:  # a strategy that loses no update (ECRM, Check-N-Run): no PLS bound to promise
             guarantee = "; no update is lost (no PLS bound applies)"
-        message = (f"use {rec.label} with saves every {rec.interval_s / HOUR:.3g} h{two}"
-                   + (f" ({_fmt(rec.params)})" if rec.params else "")
-                   + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
-                   f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}{guarantee}")
+        message = (
+            f"use {rec.label} with saves every {rec.interval_s / HOUR:.3g} h{two}"
+            + (f" ({_fmt(rec.params)})" if rec.params else "")
+            + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
+            f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}{guarantee}"
+        )
     if tied_labels:
-        message += f"; tied within the 95% CIs: {', '.join(tied_labels)} (the simplest is recommended)"
+        message += (
+            f"; tied within the 95% CIs: {', '.join(tied_labels)} (the simplest is recommended)"
+        )
     if rec.extrapolation:
         message += f"; WARNING: {rec.extrapolation}"
     return options, rec, tied_labels, message
@@ -88,4 +115,6 @@ def _ettr(o: Option) -> str:
 
 
 def _fmt(p: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in p.items())
+    return ", ".join(
+        f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in p.items()
+    )

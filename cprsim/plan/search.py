@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import run_replications
 from cprsim.sim.streams import REPLICATION_BLOCKS
 
-GRID_RATIO = 2.0 ** 0.25
+GRID_RATIO = 2.0**0.25
 LEVEL = 0.95  #: one-sided confidence of the Clopper-Pearson bound
 
 
@@ -65,7 +66,7 @@ def grid_below(cap: float, lo: float) -> list[float]:
         return [cap]
     j_lo = math.ceil(math.log(lo / HOUR, GRID_RATIO) - 1e-9)
     j_hi = math.floor(math.log(cap / HOUR, GRID_RATIO) - 1e-9)
-    pts = [HOUR * GRID_RATIO ** j for j in range(j_lo, j_hi + 1)]
+    pts = [HOUR * GRID_RATIO**j for j in range(j_lo, j_hi + 1)]
     pts = [p for p in pts if p < cap * (1 - 1e-9)]
     return pts + [cap]
 
@@ -119,9 +120,13 @@ def judge(pls: Sequence[float] | np.ndarray, bound: float, q: float | None) -> V
     return Verdict(need is not None and k >= need, k / n, lo, stat)
 
 
-def simulate(s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: int,
-             block: str = "search") -> list[ReplicationResult]:
-    upd = {"checkpoint.interval_h": min(tau, s.duration_s) / HOUR, "strategy": {"name": strategy, **params}}
+def simulate(
+    s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: int, block: str = "search"
+) -> list[ReplicationResult]:
+    upd = {
+        "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
+        "strategy": {"name": strategy, **params},
+    }
     res, _ = run_replications(s.with_updates(upd), n, first=REPLICATION_BLOCKS[block])
     return res
 
@@ -130,8 +135,13 @@ class Runs:
     """Replications ``0, 1, 2, ...`` of a block for one interval and strategy, run on demand and
     kept: whoever asks for ``n`` gets the same first ``n`` (a pilot, a search, a confirmation)."""
 
-    def __init__(self, s: Scenario, tau: float, strategy: str, params: dict[str, Any], block: str = "search") -> None:
-        upd = {"checkpoint.interval_h": min(tau, s.duration_s) / HOUR, "strategy": {"name": strategy, **params}}
+    def __init__(
+        self, s: Scenario, tau: float, strategy: str, params: dict[str, Any], block: str = "search"
+    ) -> None:
+        upd = {
+            "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
+            "strategy": {"name": strategy, **params},
+        }
         self.s = s.with_updates(upd)
         self.first = REPLICATION_BLOCKS[block]
         self.results: list[ReplicationResult] = []
@@ -141,7 +151,9 @@ class Runs:
 
     def upto(self, n: int) -> list[ReplicationResult]:
         if n > len(self.results):
-            more, _ = run_replications(self.s, n - len(self.results), first=self.first + len(self.results))
+            more, _ = run_replications(
+                self.s, n - len(self.results), first=self.first + len(self.results)
+            )
             self.results.extend(more)
         return self.results[:n]
 
@@ -164,9 +176,15 @@ def p_pass(k: int, m: int, n: int, need: int) -> float:
     return betabinom_sf(r - 1, left, k + 1, m - k + 1)
 
 
-def curtailed(runs: Runs, n: int, q: float | None, score: Callable[[list[ReplicationResult]], np.ndarray],
-              bound: float = 1.0, predictive: float | None = None,
-              complete_pass: bool = False) -> tuple[Verdict, list[ReplicationResult]]:
+def curtailed(
+    runs: Runs,
+    n: int,
+    q: float | None,
+    score: Callable[[list[ReplicationResult]], np.ndarray],
+    bound: float = 1.0,
+    predictive: float | None = None,
+    complete_pass: bool = False,
+) -> tuple[Verdict, list[ReplicationResult]]:
     """The verdict of :func:`judge` on ``n`` replications, stopped as soon as the rest cannot
     change it (curtailment: exact, see the module doc); and the replications it ran.
 
@@ -248,8 +266,14 @@ class PlsSearch:
     def ok(self, tau: float) -> Verdict:
         if tau not in self.cache:
             if self.runs_of is not None:
-                v, _ = curtailed(self.runs_of(tau), self.n_search, self.q, self._score, self.bound,
-                                 self.predictive)
+                v, _ = curtailed(
+                    self.runs_of(tau),
+                    self.n_search,
+                    self.q,
+                    self._score,
+                    self.bound,
+                    self.predictive,
+                )
             else:
                 res = simulate(self.s, tau, self.strategy, self.params_at(tau), self.n_search)
                 v = judge(self._score(res), self.bound, self.q)
@@ -309,7 +333,9 @@ class PlsSearch:
                 return cands[best]
             j = self._target(cands, pts, 0 if best is None else best + 1, hi, hi)
 
-    def _target(self, cands: list[float], pts: list[tuple[float, float]], lo: int, hi: int, default: int) -> int:
+    def _target(
+        self, cands: list[float], pts: list[tuple[float, float]], lo: int, hi: int, default: int
+    ) -> int:
         good = [(t, s) for t, s in pts if 0 < s < math.inf]
         if not good:
             return min(hi, max(lo, default))

@@ -29,15 +29,21 @@ PERSIST_GRID = (1, 2, 4, 8, 16, 32, 64)
 def single_tier(s: Scenario) -> Scenario:
     """``s`` with blocking saves to storage instead of tiers (the baseline a tiered plan must beat)."""
     raw = s.model_dump(mode="python", exclude_none=True)
-    raw["checkpoint"] = {k: v for k, v in raw["checkpoint"].items() if k != "tiers"} | {"mode": "blocking"}
+    raw["checkpoint"] = {k: v for k, v in raw["checkpoint"].items() if k != "tiers"} | {
+        "mode": "blocking"
+    }
     return validate(raw, f"{s.name} (single tier)")
 
 
 def with_persist(s: Scenario, k: int) -> Scenario:
-    return s.with_updates({"checkpoint.tiers.persist_every": k}, source=f"{s.name} (persist every {k})")
+    return s.with_updates(
+        {"checkpoint.tiers.persist_every": k}, source=f"{s.name} (persist every {k})"
+    )
 
 
-def tiered_option(ctx: Any, age: float, paired_lower: Any, confirm: Any, precision: float) -> Option:
+def tiered_option(
+    ctx: Any, age: float, paired_lower: Any, confirm: Any, precision: float
+) -> Option:
     """The tiered option of ``ctx`` (a planner context on the tiered scenario)."""
     from cprsim.sim.engine import tier_spec
 
@@ -53,11 +59,15 @@ def tiered_option(ctx: Any, age: float, paired_lower: Any, confirm: Any, precisi
 
     k_now = s.checkpoint.tier_spec.persist_every
     ks = sorted(set(PERSIST_GRID) | {k_now})
-    ctxs = {k: dataclasses.replace(ctx, s=with_persist(s, k), runs={}, precision=ctx.precision or precision)
-            for k in ks}
+    ctxs = {
+        k: dataclasses.replace(
+            ctx, s=with_persist(s, k), runs={}, precision=ctx.precision or precision
+        )
+        for k in ks
+    }
     ng = max(20, ctx.ns // 4)
 
-    def runs(j: int, i: int):  # noqa: ANN202
+    def runs(j: int, i: int):
         return ctxs[ks[i]].runs_of(lattice(j), "full", {}, "search")
 
     pos, seen = (0, ks.index(k_now)), set()
@@ -77,12 +87,16 @@ def tiered_option(ctx: Any, age: float, paired_lower: Any, confirm: Any, precisi
     tau, k = lattice(pos[0]), ks[pos[1]]
     R = s.reschedule.dist.mean() + spec.memory_restore_s([int(spec.bytes_per_node.argmax())])
     a_over = analytic.full_overhead(s.duration_s, tau, spec.snapshot_s, lam, R)
-    note = (f"local search over snapshot interval x persist period ({len(seen)} points, from Young's interval for "
-            f"the {spec.snapshot_s:.3g} s snapshot stall and persist every {k_now}): no neighbour significantly "
-            f"cheaper; persists every {k} snapshots ({_dur(k * tau)} of progress); analytic: the memory tier always "
-            "survives")
+    note = (
+        f"local search over snapshot interval x persist period ({len(seen)} points, from Young's interval for "
+        f"the {spec.snapshot_s:.3g} s snapshot stall and persist every {k_now}): no neighbour significantly "
+        f"cheaper; persists every {k} snapshots ({_dur(k * tau)} of progress); analytic: the memory tier always "
+        "survives"
+    )
     o = confirm(ctxs[k], "full, tiered", registry.get("full"), tau, {}, a_over, 0.0, math.inf, note)
-    return dataclasses.replace(o, params={"persist_every": k}, full_interval_s=min(k * tau, s.duration_s))
+    return dataclasses.replace(
+        o, params={"persist_every": k}, full_interval_s=min(k * tau, s.duration_s)
+    )
 
 
 def _dur(t: float) -> str:
@@ -93,7 +107,9 @@ def _dur(t: float) -> str:
 PLS_PERSIST_GRID = (1, 4, 16)
 
 
-def tiered_pls_option(ctx: Any, cls: type, T_F: float, best_full: Option, pls_option: Any) -> Option | None:
+def tiered_pls_option(
+    ctx: Any, cls: type, T_F: float, best_full: Option, pls_option: Any
+) -> Option | None:
     """Partial recovery on the tiers (a failed shard from a peer's memory, else storage): the PLS
     search of the planner at each persist period of :data:`PLS_PERSIST_GRID` (and the scenario's);
     the cheapest option that meets the bound, else the cheapest."""
@@ -105,11 +121,20 @@ def tiered_pls_option(ctx: Any, cls: type, T_F: float, best_full: Option, pls_op
         o = pls_option(sub, cls, T_F, best_full)
         if o is None:
             continue
-        o = dataclasses.replace(o, label=f"{o.label}, tiered", params={**o.params, "persist_every": k},
-                                full_interval_s=min(k * o.interval_s, s.duration_s),
-                                note=f"{o.note}; persist every {k} snapshots (searched over {sorted(set(PLS_PERSIST_GRID) | {k_now})})")
-        if best is None or (o.meets_bound, -o.overhead.mean) > (best.meets_bound, -best.overhead.mean):
+        o = dataclasses.replace(
+            o,
+            label=f"{o.label}, tiered",
+            params={**o.params, "persist_every": k},
+            full_interval_s=min(k * o.interval_s, s.duration_s),
+            note=f"{o.note}; persist every {k} snapshots (searched over {sorted(set(PLS_PERSIST_GRID) | {k_now})})",
+        )
+        if best is None or (o.meets_bound, -o.overhead.mean) > (
+            best.meets_bound,
+            -best.overhead.mean,
+        ):
             best = o
     if best is None:
-        ctx.notes.append(f"{cls.plan_label or cls.name}, tiered: no interval meets the bound at any persist period")
+        ctx.notes.append(
+            f"{cls.plan_label or cls.name}, tiered: no interval meets the bound at any persist period"
+        )
     return best

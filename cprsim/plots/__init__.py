@@ -35,7 +35,9 @@ def figure_format(path: Path) -> str:
     """The image format of ``path`` by its suffix (png, svg or pdf; anything else: an InputError)."""
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
-        raise InputError(f"{path}: unknown image format {path.suffix or '(none)'!r}; use .png, .svg or .pdf")
+        raise InputError(
+            f"{path}: unknown image format {path.suffix or '(none)'!r}; use .png, .svg or .pdf"
+        )
     return fmt
 
 
@@ -53,13 +55,18 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 130) -> Path:
     fmt = figure_format(p)
     buf = io.BytesIO()
     # metadata without dates or versions: same data, same bytes
-    meta = {"Creator": None, "Producer": None, "CreationDate": None} if fmt == "pdf" else \
-        ({"Date": None, "Creator": None} if fmt == "svg" else {"Software": None})
+    meta = (
+        {"Creator": None, "Producer": None, "CreationDate": None}
+        if fmt == "pdf"
+        else ({"Date": None, "Creator": None} if fmt == "svg" else {"Software": None})
+    )
     # SVG: text stays text (editable, searchable), ids from a fixed salt (same bytes each run)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "cprsim"}):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
     plt = sys.modules.get("matplotlib.pyplot")
-    if plt is not None:  # a figure some caller made with pyplot: release it (ours are not registered there)
+    if (
+        plt is not None
+    ):  # a figure some caller made with pyplot: release it (ours are not registered there)
         plt.close(fig)
     return atomic_write_bytes(p, buf.getvalue())
 
@@ -87,7 +94,11 @@ def wrap_title(text: str, ax: Any, fontsize: float | None = None) -> str:
     import matplotlib
     from matplotlib.font_manager import FontProperties
 
-    size = fontsize if fontsize is not None else FontProperties(size=matplotlib.rcParams["axes.titlesize"]).get_size_in_points()
+    size = (
+        fontsize
+        if fontsize is not None
+        else FontProperties(size=matplotlib.rcParams["axes.titlesize"]).get_size_in_points()
+    )
     fig = ax.figure
     width_in = fig.get_figwidth() * min(1.0, ax.get_position().width + 0.1)
     chars = max(20, int(width_in * 72 / (0.56 * size)))  # an average glyph is ~0.56 em wide
@@ -97,8 +108,10 @@ def wrap_title(text: str, ax: Any, fontsize: float | None = None) -> str:
             lines.append(line)
             continue
         i = line.find(" (")
-        for part in ([line[:i], line[i + 1:]] if i > 0 else [line]):
-            lines += textwrap.wrap(part, chars, break_long_words=False, break_on_hyphens=False) or [part]
+        for part in [line[:i], line[i + 1 :]] if i > 0 else [line]:
+            lines += textwrap.wrap(part, chars, break_long_words=False, break_on_hyphens=False) or [
+                part
+            ]
     return "\n".join(lines)
 
 

@@ -25,11 +25,13 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
         p = p / "calibration.toml"
     doc = read_toml(p, "calibration file")
     if not isinstance(doc.get("points"), dict) or not isinstance(doc.get("fit"), dict):
-        raise InputError(f"{p}: needs [fit.<strategy>] and [points.<strategy>] tables (written by cprsim calibrate)")
+        raise InputError(
+            f"{p}: needs [fit.<strategy>] and [points.<strategy>] tables (written by cprsim calibrate)"
+        )
     return doc
 
 
-def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwargs: Any) -> "Figure":
+def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwargs: Any) -> Figure:
     """Accuracy loss against PLS (a fraction): per strategy, the mean over seeds at each
     checkpoint budget with ±1 sd error bars, the fit through the origin with its 95% CI, and the
     planner's model in the title. ``metric``: ``"auc"`` (AUC points lost) or ``"logloss"`` (its rise).
@@ -72,24 +74,53 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
             ys.append(y[sel].mean())
             xe.append(pls[sel].std(ddof=1) if sel.sum() > 1 else 0.0)
             ye.append(y[sel].std(ddof=1) if sel.sum() > 1 else 0.0)
-        ax.errorbar(xs, ys, yerr=ye, xerr=xe, **artist_kwargs(
-            {"fmt": "o", "color": c, "capsize": 3, "label": f"{st} (mean ± sd over seeds)"}, kwargs, Line2D))
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=ye,
+            xerr=xe,
+            **artist_kwargs(
+                {"fmt": "o", "color": c, "capsize": 3, "label": f"{st} (mean ± sd over seeds)"},
+                kwargs,
+                Line2D,
+            ),
+        )
         f = doc["fit"].get(st, {})
         slope = f.get(f"{metric}_slope")
         if isinstance(slope, float) and math.isfinite(slope) and pls.size:
             gx = np.linspace(0, pls.max() * 1.05, 50)
-            ax.plot(gx, slope * gx, color=c, lw=1,
-                    label=f"{st} fit: {slope:.3g} × PLS [{f[f'{metric}_slope_lo']:.3g}, "
-                          f"{f[f'{metric}_slope_hi']:.3g}], R²={f[f'{metric}_r2']:.2f}")
-            ax.fill_between(gx, f[f"{metric}_slope_lo"] * gx, f[f"{metric}_slope_hi"] * gx, color=c, alpha=0.1, lw=0)
+            ax.plot(
+                gx,
+                slope * gx,
+                color=c,
+                lw=1,
+                label=f"{st} fit: {slope:.3g} × PLS [{f[f'{metric}_slope_lo']:.3g}, "
+                f"{f[f'{metric}_slope_hi']:.3g}], R²={f[f'{metric}_r2']:.2f}",
+            )
+            ax.fill_between(
+                gx,
+                f[f"{metric}_slope_lo"] * gx,
+                f[f"{metric}_slope_hi"] * gx,
+                color=c,
+                alpha=0.1,
+                lw=0,
+            )
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("PLS (portion of lost samples)")
-    ax.set_ylabel("AUC loss (baseline − with failures)" if metric == "auc" else "log-loss increase (with failures − baseline)")
+    ax.set_ylabel(
+        "AUC loss (baseline − with failures)"
+        if metric == "auc"
+        else "log-loss increase (with failures − baseline)"
+    )
     prov = doc.get("provenance", {})
     seeds = prov.get("seeds", [])
-    set_title(ax, f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
-                 + ("" if prov.get("calibrated", True) else " (placeholder, not measured)")
-                 + _model_line(doc, metric), fontsize=10)
+    set_title(
+        ax,
+        f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
+        + ("" if prov.get("calibrated", True) else " (placeholder, not measured)")
+        + _model_line(doc, metric),
+        fontsize=10,
+    )
     ax.legend(fontsize=6)
     return fig
 

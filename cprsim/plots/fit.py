@@ -13,7 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 
-def plot_fit(report: Any, title: str = "", unit: str = "h", ax: Any = None, **kwargs: Any) -> "Figure":
+def plot_fit(
+    report: Any, title: str = "", unit: str = "h", ax: Any = None, **kwargs: Any
+) -> Figure:
     """The fit of a failure log: left, the Kaplan-Meier survival curve with its 95% band against
     each fitted family's survival (time on a log axis, in ``unit``: hours for ``cprsim.fit``);
     right, a Weibull probability plot (log(-log S) against log t: a Weibull is a straight line).
@@ -34,12 +36,29 @@ def plot_fit(report: Any, title: str = "", unit: str = "h", ax: Any = None, **kw
         a1, a2 = ax
         fig = a1.figure
     t, s, lo, hi = report.km_t, report.km_s, report.km_lo, report.km_hi
-    a1.step(t, s, where="post", color="black", label=f"Kaplan-Meier (n={report.n}, {report.censored} censored)")
-    a1.fill_between(t, np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=1.0), step="post", color="grey",
-                    alpha=0.3, label="95% band")
+    a1.step(
+        t,
+        s,
+        where="post",
+        color="black",
+        label=f"Kaplan-Meier (n={report.n}, {report.censored} censored)",
+    )
+    a1.fill_between(
+        t,
+        np.nan_to_num(lo, nan=0.0),
+        np.nan_to_num(hi, nan=1.0),
+        step="post",
+        color="grey",
+        alpha=0.3,
+        label="95% band",
+    )
     grid = np.geomspace(max(t.min(), 1e-6), t.max(), 300) if t.size else np.array([1.0])
     for f in report.fits:
-        a1.plot(grid, f.sf(grid), **artist_kwargs({"label": f"{f.family} (AIC {f.AIC_:.1f})"}, kwargs, Line2D))
+        a1.plot(
+            grid,
+            f.sf(grid),
+            **artist_kwargs({"label": f"{f.family} (AIC {f.AIC_:.1f})"}, kwargs, Line2D),
+        )
     a1.set_xscale("log")
     a1.set_xlabel(f"time between failures ({unit})")
     a1.set_ylabel("survival S(t)")
@@ -50,7 +69,11 @@ def plot_fit(report: Any, title: str = "", unit: str = "h", ax: Any = None, **kw
     for f in report.fits:
         sf = f.sf(grid)
         m = (sf > 0) & (sf < 1)
-        a2.plot(np.log(grid[m]), np.log(-np.log(sf[m])), **artist_kwargs({"label": f.family}, kwargs, Line2D))
+        a2.plot(
+            np.log(grid[m]),
+            np.log(-np.log(sf[m])),
+            **artist_kwargs({"label": f.family}, kwargs, Line2D),
+        )
     a2.set_xlabel(f"log time ({unit})")
     a2.set_ylabel("log(-log S(t))")
     set_title(a2, "Weibull probability plot")
@@ -65,4 +88,6 @@ def _wrapped(title: str, fig: Any) -> str:
     import textwrap
 
     chars = max(20, int(fig.get_figwidth() * 72 / (0.56 * 12)))
-    return "\n".join(ln for line in title.split("\n") for ln in (textwrap.wrap(line, chars) or [line]))
+    return "\n".join(
+        ln for line in title.split("\n") for ln in (textwrap.wrap(line, chars) or [line])
+    )

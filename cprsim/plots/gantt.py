@@ -27,7 +27,9 @@ def read_events(path: str | Path) -> list[Event]:
     with p.open(newline="") as f:
         rows = list(csv.reader(f))
     if not rows or rows[0] != list(Event._fields):
-        raise InputError(f"{p}: expected the columns {','.join(Event._fields)} (events.csv of cprsim simulate --out)")
+        raise InputError(
+            f"{p}: expected the columns {','.join(Event._fields)} (events.csv of cprsim simulate --out)"
+        )
     out = []
     for line, r in enumerate(rows[1:], start=2):
         try:
@@ -37,8 +39,15 @@ def read_events(path: str | Path) -> list[Event]:
     return out
 
 
-def plot_timeline(events: Any, n_trainers: int | None = None, title: str = "", ax: Any = None, *,
-                  replication: int | None = None, **kwargs: Any) -> "Figure":
+def plot_timeline(
+    events: Any,
+    n_trainers: int | None = None,
+    title: str = "",
+    ax: Any = None,
+    *,
+    replication: int | None = None,
+    **kwargs: Any,
+) -> Figure:
     """A Gantt chart of one replication against wall-clock time (hours): the job's phases
     (compute, re-executed work, saves, rescheduling, loads) on one track, each failed node's
     downtime on its own, lost updates (PLS) marked.
@@ -54,31 +63,56 @@ def plot_timeline(events: Any, n_trainers: int | None = None, title: str = "", a
 
     if hasattr(events, "timeline") and hasattr(events, "scenario"):  # a cprsim.Runs
         runs = events
-        i = runs.results[0].replication if replication is None and runs.results else (replication or 0)
+        i = (
+            runs.results[0].replication
+            if replication is None and runs.results
+            else (replication or 0)
+        )
         events = runs.timeline(i)
         s = runs.scenario
         n_trainers = s.cluster.trainers if n_trainers is None else n_trainers
-        title = title or f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication {i}"
+        title = (
+            title
+            or f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication {i}"
+        )
     elif replication is not None:
-        raise TypeError("replication= applies to a cprsim.Runs; events are one replication's already")
+        raise TypeError(
+            "replication= applies to a cprsim.Runs; events are one replication's already"
+        )
     if n_trainers is None:
-        raise TypeError("plot_timeline needs n_trainers (the scenario's cluster.trainers) with a list of events")
+        raise TypeError(
+            "plot_timeline needs n_trainers (the scenario's cluster.trainers) with a list of events"
+        )
     sp, marks = spans(events, n_trainers)
-    tracks = ["job"] + sorted({s.track for s in sp if s.track != "job"},
-                              key=lambda t: (t.split()[0] != "trainer", int(t.split()[1])))
+    tracks = ["job"] + sorted(
+        {s.track for s in sp if s.track != "job"},
+        key=lambda t: (t.split()[0] != "trainer", int(t.split()[1])),
+    )
     fig, ax = new_axes(ax, (12, max(2.6, 1.4 + 0.3 * len(tracks))))
     row = {t: i for i, t in enumerate(reversed(tracks))}
     seen: set[str] = set()
     for s in sp:
         c = PHASE_COLOURS.get(s.name, "#999999")
-        ax.broken_barh([(s.start_s / HOUR, (s.end_s - s.start_s) / HOUR)], (row[s.track] - 0.4, 0.8),
-                       **artist_kwargs({"facecolor": c, "label": None if s.name in seen else s.name}, kwargs,
-                                       PolyCollection))
+        ax.broken_barh(
+            [(s.start_s / HOUR, (s.end_s - s.start_s) / HOUR)],
+            (row[s.track] - 0.4, 0.8),
+            **artist_kwargs(
+                {"facecolor": c, "label": None if s.name in seen else s.name},
+                kwargs,
+                PolyCollection,
+            ),
+        )
         seen.add(s.name)
     for m in marks:
         if m.name == "pls" and m.value > 0:
-            ax.plot([m.time_s / HOUR], [row["job"] + 0.5], "v", color="black", ms=5,
-                    label=None if "lost updates (PLS)" in seen else "lost updates (PLS)")
+            ax.plot(
+                [m.time_s / HOUR],
+                [row["job"] + 0.5],
+                "v",
+                color="black",
+                ms=5,
+                label=None if "lost updates (PLS)" in seen else "lost updates (PLS)",
+            )
             seen.add("lost updates (PLS)")
     ax.set_yticks(range(len(tracks)), list(reversed(tracks)), fontsize=7)
     ax.set_xlabel("wall-clock time (hours)")

@@ -25,9 +25,16 @@ LIFECYCLE_COMPONENTS = (
 
 #: Gantt phases
 PHASE_COLOURS = {
-    "compute": "#a6cee3", "re-executed": "#e31a1c", "save": "#1f78b4", "save (aborted)": "#fb9a99",
-    "save (interrupted)": "#fb9a99", "reschedule": "#6a3d9a", "reschedule (interrupted)": "#cab2d6",
-    "load": "#33a02c", "load (interrupted)": "#b2df8a", "down": "#444444",
+    "compute": "#a6cee3",
+    "re-executed": "#e31a1c",
+    "save": "#1f78b4",
+    "save (aborted)": "#fb9a99",
+    "save (interrupted)": "#fb9a99",
+    "reschedule": "#6a3d9a",
+    "reschedule (interrupted)": "#cab2d6",
+    "load": "#33a02c",
+    "load (interrupted)": "#b2df8a",
+    "down": "#444444",
 }
 
 

@@ -45,12 +45,15 @@ def _band_fields(band: str) -> tuple[str, str]:
     return BANDS[band][1]
 
 
-def band_edges(pts: list[PointSummary], metric: str,
-               band: str = "ci") -> tuple[np.ndarray, np.ndarray]:
+def band_edges(
+    pts: list[PointSummary], metric: str, band: str = "ci"
+) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper edges of the band (``BANDS``) around a line of points, in metric units."""
     lo, hi = _band_fields(band)
-    return (np.array([getattr(p[metric], lo) for p in pts], dtype=float),
-            np.array([getattr(p[metric], hi) for p in pts], dtype=float))
+    return (
+        np.array([getattr(p[metric], lo) for p in pts], dtype=float),
+        np.array([getattr(p[metric], hi) for p in pts], dtype=float),
+    )
 
 
 def _legend(ax: Any, band: str | None) -> None:
@@ -107,7 +110,11 @@ def _groups(res: SweepResults) -> dict[tuple[str, str], list[PointSummary]]:
 
 
 def _fmt(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else (json.dumps(v) if not isinstance(v, (int, str)) else str(v))
+    return (
+        f"{v:g}"
+        if isinstance(v, float)
+        else (json.dumps(v) if not isinstance(v, (int, str)) else str(v))
+    )
 
 
 def _interval_axis(ax: Any, xs: list[float]) -> None:
@@ -122,8 +129,14 @@ def _interval_axis(ax: Any, xs: list[float]) -> None:
         ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_overhead(res: Any, metric: str = "overhead", plan: Any = None, ax: Any = None, band: str = "ci",
-                  **kwargs: Any) -> "Figure":
+def plot_overhead(
+    res: Any,
+    metric: str = "overhead",
+    plan: Any = None,
+    ax: Any = None,
+    band: str = "ci",
+    **kwargs: Any,
+) -> Figure:
     """Overhead against the checkpoint interval: the mean over replications (in % of the
     failure-free time W) and a band (``band="ci"``: the 95% CI of the mean; ``"p90"``: P50 to P90
     of single replications), a line per strategy (and combination of the other varying grid
@@ -148,8 +161,18 @@ def plot_overhead(res: Any, metric: str = "overhead", plan: Any = None, ax: Any 
         lo, hi = (edge * 100 for edge in band_edges(pts, metric, band))
         c = colour(st, strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
-        ax.plot(x, m, **_line(kwargs, linestyle=ls, marker="o", markersize=3, color=c,
-                                label=st + (f" ({extra})" if extra else "")))
+        ax.plot(
+            x,
+            m,
+            **_line(
+                kwargs,
+                linestyle=ls,
+                marker="o",
+                markersize=3,
+                color=c,
+                label=st + (f" ({extra})" if extra else ""),
+            ),
+        )
         ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
     plan = as_plan_dict(plan) if plan is not None else res.plan
     if plan is not None:
@@ -159,8 +182,11 @@ def plot_overhead(res: Any, metric: str = "overhead", plan: Any = None, ax: Any 
     if ys and max(ys) / min(ys) > 300:  # an interval far too long for full recovery blows up
         ax.set_yscale("log")
     ax.set_ylabel(_METRIC_LABEL[metric] + (", log scale" if ax.get_yscale() == "log" else ""))
-    set_title(ax, f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval "
-                  f"(mean, {BANDS[band][0]})")
+    set_title(
+        ax,
+        f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval "
+        f"(mean, {BANDS[band][0]})",
+    )
     ax.grid(alpha=0.3)
     _legend(ax, band)
     return fig
@@ -175,14 +201,25 @@ def _mark_plan(ax: Any, plan: dict[str, Any], metric: str, strategies: list[str]
         rec = o["label"] == plan.get("recommended")
         y = 100 * e["mean"]
         lo, hi = (100 * v if v is not None else y for v in e.get("ci95", [None, None]))
-        ax.errorbar([o["interval_h"]], [y], yerr=[[y - lo], [hi - y]], fmt="*" if rec else markers[i % len(markers)],
-                    ms=15 if rec else 7, mfc=colour(o["strategy"], strategies), mec="black", ecolor="black",
-                    capsize=3, zorder=5,
-                    label=f"plan: {o['label']}, τ={o['interval_h']:.3g} h" + (" (recommended)" if rec else ""))
+        ax.errorbar(
+            [o["interval_h"]],
+            [y],
+            yerr=[[y - lo], [hi - y]],
+            fmt="*" if rec else markers[i % len(markers)],
+            ms=15 if rec else 7,
+            mfc=colour(o["strategy"], strategies),
+            mec="black",
+            ecolor="black",
+            capsize=3,
+            zorder=5,
+            label=f"plan: {o['label']}, τ={o['interval_h']:.3g} h"
+            + (" (recommended)" if rec else ""),
+        )
 
 
-def plot_pls(res: Any, bound: float | None = None, ax: Any = None, band: str = "ci",
-             **kwargs: Any) -> "Figure":
+def plot_pls(
+    res: Any, bound: float | None = None, ax: Any = None, band: str = "ci", **kwargs: Any
+) -> Figure:
     """PLS (the portion of lost samples, a fraction) against the checkpoint interval (hours) for
     every strategy that loses updates: the mean and a band (``band="ci"``: the 95% CI of the
     mean; ``"p90"``: P50 to P90 of single replications, which shows whether one run in ten
@@ -206,8 +243,18 @@ def plot_pls(res: Any, bound: float | None = None, ax: Any = None, band: str = "
         x = np.array([p.interval_h for p in pts])
         c = colour(st, res.strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
-        ax.plot(x, [p["pls"].mean for p in pts], **_line(kwargs, linestyle=ls, marker="o", markersize=3, color=c,
-                                                          label=st + (f" ({extra})" if extra else "")))
+        ax.plot(
+            x,
+            [p["pls"].mean for p in pts],
+            **_line(
+                kwargs,
+                linestyle=ls,
+                marker="o",
+                markersize=3,
+                color=c,
+                label=st + (f" ({extra})" if extra else ""),
+            ),
+        )
         ax.fill_between(x, *band_edges(pts, "pls", band), color=c, alpha=0.18, lw=0)
         drawn += 1
     if bound is not None and math.isfinite(bound):
@@ -216,12 +263,26 @@ def plot_pls(res: Any, bound: float | None = None, ax: Any = None, band: str = "
         shown = {base_name(st) for st, _ in groups}
         for o in plan.get("options", []):
             b = o.get("pls_bound")
-            if b is not None and o["strategy"] in shown and (bound is None or abs(b - bound) > 1e-12):
-                ax.axhline(b, color=colour(o["strategy"], res.strategies), ls=":", lw=1,
-                           label=f"PLS bound for {o['label']}: {b:.3g}")
+            if (
+                b is not None
+                and o["strategy"] in shown
+                and (bound is None or abs(b - bound) > 1e-12)
+            ):
+                ax.axhline(
+                    b,
+                    color=colour(o["strategy"], res.strategies),
+                    ls=":",
+                    lw=1,
+                    label=f"PLS bound for {o['label']}: {b:.3g}",
+                )
     if not drawn:
-        ax.text(0.5, 0.5, "no strategy in these results loses updates (PLS = 0)", transform=ax.transAxes,
-                ha="center")
+        ax.text(
+            0.5,
+            0.5,
+            "no strategy in these results loses updates (PLS = 0)",
+            transform=ax.transAxes,
+            ha="center",
+        )
     _interval_axis(ax, [p.interval_h for p in res.points])
     ax.set_ylabel("PLS (portion of lost samples)")
     set_title(ax, f"{res.name}: lost updates vs checkpoint interval (mean, {BANDS[band][0]})")
@@ -244,7 +305,7 @@ def components(pts: list[Any]) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> "Figure":
+def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> Figure:
     """Where the time goes: stacked bars of the mean of each overhead component (checkpoint saves,
     loads, re-executed work, rescheduling, or with a node lifecycle its detection / waiting for a
     machine / swap-in parts, degraded progress) in % of the failure-free time W, one bar per point
@@ -259,12 +320,17 @@ def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> "Figure":
     res = as_results(res)
     pts = list(res.points)
     if len(pts) > 40:
-        raise InputError(f"{res.source}: {len(pts)} points are too many bars; select some with --where")
+        raise InputError(
+            f"{res.source}: {len(pts)} points are too many bars; select some with --where"
+        )
     varying = res.varying()
     labels = []
     for p in pts:
-        parts = [p.strategy] + [f"{k.split('.')[-1]}={_fmt(p.values[k])}" for k in varying
-                                if k != "checkpoint.interval_h"]
+        parts = [p.strategy] + [
+            f"{k.split('.')[-1]}={_fmt(p.values[k])}"
+            for k in varying
+            if k != "checkpoint.interval_h"
+        ]
         parts.append(f"τ={p.interval_h:g} h")
         labels.append("\n".join(parts))
     widest = max(len(x) for lab in labels for x in lab.split("\n"))
@@ -274,17 +340,32 @@ def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> "Figure":
     W = np.array([p["useful_s"].mean for p in pts])
     for key, label, c in components(pts):
         if key == "replacement_s":  # rescheduling without detection and waiting for a machine
-            h = np.array([p["reschedule_s"].mean - p["detection_s"].mean - p["wait_s"].mean for p in pts])
+            h = np.array(
+                [p["reschedule_s"].mean - p["detection_s"].mean - p["wait_s"].mean for p in pts]
+            )
         else:
             h = np.array([p[key].mean for p in pts])
         h = h / W * 100
-        ax.bar(x, h, **artist_kwargs({"width": 0.7, "bottom": bottom, "color": c, "label": label}, kwargs, Rectangle))
+        ax.bar(
+            x,
+            h,
+            **artist_kwargs(
+                {"width": 0.7, "bottom": bottom, "color": c, "label": label}, kwargs, Rectangle
+            ),
+        )
         bottom += h
     tot = np.array([p["overhead"].mean for p in pts]) * 100
     lo = np.array([p["overhead"].lo for p in pts]) * 100
     hi = np.array([p["overhead"].hi for p in pts]) * 100
-    ax.errorbar(x, tot, yerr=[tot - lo, hi - tot], fmt="none", ecolor="black", capsize=3,
-                label="total overhead, 95% CI")
+    ax.errorbar(
+        x,
+        tot,
+        yerr=[tot - lo, hi - tot],
+        fmt="none",
+        ecolor="black",
+        capsize=3,
+        label="total overhead, 95% CI",
+    )
     ax.set_xticks(x, labels, fontsize=7)
     for tick, p in zip(ax.get_xticklabels(), pts):
         tick.set_color(colour(p.strategy, res.strategies))

@@ -49,21 +49,37 @@ QUANT_BITS = (32, 16, 8, 4)
 class ECRMParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     k: int = Field(4, ge=1, description="data servers per stripe")
-    m: int = Field(1, ge=1, description="parity per stripe (servers' worth, spread over the stripe)")
-    parity_slowdown: float | None = Field(None, ge=0, lt=1, description="steady slowdown from parity updates")
-    update_bytes_per_sample: float | None = Field(None, gt=0, description="embedding gradient bytes per sample "
-                                                  "(default: tables x dim x bytes_per_param of [access])")
-    rebuild_throughput: float = Field(0.9, gt=0, le=1, description="training speed while a server is rebuilt")
-    stripe_loss: Literal["full", "partial"] = Field("full", description="recovery when > m servers of a stripe are down")
+    m: int = Field(
+        1, ge=1, description="parity per stripe (servers' worth, spread over the stripe)"
+    )
+    parity_slowdown: float | None = Field(
+        None, ge=0, lt=1, description="steady slowdown from parity updates"
+    )
+    update_bytes_per_sample: float | None = Field(
+        None,
+        gt=0,
+        description="embedding gradient bytes per sample "
+        "(default: tables x dim x bytes_per_param of [access])",
+    )
+    rebuild_throughput: float = Field(
+        0.9, gt=0, le=1, description="training speed while a server is rebuilt"
+    )
+    stripe_loss: Literal["full", "partial"] = Field(
+        "full", description="recovery when > m servers of a stripe are down"
+    )
     placement: Literal["domain-aware", "contiguous"] = Field(
-        "domain-aware", description="a stripe's servers in distinct fixed failure domains (the embedding servers' "
-        "first fixed [[failures.domains]]), or consecutive servers")
+        "domain-aware",
+        description="a stripe's servers in distinct fixed failure domains (the embedding servers' "
+        "first fixed [[failures.domains]]), or consecutive servers",
+    )
     trainer_degraded: bool = Field(
-        True, description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
-        "until its replacement has copied the dense parameters (as under partial recovery; false: the job stalls)")
+        True,
+        description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
+        "until its replacement has copied the dense parameters (as under partial recovery; false: the job stalls)",
+    )
 
 
-def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:  # noqa: ANN001
+def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:
     """The stripe of each embedding server (index 0 .. N_e - 1).
 
     Contiguous: servers in id order, cut into stripes of ``k + m``. Domain-aware: the servers are
@@ -74,7 +90,10 @@ def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:  # noqa: ANN0
     ne = s.cluster.embedding_servers
     size = k + m
     order = list(range(ne))
-    dom = next((d for d in s.failures.domains if d.node_type == "embedding" and d.membership == "fixed"), None)
+    dom = next(
+        (d for d in s.failures.domains if d.node_type == "embedding" and d.membership == "fixed"),
+        None,
+    )
     if placement == "domain-aware" and dom is not None:
         order = sorted(range(ne), key=lambda j: (j % dom.nodes, j // dom.nodes))
     stripe = [0] * ne
@@ -94,13 +113,12 @@ class ECRM(DegradedTrainers, Strategy):
     plan_interval_range = (0.5, 12.0)
 
     @classmethod
-    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+    def plan_variants(cls, s) -> list[dict]:
         return [{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}]
 
-    def __init__(self, params: ECRMParams, run: "Run") -> None:
+    def __init__(self, params: ECRMParams, run: Run) -> None:
         super().__init__(params, run)
         s = run.scenario
-        ne = s.cluster.embedding_servers
         self.stripe_size = params.k + params.m
         self.rate = 1.0 - type(self).parity_slowdown(s, params, self.costs)
         self.rebuild_s = params.k * self.costs.shard_bytes / self.costs.node_bps
@@ -110,42 +128,61 @@ class ECRM(DegradedTrainers, Strategy):
         self.stripe_of: dict[int, int] = run.shared.get("ecrm.stripe_of")  # type: ignore[assignment]
         if self.stripe_of is None:  # the same for every replication of the scenario
             layout = stripe_layout(s, params.k, params.m, params.placement)
-            self.stripe_of = run.shared["ecrm.stripe_of"] = {run.n_trainers + j: st for j, st in enumerate(layout)}
+            self.stripe_of = run.shared["ecrm.stripe_of"] = {
+                run.n_trainers + j: st for j, st in enumerate(layout)
+            }
 
-    def make_ledger(self, run: "Run") -> ShardLedger | None:
+    def make_ledger(self, run: Run) -> ShardLedger | None:
         """A ledger only if a stripe loss restores the lost shards alone (``stripe_loss = "partial"``):
         otherwise ECRM loses no update."""
         return super().make_ledger(run) if self.params.stripe_loss == "partial" else None  # type: ignore[attr-defined]
 
     @classmethod
-    def check(cls, params: ECRMParams, s) -> None:  # noqa: ANN001
+    def check(cls, params: ECRMParams, s) -> None:
         ne = s.cluster.embedding_servers
         if params.m >= ne:
-            raise ValueError(f"strategy.m ({params.m}) must be less than the {ne} embedding servers")
+            raise ValueError(
+                f"strategy.m ({params.m}) must be less than the {ne} embedding servers"
+            )
         if params.k + params.m > ne:
-            raise ValueError(f"strategy.k + strategy.m ({params.k + params.m}) exceeds the {ne} embedding servers")
+            raise ValueError(
+                f"strategy.k + strategy.m ({params.k + params.m}) exceeds the {ne} embedding servers"
+            )
         if params.parity_slowdown is None and s.job.samples_per_s is None:
-            raise ValueError("strategy 'ecrm' derives its parity slowdown from job.samples_per_s: "
-                             "give it, or strategy.parity_slowdown")
-        dom = next((d for d in s.failures.domains if d.node_type == "embedding" and d.membership == "fixed"), None)
+            raise ValueError(
+                "strategy 'ecrm' derives its parity slowdown from job.samples_per_s: "
+                "give it, or strategy.parity_slowdown"
+            )
+        dom = next(
+            (
+                d
+                for d in s.failures.domains
+                if d.node_type == "embedding" and d.membership == "fixed"
+            ),
+            None,
+        )
         if params.placement == "domain-aware" and dom is not None:
             n_dom = len(dom.groups(ne))
             if params.k + params.m > n_dom:
-                raise ValueError(f"strategy.k + strategy.m ({params.k + params.m}) exceeds the {n_dom} embedding "
-                                 f"failure domains of {dom.name!r}: a stripe cannot span distinct domains; "
-                                 "set strategy.placement = \"contiguous\"")
+                raise ValueError(
+                    f"strategy.k + strategy.m ({params.k + params.m}) exceeds the {n_dom} embedding "
+                    f"failure domains of {dom.name!r}: a stripe cannot span distinct domains; "
+                    'set strategy.placement = "contiguous"'
+                )
 
-    def stripe(self, run: "Run", node: int) -> int:
+    def stripe(self, run: Run, node: int) -> int:
         return self.stripe_of[node]
 
     @classmethod
-    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+    def plan_note(cls, s, costs) -> str:
         f = cls.describe(s, costs)
-        return (f"parity takes {100 * f['memory_overhead']:.3g}% extra memory and slows training by "
-                f"{100 * f['parity_slowdown']:.3g}%; a server is rebuilt in {f['rebuild_s']:.3g} s")
+        return (
+            f"parity takes {100 * f['memory_overhead']:.3g}% extra memory and slows training by "
+            f"{100 * f['parity_slowdown']:.3g}%; a server is rebuilt in {f['rebuild_s']:.3g} s"
+        )
 
     @classmethod
-    def parity_slowdown(cls, s, p, costs) -> float:  # noqa: ANN001
+    def parity_slowdown(cls, s, p, costs) -> float:
         """``m x samples/s x update bytes per sample / (N_e x node bandwidth)`` unless given; the
         update bytes default to one gradient row per table lookup (``tables x dim x bytes``)."""
         if p.parity_slowdown is not None:
@@ -156,16 +193,22 @@ class ECRM(DegradedTrainers, Strategy):
 
             lay = access.layout(s)
             per_sample = len(lay.tables) * lay.row_bytes
-        return min(0.99, p.m * s.job.throughput * per_sample / (s.cluster.embedding_servers * costs.node_bps))
+        return min(
+            0.99,
+            p.m * s.job.throughput * per_sample / (s.cluster.embedding_servers * costs.node_bps),
+        )
 
     @classmethod
-    def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001
+    def describe(cls, s, costs) -> dict[str, float]:
         """Extra memory m/k of the parity, and the steady parity-update slowdown."""
         p = cls.Params.model_validate(s.strategy.params)
-        return {"memory_overhead": p.m / p.k, "parity_slowdown": cls.parity_slowdown(s, p, costs),
-                "rebuild_s": p.k * costs.shard_bytes / costs.node_bps}
+        return {
+            "memory_overhead": p.m / p.k,
+            "parity_slowdown": cls.parity_slowdown(s, p, costs),
+            "rebuild_s": p.k * costs.shard_bytes / costs.node_bps,
+        }
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
         now = run.env.now
         if self._dense_lost(run, nodes):  # no trainer holds the dense part: the last checkpoint
             self.fallback = True
@@ -177,7 +220,9 @@ class ECRM(DegradedTrainers, Strategy):
         for n in nodes:
             if n >= run.n_trainers:
                 continue
-            if self.trainer_degraded:  # the others train on; it copies the dense part once it is back
+            if (
+                self.trainer_degraded
+            ):  # the others train on; it copies the dense part once it is back
                 self._degrade(run, n)
             else:
                 trainers.add(n)
@@ -185,8 +230,11 @@ class ECRM(DegradedTrainers, Strategy):
             self.rebuild_end[n] = run.up_at.get(n, now) + self.rebuild_s
             run.log("rebuild_start", n, self.rebuild_end[n])
         busy = {n for n, t in self.rebuild_end.items() if t > now}
-        lost_stripes = {self.stripe(run, n) for n in emb
-                        if sum(1 for b in busy if self.stripe(run, b) == self.stripe(run, n)) > self.params.m}  # type: ignore[attr-defined]
+        lost_stripes = {
+            self.stripe(run, n)
+            for n in emb
+            if sum(1 for b in busy if self.stripe(run, b) == self.stripe(run, n)) > self.params.m
+        }  # type: ignore[attr-defined]
         if not lost_stripes:
             return trainers
         victims = {b for b in busy if self.stripe(run, b) in lost_stripes}
@@ -201,9 +249,11 @@ class ECRM(DegradedTrainers, Strategy):
         run.rollback()
         self.rebuild_end.clear()  # every server reloads the checkpoint: no rebuild from parity goes on
         self.degraded.clear()  # every trainer too (the job waits for those still down)
-        return trainers | victims | {n for n, t in run.up_at.items() if t > now and n != run.job_node}
+        return (
+            trainers | victims | {n for n, t in run.up_at.items() if t > now and n != run.job_node}
+        )
 
-    def load_s(self, run: "Run", nodes: set[int]) -> float:
+    def load_s(self, run: Run, nodes: set[int]) -> float:
         if self.fallback:
             self.fallback = False
             return self.costs.load_s
@@ -213,16 +263,16 @@ class ECRM(DegradedTrainers, Strategy):
             t = max(t, self.costs.dense_copy_s)
         return t
 
-    def on_node_back(self, run: "Run", n: int, up: float) -> bool:
+    def on_node_back(self, run: Run, n: int, up: float) -> bool:
         if n in self.rebuild_end:  # the rebuild from parity starts once the server is back
             self.rebuild_end[n] = up + self.rebuild_s
         return super().on_node_back(run, n, up)
 
-    def on_rollback(self, run: "Run") -> None:
+    def on_rollback(self, run: Run) -> None:
         self.rebuild_end.clear()  # every node reloads the checkpoint: no rebuild from parity goes on
         self.degraded.clear()  # nor is any trainer degraded (a job-level rollback keeps those still down)
 
-    def on_job_failure(self, run: "Run") -> None:
+    def on_job_failure(self, run: Run) -> None:
         degraded = dict(self.degraded)
         super().on_job_failure(run)
         self.degraded = degraded
@@ -231,11 +281,11 @@ class ECRM(DegradedTrainers, Strategy):
     def _rebuilding(self, now: float) -> bool:
         return any(t > now for t in self.rebuild_end.values())
 
-    def rate_at(self, run: "Run", now: float) -> float:
+    def rate_at(self, run: Run, now: float) -> float:
         r = self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)  # type: ignore[attr-defined]
         return r * self._trainer_share(run, now)
 
-    def next_rate_change(self, run: "Run", now: float) -> float:
+    def next_rate_change(self, run: Run, now: float) -> float:
         ends = [t for t in self.rebuild_end.values() if t > now]
         return min(min(ends) if ends else float("inf"), self._next_trainer_back(now))
 
@@ -247,21 +297,35 @@ class ECRM(DegradedTrainers, Strategy):
 class CheckNRunParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     bits: int = Field(32, description="quantization of saved rows: 32 (none), 16, 8 or 4 bits")
-    full_every: int = Field(8, ge=1, le=10_000, description="a full baseline at least every K-th checkpoint")
+    full_every: int = Field(
+        8, ge=1, le=10_000, description="a full baseline at least every K-th checkpoint"
+    )
     policy: Literal["intermittent", "one-shot", "consecutive"] = Field(
-        "intermittent", description="one-shot: each increment holds every row modified since the baseline "
+        "intermittent",
+        description="one-shot: each increment holds every row modified since the baseline "
         "(restore = baseline + latest increment); consecutive: rows modified since the previous checkpoint "
-        "(restore = baseline + every increment); intermittent: one-shot, re-baselined by a rule")
+        "(restore = baseline + every increment); intermittent: one-shot, re-baselined by a rule",
+    )
     rebaseline_at: float | None = Field(
-        None, gt=0, le=1, description="intermittent: a new baseline when the increment would exceed this share "
-        "of the rows; unset: when a baseline is expected to cost less (save + failure rate x interval x restore)")
-    dequant_gbps: float = Field(2.0, gt=0, description="dequantization per embedding server, GB/s of restored "
-                                "rows (assumed; quantized restores only)")
+        None,
+        gt=0,
+        le=1,
+        description="intermittent: a new baseline when the increment would exceed this share "
+        "of the rows; unset: when a baseline is expected to cost less (save + failure rate x interval x restore)",
+    )
+    dequant_gbps: float = Field(
+        2.0,
+        gt=0,
+        description="dequantization per embedding server, GB/s of restored "
+        "rows (assumed; quantized restores only)",
+    )
 
     @model_validator(mode="after")
-    def _bits(self) -> "CheckNRunParams":
+    def _bits(self) -> CheckNRunParams:
         if self.bits not in QUANT_BITS:
-            raise ValueError(f"bits must be one of {', '.join(map(str, QUANT_BITS))}, got {self.bits}")
+            raise ValueError(
+                f"bits must be one of {', '.join(map(str, QUANT_BITS))}, got {self.bits}"
+            )
         return self
 
 
@@ -284,28 +348,30 @@ class CheckNRun(Strategy):
 
     name = "checknrun"
     colour = "#17becf"
-    summary = ("Check-N-Run: differential (dirty rows only) and quantized checkpoints; one-shot, consecutive "
-               "or intermittent re-baselining; full recovery")
+    summary = (
+        "Check-N-Run: differential (dirty rows only) and quantized checkpoints; one-shot, consecutive "
+        "or intermittent re-baselining; full recovery"
+    )
     Params = CheckNRunParams
     needs_throughput = True
     plan_label = "Check-N-Run"
     plan_rank = 2
 
     @classmethod
-    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+    def plan_variants(cls, s) -> list[dict]:
         return [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}]
 
-    def __init__(self, params: CheckNRunParams, run: "Run") -> None:
+    def __init__(self, params: CheckNRunParams, run: Run) -> None:
         super().__init__(params, run)
         self._setup(run.scenario, run.tau, params, run.shared)
         self.since = 0  # increments since the baseline, as of the last committed checkpoint
         self.has_baseline = False
         self.next_baseline = True
 
-    def make_ledger(self, run: "Run") -> None:
+    def make_ledger(self, run: Run) -> None:
         return None  # full recovery: no update is lost
 
-    def _setup(self, s, tau: float, params: CheckNRunParams, shared: dict | None = None) -> None:  # noqa: ANN001
+    def _setup(self, s, tau: float, params: CheckNRunParams, shared: dict | None = None) -> None:
         """The byte model; ``shared`` (``run.shared``) keeps what it computes for every replication
         of the scenario: the dirty shares and the re-baselining decisions depend on it alone."""
         shared = {} if shared is None else shared
@@ -324,7 +390,11 @@ class CheckNRun(Strategy):
         self._baseline: dict[int, bool] = shared.setdefault("checknrun.baseline", {})
         if "checknrun.lam" not in shared:
             lam = 0.0
-            if self.policy == "intermittent" and self.rebaseline_at is None and not s.failures.replay:
+            if (
+                self.policy == "intermittent"
+                and self.rebaseline_at is None
+                and not s.failures.replay
+            ):
                 from cprsim.failures.rates import failure_rates
 
                 lam = failure_rates(s).total
@@ -378,23 +448,27 @@ class CheckNRun(Strategy):
         return spared <= risk
 
     # -- the strategy ------------------------------------------------------------------------------
-    def save_s(self, run: "Run") -> float:
+    def save_s(self, run: Run) -> float:
         self.next_baseline = not self.has_baseline or self.baseline_next(self.since)
-        return self.save_time(1.0) if self.next_baseline else self.save_time(self.increment_share(self.since + 1))
+        return (
+            self.save_time(1.0)
+            if self.next_baseline
+            else self.save_time(self.increment_share(self.since + 1))
+        )
 
-    def on_commit(self, run: "Run", progress: float) -> None:
+    def on_commit(self, run: Run, progress: float) -> None:
         self.since = 0 if self.next_baseline else self.since + 1
         self.has_baseline = True
         super().on_commit(run, progress)
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
         run.rollback()
         return None
 
-    def load_s(self, run: "Run", nodes: set[int]) -> float:
+    def load_s(self, run: Run, nodes: set[int]) -> float:
         return self.load_time(self.restore_share(self.since))
 
-    def full_load_s(self, run: "Run") -> float:
+    def full_load_s(self, run: Run) -> float:
         return self.load_s(run, set())
 
     # -- what it saves against full checkpoints --------------------------------------------------------
@@ -416,18 +490,27 @@ class CheckNRun(Strategy):
         shares = self.cycle()
         full = self.E + self.D
         written = [self.q * x * self.E + self.D for x in shares]
-        stored = max(self.q * self.restore_share(j) * self.E + self.D * (2 if j else 1) for j in range(len(shares)))
-        return {"cycle_checkpoints": float(len(shares)), "write_ratio": full / (sum(written) / len(written)),
-                "capacity_ratio": full / stored, "dirty_per_interval": self.dirty(1)}
+        stored = max(
+            self.q * self.restore_share(j) * self.E + self.D * (2 if j else 1)
+            for j in range(len(shares))
+        )
+        return {
+            "cycle_checkpoints": float(len(shares)),
+            "write_ratio": full / (sum(written) / len(written)),
+            "capacity_ratio": full / stored,
+            "dirty_per_interval": self.dirty(1),
+        }
 
     @classmethod
-    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+    def plan_note(cls, s, costs) -> str:
         f = cls.describe(s, costs)
-        return (f"writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
-                "checkpoints at this interval; quantization's accuracy cost is not modelled")
+        return (
+            f"writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
+            "checkpoints at this interval; quantization's accuracy cost is not modelled"
+        )
 
     @classmethod
-    def describe(cls, s, costs) -> dict[str, float]:  # noqa: ANN001
+    def describe(cls, s, costs) -> dict[str, float]:
         """The footprint of a scenario's Check-N-Run, without a simulation."""
         self = cls.__new__(cls)
         self.params = cls.Params.model_validate(s.strategy.params)
@@ -442,10 +525,19 @@ class CheckNRun(Strategy):
 
 
 class LookaheadParams(MFUParams):
-    counter_overhead: float | None = Field(0.0, ge=0, lt=1, description="no counters on the servers: the data "
-                                           "loader reads the next window ahead (off the critical path)")
-    cache_fraction: float = Field(0.0, ge=0, le=1, description="trainer-side cache: share of rows cached")
-    writeback_s: float = Field(60.0, gt=0, description="trainer cache write-back period (s of progress)")
+    counter_overhead: float | None = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="no counters on the servers: the data "
+        "loader reads the next window ahead (off the critical path)",
+    )
+    cache_fraction: float = Field(
+        0.0, ge=0, le=1, description="trainer-side cache: share of rows cached"
+    )
+    writeback_s: float = Field(
+        60.0, gt=0, description="trainer cache write-back period (s of progress)"
+    )
 
 
 @register
@@ -465,35 +557,46 @@ class Lookahead(MFU):
 
     name = "lookahead"
     colour = "#8c564b"
-    summary = ("BagPipe-style: partial saves of the rows the next window will use most (no counters; protects less "
-               "than MFU); trainer caches")
+    summary = (
+        "BagPipe-style: partial saves of the rows the next window will use most (no counters; protects less "
+        "than MFU); trainer caches"
+    )
     Params = LookaheadParams
     needs_throughput = True
     plan_label = "Lookahead"
     plan_rank = 5
 
     @classmethod
-    def protected_share(cls, s, params, tau: float) -> float:  # noqa: ANN001
+    def protected_share(cls, s, params, tau: float) -> float:
         return access.of(s).ranked_share(params.top_fraction, tau * s.job.throughput).out_of_sample
 
     @classmethod
-    def selected_from(cls, s, params, tau: float) -> float:  # noqa: ANN001
+    def selected_from(cls, s, params, tau: float) -> float:
         """The selection ranks the rows the next window touches."""
         model = access.of(s)
-        return float(model.touched(tau * s.job.throughput)) * model.rows / s.cluster.embedding_servers
+        return (
+            float(model.touched(tau * s.job.throughput)) * model.rows / s.cluster.embedding_servers
+        )
 
     @classmethod
-    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
-        return ("ranked by the next window's accesses (no counters): protects less of the past interval than "
-                "MFU would; " + super().plan_note(s, costs))
+    def plan_note(cls, s, costs) -> str:
+        return (
+            "ranked by the next window's accesses (no counters): protects less of the past interval than "
+            "MFU would; " + super().plan_note(s, costs)
+        )
 
-    def __init__(self, params: LookaheadParams, run: "Run") -> None:
+    def __init__(self, params: LookaheadParams, run: Run) -> None:
         super().__init__(params, run)
-        self.cache_cov = access.of(run.scenario).coverage(params.cache_fraction) \
-            if params.cache_fraction > 0 else 0.0
+        self.cache_cov = (
+            access.of(run.scenario).coverage(params.cache_fraction)
+            if params.cache_fraction > 0
+            else 0.0
+        )
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
-        stall = super().on_failure(run, nodes)  # the nodes partial recovery waits for (not degraded trainers)
+    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
+        stall = super().on_failure(
+            run, nodes
+        )  # the nodes partial recovery waits for (not degraded trainers)
         if self.cache_cov > 0:
             wb = self.params.writeback_s  # type: ignore[attr-defined]
             for n in nodes:

@@ -36,9 +36,10 @@ scenario alone (costs, the strategy's validated parameters, ...) is made once pe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappush
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -76,6 +77,7 @@ QUIET_PHASES = True
 
 class Runaway(InputError):
     """A replication that would run (nearly) forever: one line saying why."""
+
 
 #: a scheduled failure: (wall time s, node ids, rescheduling time per node s)
 Scheduled = tuple[float, tuple[int, ...], tuple[float, ...]]
@@ -136,7 +138,9 @@ class Run:
     fail_events: int = 0
     job_node: int = -2  #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
     load_until: float = 0.0  #: when the restore under way ends
-    load_left: float | None = None  #: the rest of a restore that a failure nobody waits for interrupted
+    load_left: float | None = (
+        None  #: the rest of a restore that a failure nobody waits for interrupted
+    )
     events: list[Event] = field(default_factory=list)
     strategy: strategies.Strategy | None = None
     job: simpy.Process | None = None
@@ -236,7 +240,8 @@ class Run:
                     f"{self.scenario.name}: stopped after {MAX_FAILURE_EVENTS:,} failure events at "
                     f"{self.progress / 3600:.3g} h of {self.W / 3600:.3g} h of progress ({now / 3600:.3g} h of wall "
                     "time): failures come faster than the job can save and recover; give nodes a longer MTBF, "
-                    "or shorter saves and restarts (`cprsim plan` says whether the job can finish)")
+                    "or shorter saves and restarts (`cprsim plan` says whether the job can finish)"
+                )
             if self.pending is not None:
                 self._settle(strict=True)
             self.job.interrupt(new)
@@ -256,8 +261,11 @@ class Run:
             self.down[n] = up
         changed = self.strategy.on_node_back(self, n, up)  # type: ignore[union-attr]
         job = self.job
-        if job is not None and job.is_alive and (
-                (self.phase == RESCHED and n in self.down) or (self.phase == COMPUTE and changed)):
+        if (
+            job is not None
+            and job.is_alive
+            and ((self.phase == RESCHED and n in self.down) or (self.phase == COMPUTE and changed))
+        ):
             job.interrupt([])
 
     def _book_resched(self, a: float, b: float) -> None:
@@ -300,14 +308,18 @@ class Run:
         env, strat = self.env, self.strategy
         assert strat is not None
         two_phase = self.scenario.checkpoint.mode == "two-phase"
-        tiers = self.tiers  # tiered: the save is the snapshot's stall; the tiers replicate and persist
+        tiers = (
+            self.tiers
+        )  # tiered: the save is the snapshot's stall; the tiers replicate and persist
         timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
         save_cost, commit = strat.save_s, strat.on_commit
         # the hot phases (compute, blocking save) test `_quiet`'s condition in line: a phase ending
         # before the first scheduled event moves the clock (env._now: env.now without the property)
         queue, skip = env._queue, QUIET_PHASES
         # the rate can change during a compute step only with these: otherwise a fast path
-        variable = self.persist_slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
+        variable = (
+            self.persist_slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
+        )
         while True:
             try:
                 if self.recovering:
@@ -333,9 +345,11 @@ class Run:
                     self.save_s += env._now - now
                     self.checkpoints += 1
                     if self.checkpoints > MAX_CHECKPOINTS:
-                        raise Runaway(f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
-                                      f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
-                                      "choose a longer checkpoint.interval_h")
+                        raise Runaway(
+                            f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
+                            f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
+                            "choose a longer checkpoint.interval_h"
+                        )
                     if tiers is None:  # tiered: the tiers know what is durable where (a snapshot
                         commit(self, progress)  # is usable once replicated; see cprsim.sim.tiers)
                     if rec:
@@ -380,7 +394,9 @@ class Run:
             self.phase, self.phase_start = RESCHED, now
             if rec:
                 self.log("resched_start")
-            if t_up == INF:  # a node waits for a machine: node_back interrupts the job when it has one
+            if (
+                t_up == INF
+            ):  # a node waits for a machine: node_back interrupts the job when it has one
                 yield env.event()
             if not self._quiet(t_up - now):
                 yield env.timeout(t_up - now)
@@ -389,10 +405,16 @@ class Run:
             if rec:
                 self.log("resched_end")
         self.down.clear()
-        if self.load_left is not None:  # resume a restore that a failure nobody waits for interrupted
+        if (
+            self.load_left is not None
+        ):  # resume a restore that a failure nobody waits for interrupted
             dt, self.load_left = self.load_left, None
         else:
-            dt = strat.full_load_s(self) if self.job_node in self.episode else strat.load_s(self, self.episode)
+            dt = (
+                strat.full_load_s(self)
+                if self.job_node in self.episode
+                else strat.load_s(self, self.episode)
+            )
         self.load_until = now + dt
         self.phase, self.phase_start = LOAD, now
         if rec:
@@ -470,7 +492,9 @@ class Run:
         if node_failures:
             ret = strat.on_failure(self, node_failures)
             stall.update(node_failures if ret is None else ret)
-        if len(node_failures) < len(nodes):  # a job-level interruption: back to the last full checkpoint
+        if len(node_failures) < len(
+            nodes
+        ):  # a job-level interruption: back to the last full checkpoint
             strat.on_job_failure(self)
             stall.add(job_node)
         # a failure the job does not wait for (a degraded trainer, a server ECRM rebuilds) leaves a
@@ -526,9 +550,14 @@ class Run:
 
 
 # ---------------------------------------------------------------------------------------------------
-def _renewal_process(run: Run, members: tuple[int, ...], dist: Distribution,
-                     down: Callable[[np.random.Generator], tuple[float, ...]], rng: np.random.Generator,
-                     stationary: bool = False) -> Iterator[simpy.Event]:
+def _renewal_process(
+    run: Run,
+    members: tuple[int, ...],
+    dist: Distribution,
+    down: Callable[[np.random.Generator], tuple[float, ...]],
+    rng: np.random.Generator,
+    stationary: bool = False,
+) -> Iterator[simpy.Event]:
     """A renewal process that takes ``members`` down together (a node, a fixed failure domain, or
     the job's pseudo node for job-level interruptions): a lifetime, a failure, ``down(rng)`` seconds
     per member until they are back, then a fresh lifetime. ``stationary``: the first lifetime is
@@ -557,9 +586,16 @@ def _bulk_process(run: Run, bulk: BulkFailures) -> Iterator[simpy.Event]:
         yield _urgent_at(env, bulk.horizon)
 
 
-def _domain_process(run: Run, first: int, count: int, take: int, dist: Distribution,
-                    resched: Distribution, rng: np.random.Generator,
-                    stationary: bool = False) -> Iterator[simpy.Event]:
+def _domain_process(
+    run: Run,
+    first: int,
+    count: int,
+    take: int,
+    dist: Distribution,
+    resched: Distribution,
+    rng: np.random.Generator,
+    stationary: bool = False,
+) -> Iterator[simpy.Event]:
     env = run.env
     constant = resched.family == "constant"
     first_draw = stationary
@@ -593,8 +629,11 @@ def injected_schedule(s: Scenario, rep: int) -> list[Scheduled]:
     resched = s.reschedule.dist
     for i, inj in enumerate(s.failures.injected):
         rng = stream(s.seed, rep, "injected", i)
-        first, count = (0, s.cluster.trainers) if inj.node_type == "trainer" else (
-            s.cluster.trainers, s.cluster.embedding_servers)
+        first, count = (
+            (0, s.cluster.trainers)
+            if inj.node_type == "trainer"
+            else (s.cluster.trainers, s.cluster.embedding_servers)
+        )
         times = np.sort(rng.uniform(0.0, s.duration_s, inj.count))
         for t in times:
             picked = pick(rng, count, inj.nodes, first)
@@ -612,10 +651,14 @@ class _Dists(NamedTuple):
     domains: tuple[Distribution, ...]  #: ... of each failure domain (in the scenario's order)
 
     @classmethod
-    def of(cls, s: Scenario) -> "_Dists":
+    def of(cls, s: Scenario) -> _Dists:
         f = s.failures
-        return cls(s.reschedule.dist, f.trainer.dist if f.trainer is not None else None,
-                   f.embedding.dist if f.embedding is not None else None, tuple(d.failure.dist for d in f.domains))
+        return cls(
+            s.reschedule.dist,
+            f.trainer.dist if f.trainer is not None else None,
+            f.embedding.dist if f.embedding is not None else None,
+            tuple(d.failure.dist for d in f.domains),
+        )
 
 
 def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists) -> None:
@@ -623,15 +666,35 @@ def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists
     node lifecycle, the nodes' own failures come from :class:`~cprsim.sim.lifecycle.Fleet`)."""
     nt, ne, seed, resched = s.cluster.trainers, s.cluster.embedding_servers, s.seed, dists.resched
     kinds: list[Units] = []
-    for kind, (dist, first, count) in enumerate(((dists.trainer, 0, nt), (dists.embedding, nt, ne))):
+    for kind, (dist, first, count) in enumerate(
+        ((dists.trainer, 0, nt), (dists.embedding, nt, ne))
+    ):
         if dist is not None and count > 0 and run.fleet is None:
-            kinds.append(Units(first, count, 1, dist, resched, stationary,
-                               lambda b, kind=kind: stream(seed, rep, "node-block", kind, b)))
+            kinds.append(
+                Units(
+                    first,
+                    count,
+                    1,
+                    dist,
+                    resched,
+                    stationary,
+                    lambda b, kind=kind: stream(seed, rep, "node-block", kind, b),
+                )
+            )
     for i, d in enumerate(s.failures.domains):
         if d.membership == "fixed":
             first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
-            kinds.append(Units(first, count, d.nodes, dists.domains[i], resched, stationary,
-                               lambda b, i=i: stream(seed, rep, "domain-block", i, b)))
+            kinds.append(
+                Units(
+                    first,
+                    count,
+                    d.nodes,
+                    dists.domains[i],
+                    resched,
+                    stationary,
+                    lambda b, i=i: stream(seed, rep, "domain-block", i, b),
+                )
+            )
     if kinds:
         run.env.process(_bulk_process(run, BulkFailures(kinds, BULK_HORIZON * s.duration_s)))
     for i, d in enumerate(s.failures.domains):
@@ -648,25 +711,54 @@ def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _D
         if dist is None or run.fleet is not None:
             continue
         for n in range(first, first + count):
-            env.process(_renewal_process(run, (n,), dist, lambda rng: (resched.sample(rng),),
-                                         stream(s.seed, rep, "node", n), stationary))
+            env.process(
+                _renewal_process(
+                    run,
+                    (n,),
+                    dist,
+                    lambda rng: (resched.sample(rng),),
+                    stream(s.seed, rep, "node", n),
+                    stationary,
+                )
+            )
     for i, d in enumerate(f.domains):
         if d.membership == "random":
             _start_random_domain(run, s, rep, i, stationary, dists)
             continue
         first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
-        for g, (start, size) in enumerate(d.groups(count)):  # each fixed group: its own process and stream
-            env.process(_renewal_process(run, tuple(range(first + start, first + start + size)), dists.domains[i],
-                                         lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
-                                         stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g), stationary))
+        for g, (start, size) in enumerate(
+            d.groups(count)
+        ):  # each fixed group: its own process and stream
+            env.process(
+                _renewal_process(
+                    run,
+                    tuple(range(first + start, first + start + size)),
+                    dists.domains[i],
+                    lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
+                    stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g),
+                    stationary,
+                )
+            )
 
 
-def _start_random_domain(run: Run, s: Scenario, rep: int, i: int, stationary: bool, dists: _Dists) -> None:
+def _start_random_domain(
+    run: Run, s: Scenario, rep: int, i: int, stationary: bool, dists: _Dists
+) -> None:
     """Random-membership domain ``i``: one process (the same stream in both layouts)."""
     d, nt = s.failures.domains[i], s.cluster.trainers
     first, count = (0, nt) if d.node_type == "trainer" else (nt, s.cluster.embedding_servers)
-    run.env.process(_domain_process(run, first, count, d.nodes, dists.domains[i], dists.resched,
-                                    stream(s.seed, rep, "domain", i), stationary))
+    run.env.process(
+        _domain_process(
+            run,
+            first,
+            count,
+            d.nodes,
+            dists.domains[i],
+            dists.resched,
+            stream(s.seed, rep, "domain", i),
+            stationary,
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -680,7 +772,9 @@ class _Prepared:
     persist_slowdown: float
     dists: _Dists
     job_dist: Distribution | None  #: job-level interruptions: time between them ...
-    job_down: Callable[[np.random.Generator], tuple[float, ...]] | None  #: ... and the job's down time
+    job_down: (
+        Callable[[np.random.Generator], tuple[float, ...]] | None
+    )  #: ... and the job's down time
     shared: dict  #: :attr:`Run.shared`
 
 
@@ -700,16 +794,28 @@ def _prepare(s: Scenario, costs: Costs | None) -> _Prepared:
     if s.failures.job is not None:
         job_dist = s.failures.job.dist
         restart, resched = s.failures.job.restart_s, dists.resched
-        job_down = (lambda rng: (restart,)) if restart is not None else (lambda rng: (float(resched.sample(rng)),))
+        job_down = (
+            (lambda rng: (restart,))
+            if restart is not None
+            else (lambda rng: (float(resched.sample(rng)),))
+        )
     p = _last_prepared = _Prepared(
-        scenario=s, costs=c, strategy=cls, params=cls.Params.model_validate(s.strategy.params),
-        persist_slowdown=s.checkpoint.persist_slowdown if s.checkpoint.mode in ("two-phase", "tiered") else 0.0,
+        scenario=s,
+        costs=c,
+        strategy=cls,
+        params=cls.Params.model_validate(s.strategy.params),
+        persist_slowdown=s.checkpoint.persist_slowdown
+        if s.checkpoint.mode in ("two-phase", "tiered")
+        else 0.0,
         dists=dists,
-        job_dist=job_dist, job_down=job_down, shared={})
+        job_dist=job_dist,
+        job_down=job_down,
+        shared={},
+    )
     return p
 
 
-def tier_spec(s: Scenario, c: Costs):  # noqa: ANN201 - a cprsim.sim.tiers.TierSpec
+def tier_spec(s: Scenario, c: Costs):
     """The tiered checkpoints of scenario ``s``: each embedding server holds its shard; the trainers
     hold the dense part (sharded: 1/N_t each; replicated: trainer 0's copy is the one saved, the
     others hold the same parameters and save nothing)."""
@@ -724,15 +830,30 @@ def tier_spec(s: Scenario, c: Costs):  # noqa: ANN201 - a cprsim.sim.tiers.TierS
     b[nt:] = c.shard_bytes
     t, st = s.checkpoint.tier_spec, s.storage
     GB = 1e9
-    return TierSpec(bytes_per_node=b, groups=((0, nt), (nt, ne)), replicas=t.replicas, stride=t.peer_stride,
-                    snapshot_bps=s.checkpoint.snapshot_gbps * GB, memory_latency_s=t.memory_latency_s,
-                    node_bps=st.node_gbps * GB, persist_every=t.persist_every, write_bps=st.write_gbps * GB,
-                    read_bps=st.read_gbps * GB, storage_latency_s=st.latency_s)
+    return TierSpec(
+        bytes_per_node=b,
+        groups=((0, nt), (nt, ne)),
+        replicas=t.replicas,
+        stride=t.peer_stride,
+        snapshot_bps=s.checkpoint.snapshot_gbps * GB,
+        memory_latency_s=t.memory_latency_s,
+        node_bps=st.node_gbps * GB,
+        persist_every=t.persist_every,
+        write_bps=st.write_gbps * GB,
+        read_bps=st.read_gbps * GB,
+        storage_latency_s=st.latency_s,
+    )
 
 
-def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
-                 schedule: list[Scheduled] | None = None,
-                 costs: Costs | None = None, streams: str = "bulk") -> tuple[ReplicationResult, list[Event]]:
+def simulate_one(
+    s: Scenario,
+    rep: int = 0,
+    *,
+    record: bool = False,
+    schedule: list[Scheduled] | None = None,
+    costs: Costs | None = None,
+    streams: str = "bulk",
+) -> tuple[ReplicationResult, list[Event]]:
     """Run replication ``rep`` of scenario ``s``; ``record`` keeps its event log.
 
     ``schedule`` adds failures at given times (trace replay); the scenario's own failure
@@ -745,9 +866,19 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     p = _prepare(s, costs)
     env = simpy.Environment()
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
-    run = Run(scenario=s, costs=p.costs, env=env, record=record, n_trainers=nt, n_embedding=ne,
-              W=s.duration_s, tau=s.interval_s, persist_slowdown=p.persist_slowdown, job_node=nt + ne,
-              shared=p.shared)
+    run = Run(
+        scenario=s,
+        costs=p.costs,
+        env=env,
+        record=record,
+        n_trainers=nt,
+        n_embedding=ne,
+        W=s.duration_s,
+        tau=s.interval_s,
+        persist_slowdown=p.persist_slowdown,
+        job_node=nt + ne,
+        shared=p.shared,
+    )
     run.next_ckpt = run.tau
     run.sharded = s.cluster.dense == "sharded"
     strat = run.strategy = p.strategy(p.params, run)
@@ -761,11 +892,21 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
     if s.lifecycle is not None:
         from cprsim.sim.lifecycle import Fleet
 
-        run.fleet = Fleet(run, s, rep, (p.dists.trainer, p.dists.embedding), stationary, _urgent_timeout)
+        run.fleet = Fleet(
+            run, s, rep, (p.dists.trainer, p.dists.embedding), stationary, _urgent_timeout
+        )
     (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
     if p.job_down is not None:
-        env.process(_renewal_process(run, (run.job_node,), p.job_dist, p.job_down,
-                                     stream(s.seed, rep, "job", 0), stationary))
+        env.process(
+            _renewal_process(
+                run,
+                (run.job_node,),
+                p.job_dist,
+                p.job_down,
+                stream(s.seed, rep, "job", 0),
+                stationary,
+            )
+        )
     sched = injected_schedule(s, rep) if f.injected else []
     if f.replay:
         from cprsim.failures.replay import replay_schedule
@@ -781,14 +922,20 @@ def simulate_one(s: Scenario, rep: int = 0, *, record: bool = False,
         env.run(until=run.job)
     except Runaway as e:
         msg = str(e)
-        raise Runaway(name + msg[len(s.name):] if msg.startswith(s.name + ":") else f"{name}: {msg}") from None
+        raise Runaway(
+            name + msg[len(s.name) :] if msg.startswith(s.name + ":") else f"{name}: {msg}"
+        ) from None
     except InputError as e:  # the fleet ran out of machines (cprsim.sim.lifecycle.FleetExhausted)
         raise Runaway(f"{name}: {e}") from None
-    except RuntimeError:  # nothing left to happen and the job not done: only a fleet out of machines
+    except (
+        RuntimeError
+    ):  # nothing left to happen and the job not done: only a fleet out of machines
         fl = run.fleet
         if fl is None or not fl.stuck():
             raise
-        raise Runaway(f"{name}: the fleet ran out of machines at {env.now / 3600:.4g} h of wall time "
-                      f"({fl.retired} retired, {len(fl.waiting)} node slots without one): add "
-                      "lifecycle.spares or relax [lifecycle.retirement]") from None
+        raise Runaway(
+            f"{name}: the fleet ran out of machines at {env.now / 3600:.4g} h of wall time "
+            f"({fl.retired} retired, {len(fl.waiting)} node slots without one): add "
+            "lifecycle.spares or relax [lifecycle.retirement]"
+        ) from None
     return run.result(rep), run.events

@@ -23,8 +23,8 @@ plus one Python tuple per failure: no Python work, SimPy process or stream per n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class _Blocks:
         self.rngs = [units.rng(b) for b in range(units.n_blocks)]
         self.rounds = np.zeros(units.n_blocks, int)
         self.up = np.zeros((units.n_blocks, units.width))
-        self.up.reshape(-1)[units.n_units:] = np.inf
+        self.up.reshape(-1)[units.n_units :] = np.inf
         last = units.count - (units.n_units - 1) * units.k  # nodes in the last unit
         self.short = last if last < units.k else 0
         #: (block of each row, failure times (rows, w), rescheduling times (rows, w[, k]))
@@ -100,7 +100,11 @@ class _Blocks:
             rho.fill(u.resched.scale)
         for i, b in enumerate(blocks.tolist()):
             rng = self.rngs[b]
-            life[i] = u.dist.sample_residual(rng, w) if u.stationary and self.rounds[b] == 0 else u.dist.sample(rng, w)
+            life[i] = (
+                u.dist.sample_residual(rng, w)
+                if u.stationary and self.rounds[b] == 0
+                else u.dist.sample(rng, w)
+            )
             if not constant:
                 rho[i] = u.resched.sample(rng, rho.shape[1:])
         self.rounds[blocks] += 1
@@ -111,7 +115,7 @@ class _Blocks:
             down = rho.max(axis=2)
             if self.short and blocks[-1] == u.n_blocks - 1:
                 c = (u.n_units - 1) % w
-                down[-1, c] = rho[-1, c, :self.short].max()
+                down[-1, c] = rho[-1, c, : self.short].max()
         self.up[blocks] = t + down
         self.pending.append((blocks, t, rho))
 
@@ -124,8 +128,12 @@ class _Blocks:
             self._round(need)
         if not self.pending:
             return np.empty(0), np.empty(0, int), np.empty(0)
-        blocks, T, R = (np.concatenate(x) for x in zip(*self.pending)) if len(self.pending) > 1 else self.pending[0]
-        rows, cols = np.nonzero(T < horizon)
+        blocks, T, R = (
+            (np.concatenate(x) for x in zip(*self.pending))
+            if len(self.pending) > 1
+            else self.pending[0]
+        )
+        rows, cols = np.nonzero(horizon > T)
         t, unit, rho = T[rows, cols], blocks[rows] * self.units.width + cols, R[rows, cols]
         T[rows, cols] = np.inf  # handed out
         keep = np.isfinite(T).any(axis=1)
@@ -158,7 +166,9 @@ class BulkFailures:
         pos = np.concatenate([np.arange(p[0].size) for p in parts])
         out: list[Failure] = []
         order = np.lexsort((unit, kind, t))
-        for ti, k, u, j in zip(t[order].tolist(), kind[order].tolist(), unit[order].tolist(), pos[order].tolist()):
+        for ti, k, u, j in zip(
+            t[order].tolist(), kind[order].tolist(), unit[order].tolist(), pos[order].tolist()
+        ):
             kd, rho = self.kinds[k], parts[k][2]
             if kd.k == 1:
                 out.append((ti, (kd.first + u,), (float(rho[j]),)))

@@ -50,7 +50,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -70,7 +71,9 @@ BLOCK = 1024
 HOUR = 3600.0
 
 
-def fast_sample(dist: Distribution, k: float, rng: np.random.Generator, after: float = 0.0) -> float:
+def fast_sample(
+    dist: Distribution, k: float, rng: np.random.Generator, after: float = 0.0
+) -> float:
     """A lifetime whose clock runs ``k`` times as fast as ``dist``'s from ``after`` on, given survival to
     ``after`` (accelerated life: ``S(t | t > after) = S(after + k (t - after)) / S(after)``); ``k = 1``,
     ``after = 0``: a plain draw. A machine that lives its lifetimes this way fails ``k`` times as
@@ -94,8 +97,14 @@ def fast_sample(dist: Distribution, k: float, rng: np.random.Generator, after: f
     return after + (t - after) / k
 
 
-def draw_lifetime(base: Distribution | None, bad: bool, k: float, turn_bad: float, rng: np.random.Generator,
-                  stationary: bool = False) -> tuple[float, float]:
+def draw_lifetime(
+    base: Distribution | None,
+    bad: bool,
+    k: float,
+    turn_bad: float,
+    rng: np.random.Generator,
+    stationary: bool = False,
+) -> tuple[float, float]:
     """(lifetime, time it turns bad) of a machine entering service (s; INF: never).
 
     A bad machine lives ``k`` times as fast as ``base`` (:func:`fast_sample`: it fails ``k`` times as
@@ -117,7 +126,11 @@ def draw_lifetime(base: Distribution | None, bad: bool, k: float, turn_bad: floa
     if turn_bad > 0:
         x = float(rng.exponential(1.0 / turn_bad))
         if x < t:  # it turns bad on the way: the rest of its life k times as fast
-            t = fast_sample(base, k, rng, after=x) if not stationary else x + fast_sample(base, k, rng)
+            t = (
+                fast_sample(base, k, rng, after=x)
+                if not stationary
+                else x + fast_sample(base, k, rng)
+            )
             return t, x
     return t, INF
 
@@ -129,8 +142,15 @@ class FleetExhausted(InputError):
 class Fleet:
     """The machines of one replication, their pools and repairs (see the module docstring)."""
 
-    def __init__(self, run: "Run", s: "Scenario", rep: int, lifetimes: tuple[Distribution | None, Distribution | None],
-                 stationary: bool, urgent: Callable[[simpy.Environment, float], simpy.Event]) -> None:
+    def __init__(
+        self,
+        run: Run,
+        s: Scenario,
+        rep: int,
+        lifetimes: tuple[Distribution | None, Distribution | None],
+        stationary: bool,
+        urgent: Callable[[simpy.Environment, float], simpy.Event],
+    ) -> None:
         lc = s.lifecycle
         assert lc is not None
         self.run, self.env, self.urgent = run, run.env, urgent
@@ -142,24 +162,38 @@ class Fleet:
         self.k = h.bad_multiplier
         self.turn_bad = h.turn_bad_per_h / HOUR  # per second
         hrng = stream(s.seed, rep, "lifecycle", 0)
-        self.bad: list[bool] = (hrng.random(n) < h.bad_fraction).tolist() if h.bad_fraction > 0 else [False] * n
+        self.bad: list[bool] = (
+            (hrng.random(n) < h.bad_fraction).tolist() if h.bad_fraction > 0 else [False] * n
+        )
         self.fault = [False] * n  #: a persisting fault (a repair that reported success wrongly)
         self.rng = stream(s.seed, rep, "lifecycle", 1)
         self.seed, self.rep = s.seed, rep
         self.slot_rng: dict[int, np.random.Generator] = {}  #: made when a slot first draws
-        self.life = [lifetimes[0]] * nt + [lifetimes[1]] * ne  #: each slot's base lifetime (None: never fails)
-        self.machine: list[int | None] = list(range(n_slots))  #: slot -> machine in it (None: none yet)
-        self.gen = [0] * n_slots  #: bumped when a slot fails: a pending lifetime of its old machine is stale
-        self.turn_at = [INF] * n_slots  #: when the slot's machine turns bad (INF: not during this lifetime)
+        self.life = [lifetimes[0]] * nt + [
+            lifetimes[1]
+        ] * ne  #: each slot's base lifetime (None: never fails)
+        self.machine: list[int | None] = list(
+            range(n_slots)
+        )  #: slot -> machine in it (None: none yet)
+        self.gen = [
+            0
+        ] * n_slots  #: bumped when a slot fails: a pending lifetime of its old machine is stale
+        self.turn_at = [
+            INF
+        ] * n_slots  #: when the slot's machine turns bad (INF: not during this lifetime)
         self.standby_target = lc.standbys
         self.standby: deque[int] = deque(range(n_slots, n_slots + lc.standbys))
         self.spare: deque[int] = deque(range(n_slots + lc.standbys, n))
         self.warming = 0  #: spares or repaired machines being warmed up to join the standbys
         self.waiting: deque[int] = deque()  #: slots waiting for a machine, first come first served
-        self.crews: list[float] | None = [0.0] * lc.repair.crews if lc.repair.crews is not None else None
+        self.crews: list[float] | None = (
+            [0.0] * lc.repair.crews if lc.repair.crews is not None else None
+        )
         self.lc = lc
         self.resched = s.reschedule.dist
-        self.history: dict[int, deque[float]] = {}  #: machine -> its recent failure times (retirement)
+        self.history: dict[
+            int, deque[float]
+        ] = {}  #: machine -> its recent failure times (retirement)
         # accounting
         self.t_fail: dict[int, float] = {}
         self.t_detect: dict[int, float] = {}
@@ -176,13 +210,14 @@ class Fleet:
                 self._arm(slot, 0.0, stationary, rng)
 
     # -- draws ----------------------------------------------------------------------------------
-    def _delay(self, spec) -> float:  # noqa: ANN001 - a scenario Delay, or None: the [reschedule] draw
+    def _delay(self, spec) -> float:
         if spec is None:
             return float(self.resched.sample(self.rng))
         return 0.0 if spec.zero else float(spec.dist.sample(self.rng))
 
-    def _lifetime(self, slot: int, m: int, stationary: bool,
-                  rng: np.random.Generator | None = None) -> tuple[float, float]:
+    def _lifetime(
+        self, slot: int, m: int, stationary: bool, rng: np.random.Generator | None = None
+    ) -> tuple[float, float]:
         """(lifetime, time it turns bad) of machine ``m`` entering service in ``slot``, both from its
         entry (INF: it never fails / does not turn bad); drawn from ``rng``, else the slot's stream."""
         if rng is None:
@@ -194,7 +229,13 @@ class Fleet:
         return draw_lifetime(self.life[slot], self.bad[m], self.k, self.turn_bad, rng, stationary)
 
     # -- the slot's machine in service ----------------------------------------------------------
-    def _arm(self, slot: int, up_in: float, stationary: bool = False, rng: np.random.Generator | None = None) -> None:
+    def _arm(
+        self,
+        slot: int,
+        up_in: float,
+        stationary: bool = False,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         """The slot's machine enters service in ``up_in`` seconds; its lifetime starts then."""
         m = self.machine[slot]
         assert m is not None
@@ -269,7 +310,8 @@ class Fleet:
                 raise FleetExhausted(
                     f"the retirement policy left fewer machines than node slots at {now / HOUR:.4g} h of wall "
                     f"time ({self.retired} retired of {self.n_machines}, {self.n_slots} slots): add lifecycle.spares "
-                    "or relax [lifecycle.retirement]")
+                    "or relax [lifecycle.retirement]"
+                )
         else:
             self._repair(m, now)
         self.waiting.append(slot)
@@ -327,7 +369,9 @@ class Fleet:
 
     def stuck(self) -> bool:
         """A node slot waits for a machine and none can ever come (all retired)."""
-        return bool(self.waiting) and not (self.in_repair or self.warming or self.standby or self.spare)
+        return bool(self.waiting) and not (
+            self.in_repair or self.warming or self.standby or self.spare
+        )
 
     # -- result -----------------------------------------------------------------------------------
     def finish(self) -> float:

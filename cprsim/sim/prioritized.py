@@ -47,8 +47,14 @@ from pydantic import Field
 
 from cprsim import access, analytic
 from cprsim.pls import ShardLedger
-from cprsim.sim.strategies import (Partial, PartialParams, degraded_trainers, job_level_overhead,
-                                   partial_node_overhead, register)
+from cprsim.sim.strategies import (
+    Partial,
+    PartialParams,
+    degraded_trainers,
+    job_level_overhead,
+    partial_node_overhead,
+    register,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.engine import Run
@@ -57,22 +63,45 @@ if TYPE_CHECKING:  # pragma: no cover
 class MFUParams(PartialParams):
     """CPR-MFU's parameters; ``trainer_degraded`` comes from ``PartialParams``."""
 
-    top_fraction: float = Field(0.05, gt=0, le=1, description="share r of rows written by a partial save")
+    top_fraction: float = Field(
+        0.05, gt=0, le=1, description="share r of rows written by a partial save"
+    )
     full_every: int = Field(8, ge=1, le=10_000, description="every K-th save is a full one")
-    counter_overhead: float | None = Field(None, ge=0, lt=1, description="slowdown of counting accesses "
-                                           "(default: derived from counter_ns_per_access)")
-    counter_ns_per_access: float = Field(2.4, ge=0, le=1e6, description="one counter update (ns; measured by "
-                                         "benchmarks/mfu_costs.py)")
-    select_ns_per_row: float = Field(12.9, ge=0, le=1e6, description="top-k selection per counted row at a "
-                                     "partial save (ns; measured)")
-    gather_gbps: float = Field(1.5, gt=0, description="gathering the selected rows into a buffer, per server "
-                               "(GB/s; measured)")
-    key_bytes: float = Field(8.0, ge=0, le=1024, description="row id written with every row of a partial save")
-    differential: bool = Field(False, description="hybrid with Check-N-Run: full saves write only dirty rows")
+    counter_overhead: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="slowdown of counting accesses (default: derived from counter_ns_per_access)",
+    )
+    counter_ns_per_access: float = Field(
+        2.4,
+        ge=0,
+        le=1e6,
+        description="one counter update (ns; measured by benchmarks/mfu_costs.py)",
+    )
+    select_ns_per_row: float = Field(
+        12.9,
+        ge=0,
+        le=1e6,
+        description="top-k selection per counted row at a partial save (ns; measured)",
+    )
+    gather_gbps: float = Field(
+        1.5,
+        gt=0,
+        description="gathering the selected rows into a buffer, per server (GB/s; measured)",
+    )
+    key_bytes: float = Field(
+        8.0, ge=0, le=1024, description="row id written with every row of a partial save"
+    )
+    differential: bool = Field(
+        False, description="hybrid with Check-N-Run: full saves write only dirty rows"
+    )
 
 
 class SSUParams(MFUParams):
-    sample_rate: float = Field(0.01, gt=0, le=1, description="share s of samples whose accesses are counted")
+    sample_rate: float = Field(
+        0.01, gt=0, le=1, description="share s of samples whose accesses are counted"
+    )
 
 
 @register
@@ -89,63 +118,78 @@ class MFU(Partial):
     plan_top_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
 
     @classmethod
-    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+    def plan_variants(cls, s) -> list[dict]:
         return [{"top_fraction": r} for r in cls.plan_top_fractions]
 
     @classmethod
-    def plan_with_full_interval(cls, params, tau, full_interval) -> dict:  # noqa: ANN001
-        return {**params, "full_every": max(1, min(10_000, int(math.floor(full_interval / tau * (1 + 1e-9)))))}
+    def plan_with_full_interval(cls, params, tau, full_interval) -> dict:
+        return {
+            **params,
+            "full_every": max(1, min(10_000, int(math.floor(full_interval / tau * (1 + 1e-9))))),
+        }
 
     @classmethod
-    def plan_full_interval(cls, params, tau) -> float:  # noqa: ANN001
+    def plan_full_interval(cls, params, tau) -> float:
         return tau * params.get("full_every", MFUParams.model_fields["full_every"].default)
 
     # -- the model of what a partial save protects and costs (shared by the engine and the planner)
     @classmethod
-    def ranking_rate(cls, params) -> float:  # noqa: ANN001
+    def ranking_rate(cls, params) -> float:
         """Share of the samples whose accesses are counted (1 for MFU)."""
         return 1.0
 
     @classmethod
-    def protected_share(cls, s, params, tau: float) -> float:  # noqa: ANN001
+    def protected_share(cls, s, params, tau: float) -> float:
         """Access share of an interval's updates that its partial save writes (in-sample)."""
         return coverage_of(s, tau, params.top_fraction, cls.ranking_rate(params))
 
     @classmethod
-    def counter_slowdown(cls, s, params) -> float:  # noqa: ANN001
+    def counter_slowdown(cls, s, params) -> float:
         """Training slowdown of counting: ``R x T x s x ns / N_e`` unless given."""
         if params.counter_overhead is not None:
             return params.counter_overhead
-        per_server = s.job.throughput * access.of(s).n_tables * cls.ranking_rate(params) / s.cluster.embedding_servers
+        per_server = (
+            s.job.throughput
+            * access.of(s).n_tables
+            * cls.ranking_rate(params)
+            / s.cluster.embedding_servers
+        )
         return min(0.99, per_server * params.counter_ns_per_access * 1e-9)
 
     @classmethod
-    def selected_from(cls, s, params, tau: float) -> float:  # noqa: ANN001
+    def selected_from(cls, s, params, tau: float) -> float:
         """Rows a server's top-k selection scans at a partial save (MFU: every row it holds)."""
         return access.layout(s).rows / s.cluster.embedding_servers
 
     @classmethod
-    def _key_share(cls, s, params, fraction: float, costs) -> float:  # noqa: ANN001
+    def _key_share(cls, s, params, fraction: float, costs) -> float:
         """Row ids written with ``fraction`` of the rows, as a share of the embedding bytes."""
         if costs.embedding_bytes <= 0:
             return 0.0
         return fraction * access.layout(s).rows * params.key_bytes / costs.embedding_bytes
 
     @classmethod
-    def _rows_save_s(cls, s, params, fraction: float, costs, scanned: float) -> float:  # noqa: ANN001
+    def _rows_save_s(cls, s, params, fraction: float, costs, scanned: float) -> float:
         """Select, gather and write ``fraction`` of the rows with their ids (and the dense part)."""
         from cprsim.scenario import GB
 
         write = costs.save_fraction_s(fraction + cls._key_share(s, params, fraction, costs))
-        gather = fraction * costs.embedding_bytes / s.cluster.embedding_servers / (params.gather_gbps * GB)
+        gather = (
+            fraction
+            * costs.embedding_bytes
+            / s.cluster.embedding_servers
+            / (params.gather_gbps * GB)
+        )
         return write + gather + scanned * params.select_ns_per_row * 1e-9
 
     @classmethod
-    def partial_save_cost(cls, s, params, tau: float, costs) -> float:  # noqa: ANN001
-        return cls._rows_save_s(s, params, params.top_fraction, costs, cls.selected_from(s, params, tau))
+    def partial_save_cost(cls, s, params, tau: float, costs) -> float:
+        return cls._rows_save_s(
+            s, params, params.top_fraction, costs, cls.selected_from(s, params, tau)
+        )
 
     @classmethod
-    def full_save_cost(cls, s, params, tau: float, costs) -> float:  # noqa: ANN001
+    def full_save_cost(cls, s, params, tau: float, costs) -> float:
         if not params.differential:
             return costs.save_s
         # rows modified since the last full save, K intervals ago (written with their ids)
@@ -153,45 +197,62 @@ class MFU(Partial):
         return cls._rows_save_s(s, params, dirty, costs, 0.0)
 
     @classmethod
-    def overlay_s(cls, s, params, costs, k: int) -> float:  # noqa: ANN001
+    def overlay_s(cls, s, params, costs, k: int) -> float:
         """Reading one partial save's part of ``k`` failed shards (its own latency, its rows and ids)."""
         share = params.top_fraction + cls._key_share(s, params, params.top_fraction, costs)
         return costs.latency_s + (costs.shard_load_s(k) - costs.latency_s) * share
 
     @classmethod
-    def _params(cls, params: dict):  # noqa: ANN206
+    def _params(cls, params: dict):
         return cls.Params(**params)
 
     @classmethod
-    def plan_expected_pls(cls, s, params, tau, rates) -> float:  # noqa: ANN001
+    def plan_expected_pls(cls, s, params, tau, rates) -> float:
         p = cls._params(params)
         cov = cls.protected_share(s, p, tau)
-        return analytic.expected_pls_prioritized(s.duration_s, tau, rates.embedding, rates.k,
-                                                 s.cluster.embedding_servers, cov, p.full_every)
+        return analytic.expected_pls_prioritized(
+            s.duration_s,
+            tau,
+            rates.embedding,
+            rates.k,
+            s.cluster.embedding_servers,
+            cov,
+            p.full_every,
+        )
 
     @classmethod
-    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
+    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
         p = cls._params(params)
         K = p.full_every
         counter = cls.counter_slowdown(s, p)
-        delta = analytic.prioritized_save_s(cls.full_save_cost(s, p, tau, costs),
-                                            cls.partial_save_cost(s, p, tau, costs), K)
+        delta = analytic.prioritized_save_s(
+            cls.full_save_cost(s, p, tau, costs), cls.partial_save_cost(s, p, tau, costs), K
+        )
         # a failure finds j = 0..K-1 partial saves since the last full one, each read on restore
         overlays = (K - 1) / 2.0 * cls.overlay_s(s, p, costs, max(1, round(rates.k)))
-        node = partial_node_overhead(s, tau, delta, rates, costs, degraded=degraded_trainers(s, params),
-                                     shard_extra_s=overlays)
+        node = partial_node_overhead(
+            s,
+            tau,
+            delta,
+            rates,
+            costs,
+            degraded=degraded_trainers(s, params),
+            shard_extra_s=overlays,
+        )
         return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
 
     @classmethod
-    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+    def plan_note(cls, s, costs) -> str:
         p, tau = cls.Params(**s.strategy.params), s.interval_s
         share = cls.protected_share(s, p, tau)
-        return (f"a partial save writes {100 * p.top_fraction:.3g}% of the rows and protects {100 * share:.4g}% of an "
-                f"interval's updates; it takes {cls.partial_save_cost(s, p, tau, costs):.3g} s (a full one "
-                f"{cls.full_save_cost(s, p, tau, costs):.3g} s); counting slows training by "
-                f"{100 * cls.counter_slowdown(s, p):.2g}%")
+        return (
+            f"a partial save writes {100 * p.top_fraction:.3g}% of the rows and protects {100 * share:.4g}% of an "
+            f"interval's updates; it takes {cls.partial_save_cost(s, p, tau, costs):.3g} s (a full one "
+            f"{cls.full_save_cost(s, p, tau, costs):.3g} s); counting slows training by "
+            f"{100 * cls.counter_slowdown(s, p):.2g}%"
+        )
 
-    def __init__(self, params: MFUParams, run: "Run") -> None:
+    def __init__(self, params: MFUParams, run: Run) -> None:
         super().__init__(params, run)
         s, cls = run.scenario, type(self)
         self.K = params.full_every
@@ -202,14 +263,14 @@ class MFU(Partial):
         self._overlay: dict[int, float] = {}
         self.saves = 0
 
-    def make_ledger(self, run: "Run") -> ShardLedger:
+    def make_ledger(self, run: Run) -> ShardLedger:
         """Two tiers per shard: the rows the partial saves write (their access share) and the rest."""
         return ShardLedger(run.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
 
-    def save_s(self, run: "Run") -> float:
+    def save_s(self, run: Run) -> float:
         return self.full_save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s
 
-    def shard_extra_s(self, run: "Run", k: int) -> float:
+    def shard_extra_s(self, run: Run, k: int) -> float:
         """The partial saves since the last full one, applied on top of it (one read each)."""
         j = self.saves % self.K
         if not j:
@@ -218,14 +279,14 @@ class MFU(Partial):
             self._overlay[k] = type(self).overlay_s(run.scenario, self.params, self.costs, k)
         return j * self._overlay[k]
 
-    def on_commit(self, run: "Run", progress: float) -> None:
+    def on_commit(self, run: Run, progress: float) -> None:
         self.saves += 1
         if self.saves % self.K == 0:
             super().on_commit(run, progress)
         else:
             run.ledger.saved(progress, tier=0)
 
-    def on_rollback(self, run: "Run") -> None:
+    def on_rollback(self, run: Run) -> None:
         self.saves -= self.saves % self.K  # back at a full save: the next K - 1 saves are partial
 
 
@@ -239,21 +300,25 @@ class SSU(MFU):
     plan_rank = 4
 
     @classmethod
-    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+    def plan_variants(cls, s) -> list[dict]:
         return [{**v, "sample_rate": 0.01} for v in super().plan_variants(s)]
 
     @classmethod
-    def ranking_rate(cls, params) -> float:  # noqa: ANN001
+    def ranking_rate(cls, params) -> float:
         return params.sample_rate
 
     @classmethod
-    def selected_from(cls, s, params, tau: float) -> float:  # noqa: ANN001
+    def selected_from(cls, s, params, tau: float) -> float:
         """SSU selects among the rows its sub-sample touched."""
         model = access.of(s)
-        return float(model.touched(tau * s.job.throughput * params.sample_rate)) * model.rows / s.cluster.embedding_servers
+        return (
+            float(model.touched(tau * s.job.throughput * params.sample_rate))
+            * model.rows
+            / s.cluster.embedding_servers
+        )
 
 
-def coverage_of(s, tau: float, top_fraction: float, sample_rate: float) -> float:  # noqa: ANN001
+def coverage_of(s, tau: float, top_fraction: float, sample_rate: float) -> float:
     """Access share of an interval's updates on the rows its partial save writes, ranked by the
     counts of ``sample_rate`` of the interval's samples (tau seconds of progress): in-sample."""
     return access.of(s).in_sample_coverage(top_fraction, tau * s.job.throughput, sample_rate)

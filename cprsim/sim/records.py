@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -46,7 +47,9 @@ class ReplicationResult:
     checkpoints: int
     pls: float
     overhead: float  #: (wall - useful) / useful
-    ckpt_overhead: float  #: (save + load + lost + degraded) / useful: the terms the strategy controls
+    ckpt_overhead: (
+        float  #: (save + load + lost + degraded) / useful: the terms the strategy controls
+    )
     ettr: float  #: effective training time ratio: useful / wall
     #: where and how old the lost updates were (:meth:`cprsim.pls.ShardLedger.timing`): loss-weighted
     #: mean failure position and restored-state age, as fractions of the job (0 when nothing is lost)
@@ -67,9 +70,15 @@ class ReplicationResult:
     def badput(self) -> dict[str, float]:
         """Wall time lost, by cause (seconds): they add up to ``wall_s - useful_s``."""
         replace = self.reschedule_s - self.detection_s - self.wait_s
-        return {"detection": self.detection_s, "waiting for a machine": self.wait_s, "replacement": replace,
-                "load": self.load_s, "re-execution": self.lost_s, "save stalls": self.save_s,
-                "degraded progress": self.degraded_s}
+        return {
+            "detection": self.detection_s,
+            "waiting for a machine": self.wait_s,
+            "replacement": replace,
+            "load": self.load_s,
+            "re-execution": self.lost_s,
+            "save stalls": self.save_s,
+            "degraded progress": self.degraded_s,
+        }
 
     def as_dict(self) -> dict:
         """The fields as a plain dict (seconds, counts and fractions, as in ``replications.csv``)."""
@@ -81,7 +90,7 @@ class ReplicationResult:
         return [f.name for f in fields(cls)]
 
     @classmethod
-    def to_frame(cls, results: "Iterable[ReplicationResult]") -> "pandas.DataFrame":
+    def to_frame(cls, results: Iterable[ReplicationResult]) -> pandas.DataFrame:
         """A pandas DataFrame of replications: one row per result, the columns of :meth:`columns`
         (times in seconds; ``pls``, ``overhead``, ``ckpt_overhead`` and ``ettr`` fractions).
 

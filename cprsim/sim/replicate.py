@@ -5,24 +5,42 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from cprsim.quantiles import t_ppf
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
+from cprsim.quantiles import t_ppf
 from cprsim.scenario import Scenario
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.records import Event, ReplicationResult
 
 #: metrics summarized over replications, in report order
 METRICS = (
-    "wall_s", "save_s", "load_s", "lost_s", "reschedule_s", "degraded_s",
-    "failures_trainer", "failures_embedding", "failures_job", "checkpoints", "pls", "overhead", "ckpt_overhead",
-    "ettr", "detection_s", "wait_s", "unfilled_s", "failures_bad", "machines_retired",
-    "memory_restores", "storage_restores",
+    "wall_s",
+    "save_s",
+    "load_s",
+    "lost_s",
+    "reschedule_s",
+    "degraded_s",
+    "failures_trainer",
+    "failures_embedding",
+    "failures_job",
+    "checkpoints",
+    "pls",
+    "overhead",
+    "ckpt_overhead",
+    "ettr",
+    "detection_s",
+    "wait_s",
+    "unfilled_s",
+    "failures_bad",
+    "machines_retired",
+    "memory_restores",
+    "storage_restores",
 )
 
 #: the percentiles reported beside every mean (the spread of single runs, not of the mean)
@@ -50,11 +68,20 @@ class Estimate:
         return {50: self.p50, 90: self.p90, 99: self.p99}[q]
 
     def as_dict(self) -> dict[str, float | list[float] | int]:
-        return {"mean": self.mean, "ci95": [self.lo, self.hi], "sd": self.sd, "n": self.n,
-                "p50": self.p50, "p90": self.p90, "p99": self.p99}
+        return {
+            "mean": self.mean,
+            "ci95": [self.lo, self.hi],
+            "sd": self.sd,
+            "n": self.n,
+            "p50": self.p50,
+            "p90": self.p90,
+            "p99": self.p99,
+        }
 
 
-def estimate(values: Sequence[float] | np.ndarray, level: float = 0.95, non_negative: bool | None = None) -> Estimate:
+def estimate(
+    values: Sequence[float] | np.ndarray, level: float = 0.95, non_negative: bool | None = None
+) -> Estimate:
     """Mean with a Student-t CI, and P50/P90/P99 of the values.
 
     ``non_negative`` (default: all values are >= 0) clips the CI at 0: a mean of non-negative
@@ -144,12 +171,18 @@ class Precision:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.rel, (int, float)) and math.isfinite(self.rel) and self.rel > 0):
-            raise InputError(f"the precision must be a finite number > 0 (e.g. 0.02), got {self.rel!r}")
+            raise InputError(
+                f"the precision must be a finite number > 0 (e.g. 0.02), got {self.rel!r}"
+            )
         if self.cap < 1 or self.min_n < 2 or self.batch < 1:
-            raise InputError(f"adaptive replication needs cap >= 1, a minimum >= 2 and batches >= 1 "
-                             f"(got cap {self.cap}, minimum {self.min_n}, batch {self.batch})")
+            raise InputError(
+                f"adaptive replication needs cap >= 1, a minimum >= 2 and batches >= 1 "
+                f"(got cap {self.cap}, minimum {self.min_n}, batch {self.batch})"
+            )
         if self.metric not in METRICS:
-            raise InputError(f"the precision's metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
+            raise InputError(
+                f"the precision's metric must be one of {', '.join(METRICS)}, got {self.metric!r}"
+            )
 
     @property
     def first_look(self) -> int:
@@ -192,18 +225,30 @@ class Precision:
         return None  # pragma: no cover - looks() always ends at cap
 
     def describe(self) -> str:
-        return (f"adaptive: until the 95% CI of the mean {self.metric} is within {100 * self.rel:g}% of it "
-                f"(checked after {self.first_look} replications and every {self.batch} more, at most {self.cap})")
+        return (
+            f"adaptive: until the 95% CI of the mean {self.metric} is within {100 * self.rel:g}% of it "
+            f"(checked after {self.first_look} replications and every {self.batch} more, at most {self.cap})"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"precision": self.rel, "metric": self.metric, "min_replications": self.min_n,
-                "batch": self.batch, "max_replications": self.cap}
+        return {
+            "precision": self.rel,
+            "metric": self.metric,
+            "min_replications": self.min_n,
+            "batch": self.batch,
+            "max_replications": self.cap,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Precision":
+    def from_dict(cls, d: dict[str, Any]) -> Precision:
         """The rule :meth:`as_dict` wrote (a sweep's manifest)."""
-        return cls(float(d["precision"]), int(d["max_replications"]), int(d["min_replications"]),
-                   int(d["batch"]), str(d["metric"]))
+        return cls(
+            float(d["precision"]),
+            int(d["max_replications"]),
+            int(d["min_replications"]),
+            int(d["batch"]),
+            str(d["metric"]),
+        )
 
 
 def run_adaptive(

@@ -37,8 +37,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cprsim.pls import ShardLedger
 from cprsim.registry import (  # noqa: F401 - the registry, re-exported where strategies are written
-    BUILTIN_MODULES, ENTRY_POINT_GROUP, REGISTRY, DuplicateStrategy, builtin_names, ensure_loaded, get, names,
-    register, validate_params,
+    BUILTIN_MODULES,
+    ENTRY_POINT_GROUP,
+    REGISTRY,
+    DuplicateStrategy,
+    builtin_names,
+    ensure_loaded,
+    get,
+    names,
+    register,
+    validate_params,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,13 +62,17 @@ class PartialParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     trainer_degraded: bool = Field(
-        True, description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
-        "until its replacement has copied the dense parameters (false: the job stalls until it has)")
+        True,
+        description="a failed trainer leaves the job running on the others at (N_t - k)/N_t throughput "
+        "until its replacement has copied the dense parameters (false: the job stalls until it has)",
+    )
 
 
 #: colours of the strategies that do not set their own (picked by a hash of the name); the
 #: built-ins' own colours are not among them
 SPARE_COLOURS = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
+
+
 def default_colour(name: str) -> str:
     """The colour of a strategy that sets none: one of :data:`SPARE_COLOURS`, by a stable hash."""
     return SPARE_COLOURS[zlib.crc32(name.encode()) % len(SPARE_COLOURS)]
@@ -94,12 +106,14 @@ class Strategy:
     plan_interval_range: ClassVar[tuple[float, float]] = (0.5, 3.0)  #: "rollback": grid x Daly's
 
     @classmethod
-    def plan_variants(cls, s) -> list[dict[str, Any]]:  # noqa: ANN001
+    def plan_variants(cls, s) -> list[dict[str, Any]]:
         """The parameter sets the planner tries (each validated against the scenario)."""
         return [{}]
 
     @classmethod
-    def plan_with_full_interval(cls, params: dict[str, Any], tau: float, full_interval: float) -> dict[str, Any]:
+    def plan_with_full_interval(
+        cls, params: dict[str, Any], tau: float, full_interval: float
+    ) -> dict[str, Any]:
         """The parameters that keep a full (consistent) checkpoint at least every ``full_interval``
         when saving every ``tau`` (every save of a plain strategy is a full one)."""
         return dict(params)
@@ -110,22 +124,23 @@ class Strategy:
         return tau
 
     @classmethod
-    def plan_expected_pls(cls, s, params: dict[str, Any], tau: float, rates) -> float:  # noqa: ANN001
+    def plan_expected_pls(cls, s, params: dict[str, Any], tau: float, rates) -> float:
         """First-order E[PLS] (0 for strategies that lose no update)."""
         return 0.0
 
     @classmethod
-    def plan_note(cls, s, costs) -> str:  # noqa: ANN001
+    def plan_note(cls, s, costs) -> str:
         """What the plan should say about this strategy at the scenario's interval and parameters."""
         return ""
 
     @classmethod
-    def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:  # noqa: ANN001
+    def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:
         """First-order E[wall]/W - 1 (rates: cprsim.plan.rates.Rates; every failure rolls back)."""
         from cprsim import analytic
 
-        return analytic.full_overhead(s.duration_s, tau, costs.save_s, rates.total,
-                                      s.reschedule.dist.mean() + costs.load_s)
+        return analytic.full_overhead(
+            s.duration_s, tau, costs.save_s, rates.total, s.reschedule.dist.mean() + costs.load_s
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A class that sets its own ``name`` gets its own ``label``, ``plan_label`` and ``colour``
@@ -141,57 +156,57 @@ class Strategy:
         if "colour" not in own:
             cls.colour = default_colour(cls.name)
 
-    def __init__(self, params: BaseModel, run: "Run") -> None:
+    def __init__(self, params: BaseModel, run: Run) -> None:
         self.params = params
         self.costs = run.costs
 
     @classmethod
-    def check(cls, params: BaseModel, scenario) -> None:  # noqa: ANN001
+    def check(cls, params: BaseModel, scenario) -> None:
         """Checks that need the whole scenario; raise ValueError with a one-line message."""
         if cls.needs_throughput and scenario.job.samples_per_s is None:
             raise ValueError(f"strategy {cls.name!r} counts samples: give job.samples_per_s")
 
-    def make_ledger(self, run: "Run") -> ShardLedger | None:
+    def make_ledger(self, run: Run) -> ShardLedger | None:
         """The PLS ledger the strategy books lost updates in (``run.ledger``, made once the strategy
         is); ``None`` for a strategy that never loses an update (its PLS is 0): no ledger work."""
         return ShardLedger(run.n_embedding)
 
     # defaults: full-recovery semantics
-    def save_s(self, run: "Run") -> float:
+    def save_s(self, run: Run) -> float:
         return self.costs.save_s
 
-    def on_commit(self, run: "Run", progress: float) -> None:
+    def on_commit(self, run: Run, progress: float) -> None:
         run.ckpt_progress = progress
         if run.ledger is not None:
             run.ledger.saved(progress)
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
         run.rollback()
         return None
 
-    def on_node_back(self, run: "Run", n: int, up: float) -> bool:
+    def on_node_back(self, run: Run, n: int, up: float) -> bool:
         """The node lifecycle found failed node ``n`` a machine, in service at ``up`` (its up time was
         unknown until now). Returns True when the training rate changes because of it."""
         return False
 
-    def rate_at(self, run: "Run", now: float) -> float:
+    def rate_at(self, run: Run, now: float) -> float:
         return self.rate
 
-    def next_rate_change(self, run: "Run", now: float) -> float:
+    def next_rate_change(self, run: Run, now: float) -> float:
         return float("inf")
 
-    def load_s(self, run: "Run", nodes: set[int]) -> float:
+    def load_s(self, run: Run, nodes: set[int]) -> float:
         return run.take_tier_load(self.costs.load_s)
 
     # job-level interruptions: every strategy rolls back to its last full (consistent) checkpoint
-    def on_job_failure(self, run: "Run") -> None:
+    def on_job_failure(self, run: Run) -> None:
         run.rollback()
         self.on_rollback(run)
 
-    def on_rollback(self, run: "Run") -> None:
+    def on_rollback(self, run: Run) -> None:
         """Progress went back to the last full checkpoint (a strategy resets its own counters)."""
 
-    def full_load_s(self, run: "Run") -> float:
+    def full_load_s(self, run: Run) -> float:
         """Every node reloads the last full checkpoint (after a job-level interruption; tiered: from
         the tier the rollback chose)."""
         return run.take_tier_load(self.costs.load_s)
@@ -207,7 +222,7 @@ class Full(Strategy):
     needs_embedding_servers = False
     supports_tiers = True
 
-    def make_ledger(self, run: "Run") -> None:
+    def make_ledger(self, run: Run) -> None:
         return None  # a rollback loses no update
 
 
@@ -220,20 +235,23 @@ class DegradedTrainers:
     trainer_degraded: bool
     degraded: dict[int, float]
 
-    def _init_degraded(self, params: BaseModel, run: "Run") -> None:
+    def _init_degraded(self, params: BaseModel, run: Run) -> None:
         #: trainers fail without stalling the job (a cluster of one trainer has no peer to train on)
-        self.trainer_degraded = (bool(getattr(params, "trainer_degraded", True)) and run.n_trainers > 1
-                                 and run.scenario.cluster.dense == "replicated")
+        self.trainer_degraded = (
+            bool(getattr(params, "trainer_degraded", True))
+            and run.n_trainers > 1
+            and run.scenario.cluster.dense == "replicated"
+        )
         #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
         self.degraded = {}
 
-    def _degrade(self, run: "Run", n: int) -> None:
+    def _degrade(self, run: Run, n: int) -> None:
         """Trainer ``n`` failed: the others train on; it copies the dense part once it is back."""
         end = run.up_at.get(n, run.env.now) + self.costs.dense_copy_s  # type: ignore[attr-defined]
         self.degraded[n] = end
         run.log("degraded", n, end)
 
-    def _dense_lost(self, run: "Run", nodes: list[int]) -> bool:
+    def _dense_lost(self, run: Run, nodes: list[int]) -> bool:
         """No trainer holds the dense part any more: every one is down, or up but still copying it."""
         if run.dense_lost(nodes):
             return True
@@ -241,15 +259,17 @@ class DegradedTrainers:
             return False
         now = run.env.now
         up_at, deg = run.up_at, self.degraded
-        return all(up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers))
+        return all(
+            up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers)
+        )
 
-    def on_node_back(self, run: "Run", n: int, up: float) -> bool:
+    def on_node_back(self, run: Run, n: int, up: float) -> bool:
         if n in self.degraded:
             self.degraded[n] = up + self.costs.dense_copy_s  # type: ignore[attr-defined]
             return True
         return False
 
-    def _trainer_share(self, run: "Run", now: float) -> float:
+    def _trainer_share(self, run: Run, now: float) -> float:
         """The share of trainers at work (1 when none is degraded)."""
         if self.degraded:
             k = sum(1 for end in self.degraded.values() if end > now)
@@ -265,7 +285,7 @@ class DegradedTrainers:
             self.degraded = live
         return min(live.values()) if live else float("inf")
 
-    def _keep_degraded_down(self, run: "Run") -> None:
+    def _keep_degraded_down(self, run: Run) -> None:
         """After a rollback every node up reloads the checkpoint (a trainer still copying is done);
         a trainer still down stays degraded and copies the dense part once it is back."""
         now = run.env.now
@@ -303,7 +323,7 @@ class Partial(DegradedTrainers, Strategy):
     plan_rank = 1
 
     @classmethod
-    def plan_expected_pls(cls, s, params, tau, rates) -> float:  # noqa: ANN001
+    def plan_expected_pls(cls, s, params, tau, rates) -> float:
         from cprsim import analytic
         from cprsim.costs import costs_of
 
@@ -312,44 +332,61 @@ class Partial(DegradedTrainers, Strategy):
         # events that stall the job: degraded trainers do not
         lam_stall = rates.embedding if degraded_trainers(s, params) else rates.nodes
         stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), lam_stall)
-        return analytic.expected_pls(s.duration_s, tau, c.save_s, rates.embedding, rates.k,
-                                     s.cluster.embedding_servers, stall_s=stall, lam_stall=lam_stall)
+        return analytic.expected_pls(
+            s.duration_s,
+            tau,
+            c.save_s,
+            rates.embedding,
+            rates.k,
+            s.cluster.embedding_servers,
+            stall_s=stall,
+            lam_stall=lam_stall,
+        )
 
     @classmethod
-    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
-        return partial_node_overhead(s, tau, costs.save_s, rates, costs, degraded=degraded_trainers(s, params)) + \
-            job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
+    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
+        return partial_node_overhead(
+            s, tau, costs.save_s, rates, costs, degraded=degraded_trainers(s, params)
+        ) + job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
 
     full_restore = False  #: the next restore is a full load (no trainer survived to copy from)
-    supports_tiers = True  #: tiered: a failed shard comes from a peer's memory snapshot, else storage
+    supports_tiers = (
+        True  #: tiered: a failed shard comes from a peer's memory snapshot, else storage
+    )
     tier_shard_load = 0.0  #: tiered: the restore of the shards failed in this episode (s)
 
-    def __init__(self, params: BaseModel, run: "Run") -> None:
+    def __init__(self, params: BaseModel, run: Run) -> None:
         super().__init__(params, run)
         self._init_degraded(params, run)
 
-    def on_failure(self, run: "Run", nodes: list[int]) -> set[int] | None:
-        if self._dense_lost(run, nodes):  # no surviving replica of the dense part: back to the last full checkpoint
+    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
+        if self._dense_lost(
+            run, nodes
+        ):  # no surviving replica of the dense part: back to the last full checkpoint
             return self.restore_all(run)
         now = run.env.now
         stall: set[int] = set()
         tiers = run.tiers
         for n in nodes:
             if n >= run.n_trainers:
-                if tiers is not None:  # the newest snapshot a peer still holds, else the newest persisted
+                if (
+                    tiers is not None
+                ):  # the newest snapshot a peer still holds, else the newest persisted
                     r = tiers.shard_restore(now, n)
                     if r.tier != "none":
                         run.ledger.saved(r.progress, shards=n - run.n_trainers)  # type: ignore[union-attr]
                     self.tier_shard_load = max(self.tier_shard_load, r.load_s)
                 run.lose_shard(n - run.n_trainers)
                 stall.add(n)
-            elif self.trainer_degraded:  # the others train on; it copies the dense part once it is back
+            elif (
+                self.trainer_degraded
+            ):  # the others train on; it copies the dense part once it is back
                 self._degrade(run, n)
             else:
                 stall.add(n)
         return stall
 
-    def restore_all(self, run: "Run") -> set[int]:
+    def restore_all(self, run: Run) -> set[int]:
         """Roll back to the last full checkpoint; the job waits for every node still down (every
         node then reloads the checkpoint: no trainer is degraded any more)."""
         run.rollback()
@@ -359,27 +396,27 @@ class Partial(DegradedTrainers, Strategy):
         now = run.env.now
         return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
 
-    def on_job_failure(self, run: "Run") -> None:
+    def on_job_failure(self, run: Run) -> None:
         """Roll back; every node up reloads the last full checkpoint, so a trainer that was still
         copying the dense part is done with it. A trainer still down stays degraded: the job restarts
         without it, and it copies the dense part from a peer once it is back."""
         super().on_job_failure(run)
         self._keep_degraded_down(run)
 
-    def rate_at(self, run: "Run", now: float) -> float:
+    def rate_at(self, run: Run, now: float) -> float:
         """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
         r = super().rate_at(run, now)
         return r * self._trainer_share(run, now) if self.degraded else r
 
-    def next_rate_change(self, run: "Run", now: float) -> float:
+    def next_rate_change(self, run: Run, now: float) -> float:
         t = super().next_rate_change(run, now)
         return min(t, self._next_trainer_back(now)) if self.degraded else t
 
-    def shard_extra_s(self, run: "Run", k: int) -> float:
+    def shard_extra_s(self, run: Run, k: int) -> float:
         """Restore time of ``k`` failed shards beyond reading their last save (MFU's overlays)."""
         return 0.0
 
-    def load_s(self, run: "Run", nodes: set[int]) -> float:
+    def load_s(self, run: Run, nodes: set[int]) -> float:
         if self.full_restore:
             self.full_restore = False
             return self.full_load_s(run)
@@ -395,12 +432,12 @@ class Partial(DegradedTrainers, Strategy):
         return t
 
 
-def degraded_trainers(s, params: dict[str, Any]) -> bool:  # noqa: ANN001
+def degraded_trainers(s, params: dict[str, Any]) -> bool:
     """Do failed trainers leave the job running (``trainer_degraded``, and a peer to train on)?"""
     return bool(params.get("trainer_degraded", True)) and s.cluster.trainers > 1
 
 
-def trainer_node_rate(s, rates) -> float:  # noqa: ANN001
+def trainer_node_rate(s, rates) -> float:
     """Trainer nodes failing per second (a trainer domain event takes down several)."""
     f, c = s.failures, s.cluster
     if f.replay:
@@ -408,7 +445,11 @@ def trainer_node_rate(s, rates) -> float:  # noqa: ANN001
     r = c.trainers / f.trainer.dist.mean() if f.trainer is not None else 0.0
     for d in f.domains:
         if d.node_type == "trainer":
-            sizes = [d.nodes] if d.membership == "random" else [size for _, size in d.groups(c.trainers)]
+            sizes = (
+                [d.nodes]
+                if d.membership == "random"
+                else [size for _, size in d.groups(c.trainers)]
+            )
             r += sum(size for size in sizes) / d.failure.dist.mean()
     for inj in f.injected:
         if inj.node_type == "trainer":
@@ -416,8 +457,9 @@ def trainer_node_rate(s, rates) -> float:  # noqa: ANN001
     return r
 
 
-def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: bool = False,  # noqa: ANN001
-                          shard_extra_s: float = 0.0) -> float:
+def partial_node_overhead(
+    s, tau: float, delta: float, rates, costs, degraded: bool = False, shard_extra_s: float = 0.0
+) -> float:
     """E[wall]/W - 1 of partial recovery's node failures (``shard_extra_s``: mean restore time of
     the failed shards beyond reading their last save, e.g. MFU's partial overlays).
 
@@ -450,15 +492,20 @@ def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: b
     lam_tr = max(0.0, rates.nodes - rates.embedding)
     R_emb = wait + costs.shard_load_s(max(1, round(rates.k))) + shard_extra_s
     if not degraded:
-        wall = analytic.partial_wall_split(W, tau, delta, rates.embedding, R_emb, lam_tr, wait + costs.dense_copy_s,
-                                           wait_s=wait)
+        wall = analytic.partial_wall_split(
+            W, tau, delta, rates.embedding, R_emb, lam_tr, wait + costs.dense_copy_s, wait_s=wait
+        )
         return wall / W - 1.0
     lam_e = rates.embedding
     lam = lam_e + lam_tr
     x = trainer_node_rate(s, rates) * (wait + costs.dense_copy_s) / s.cluster.trainers
     if x >= 1.0:
         return math.inf
-    per_event = lam_e * analytic.split_recovery_times([lam_e], [R_emb - wait], wait)[0] if lam_e > 0 else 0.0
+    per_event = (
+        lam_e * analytic.split_recovery_times([lam_e], [R_emb - wait], wait)[0]
+        if lam_e > 0
+        else 0.0
+    )
     wall = W / (1.0 - x) * (1.0 + per_event)
     n = analytic.n_saves(W, tau)
     if n:  # a save is retried after any failure; an embedding failure during it also costs its recovery
@@ -469,9 +516,13 @@ def partial_node_overhead(s, tau: float, delta: float, rates, costs, degraded: b
     return wall / W - 1.0 if math.isfinite(wall) else math.inf
 
 
-def job_level_overhead(s, full_interval: float, rates, costs) -> float:  # noqa: ANN001
+def job_level_overhead(s, full_interval: float, rates, costs) -> float:
     """First order: each job-level interruption re-executes half a full interval, restarts, reloads."""
     if rates.job <= 0:
         return 0.0
-    restart = s.failures.job.restart_s if s.failures.job.restart_s is not None else s.reschedule.dist.mean()
+    restart = (
+        s.failures.job.restart_s
+        if s.failures.job.restart_s is not None
+        else s.reschedule.dist.mean()
+    )
     return rates.job * (min(full_interval, s.duration_s) / 2.0 + restart + costs.load_s)

@@ -42,9 +42,10 @@ per :class:`TierSpec`.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -267,8 +268,9 @@ class TierState:
         self._advance(now, strict=False)
         spec = self.spec
         peers = spec.peers(node)  # IndexError for an unknown node
-        if self._mem is not None and (spec.bytes_per_node[node] == 0 or any(
-                p not in self._lost for p in peers)):
+        if self._mem is not None and (
+            spec.bytes_per_node[node] == 0 or any(p not in self._lost for p in peers)
+        ):
             return Restore("memory", self._mem[0], spec.memory_restore_s([node]))
         if self._durable is not None:
             return Restore("storage", self._durable[0], spec.shard_storage_restore_s([node]))
@@ -294,7 +296,11 @@ class TierState:
     def persisting(self, now: float) -> tuple[bool, float]:
         """(is a persist running at ``now``, the next time that may change it: a persist's start or
         end, or an in-flight snapshot's memory-ready time, when a persist may be queued; inf if none)."""
-        if self._persisting is not None and self._persisting[0] == now and self._persisting[1] == self._version:
+        if (
+            self._persisting is not None
+            and self._persisting[0] == now
+            and self._persisting[1] == self._version
+        ):
             return self._persisting[2]
         self._advance(now, strict=False)
         busy, nxt = False, float("inf")

@@ -6,4 +6,13 @@ from cprsim.sweep.results import SweepResults, load_results
 from cprsim.sweep.runner import Outcome, run_sweep
 from cprsim.sweep.spec import Point, Sweep, SweepError, load_sweep
 
-__all__ = ["Outcome", "Point", "Sweep", "SweepError", "SweepResults", "load_results", "load_sweep", "run_sweep"]
+__all__ = [
+    "Outcome",
+    "Point",
+    "Sweep",
+    "SweepError",
+    "SweepResults",
+    "load_results",
+    "load_sweep",
+    "run_sweep",
+]

@@ -26,8 +26,15 @@ from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
 SUMMARIZED = (*METRICS, "useful_s")
 #: columns added with the node lifecycle and tiered checkpoints (issue 16): 0 in a table written
 #: before them
-OPTIONAL = ("detection_s", "wait_s", "unfilled_s", "failures_bad", "machines_retired", "memory_restores",
-            "storage_restores")
+OPTIONAL = (
+    "detection_s",
+    "wait_s",
+    "unfilled_s",
+    "failures_bad",
+    "machines_retired",
+    "memory_restores",
+    "storage_restores",
+)
 
 
 @dataclass(frozen=True)
@@ -72,18 +79,28 @@ class SweepResults:
         """Grid keys that take more than one value among the points."""
         return [k for k in self.keys if len({json.dumps(p.values[k]) for p in self.points}) > 1]
 
-    def where(self, conditions: dict[str, Any]) -> "SweepResults":
+    def where(self, conditions: dict[str, Any]) -> SweepResults:
         """The points whose grid values equal ``conditions`` (``{"checkpoint.interval_h": 0.5}``;
         numbers compare to a relative 1e-12). An unknown key or no matching point is an InputError."""
         for k in conditions:
             if k not in self.keys:
-                raise InputError(f"--where {k}: not a grid key of {self.source} (keys: {', '.join(self.keys) or 'none'})")
-        pts = tuple(p for p in self.points if all(_same(p.values[k], v) for k, v in conditions.items()))
+                raise InputError(
+                    f"--where {k}: not a grid key of {self.source} (keys: {', '.join(self.keys) or 'none'})"
+                )
+        pts = tuple(
+            p for p in self.points if all(_same(p.values[k], v) for k, v in conditions.items())
+        )
         if not pts:
-            raise InputError(f"{self.source}: no point has {', '.join(f'{k}={v}' for k, v in conditions.items())}")
-        return SweepResults(self.source, self.keys, pts, self.name, self.plan, self.failure_free_s, self.manifest)
+            raise InputError(
+                f"{self.source}: no point has {', '.join(f'{k}={v}' for k, v in conditions.items())}"
+            )
+        return SweepResults(
+            self.source, self.keys, pts, self.name, self.plan, self.failure_free_s, self.manifest
+        )
 
-    def to_frame(self, stats: tuple[str, ...] = ("mean", "lo", "hi", "p50", "p90", "p99")) -> "pandas.DataFrame":
+    def to_frame(
+        self, stats: tuple[str, ...] = ("mean", "lo", "hi", "p50", "p90", "p99")
+    ) -> pandas.DataFrame:
         """A pandas DataFrame with one row per point: ``point``, ``strategy``, the grid keys,
         ``interval_h`` (hours), ``n`` (replications), then ``<metric>_<stat>`` for every summarized
         metric (``summary.csv``'s columns; ``lo``/``hi``: the 95% CI of the mean; ``p50``..``p99``:
@@ -98,22 +115,36 @@ class SweepResults:
         cols += [f"{m}_{s}" for m in metrics for s in stats]
         rows = []
         for p in self.points:
-            row: list[Any] = [p.point, p.strategy, *(p.values.get(k) for k in self.keys), p.interval_h, p.n]
+            row: list[Any] = [
+                p.point,
+                p.strategy,
+                *(p.values.get(k) for k in self.keys),
+                p.interval_h,
+                p.n,
+            ]
             row += [getattr(p.metrics[m], s) for m in metrics for s in stats]
             rows.append(row)
         return pd.DataFrame(rows, columns=cols)
 
     @classmethod
-    def from_runs(cls, scenario: Any, results: Any, name: str | None = None) -> "SweepResults":
+    def from_runs(cls, scenario: Any, results: Any, name: str | None = None) -> SweepResults:
         """One point summarized from replications of one scenario (a list of
         :class:`~cprsim.sim.records.ReplicationResult`), with the estimator :func:`load_results`
         applies to a ``cprsim simulate --out`` folder: what the sweep figures take."""
         if not results:
             raise InputError("no replications to summarize")
         ests = {m: estimate([float(getattr(r, m)) for r in results]) for m in SUMMARIZED}
-        pt = PointSummary(0, scenario.strategy.name, {}, float(scenario.checkpoint.interval_h), len(results), ests)
-        return cls(Path(f"<{scenario.name}: {len(results)} replications>"), (), (pt,), name or scenario.name,
-                   None, float(scenario.duration_s))
+        pt = PointSummary(
+            0, scenario.strategy.name, {}, float(scenario.checkpoint.interval_h), len(results), ests
+        )
+        return cls(
+            Path(f"<{scenario.name}: {len(results)} replications>"),
+            (),
+            (pt,),
+            name or scenario.name,
+            None,
+            float(scenario.duration_s),
+        )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -143,8 +174,14 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     return rows[0], rows[1:]
 
 
-def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[str],
-               expected_n: int | None, rule: Precision | None = None) -> list[PointSummary]:
+def _summaries(
+    path: Path,
+    head: list[str],
+    rows: list[list[str]],
+    keys: list[str],
+    expected_n: int | None,
+    rule: Precision | None = None,
+) -> list[PointSummary]:
     col = {c: i for i, c in enumerate(head)}
     missing = [m for m in SUMMARIZED if m not in col and m not in OPTIONAL]
     if missing:
@@ -157,7 +194,9 @@ def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[st
     out = []
     for i in sorted(groups):
         g = groups[i]
-        if expected_n is not None and not point_complete(g, col["replication"], expected_n, rule, head):
+        if expected_n is not None and not point_complete(
+            g, col["replication"], expected_n, rule, head
+        ):
             continue  # a point still running in a sweep's journal
         first = g[0]
         ests = {}
@@ -166,16 +205,22 @@ def _summaries(path: Path, head: list[str], rows: list[list[str]], keys: list[st
                 ests[m] = estimate([float(r[col[m]]) if m in col else 0.0 for r in g])
             except ValueError:
                 raise InputError(f"{path}: column {m}: expected numbers") from None
-        out.append(PointSummary(
-            point=i, strategy=first[col["strategy"]] if "strategy" in col else "",
-            values={k: _value(first[col[k]]) for k in keys},
-            interval_h=float(first[col["interval_h"]]) if "interval_h" in col else math.nan,
-            n=len(g), metrics=ests))
+        out.append(
+            PointSummary(
+                point=i,
+                strategy=first[col["strategy"]] if "strategy" in col else "",
+                values={k: _value(first[col[k]]) for k in keys},
+                interval_h=float(first[col["interval_h"]]) if "interval_h" in col else math.nan,
+                n=len(g),
+                metrics=ests,
+            )
+        )
     return out
 
 
-def point_complete(rows: list[list[str]], rep_col: int, replications: int, rule: Precision | None,
-                   head: list[str]) -> bool:
+def point_complete(
+    rows: list[list[str]], rep_col: int, replications: int, rule: Precision | None, head: list[str]
+) -> bool:
     """Are these journal rows one whole point? Replications 0 .. m-1 once each, with m the
     replications (or, with adaptive replication, the count where the rule stops on these values:
     a point cut short by a kill has not reached its stop, so the rule asks for more)."""
@@ -207,29 +252,39 @@ def load_results(path: str | Path) -> SweepResults:
     else:
         raise InputError(f"{p}: no such file or folder")
     if not table.is_file():
-        raise InputError(f"{p}: no results.csv (a sweep's output) or replications.csv (cprsim simulate --out)")
+        raise InputError(
+            f"{p}: no results.csv (a sweep's output) or replications.csv (cprsim simulate --out)"
+        )
     head, rows = _read_csv(table)
     plan = _json(folder / "plan.json")
     if "point" in head:  # a sweep
         manifest = _json(folder / "manifest.json") or {}
         try:
-            keys = head[head.index("strategy") + 1: head.index("interval_h")]
+            keys = head[head.index("strategy") + 1 : head.index("interval_h")]
         except ValueError:
-            raise InputError(f"{table}: not a sweep's results table (needs strategy and interval_h columns)") from None
+            raise InputError(
+                f"{table}: not a sweep's results table (needs strategy and interval_h columns)"
+            ) from None
         rule = Precision.from_dict(manifest["precision"]) if manifest.get("precision") else None
         points = _summaries(table, head, rows, keys, manifest.get("replications"), rule)
         W = None
         cfg = folder / "config.toml"
         if cfg.is_file():
             W = _failure_free_s(cfg)
-        return SweepResults(table, tuple(keys), tuple(points), manifest.get("name", folder.name), plan, W, manifest)
+        return SweepResults(
+            table, tuple(keys), tuple(points), manifest.get("name", folder.name), plan, W, manifest
+        )
     summary = _json(folder / "summary.json")
     if summary is None:
-        raise InputError(f"{folder}: replications.csv without summary.json: not a `cprsim simulate --out` folder")
+        raise InputError(
+            f"{folder}: replications.csv without summary.json: not a `cprsim simulate --out` folder"
+        )
     pts = _summaries(table, head, rows, [], None)
     pt = pts[0]
     pt = PointSummary(0, summary["strategy"], {}, float(summary["interval_h"]), pt.n, pt.metrics)
-    return SweepResults(table, (), (pt,), summary.get("scenario", folder.name), plan, summary.get("failure_free_s"))
+    return SweepResults(
+        table, (), (pt,), summary.get("scenario", folder.name), plan, summary.get("failure_free_s")
+    )
 
 
 def _json(path: Path) -> dict[str, Any] | None:

@@ -44,12 +44,13 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from concurrent.futures import wait as futures_wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from cprsim import __version__
 from cprsim import scenario as sc
@@ -75,7 +76,12 @@ def header(sweep: Sweep) -> list[str]:
 
 def _prefix(p: Point) -> tuple[Any, ...]:
     """The cells that open every row of a point."""
-    return (p.index, p.strategy, *(_cell(v) for _, v in p.values), p.raw["checkpoint"]["interval_h"])
+    return (
+        p.index,
+        p.strategy,
+        *(_cell(v) for _, v in p.values),
+        p.raw["checkpoint"]["interval_h"],
+    )
 
 
 def _version() -> str:
@@ -126,12 +132,18 @@ def run_items(key: str, items: Sequence[Item]) -> list[list[tuple[Any, ...]]]:
     return out
 
 
-def _point_failed(e: PointFailed, runs: "list[_PointRun]") -> InputError:
+def _point_failed(e: PointFailed, runs: list[_PointRun]) -> InputError:
     """One line: which point (its strategy and grid values), which replication, why; what to do."""
     p = next((r.point for r in runs if r.point.index == e.index), None)
-    where = "" if p is None else " (" + ", ".join([p.strategy, *(f"{k}={_cell(v)}" for k, v in p.values)]) + ")"
-    return InputError(f"point {e.index}{where}: {e.message}; the sweep stops at the first replication that "
-                      "cannot run: take the point out of the grid or change its settings")
+    where = (
+        ""
+        if p is None
+        else " (" + ", ".join([p.strategy, *(f"{k}={_cell(v)}" for k, v in p.values)]) + ")"
+    )
+    return InputError(
+        f"point {e.index}{where}: {e.message}; the sweep stops at the first replication that "
+        "cannot run: take the point out of the grid or change its settings"
+    )
 
 
 def _die_with_parent() -> None:
@@ -153,7 +165,10 @@ def _die_with_parent() -> None:
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the thread below suffices
+        except (
+            OSError,
+            AttributeError,
+        ):  # pragma: no cover - no libc prctl: the thread below suffices
             pass
     parent = mp.parent_process()
     try:
@@ -162,7 +177,9 @@ def _die_with_parent() -> None:
         sentinel = None
 
     def gone() -> bool:
-        return os.getppid() != ppid or (sentinel is not None and bool(mp_wait([sentinel], timeout=0)))
+        return os.getppid() != ppid or (
+            sentinel is not None and bool(mp_wait([sentinel], timeout=0))
+        )
 
     if gone():  # the parent died before the death signal was armed
         os._exit(1)
@@ -182,7 +199,9 @@ def _die_with_parent() -> None:
 def _worker_init() -> None:
     """A local worker's initializer: default SIGTERM, ignore SIGINT, die with the sweep."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler a forked worker inherited
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the sweep stops us
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # Ctrl-C reaches the process group: the sweep stops us
     _die_with_parent()
 
 
@@ -210,7 +229,9 @@ class _PointRun:
     rule: Precision | None
     _cost: float | None = None
     rows: dict[int, tuple[Any, ...]] = field(default_factory=dict)
-    values: list[float] = field(default_factory=list)  #: the rule's metric, replications 0 .. ready-1
+    values: list[float] = field(
+        default_factory=list
+    )  #: the rule's metric, replications 0 .. ready-1
     ready: int = 0  #: replications 0 .. ready-1 are all back
     sent: int = 0  #: replications 0 .. sent-1 were handed out
     checked: int = 0  #: the rule was checked at every look up to here
@@ -258,7 +279,7 @@ class _PointRun:
         return csv_text(None, ([*prefix, *self.rows[i]] for i in range(self.stop)))
 
 
-def _schedule(runs: list[_PointRun], backend: "_Backend", key: str) -> Iterator[_PointRun]:
+def _schedule(runs: list[_PointRun], backend: _Backend, key: str) -> Iterator[_PointRun]:
     """Hand out the points' replications in chunks and yield each point when it is complete.
 
     Chunks are cut so that a sweep makes about ``TASKS_PER_WORKER`` tasks per worker, a point's
@@ -275,8 +296,14 @@ def _schedule(runs: list[_PointRun], backend: "_Backend", key: str) -> Iterator[
         target = math.inf
     else:  # the expected work, from a sample of at most 64 points spread over the sweep
         sample = runs[:: max(1, len(runs) // 64)]
-        expect = len(runs) * sum(r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
-                                 for r in sample) / len(sample)
+        expect = (
+            len(runs)
+            * sum(
+                r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
+                for r in sample
+            )
+            / len(sample)
+        )
         target = max(MIN_TASK_EVENTS, expect / (slots * TASKS_PER_WORKER))
     inflight: dict[Any, list[tuple[_PointRun, int, int]]] = {}
 
@@ -305,11 +332,17 @@ def _schedule(runs: list[_PointRun], backend: "_Backend", key: str) -> Iterator[
                 break
             r, upto = got
             room = target - events
-            n = upto - r.sent if math.isinf(room) else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
+            n = (
+                upto - r.sent
+                if math.isinf(room)
+                else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
+            )
             items.append((r, r.sent, n))
             r.sent += n
             events += n * r.cost
-            if math.isinf(target):  # one process: one chunk at a time, each point's rows out as soon as done
+            if math.isinf(
+                target
+            ):  # one process: one chunk at a time, each point's rows out as soon as done
                 break
         return items
 
@@ -319,7 +352,11 @@ def _schedule(runs: list[_PointRun], backend: "_Backend", key: str) -> Iterator[
                 items = task()
                 if not items:
                     break
-                h = backend.submit(run_items, key, [(r.point.index, r.point.raw, first, n) for r, first, n in items])
+                h = backend.submit(
+                    run_items,
+                    key,
+                    [(r.point.index, r.point.raw, first, n) for r, first, n in items],
+                )
                 inflight[h] = items
             if not inflight:
                 break
@@ -393,7 +430,9 @@ class LocalWorkers(_Backend):
         self.method = ctx.get_start_method()
         self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
         try:
-            for _ in range(jobs):  # start every worker now (fork: all at the first submit) and import
+            for _ in range(
+                jobs
+            ):  # start every worker now (fork: all at the first submit) and import
                 self.ex.submit(_warm)
         except BaseException:
             self.close(abort=True)
@@ -417,8 +456,10 @@ class LocalWorkers(_Backend):
 
     @staticmethod
     def _broken() -> SweepError:
-        return SweepError("a worker process died (killed, or out of memory?); the completed points are kept: "
-                          "run again with --resume")
+        return SweepError(
+            "a worker process died (killed, or out of memory?); the completed points are kept: "
+            "run again with --resume"
+        )
 
     def close(self, abort: bool = False) -> None:
         if abort:
@@ -440,7 +481,7 @@ class LocalWorkers(_Backend):
             except (OSError, ValueError, AttributeError):  # already gone or not started
                 pass
 
-    def __enter__(self) -> "LocalWorkers":
+    def __enter__(self) -> LocalWorkers:
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
@@ -470,7 +511,9 @@ class _DaskBackend(_Backend):
             self.cluster.close()
 
 
-def _dask_connect(scheduler: str | None, local_workers: int | None, timeout: float = 10.0) -> tuple[Any, Any]:
+def _dask_connect(
+    scheduler: str | None, local_workers: int | None, timeout: float = 10.0
+) -> tuple[Any, Any]:
     """A connected Dask client (and its LocalCluster, if one was started), checked before the
     sweep writes anything: a missing extra, an unreachable scheduler or workers running another
     cprsim version are one-line errors and leave no output folder behind. The workers import the
@@ -478,26 +521,44 @@ def _dask_connect(scheduler: str | None, local_workers: int | None, timeout: flo
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise InputError("a Dask scheduler needs the distributed extra: pip install 'cprsim[distributed]'") from None
+        raise InputError(
+            "a Dask scheduler needs the distributed extra: pip install 'cprsim[distributed]'"
+        ) from None
     quiet = max(logging.WARNING, logging.getLogger().getEffectiveLevel())
-    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.worker",
-                 "distributed.core", "distributed.http.proxy"):
+    for name in (
+        "distributed",
+        "distributed.scheduler",
+        "distributed.nanny",
+        "distributed.worker",
+        "distributed.core",
+        "distributed.http.proxy",
+    ):
         logging.getLogger(name).setLevel(quiet)  # dask logs every worker start at INFO
     cluster = client = None
     try:
         if local_workers is not None:
-            cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
+            cluster = LocalCluster(
+                n_workers=local_workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                silence_logs=logging.CRITICAL,
+            )
             client = Client(cluster)
         else:
             try:
                 client = Client(scheduler, timeout=f"{timeout:g}s")
             except (OSError, ValueError, TypeError) as e:
-                raise InputError(f"--scheduler {short(scheduler)}: cannot connect ({short(e, 120)})") from None
+                raise InputError(
+                    f"--scheduler {short(scheduler)}: cannot connect ({short(e, 120)})"
+                ) from None
         versions = {str(v) for v in client.run(_warm).values()}
         if versions != {__version__}:
-            raise InputError(f"Dask workers run cprsim {', '.join(sorted(versions)) or '(none)'}, this client "
-                             f"{__version__}: install the same version on every worker")
+            raise InputError(
+                f"Dask workers run cprsim {', '.join(sorted(versions)) or '(none)'}, this client "
+                f"{__version__}: install the same version on every worker"
+            )
         return client, cluster
     except BaseException:
         if client is not None:
@@ -537,8 +598,11 @@ class Journal:
                 order.append(i)
             by_point[i].append(r)
         rep_col = self.head.index("replication")
-        complete = {i: rs for i, rs in by_point.items() if point_complete(rs, rep_col, self.replications, self.rule,
-                                                                           self.head)}
+        complete = {
+            i: rs
+            for i, rs in by_point.items()
+            if point_complete(rs, rep_col, self.replications, self.rule, self.head)
+        }
         return complete, [i for i in order if i in complete]
 
     def rewrite(self, points: dict[int, list[list[str]]], order: Sequence[int]) -> None:
@@ -564,7 +628,9 @@ class Outcome:
     ran: int  #: points run by this call (the others were already in the journal)
     results: Path
     summary: Path
-    repaired: tuple[str, ...] = ()  #: what a resume repaired (missing header files, stale temporaries)
+    repaired: tuple[
+        str, ...
+    ] = ()  #: what a resume repaired (missing header files, stale temporaries)
     parquet: tuple[Path, ...] = ()  #: the Parquet tables written (``output_format="parquet"``)
 
 
@@ -595,20 +661,32 @@ def run_sweep(
     the workers started here (and a Dask cluster's) and leaves the journal for ``--resume``."""
     check_format(output_format)
     check_out(sweep, out, resume)
-    connection = (_dask_connect(scheduler, dask_local, connect_timeout)
-                  if scheduler is not None or dask_local is not None else None)
+    connection = (
+        _dask_connect(scheduler, dask_local, connect_timeout)
+        if scheduler is not None or dask_local is not None
+        else None
+    )
     out.mkdir(parents=True, exist_ok=True)
     repaired = _remove_stale_temporaries(out)
     head = header(sweep)
     journal = Journal(out / "results.csv", head, sweep.replications, sweep.precision)
     manifest_path = out / "manifest.json"
     manifest = {
-        "cprsim_version": __version__, "versions": versions(), "name": sweep.name, "description": sweep.description,
-        "source": sweep.source, "fingerprint": sweep.fingerprint, "seed": sweep.seed,
-        "replications": sweep.replications, "keys": list(sweep.keys), "strategies": list(sweep.strategies),
+        "cprsim_version": __version__,
+        "versions": versions(),
+        "name": sweep.name,
+        "description": sweep.description,
+        "source": sweep.source,
+        "fingerprint": sweep.fingerprint,
+        "seed": sweep.seed,
+        "replications": sweep.replications,
+        "keys": list(sweep.keys),
+        "strategies": list(sweep.strategies),
         **({"precision": sweep.precision.as_dict()} if sweep.precision is not None else {}),
-        "points": [{"point": p.index, "strategy": p.strategy, "values": {k: v for k, v in p.values}}
-                   for p in sweep.points],
+        "points": [
+            {"point": p.index, "strategy": p.strategy, "values": {k: v for k, v in p.values}}
+            for p in sweep.points
+        ],
     }
     fresh = not manifest_path.exists()
     if sweep_text is not None and not (out / "sweep.toml").exists():
@@ -664,13 +742,28 @@ def run_sweep(
             parquet.append(write_parquet(out / f"{name}.csv", out / f"{name}.parquet"))
     if sweep.plan is not None and not (out / "plan.json").exists():
         _write_plan(sweep, out / "plan.json")
-    return Outcome(out, len(sweep.points), len(todo), journal.path, out / "summary.csv", tuple(repaired),
-                   tuple(parquet))
+    return Outcome(
+        out,
+        len(sweep.points),
+        len(todo),
+        journal.path,
+        out / "summary.csv",
+        tuple(repaired),
+        tuple(parquet),
+    )
 
 
 #: the files a sweep writes (their temporaries are ``.<name>.<random>.tmp`` beside them)
-OWN_FILES = ("results.csv", "summary.csv", "manifest.json", "sweep.toml", "config.toml", "plan.json",
-             "results.parquet", "summary.parquet")
+OWN_FILES = (
+    "results.csv",
+    "summary.csv",
+    "manifest.json",
+    "sweep.toml",
+    "config.toml",
+    "plan.json",
+    "results.parquet",
+    "summary.parquet",
+)
 
 #: ``output_format`` values: the CSV tables always, Parquet copies in addition
 FORMATS = ("csv", "parquet")
@@ -696,15 +789,17 @@ def check_format(output_format: str) -> None:
         raise InputError(f"output format {short(output_format)}: not one of {', '.join(FORMATS)}")
     if output_format == "parquet":
         try:
-            import pyarrow  # noqa: F401
+            import pyarrow
             import pyarrow.parquet  # noqa: F401
         except ImportError:
-            raise InputError("--format parquet needs pyarrow: pip install 'cprsim[parquet]'") from None
+            raise InputError(
+                "--format parquet needs pyarrow: pip install 'cprsim[parquet]'"
+            ) from None
 
 
 def _is_int(text: str) -> bool:
     t = text[1:] if text[:1] in "+-" else text
-    return t.isascii() and t.isdigit() and -(2 ** 63) <= int(text) < 2 ** 63
+    return t.isascii() and t.isdigit() and -(2**63) <= int(text) < 2**63
 
 
 def _is_float(text: str) -> bool:
@@ -749,7 +844,9 @@ def _cost(p: Point) -> float:
     from cprsim.plan.feasibility import events_per_replication
 
     try:
-        return max(1.0, float(events_per_replication(sc.validate(dict(p.raw), f"point {p.index}"))[0]))
+        return max(
+            1.0, float(events_per_replication(sc.validate(dict(p.raw), f"point {p.index}"))[0])
+        )
     except (InputError, ValueError, ZeroDivisionError):  # pragma: no cover - points were validated
         return 1.0
 
@@ -769,12 +866,16 @@ def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
     manifest_path = out / "manifest.json"
     if (out / "results.csv").exists() or manifest_path.exists():
         if not resume:
-            raise SweepError(f"{out}: already holds a sweep's results; pass --resume to finish it, "
-                             f"or choose another --out")
+            raise SweepError(
+                f"{out}: already holds a sweep's results; pass --resume to finish it, "
+                f"or choose another --out"
+            )
         old = _read_manifest(manifest_path)
         if old.get("fingerprint") != sweep.fingerprint:
-            raise SweepError(f"{out}: its results come from a different sweep (fingerprint "
-                             f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another --out")
+            raise SweepError(
+                f"{out}: its results come from a different sweep (fingerprint "
+                f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another --out"
+            )
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -803,7 +904,10 @@ def _write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -
     rows = []
     for p in sweep.points:
         recs = done[p.index]
-        row: list[Any] = [*recs[0][:k0], len(recs)]  # point, strategy, grid values, interval as written
+        row: list[Any] = [
+            *recs[0][:k0],
+            len(recs),
+        ]  # point, strategy, grid values, interval as written
         for m in METRICS:
             e = estimate([float(r[head.index(m)]) for r in recs])
             row += [getattr(e, s) for s in SUMMARY_STATS]
@@ -820,8 +924,15 @@ def _write_plan(sweep: Sweep, path: Path) -> None:
         base = sc.validate(dict(sweep.points[0].raw), sweep.source)
     p = sweep.plan
     assert p is not None
-    plan = make_plan(base, p.max_accuracy_loss, p.metric, replications=p.replications,
-                     strategies=list(p.strategies), confidence=None if p.confidence == "mean" else p.confidence,
-                     objective=p.objective, max_checkpoint_age_h=p.max_checkpoint_age_h,
-                     precision=None if p.precision == "off" else float(p.precision))
+    plan = make_plan(
+        base,
+        p.max_accuracy_loss,
+        p.metric,
+        replications=p.replications,
+        strategies=list(p.strategies),
+        confidence=None if p.confidence == "mean" else p.confidence,
+        objective=p.objective,
+        max_checkpoint_age_h=p.max_checkpoint_age_h,
+        precision=None if p.precision == "off" else float(p.precision),
+    )
     atomic_write_json(path, plan.as_dict())

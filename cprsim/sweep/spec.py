@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import model_validator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cprsim import __version__
 from cprsim import scenario as sc
@@ -63,17 +63,23 @@ class _Model(BaseModel):
 
 
 class PlanSpec(_Model):
-    max_accuracy_loss: float = Field(..., gt=0, lt=0.5, description="accuracy loss accepted (AUC or log-loss)")
+    max_accuracy_loss: float = Field(
+        ..., gt=0, lt=0.5, description="accuracy loss accepted (AUC or log-loss)"
+    )
     metric: Literal["auc", "logloss"] = "auc"
     strategies: tuple[str, ...] = Field(("partial", "mfu", "ssu"), strict=False)
     replications: int | None = Field(None, ge=2)
-    confidence: float | Literal["mean"] = Field(0.9, description="P(a run's PLS <= bound) promised, or 'mean'")
+    confidence: float | Literal["mean"] = Field(
+        0.9, description="P(a run's PLS <= bound) promised, or 'mean'"
+    )
     objective: Literal["mean", "p90"] = "mean"
     max_checkpoint_age_h: float | None = Field(None, gt=0)
-    precision: float | Literal["off"] = Field(0.1, description="the planner's adaptive replication, or 'off'")
+    precision: float | Literal["off"] = Field(
+        0.1, description="the planner's adaptive replication, or 'off'"
+    )
 
     @model_validator(mode="after")
-    def _known(self) -> "PlanSpec":
+    def _known(self) -> PlanSpec:
         from cprsim.plan import ALL_STRATEGIES
 
         bad = [x for x in self.strategies if x not in ALL_STRATEGIES]
@@ -87,13 +93,18 @@ class PlanSpec(_Model):
 
 
 class SweepFile(_Model):
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,100}$",
-                             description="the default output folder is out/<name>: letters, digits, . _ - only")
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._-]{1,100}$",
+        description="the default output folder is out/<name>: letters, digits, . _ - only",
+    )
     description: str = ""
     scenario: str = Field(..., min_length=1, description="built-in scenario name or TOML file")
     replications: int | None = Field(None, ge=1, le=1_000_000)
     seed: int | None = Field(None, ge=0)
-    precision: float | None = Field(None, gt=0, description="adaptive replication: target relative CI half-width")
+    precision: float | None = Field(
+        None, gt=0, description="adaptive replication: target relative CI half-width"
+    )
     min_replications: int = Field(20, ge=2, le=1_000_000)
     precision_metric: str = "overhead"
     strategies: tuple[str | dict[str, Any], ...] = Field((), strict=False)
@@ -170,8 +181,14 @@ def _label(entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(entry.get("label", entry["name"])), table
 
 
-def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None, max_events: float | None = None,
-               *, precision: float | None = None, min_replications: int | None = None) -> Sweep:
+def load_sweep(
+    path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    max_events: float | None = None,
+    *,
+    precision: float | None = None,
+    min_replications: int | None = None,
+) -> Sweep:
     """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries; every
     point must simulate at most ``max_events`` events a replication (default: the budget of
     ``cprsim.plan.feasibility``); ``precision`` and ``min_replications`` replace the file's."""
@@ -194,8 +211,12 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None, max_ev
 MAX_POINTS = 100_000
 
 
-def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
-           max_events: float | None = None) -> Sweep:
+def expand(
+    spec: SweepFile,
+    path: Path,
+    overrides: dict[str, Any] | None = None,
+    max_events: float | None = None,
+) -> Sweep:
     from cprsim.plan import feasibility
 
     budget = feasibility.MAX_EVENTS if max_events is None else max_events
@@ -225,20 +246,28 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
         if not isinstance(vals, list) or not vals:
             raise SweepError(f"{source}: grid.{k}: expected a non-empty list of values")
         if k.split(".")[0] == "strategy" and spec.strategies:
-            raise SweepError(f"{source}: grid.{k}: vary strategies with `strategies`, not in the grid")
+            raise SweepError(
+                f"{source}: grid.{k}: vary strategies with `strategies`, not in the grid"
+            )
         if k in ("seed", "replications"):
-            raise SweepError(f"{source}: grid.{k}: seed and replications are the sweep's, not a grid axis")
+            raise SweepError(
+                f"{source}: grid.{k}: seed and replications are the sweep's, not a grid axis"
+            )
     entries = [_label(e) for e in spec.strategies] or [(None, None)]
     labels = [lab for lab, _ in entries]
     if len(set(labels)) != len(labels):
-        raise SweepError(f"{source}: strategies: two entries share the label; give each a distinct `label`")
+        raise SweepError(
+            f"{source}: strategies: two entries share the label; give each a distinct `label`"
+        )
     keys = tuple(grid)
     n_points = len(entries)
     for k in keys:
         n_points *= len(grid[k])
     if n_points > MAX_POINTS:
-        raise SweepError(f"{source}: grid x strategies = {n_points:,} points, more than a sweep may have "
-                         f"({MAX_POINTS:,}): split it")
+        raise SweepError(
+            f"{source}: grid x strategies = {n_points:,} points, more than a sweep may have "
+            f"({MAX_POINTS:,}): split it"
+        )
     points: list[Point] = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         for label, table in entries:
@@ -267,16 +296,31 @@ def expand(spec: SweepFile, path: Path, overrides: dict[str, Any] | None = None,
     rule = None
     if spec.precision is not None:
         try:
-            rule = Precision(float(spec.precision), cap, spec.min_replications, metric=spec.precision_metric)
+            rule = Precision(
+                float(spec.precision), cap, spec.min_replications, metric=spec.precision_metric
+            )
         except InputError as e:
             raise SweepError(f"{source}: precision: {e}") from None
-    ident: dict[str, Any] = {"cprsim": __version__,
-                             "points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points]}
-    if rule is not None:  # (absent otherwise: the fingerprints of fixed-replication sweeps do not change)
+    ident: dict[str, Any] = {
+        "cprsim": __version__,
+        "points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points],
+    }
+    if (
+        rule is not None
+    ):  # (absent otherwise: the fingerprints of fixed-replication sweeps do not change)
         ident["precision"] = rule.as_dict()
     fp = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return Sweep(
-        name=spec.name or path.stem, description=spec.description, source=source, base_raw=base,
-        keys=keys, strategies=tuple(dict.fromkeys(pt.strategy for pt in points)), points=tuple(points),
-        replications=cap, seed=int(first["seed"]), plan=spec.plan, fingerprint=fp, precision=rule,
+        name=spec.name or path.stem,
+        description=spec.description,
+        source=source,
+        base_raw=base,
+        keys=keys,
+        strategies=tuple(dict.fromkeys(pt.strategy for pt in points)),
+        points=tuple(points),
+        replications=cap,
+        seed=int(first["seed"]),
+        plan=spec.plan,
+        fingerprint=fp,
+        precision=rule,
     )

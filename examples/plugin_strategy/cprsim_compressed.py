@@ -17,7 +17,9 @@ from cprsim.sim.strategies import Strategy, register
 class CompressedParams(BaseModel):  # the scenario's [strategy] table, validated strictly
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     ratio: float = Field(0.5, gt=0, le=1, description="compressed size / raw size of a checkpoint")
-    codec_s: float = Field(20.0, ge=0, description="seconds to compress a checkpoint, or to decompress it")
+    codec_s: float = Field(
+        20.0, ge=0, description="seconds to compress a checkpoint, or to decompress it"
+    )
 
 
 def compressed_s(transfer_s: float, latency_s: float, p: CompressedParams) -> float:
@@ -28,34 +30,41 @@ def compressed_s(transfer_s: float, latency_s: float, p: CompressedParams) -> fl
 @register
 class Compressed(Strategy):
     name = "compressed"
-    summary = "full recovery with compressed checkpoints: shorter saves and loads, plus the codec's time"
+    summary = (
+        "full recovery with compressed checkpoints: shorter saves and loads, plus the codec's time"
+    )
     label = "Compressed full"  # in plans and tables (default: the name)
     colour = "#bcbd22"  # in figures (default: a spare colour picked from the name)
     Params = CompressedParams
     needs_embedding_servers = False  # a rollback restores every node, embedding servers or not
     plan_rank = 2  # the planner prefers simpler options tied with it (full: 0, CPR-vanilla: 1)
 
-    def make_ledger(self, run):  # noqa: ANN001, ANN201
+    def make_ledger(self, run):
         return None  # every failure rolls back: no update is lost, no PLS
 
-    def save_s(self, run) -> float:  # noqa: ANN001
+    def save_s(self, run) -> float:
         return compressed_s(self.costs.save_s, self.costs.latency_s, self.params)
 
-    def load_s(self, run, nodes) -> float:  # noqa: ANN001
+    def load_s(self, run, nodes) -> float:
         return compressed_s(self.costs.load_s, self.costs.latency_s, self.params)
 
-    def full_load_s(self, run) -> float:  # noqa: ANN001
+    def full_load_s(self, run) -> float:
         return self.load_s(run, set())
 
     @classmethod
-    def plan_variants(cls, s) -> list[dict]:  # noqa: ANN001
+    def plan_variants(cls, s) -> list[dict]:
         """The planner tries the scenario's codec if it names this strategy, else the defaults."""
         mine = s.strategy.params if s.strategy.name == cls.name else {}
         return [CompressedParams.model_validate(mine).model_dump()]
 
     @classmethod
-    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:  # noqa: ANN001
+    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
         p = CompressedParams.model_validate(params)
         load = compressed_s(costs.load_s, costs.latency_s, p)
-        return analytic.full_overhead(s.duration_s, tau, compressed_s(costs.save_s, costs.latency_s, p),
-                                      rates.total, s.reschedule.dist.mean() + load)
+        return analytic.full_overhead(
+            s.duration_s,
+            tau,
+            compressed_s(costs.save_s, costs.latency_s, p),
+            rates.total,
+            s.reschedule.dist.mean() + load,
+        )

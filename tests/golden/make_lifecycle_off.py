@@ -15,15 +15,33 @@ import json
 import sys
 from pathlib import Path
 
-FIELDS = ["replication", "wall_s", "useful_s", "save_s", "load_s", "lost_s", "reschedule_s", "degraded_s",
-          "failures_trainer", "failures_embedding", "failures_job", "failure_events", "checkpoints", "pls",
-          "overhead", "ckpt_overhead", "ettr", "pls_position", "pls_age"]
+FIELDS = [
+    "replication",
+    "wall_s",
+    "useful_s",
+    "save_s",
+    "load_s",
+    "lost_s",
+    "reschedule_s",
+    "degraded_s",
+    "failures_trainer",
+    "failures_embedding",
+    "failures_job",
+    "failure_events",
+    "checkpoints",
+    "pls",
+    "overhead",
+    "ckpt_overhead",
+    "ettr",
+    "pls_position",
+    "pls_age",
+]
 REPS = 3
 #: variants per scenario: (label, --set overrides)
 VARIANTS = [("blocking", {}), ("two-phase", {"checkpoint.mode": "two-phase"})]
 
 
-def digest(s, reps: int = REPS) -> str:  # noqa: ANN001
+def digest(s, reps: int = REPS) -> str:
     from cprsim.sim.engine import simulate_one
 
     h = hashlib.sha256()
@@ -36,7 +54,7 @@ def digest(s, reps: int = REPS) -> str:  # noqa: ANN001
     return h.hexdigest()
 
 
-def cases():  # noqa: ANN201
+def cases():
     """(key, scenario) for every built-in x strategy x variant the scenario model accepts."""
     from cprsim import scenario as sc
     from cprsim.errors import InputError
@@ -57,5 +75,7 @@ def cases():  # noqa: ANN201
 
 if __name__ == "__main__":
     out = {k: digest(s) for k, s in cases()}
-    Path(__file__).with_name("lifecycle_off.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    Path(__file__).with_name("lifecycle_off.json").write_text(
+        json.dumps(out, indent=1, sort_keys=True) + "\n"
+    )
     print(f"{len(out)} digests", file=sys.stderr)
