@@ -6,7 +6,7 @@ PIP     = $(PY) -m pip
 # torch is pinned (a CPU wheel on these machines; an unpinned torch pulls GBs of CUDA wheels)
 CONSTRAINTS = .ci/constraints.txt
 
-.PHONY: run test test-fast fuzz figures bench clean
+.PHONY: run test test-fast lint fuzz figures bench clean
 
 $(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(VENV)/.installed-run: pyproject.toml
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,movielens,parquet,pandas]'
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,movielens,parquet,pandas,lint]'
 	touch $@ $(VENV)/.installed-run
 
 ## make run: simulate the built-in default scenario (cpr-production) and print the breakdown
@@ -27,6 +27,13 @@ run: $(VENV)/.installed-run
 ## make test: the whole test suite
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -p no:cacheprovider
+
+## make lint: ruff (the rule set in pyproject.toml), ruff format and mypy (with the pydantic plugin)
+LINTED = cprsim tests examples docs benchmarks
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
 
 ## make test-fast: the suite without the tests marked slow (each above ~2 s; under a minute on 2 cores)
 test-fast: $(VENV)/.installed-test

@@ -43,6 +43,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Any, overload
 
 import numpy as np
 
@@ -181,7 +182,7 @@ class AccessModel:
         return cls(tables, float(a))
 
     @classmethod
-    def fit_counts(cls, path: str | Path) -> AccessModel:
+    def fit_counts(cls, path: str | os.PathLike[str]) -> AccessModel:
         """Fit ``alpha`` by maximum likelihood to a CSV of per-row access counts.
 
         Columns ``table,count`` (one row per embedding row; rows absent from the file are taken
@@ -257,6 +258,10 @@ class AccessModel:
         return int(sum(self.tables))
 
     # -- queries ------------------------------------------------------------------------------------
+    @overload
+    def coverage(self, r: float) -> float: ...
+    @overload
+    def coverage(self, r: np.ndarray) -> np.ndarray: ...
     def coverage(self, r: float | np.ndarray) -> np.ndarray | float:
         """Share of accesses on the top fraction r of rows (exact ranking)."""
         p, c = self.bins
@@ -266,6 +271,10 @@ class AccessModel:
         out = np.interp(np.clip(r, 0.0, 1.0), cum_rows, cum_share)
         return float(out) if np.ndim(out) == 0 else out
 
+    @overload
+    def touched(self, n_samples: float) -> float: ...
+    @overload
+    def touched(self, n_samples: np.ndarray) -> np.ndarray: ...
     def touched(self, n_samples: float | np.ndarray) -> np.ndarray | float:
         """Expected fraction of rows accessed at least once by n samples (a scalar's answer is
         cached: every MFU/SSU replication asks for the same ones)."""
@@ -418,7 +427,9 @@ def _read_disk(path: Path) -> dict[str, dict[str, object]]:
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
-def _disk_get(kind: str, key: str) -> object | None:
+def _disk_get(kind: str, key: str) -> Any:
+    """The JSON value :func:`_disk_put` stored under ``kind``/``key`` (its caller knows the shape:
+    a number, or a pair for ``ranked``), or None."""
     global _DISK
     try:
         path = _disk_path()
@@ -529,9 +540,8 @@ class Layout:
     dim: float  #: parameters per row (derived when the rows are given)
     bytes_per_param: float
     embedding_bytes: float  #: parameters only
-    derived: (
-        str  #: what was derived: "rows" (from the bytes and dim) or "dim" (from the bytes and rows)
-    )
+    #: what was derived: "rows" (from the bytes and dim) or "dim" (from the bytes and rows)
+    derived: str
 
     @property
     def rows(self) -> int:

@@ -57,47 +57,47 @@ if TYPE_CHECKING:  # pragma: no cover - imported on first use (scipy.stats is sl
     from cprsim.plots.fit import plot_fit
 
 __all__ = [
-    "Calibration",
-    "Costs",
-    "Estimate",
-    "Event",
-    "Fit",
-    "FitReport",
-    # errors
-    "InputError",
-    "Option",
-    "Plan",
-    "PointSummary",
-    "ReplicationResult",
-    "Runs",
+    # scenarios
+    "load_scenario",
+    "scenario_names",
+    "checkpoint_costs",
     "Scenario",
+    "Costs",
+    # simulation
+    "simulate",
+    "Runs",
+    "ReplicationResult",
+    "Event",
+    "Estimate",
+    # planning
+    "plan",
+    "Plan",
+    "Option",
+    "pls_bound",
+    "load_calibration",
+    "Calibration",
+    "run_calibration",
     # sweeps
     "Sweep",
     "SweepResults",
-    "Trace",
-    "checkpoint_costs",
+    "PointSummary",
+    "load_results",
     # failure logs
     "fit",
-    "load_calibration",
-    "load_results",
-    # scenarios
-    "load_scenario",
-    # planning
-    "plan",
-    "plot_breakdown",
-    "plot_calibration",
-    "plot_fit",
+    "read_trace",
+    "FitReport",
+    "Fit",
+    "Trace",
     # figures
     "plot_overhead",
     "plot_pls",
+    "plot_breakdown",
     "plot_timeline",
-    "pls_bound",
-    "read_trace",
-    "run_calibration",
+    "plot_fit",
+    "plot_calibration",
     "save_figure",
-    "scenario_names",
-    # simulation
-    "simulate",
+    # errors
+    "InputError",
 ]
 
 #: names defined in modules that are slow to import (scipy.stats): imported on first use
@@ -552,7 +552,7 @@ def plan(
         )
     cal = calibration
     if cal is not None and not isinstance(cal, Calibration):
-        cal = load_calibration(cal)
+        cal = load_calibration(Path(cal))
     record = make_plan(
         s,
         max_accuracy_loss,
@@ -593,7 +593,10 @@ def pls_bound(
         raise InputError(
             f"max_accuracy_loss must be a finite number > 0, got {max_accuracy_loss!r}"
         )
-    cal = calibration if isinstance(calibration, Calibration) else load_calibration(calibration)
+    if isinstance(calibration, Calibration):
+        cal = calibration
+    else:
+        cal = load_calibration(None if calibration is None else Path(calibration))
     return float(plan_accuracy(cal, metric).pls_bound(float(max_accuracy_loss), strategy))
 
 
@@ -644,9 +647,10 @@ def run_calibration(
             raise InputError(
                 f"unknown preset field {bad[0]!r} (fields: {', '.join(sorted(known))})"
             )
-        p = dataclasses.replace(
-            p, **{k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()}
-        )
+        fields: dict[str, Any] = {  # checked against the preset's fields above
+            k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()
+        }
+        p = dataclasses.replace(p, **fields)
     kw: dict[str, Any] = {} if progress is None else {"progress": progress}
     return calibrate(
         p, Path(out), measure_costs=measure_costs, jobs=jobs, threads=threads, resume=resume, **kw

@@ -42,9 +42,8 @@ class Costs:
     node_bps: float
     dense_copy_s: float  #: a replaced trainer copies the dense part from a peer
     shard_load_fixed: float | None = None  #: a measured shard load (then k shards load in parallel)
-    trainer_bytes: float = (
-        0.0  #: what one trainer saves and restores (the dense part, or its shard of it)
-    )
+    #: what one trainer saves and restores (the dense part, or its shard of it)
+    trainer_bytes: float = 0.0
 
     def shard_load_s(self, k: int = 1) -> float:
         """k embedding shards restored at once from storage."""

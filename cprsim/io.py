@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -240,7 +240,7 @@ class decode_errors:
     def __enter__(self) -> decode_errors:
         return self
 
-    def __exit__(self, kind, err, tb) -> bool:
+    def __exit__(self, kind, err, tb) -> Literal[False]:
         from cprsim.errors import InputError
 
         if kind is not None and issubclass(kind, UnicodeDecodeError):

@@ -79,7 +79,10 @@ class ShardLedger:
         self._floor = -math.inf
 
     def saved(
-        self, progress: float, tier: int | None = None, shards: np.ndarray | slice | None = None
+        self,
+        progress: float,
+        tier: int | None = None,
+        shards: np.ndarray | slice | int | None = None,
     ) -> None:
         """Shards (all by default) saved at ``progress``: every tier, or only ``tier``.
 

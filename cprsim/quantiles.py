@@ -26,7 +26,7 @@ def f_sf(x: float, d1: float, d2: float) -> float:
 def binom_ppf(q: float, n: int, p: float) -> int:
     """Binomial quantile, the smallest ``k`` with ``P(X <= k) >= q``: ``scipy.stats.binom.ppf``."""
     cdf = special.bdtr(np.arange(n + 1), n, p)
-    return int(min(n, np.searchsorted(cdf, q * (1 - 1e-12), side="left")))
+    return min(n, int(np.searchsorted(cdf, q * (1 - 1e-12), side="left")))
 
 
 def betabinom_sf(k: int, n: int, a: float, b: float) -> float:

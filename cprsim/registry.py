@@ -23,8 +23,8 @@ def is_strategy(obj: Any) -> bool:
     return (
         isinstance(obj, type)
         and isinstance(getattr(obj, "name", None), str)
-        and isinstance(getattr(obj, "Params", None), type)
-        and issubclass(obj.Params, BaseModel)
+        and isinstance(params := getattr(obj, "Params", None), type)
+        and issubclass(params, BaseModel)
         and all(
             callable(getattr(obj, h, None)) for h in ("save_s", "on_failure", "load_s", "on_commit")
         )
@@ -134,7 +134,7 @@ def _load_builtins() -> None:
     _builtins_loaded = True
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

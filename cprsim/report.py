@@ -49,7 +49,7 @@ TIER_ROWS = (
 
 def rows(s: Scenario) -> tuple[tuple[str, str, str], ...]:
     """The table's rows for scenario ``s``."""
-    out = ROWS
+    out: tuple[tuple[str, str, str], ...] = ROWS
     if s.lifecycle is not None:
         i = [k for k, _, _ in out].index("reschedule_s") + 1
         out = out[:i] + LIFECYCLE_ROWS + out[i:]

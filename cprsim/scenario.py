@@ -787,4 +787,4 @@ def effective_dict(s: Scenario) -> dict[str, Any]:
     return d
 
 
-__all__ = ["FAMILIES", "Scenario", "ScenarioError", "builtin_names", "load", "parse_set", "to_toml"]
+__all__ = ["Scenario", "ScenarioError", "load", "parse_set", "builtin_names", "to_toml", "FAMILIES"]

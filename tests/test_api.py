@@ -397,6 +397,7 @@ def test_plots_take_typed_results_axes_and_artist_kwargs(sweeps: Path, runs: Run
     assert any(t.get_text().startswith("plan: ") for t in fig.axes[0].get_legend().get_texts())
 
 
+@pytest.mark.slow
 def test_titles_are_never_clipped(sweeps: Path, runs: Runs) -> None:
     from cprsim import load_calibration, plot_calibration, plot_fit
 
@@ -416,6 +417,7 @@ def test_titles_are_never_clipped(sweeps: Path, runs: Runs) -> None:
         _inside(fig)
 
 
+@pytest.mark.slow
 def test_figures_never_touch_pyplot() -> None:
     code = (
         "import sys\n"

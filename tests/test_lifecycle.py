@@ -59,6 +59,7 @@ def scen(**upd) -> sc.Scenario:
 
 
 # -- 2. closed forms --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_time():
     """Exponential failures, 1,000 warm standbys, no detection delay, unlimited repair: a failed node
     is back after the swap time, so the exact mean wall of full recovery (analytic.full_wall with the
@@ -89,6 +90,7 @@ def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_
     assert all(r.detection_s == 0 and r.wait_s == 0 for r in res)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spares,crews", [(2, None), (1, 2)])
 def test_with_spares_and_no_standby_the_fleet_availability_is_the_machine_repair_queue(
     spares, crews
@@ -201,6 +203,7 @@ def test_a_fleet_that_runs_out_of_machines_is_a_one_line_error():
 
 
 # -- 4. bad machines ---------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dist",
     [

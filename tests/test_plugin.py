@@ -127,6 +127,7 @@ def one_error_line(p: subprocess.CompletedProcess) -> str:
 
 
 # -- end to end, in subprocesses ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_simulate_runs_the_plugin_strategy(tmp_path):
     site = example_site(tmp_path / "site")
 
@@ -151,6 +152,7 @@ def test_simulate_runs_the_plugin_strategy(tmp_path):
     assert "unknown strategy 'nosuch'" in line and "compressed" in line
 
 
+@pytest.mark.slow
 def test_plan_ranks_the_plugin_strategy_and_all_includes_it(tmp_path):
     site = example_site(tmp_path / "site")
     fast = [
@@ -231,6 +233,7 @@ def test_a_sweep_runs_the_plugin_in_its_workers(tmp_path):
         assert (outs["forkserver"] / name).read_bytes() == ref
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_plugin_is_one_line_naming_it(tmp_path, case):
     eps, modules, says = BROKEN[case]
@@ -261,6 +264,7 @@ def test_a_broken_plugin_stops_a_sweep_in_one_line(tmp_path):
     assert ERROR_START.removeprefix("Error: ") in line and says in line
 
 
+@pytest.mark.slow
 def test_help_and_start_up_import_no_plugin(tmp_path):
     """Even a broken plugin: `cprsim --help`, `cprsim simulate --help` and importing the CLI, the
     scenario model and the planner never import it (nor does the help list plugins: docs/cli.md

@@ -363,14 +363,14 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(
 def test_a_replication_that_cannot_run_names_its_point_and_replication(
     tmp_path, jobs, one_line_error, cli
 ):
-    """A fleet the retirement policy exhausts (point 1): one line naming the point's settings, the
+    """A fleet the retirement policy exhausts (point 0): one line naming the point's settings, the
     replication (to rerun it alone) and why, whichever process ran it."""
     p = tmp_path / "s.toml"
     p.write_text(
-        'scenario = "toy"\nreplications = 4\n[set]\n"failures.embedding.family" = "exponential"\n'
+        'scenario = "toy"\nreplications = 2\n[set]\n"failures.embedding.family" = "exponential"\n'
         '"failures.embedding.mtbf_h" = 1.0\n"lifecycle.retirement.window_h" = 1000.0\n'
-        '[grid]\n"lifecycle.retirement.failures" = [1000, 1]\n'
+        '[grid]\n"lifecycle.retirement.failures" = [1, 1000]\n'
     )
     line = one_line_error(cli("sweep", p, "--out", tmp_path / "o", "--jobs", jobs))
-    assert "point 1 (full, lifecycle.retirement.failures=1)" in line, line
-    assert "replication " in line and "add lifecycle.spares" in line, line
+    assert "point 0 (full, lifecycle.retirement.failures=1)" in line, line
+    assert "toy, replication 0:" in line and "add lifecycle.spares" in line, line

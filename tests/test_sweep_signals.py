@@ -192,6 +192,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_sweep_ends_its_forkserver_and_its_workers(tmp_path):
     """The workers started from a forkserver (the sweep runs a thread): kill -9 of the sweep ends
     the workers, the forkserver and the resource tracker (before the fix all three stayed: the
@@ -215,6 +216,7 @@ def test_kill_9_of_the_sweep_ends_its_forkserver_and_its_workers(tmp_path):
 
 
 # -- SIGTERM, SIGINT ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigterm_stops_the_workers_with_one_line_and_resume_gives_the_same_bytes(tmp_path):
     sweep = write_sweep(tmp_path, 150)
     ref = tmp_path / "ref"
@@ -282,6 +284,7 @@ def test_ctrl_c_to_the_process_group_stops_the_sweep_quietly(tmp_path):
 
 
 # -- an unreachable scheduler --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_unreachable_scheduler_leaves_no_output_folder(tmp_path):
     pytest.importorskip("distributed")
     out = tmp_path / "o"

@@ -205,6 +205,7 @@ def test_plan_picks_the_snapshot_interval_and_the_persist_period_and_confirms_th
     assert "CPR-vanilla" in {o["label"] for o in d["options"]}  # and on blocking saves
 
 
+@pytest.mark.slow
 def test_tiered_beats_single_tier_full_recovery_on_the_large_gpu_cluster():
     """llm-16k-gpus (2,048 nodes), a shorter job to keep the test quick: the tiered option's mean
     overhead is below every single-tier full-recovery option's, their 95% CIs apart."""

@@ -395,7 +395,7 @@ def _simulate(
     (dropped), and one just after a save could strike during the simulated save (aborted, redone).
     The interval is stretched by 1e-9 so that float rounding cannot add a save at the very end."""
     from cprsim import scenario as sc
-    from cprsim.sim.engine import simulate_one
+    from cprsim.sim.engine import Scheduled, simulate_one
 
     HOUR = 3600.0
     save_s, load_s, resched = max(save_s, 1e-9), max(load_s, 1e-9), 1e-9
@@ -412,7 +412,8 @@ def _simulate(
     }
     s = sc.validate(raw, "calibrate end-to-end")
     it_s = plain / n
-    sched, same, prev = [], 0, None
+    sched: list[Scheduled] = []
+    same, prev = 0, None
     for i, (k, j) in enumerate(sorted(failures)):
         same = same + 1 if k == prev else 0
         prev = k

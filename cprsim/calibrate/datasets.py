@@ -473,9 +473,9 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         uid = _int(fu, ln, "user_id", f[0])
         if uid < 1 or known_user[uid]:
             raise InputError(f"{short(fu)}: line {ln}: user_id {uid} is not positive or repeats")
-        age = _int(fu, ln, "age", f[1])
-        if not 0 < age < 150:
-            raise InputError(f"{short(fu)}: line {ln}: age: expected 1..149 years, got {age}")
+        age_y = _int(fu, ln, "age", f[1])
+        if not 0 < age_y < 150:
+            raise InputError(f"{short(fu)}: line {ln}: age: expected 1..149 years, got {age_y}")
         if f[2] not in ("M", "F"):
             raise InputError(
                 f"{short(fu)}: line {ln}: gender: expected M or F, got {short(f[2])!r}"
@@ -483,7 +483,7 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         known_user[uid] = True
         zip_area = int(f[4][0]) + 1 if f[4][:1].isdigit() and f[4][:1].isascii() else 11
         u_cat[uid] = (
-            1 + int(np.searchsorted(ML_AGE_EDGES, age, side="right")),
+            1 + int(np.searchsorted(ML_AGE_EDGES, age_y, side="right")),
             1 if f[2] == "M" else 2,
             occ_row[f[3]],
             zip_area,
@@ -515,19 +515,19 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
     # ratings
     r = np.empty((len(inter), 4), np.int64)
     for i, (ln, f) in enumerate(inter):
-        u, m = _int(fi, ln, "user_id", f[0]), _int(fi, ln, "item_id", f[1])
-        rating, ts = _int(fi, ln, "rating", f[2]), _int(fi, ln, "timestamp", f[3])
-        if not (0 < u <= n_users and known_user[u]):
-            raise InputError(f"{short(fi)}: line {ln}: user_id {u} is not in {fu.name}")
-        if not (0 < m <= n_items and known_item[m]):
-            raise InputError(f"{short(fi)}: line {ln}: item_id {m} is not in {fm.name}")
-        if not 1 <= rating <= 5:
-            raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5, got {rating}")
-        if ts < 0:
+        uid, mid = _int(fi, ln, "user_id", f[0]), _int(fi, ln, "item_id", f[1])
+        stars, t_s = _int(fi, ln, "rating", f[2]), _int(fi, ln, "timestamp", f[3])
+        if not (0 < uid <= n_users and known_user[uid]):
+            raise InputError(f"{short(fi)}: line {ln}: user_id {uid} is not in {fu.name}")
+        if not (0 < mid <= n_items and known_item[mid]):
+            raise InputError(f"{short(fi)}: line {ln}: item_id {mid} is not in {fm.name}")
+        if not 1 <= stars <= 5:
+            raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5, got {stars}")
+        if t_s < 0:
             raise InputError(
-                f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970, got {ts}"
+                f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970, got {t_s}"
             )
-        r[i] = (u, m, rating, ts)
+        r[i] = (uid, mid, stars, t_s)
     n = len(r)
     # per user: the latest fifth of the user's ratings (by time, then movie id) is held out
     r = r[np.lexsort((r[:, 1], r[:, 3], r[:, 0]))]  # by user, then time, then movie
@@ -672,7 +672,7 @@ def read_schema(path: str | Path) -> Schema:
         raise InputError(f"{src}: label_threshold: expected a number, got {short(repr(thr))}")
     cols: dict[str, tuple[Column, ...]] = {}
     for kind, opt, allowed in (
-        ("categorical", "buckets", None),
+        ("categorical", "buckets", ()),  # (no transform)
         ("dense", "transform", TRANSFORMS),
     ):
         v = raw.get(kind)

@@ -140,6 +140,7 @@ class Emulator:
         if st == "mfu":
             self.count.index_add_(0, flat, ones)
         elif st == "ssu":
+            assert self.rng is not None, "__init__ made the sampling stream for ssu"
             keep = torch.from_numpy(self.rng.random(grows.shape[0]) < self.s.sample_rate)
             sub = grows[keep].reshape(-1)
             self.count.index_add_(0, sub, torch.ones_like(sub))

@@ -167,6 +167,7 @@ class DLRM(nn.Module):
         loss.backward()
         self.opt.step()
         g = sub.grad
+        assert g is not None, "backward() filled the gradient of sub (a leaf the loss depends on)"
         lr = self.cfg.emb_lr
         with torch.no_grad():
             if self.cfg.emb_optimizer == "rowwise_adagrad":

@@ -223,7 +223,8 @@ def emulated_pls(
         for k in range(n):
             emu.before(k)
             emu.count_batch(prep.grows[k * B : (k + 1) * B])
-        out.append((st.strategy, float(b), float(emu.pls), *map(float, emu.timing)))
+        position, age = emu.timing
+        out.append((st.strategy, float(b), float(emu.pls), float(position), float(age)))
     return out
 
 
@@ -393,6 +394,7 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
             m, p.n_shards, st, n, "measured", run.seed, future_rows=future, batch=p.batch
         )
         model, emu = train(prep, p.model, run.seed, fac)
+        assert emu is not None  # train made one with fac
         pls = emu.pls
         position, age = emu.timing
     a, ll = evaluate(model, prep)
@@ -506,9 +508,13 @@ def points_from(results: Sequence[RunResult]) -> tuple[list[Point], dict]:
     return points, facts
 
 
+def _no_progress(n: int = 1) -> None:
+    """The progress callback when none is given."""
+
+
 def run_preset(
     p: Preset,
-    progress: Callable[[int], None] = lambda n=1: None,
+    progress: Callable[[int], None] = _no_progress,
     settings_fn: Callable[[int, int], list[tuple[float, Setting]]] | None = None,
     jobs: int = 1,
     threads: int = 1,

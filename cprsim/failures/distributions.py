@@ -140,7 +140,7 @@ class Distribution:
         return 1.0 - self.sf(t)
 
     # -- sampling ---------------------------------------------------------------------------
-    def sample(self, rng: np.random.Generator, size: int | None = None):
+    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...] | None = None):
         """Draw from this distribution with ``rng`` (a scalar float when ``size`` is None)."""
         return _SAMPLERS[self.family](rng, self.scale, self.shape, size)
 
@@ -194,7 +194,9 @@ def _loglogistic(rng: np.random.Generator, s: float, k: float, size):
     return s * (u / (1.0 - u)) ** (1.0 / k)
 
 
-_Sampler = Callable[[np.random.Generator, float, float, "int | None"], "float | np.ndarray"]
+_Sampler = Callable[
+    [np.random.Generator, float, float, "int | tuple[int, ...] | None"], "float | np.ndarray"
+]
 _SAMPLERS: dict[str, _Sampler] = {
     "exponential": lambda rng, s, k, size: rng.exponential(s, size),
     "weibull": lambda rng, s, k, size: s * rng.weibull(k, size),
@@ -230,4 +232,4 @@ def min_of_iid_mean(dist: Distribution, n: int) -> float:
     return float(lo + np.trapezoid(sp.sf(t) ** n, t))
 
 
-__all__ = ["FAMILIES", "SHAPED", "Distribution", "min_of_iid_mean"]
+__all__ = ["Distribution", "FAMILIES", "SHAPED", "min_of_iid_mean"]

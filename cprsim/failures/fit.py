@@ -225,8 +225,8 @@ def _intervals(family: str, scale: float, shape: float, t: np.ndarray, observed:
     """95% Wald intervals in log-parameters from the numerical observed information."""
     if family == "exponential":
         # exact for the exponential: var(log scale) = 1 / events
-        se = 1.0 / math.sqrt(observed.sum())
-        return (scale * math.exp(-1.96 * se), scale * math.exp(1.96 * se)), (1.0, 1.0)
+        se_log = 1.0 / math.sqrt(observed.sum())
+        return (scale * math.exp(-1.96 * se_log), scale * math.exp(1.96 * se_log)), (1.0, 1.0)
     x0 = np.log([scale, shape])
     f = lambda x: -loglik(family, math.exp(x[0]), math.exp(x[1]), t, observed)
     h = 1e-4

@@ -81,7 +81,9 @@ def _load(path: str, mtime: float) -> tuple[NodeHist, ...]:
         h = tr.nodes[name]
         start = h.start or 0.0
         end = hz if h.end is None else h.end
-        fails = []
+        fails: list[
+            tuple[float, float | None]
+        ] = []  # (time, down): None, not repaired in the trace
         pending: float | None = None
         for t, ev, _ in h.events:
             if ev == "fail" and pending is None:
@@ -174,7 +176,7 @@ def _as_recorded(s: Scenario, hist: tuple[NodeHist, ...], horizon_h: float) -> l
     rng = stream(s.seed, 0, "replay")
     resched = s.reschedule.dist
     pools = _pools(hist)
-    out = []
+    out: list[Scheduled] = []
     cursor = {"trainer": 0, "embedding": 0}
     for node in range(nt + ne):
         kind = "trainer" if node < nt else "embedding"

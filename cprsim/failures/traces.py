@@ -32,8 +32,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -495,31 +496,31 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
                     f"(columns: {', '.join(sorted(keys))})"
                 )
         for line, raw in enumerate(reader, start=2):
-            r = {
+            row = {
                 k: (v if isinstance(v, str) else "").strip()
                 for k, v in raw.items()
                 if k is not None
             }
             try:
-                t0 = datetime.strptime(r[_LANL_STARTED], "%m/%d/%Y %H:%M")
-                t1 = datetime.strptime(r[_LANL_FIXED], "%m/%d/%Y %H:%M")
+                t0 = datetime.strptime(row[_LANL_STARTED], "%m/%d/%Y %H:%M")
+                t1 = datetime.strptime(row[_LANL_FIXED], "%m/%d/%Y %H:%M")
             except ValueError:
                 raise InputError(
                     f"{short(path)}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54"
                 ) from None
             if t1 < t0:
                 raise InputError(f"{short(path)}: line {line}: repair before failure")
-            if not r["System"]:
+            if not row["System"]:
                 raise InputError(f"{short(path)}: line {line}: empty System")
-            cause = next((c for c in LANL_CAUSES if r[c]), "Undetermined")
-            node = f"{r['System']}/{r['nodenum']}"
-            cols = {column_key(k): v for k, v in r.items()} | {"node": node, "cause": cause}
-            prod = _lanl_month(r["node prod"], path, line)
-            decom = _lanl_month(r["node decom"], path, line, end=True)
+            cause = next((c for c in LANL_CAUSES if row[c]), "Undetermined")
+            node = f"{row['System']}/{row['nodenum']}"
+            cols = {column_key(k): v for k, v in row.items()} | {"node": node, "cause": cause}
+            prod = _lanl_month(row["node prod"], path, line)
+            decom = _lanl_month(row["node decom"], path, line, end=True)
             if prod is not None and decom is not None and decom < prod:
                 raise InputError(f"{short(path)}: line {line}: node decom is before node prod")
             recs.append(
-                _LanlRecord(line, r["System"], node, t0, t1, cause, r[cause], prod, decom, cols)
+                _LanlRecord(line, row["System"], node, t0, t1, cause, row[cause], prod, decom, cols)
             )
     if not recs:
         raise InputError(f"{short(path)}: no records")
@@ -538,12 +539,15 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
 
     def window(rs: list[_LanlRecord]) -> tuple[float, float]:
         """From the earliest production to the latest decommission (or the end of the log)."""
-        start = 0.0 if any(r.prod is None for r in rs) else hours(min(r.prod for r in rs))  # type: ignore[type-var]
+        prods = [r.prod for r in rs if r.prod is not None]
+        decoms = [r.decom for r in rs if r.decom is not None]
+        # a node without a production (decommission) date is in service from the start (to the end)
+        start = 0.0 if len(prods) < len(rs) else hours(min(prods))
         end = (
             hours(end_of_log)
-            if any(r.decom is None for r in rs)
-            else min(hours(max(r.decom for r in rs)), hours(end_of_log))
-        )  # type: ignore[type-var]
+            if len(decoms) < len(rs)
+            else min(hours(max(decoms)), hours(end_of_log))
+        )
         return min(start, min(hours(r.t0) for r in rs)), max(end, max(hours(r.t1) for r in rs))
 
     nodes: dict[str, NodeHistory] = {}
@@ -797,7 +801,10 @@ READERS = ("infinitehbd", "lanl", "titan", "philly", "csv")
 
 
 def read_trace(
-    path: str | Path, fmt: str, filters: dict[str, str] | None = None, node_count: int | None = None
+    path: str | os.PathLike[str],
+    fmt: str,
+    filters: dict[str, str] | None = None,
+    node_count: int | None = None,
 ) -> Trace:
     p = check_input_file(path, "failure log")
     if fmt not in READERS:
@@ -869,7 +876,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 
 
 def _match(
-    filters: dict[str, str], fields: dict[str, str | None], substring: Iterable[str] = ()
+    filters: dict[str, str], fields: Mapping[str, str | None], substring: Iterable[str] = ()
 ) -> bool:
     """Whether ``fields`` pass the filters on them: equal ignoring case, or contain the value for
     the ``substring`` keys; a field that is None (unknown) passes no filter."""

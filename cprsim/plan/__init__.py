@@ -49,7 +49,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -76,15 +77,15 @@ from cprsim.sim import strategies as registry
 from cprsim.sim.replicate import Precision, _t_quantile, estimate
 
 __all__ = [
-    "ALL_STRATEGIES",
-    "LABELS",
-    "AccuracyModel",
-    "Option",
+    "make_plan",
     "Plan",
+    "Option",
     "Rates",
     "failure_rates",
+    "ALL_STRATEGIES",
+    "LABELS",
     "finite",
-    "make_plan",
+    "AccuracyModel",
 ]
 
 
@@ -103,6 +104,11 @@ def _pls_and_rollback() -> tuple[str, ...]:
 
 def _labels() -> dict[str, str]:
     return {n: (registry.get(n).plan_label or n) for n in ("full", *_pls_and_rollback())}
+
+
+if TYPE_CHECKING:  # pragma: no cover - computed by __getattr__ at run time
+    ALL_STRATEGIES: tuple[str, ...]
+    LABELS: dict[str, str]
 
 
 def __getattr__(name: str) -> Any:
@@ -137,9 +143,8 @@ class _Context:
     tick: Callable[[int], None]
     allow_extrapolation: bool
     notes: list[str]
-    precision: float | None = (
-        None  #: adaptive replication (None: every evaluation on all its replications)
-    )
+    #: adaptive replication (None: every evaluation on all its replications)
+    precision: float | None = None
     runs: dict[tuple, Runs] = field(default_factory=dict)
 
     def runs_of(
@@ -191,7 +196,7 @@ def make_plan(
                 f"proving P(PLS <= bound) >= {confidence:g} takes at least {need} replications "
                 f"(got {min(n, ns)}); even a perfect record of fewer cannot prove it"
             )
-    tick = progress or (lambda k=1: None)
+    tick = progress or _no_progress
     W = s.duration_s
     c = costs_of(s)
     rates = failure_rates(s)
@@ -298,6 +303,10 @@ def make_plan(
 
 
 # -- inputs and notes ---------------------------------------------------------------------------------
+def _no_progress(k: int = 1) -> None:
+    """The progress callback when none is given."""
+
+
 def _check_inputs(
     bound: float, metric: str, q: float | None, objective: str, age: float | None
 ) -> None:
@@ -403,7 +412,7 @@ def _full_interval(
 def _confirm(
     ctx: _Context,
     label: str,
-    cls: type,
+    cls: type[registry.Strategy],
     tau: float,
     params: dict[str, Any],
     a_over: float,
@@ -661,7 +670,7 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
                 full,
                 t,
                 {},
-                _safe(lambda t=t: analytic.full_overhead(W, t, c.save_s, lam, R)),
+                _safe(partial(analytic.full_overhead, W, t, c.save_s, lam, R)),
                 0.0,
                 math.inf,
                 note,
@@ -677,7 +686,9 @@ def _safe(f: Callable[[], float]) -> float:
         return math.inf
 
 
-def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Option | None:
+def _pls_option(
+    ctx: _Context, cls: type[registry.Strategy], T_F: float, best_full: Option
+) -> Option | None:
     s, c, rates = ctx.s, ctx.c, ctx.rates
     label = cls.plan_label or cls.name
     bound = ctx.acc.pls_bound(ctx.bound, cls.name)
@@ -735,9 +746,7 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
         except InputError as e:
             ctx.notes.append(f"{label} {_fmt_params(p)}: {e}")
             continue
-        scored.append(
-            (_safe(lambda p=p, tau=tau: cls.plan_expected_overhead(s, p, tau, rates, c)), v, tau)
-        )
+        scored.append((_safe(partial(cls.plan_expected_overhead, s, p, tau, rates, c)), v, tau))
     if not scored:
         ctx.notes.append(
             f"{label} cannot keep PLS <= {bound:.3g} at any interval of {dur_text(cands[0])} or more"
@@ -770,13 +779,14 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
         score=_score(ctx, cls.name, cap),
         runs_of=runs_of,
     )
-    tau = search.run(cands, tau_a)
-    if tau is None:
+    found = search.run(cands, tau_a)
+    if found is None:
         ctx.notes.append(
             f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
             + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs")
         )
         return None
+    tau = found
     i = cands.index(tau)
     steps = list(reversed(cands[max(0, i - 3) : i]))
     crit = "mean loss" if ctx.q is None else f"loss in {100 * ctx.q:g}% of runs (95% lower bound)"
@@ -817,12 +827,13 @@ def _pls_option(ctx: _Context, cls: type, T_F: float, best_full: Option) -> Opti
     return o
 
 
-def _rollback_option(ctx: _Context, cls: type, cap: float) -> Option | None:
+def _rollback_option(ctx: _Context, cls: type[registry.Strategy], cap: float) -> Option | None:
     s, c, rates = ctx.s, ctx.c, ctx.rates
     ng = max(20, ctx.ns // 4)
     t_daly = min(cap, analytic.daly(c.save_s, 1.0 / rates.total))
     lo_f, hi_f = cls.plan_interval_range
-    best = None
+    #: (runs, params, interval) with a precision, else (mean overhead, params, interval)
+    best: tuple[Any, dict[str, Any], float] | None = None
     for params in cls.plan_variants(s):
         try:
             s.with_updates({"strategy": {"name": cls.name, **params}})

@@ -32,8 +32,12 @@ from cprsim.quantiles import t_ppf
 
 
 class AccuracyModel(Protocol):
-    calibrated: bool
-    provenance: dict
+    # read-only: a frozen dataclass (cprsim.calibrate.calibration.Calibration) satisfies it
+    @property
+    def calibrated(self) -> bool: ...
+
+    @property
+    def provenance(self) -> dict[str, Any]: ...
 
     def accuracy_loss(
         self, pls: float, metric: str = "auc", strategy: str = "partial"
@@ -207,7 +211,7 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
             select(Data.from_points(pts, metric), metric, significance)
         )
     slopes = {}
-    for st in fit.ranges or {"partial": None}:
+    for st in fit.ranges or ("partial",):
         m, lo, hi = fit.slope_at(st)
         slopes[st] = SlopeFit(m, lo, hi, fit.coef_for(st).n)
     ranges = {st: r["pls"][1] for st, r in fit.ranges.items()}

@@ -22,9 +22,8 @@ class Option:
     ckpt_overhead: Estimate
     pls: Estimate
     accuracy_loss: float  #: at the mean PLS, with the plan's slope for this strategy
-    meets_bound: (
-        bool  #: confirmed on fresh replications (per run at the plan's confidence, or on the mean)
-    )
+    #: confirmed on fresh replications (per run at the plan's confidence, or on the mean)
+    meets_bound: bool
     note: str = ""
     pls_bound: float = math.inf  #: this option's PLS bound; inf: loses no update
     full_interval_s: float = math.nan  #: progress between two full (consistent) checkpoints
@@ -32,18 +31,15 @@ class Option:
     within: float = 1.0  #: share of confirmation runs within the bound (loss at its upper 95% end, and PLS <= the cap)
     within_lo: float = 1.0  #: its one-sided 95% Clopper-Pearson lower bound
     accuracy_loss_ci: tuple[float, float] = (0.0, 0.0)  #: from the slope's 95% CI
-    accuracy_loss_tail: float = (
-        0.0  #: at the PLS quantile the plan bounds (its confidence), upper slope
-    )
+    #: at the PLS quantile the plan bounds (its confidence), upper slope
+    accuracy_loss_tail: float = 0.0
     oracle: bool = False  #: knows the future: never recommended
     extrapolation: str = ""  #: "", "beyond the calibrated range", ...
     tied: bool = False  #: within the CI of the cheapest option
     stepped_down: int = 0  #: grid steps the confirmation took down from the search's interval
     rank: int = 50  #: simplicity (ties go to the lowest)
-    overhead_p90_ci: tuple[float, float] = (
-        math.nan,
-        math.nan,
-    )  #: order-statistic 95% CI of the P90
+    #: order-statistic 95% CI of the P90
+    overhead_p90_ci: tuple[float, float] = (math.nan, math.nan)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -108,7 +108,7 @@ PLS_PERSIST_GRID = (1, 4, 16)
 
 
 def tiered_pls_option(
-    ctx: Any, cls: type, T_F: float, best_full: Option, pls_option: Any
+    ctx: Any, cls: type[registry.Strategy], T_F: float, best_full: Option, pls_option: Any
 ) -> Option | None:
     """Partial recovery on the tiers (a failed shard from a peer's memory, else storage): the PLS
     search of the planner at each persist period of :data:`PLS_PERSIST_GRID` (and the scenario's);

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 
-def read_calibration(path: str | Path) -> dict[str, Any]:
+def read_calibration(path: str | os.PathLike[str]) -> dict[str, Any]:
     """``calibration.toml`` (or the ``cprsim calibrate --out`` folder holding it)."""
     p = Path(path)
     if p.is_dir():
@@ -40,8 +41,6 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
     (``cprsim.run_calibration`` returns one), a calibration.toml or ``cprsim calibrate --out``
     folder, or None for the shipped calibration; ``ax``: axes to draw into (default: a new figure);
     ``kwargs``: passed to the points (``Axes.errorbar``). Returns the Figure."""
-    import os
-
     from matplotlib.lines import Line2D
 
     from cprsim.plots import artist_kwargs, set_title

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,7 +78,7 @@ def as_results(res: Any) -> SweepResults:
     if isinstance(res, (str, os.PathLike)):
         from cprsim.sweep.results import load_results
 
-        return load_results(res)
+        return load_results(Path(res))
     raise TypeError(f"expected SweepResults, Runs or a results folder, got {type(res).__name__}")
 
 
@@ -296,7 +297,7 @@ def components(pts: list[Any]) -> tuple[tuple[str, str, str], ...]:
     replacement when a node lifecycle made any of the first two non-zero."""
     if not any(p["detection_s"].mean > 0 or p["wait_s"].mean > 0 for p in pts):
         return COMPONENTS
-    out = []
+    out: list[tuple[str, str, str]] = []
     for key, label, c in COMPONENTS:
         if key == "reschedule_s":
             out += LIFECYCLE_COMPONENTS

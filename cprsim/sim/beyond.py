@@ -108,6 +108,7 @@ class ECRM(DegradedTrainers, Strategy):
     colour = "#ff7f0e"
     summary = "ECRM: erasure-coded embedding servers; rebuild from parity while training continues"
     Params = ECRMParams
+    params: ECRMParams  #: an instance of Params (the engine validates the scenario's with it)
     plan_label = "ECRM"
     plan_rank = 5
     plan_interval_range = (0.5, 12.0)
@@ -135,7 +136,7 @@ class ECRM(DegradedTrainers, Strategy):
     def make_ledger(self, run: Run) -> ShardLedger | None:
         """A ledger only if a stripe loss restores the lost shards alone (``stripe_loss = "partial"``):
         otherwise ECRM loses no update."""
-        return super().make_ledger(run) if self.params.stripe_loss == "partial" else None  # type: ignore[attr-defined]
+        return super().make_ledger(run) if self.params.stripe_loss == "partial" else None
 
     @classmethod
     def check(cls, params: ECRMParams, s) -> None:
@@ -234,14 +235,14 @@ class ECRM(DegradedTrainers, Strategy):
             self.stripe(run, n)
             for n in emb
             if sum(1 for b in busy if self.stripe(run, b) == self.stripe(run, n)) > self.params.m
-        }  # type: ignore[attr-defined]
+        }
         if not lost_stripes:
             return trainers
         victims = {b for b in busy if self.stripe(run, b) in lost_stripes}
         for b in victims:
             self.rebuild_end.pop(b, None)
         run.log("stripe_loss", -1, float(len(lost_stripes)))
-        if self.params.stripe_loss == "partial":  # type: ignore[attr-defined]
+        if self.params.stripe_loss == "partial":
             for b in victims:
                 run.lose_shard(b - run.n_trainers)
             return trainers | victims
@@ -282,7 +283,7 @@ class ECRM(DegradedTrainers, Strategy):
         return any(t > now for t in self.rebuild_end.values())
 
     def rate_at(self, run: Run, now: float) -> float:
-        r = self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)  # type: ignore[attr-defined]
+        r = self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)
         return r * self._trainer_share(run, now)
 
     def next_rate_change(self, run: Run, now: float) -> float:
@@ -291,7 +292,7 @@ class ECRM(DegradedTrainers, Strategy):
 
     @property
     def memory_overhead(self) -> float:
-        return self.params.m / self.params.k  # type: ignore[attr-defined]
+        return self.params.m / self.params.k
 
 
 class CheckNRunParams(BaseModel):
@@ -562,6 +563,7 @@ class Lookahead(MFU):
         "than MFU); trainer caches"
     )
     Params = LookaheadParams
+    params: LookaheadParams  #: an instance of Params (the engine validates the scenario's with it)
     needs_throughput = True
     plan_label = "Lookahead"
     plan_rank = 5
@@ -598,7 +600,8 @@ class Lookahead(MFU):
             run, nodes
         )  # the nodes partial recovery waits for (not degraded trainers)
         if self.cache_cov > 0:
-            wb = self.params.writeback_s  # type: ignore[attr-defined]
+            assert run.ledger is not None, "make_ledger (MFU's) gave lookahead a ledger"
+            wb = self.params.writeback_s
             for n in nodes:
                 if n < run.n_trainers:
                     age = run.progress % wb

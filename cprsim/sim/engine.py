@@ -36,7 +36,7 @@ scenario alone (costs, the strategy's validated parameters, ...) is made once pe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from heapq import heappush
 from typing import Any, NamedTuple
@@ -138,9 +138,8 @@ class Run:
     fail_events: int = 0
     job_node: int = -2  #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
     load_until: float = 0.0  #: when the restore under way ends
-    load_left: float | None = (
-        None  #: the rest of a restore that a failure nobody waits for interrupted
-    )
+    #: the rest of a restore that a failure nobody waits for interrupted
+    load_left: float | None = None
     events: list[Event] = field(default_factory=list)
     strategy: strategies.Strategy | None = None
     job: simpy.Process | None = None
@@ -304,7 +303,7 @@ class Run:
             return True
         return False
 
-    def job_process(self) -> Iterator[simpy.Event]:
+    def job_process(self) -> Generator[simpy.Event, Any, None]:
         env, strat = self.env, self.strategy
         assert strat is not None
         two_phase = self.scenario.checkpoint.mode == "two-phase"
@@ -380,11 +379,14 @@ class Run:
                 self.progress = min(target, progress + dt * rate) if partial_step else target
                 self.phase = IDLE
             except simpy.Interrupt as intr:
-                self._interrupted(intr.cause)  # the nodes `fail` interrupted the job for
+                # the nodes `fail` interrupted the job for (`node_back`: []; an interrupt without a
+                # cause, SimPy's default, brings no failed node either)
+                cause = intr.cause
+                self._interrupted(cause if cause is not None else [])
         self._settle(strict=False)  # a persist that finished before the end counts
         self.log("done", -1, self.progress)
 
-    def _recover(self) -> Iterator[simpy.Event]:
+    def _recover(self) -> Generator[simpy.Event, Any, None]:
         """Wait until every failed node the job needs is rescheduled, then restore."""
         env, strat, rec = self.env, self.strategy, self.record
         assert strat is not None
@@ -428,7 +430,7 @@ class Run:
         self.episode.clear()
         self.recovering = False
 
-    def _save_two_phase(self) -> Iterator[simpy.Event]:
+    def _save_two_phase(self) -> Generator[simpy.Event, Any, None]:
         """A snapshot stall (after the previous persist, if still running), then a background persist."""
         env, strat = self.env, self.strategy
         assert strat is not None
@@ -557,7 +559,7 @@ def _renewal_process(
     down: Callable[[np.random.Generator], tuple[float, ...]],
     rng: np.random.Generator,
     stationary: bool = False,
-) -> Iterator[simpy.Event]:
+) -> Generator[simpy.Event, Any, None]:
     """A renewal process that takes ``members`` down together (a node, a fixed failure domain, or
     the job's pseudo node for job-level interruptions): a lifetime, a failure, ``down(rng)`` seconds
     per member until they are back, then a fresh lifetime. ``stationary``: the first lifetime is
@@ -572,7 +574,7 @@ def _renewal_process(
         yield _urgent_timeout(env, max(rhos))  # down until every member is back
 
 
-def _bulk_process(run: Run, bulk: BulkFailures) -> Iterator[simpy.Event]:
+def _bulk_process(run: Run, bulk: BulkFailures) -> Generator[simpy.Event, Any, None]:
     """Hand the job the failures of :class:`BulkFailures` in time order (those at one instant in one
     step, as separate processes would), then wait for the horizon and draw the next window."""
     env = run.env
@@ -595,7 +597,7 @@ def _domain_process(
     resched: Distribution,
     rng: np.random.Generator,
     stationary: bool = False,
-) -> Iterator[simpy.Event]:
+) -> Generator[simpy.Event, Any, None]:
     env = run.env
     constant = resched.family == "constant"
     first_draw = stationary
@@ -616,7 +618,7 @@ def pick(rng: np.random.Generator, count: int, take: int, first: int) -> tuple[i
     return tuple((rng.permutation(count)[:take] + first).tolist())
 
 
-def _schedule_process(run: Run, schedule: list[Scheduled]) -> Iterator[simpy.Event]:
+def _schedule_process(run: Run, schedule: list[Scheduled]) -> Generator[simpy.Event, Any, None]:
     env = run.env
     for t, nodes, rhos in sorted(schedule, key=lambda x: x[0]):
         if t > env.now:
@@ -661,6 +663,20 @@ class _Dists(NamedTuple):
         )
 
 
+def _block_streams(
+    seed: int, rep: int, concern: str, index: int
+) -> Callable[[int], np.random.Generator]:
+    """The stream of block ``b`` of failure kind ``index`` (:attr:`Units.rng`)."""
+    return lambda b: stream(seed, rep, concern, index, b)
+
+
+def _group_down(
+    resched: Distribution, k: int
+) -> Callable[[np.random.Generator], tuple[float, ...]]:
+    """The down times of a fixed group of ``k`` nodes: one rescheduling draw per member."""
+    return lambda rng: tuple(float(x) for x in resched.sample(rng, k))
+
+
 def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists) -> None:
     """One process for the renewal processes of every node and fixed failure-domain group (with a
     node lifecycle, the nodes' own failures come from :class:`~cprsim.sim.lifecycle.Fleet`)."""
@@ -678,7 +694,7 @@ def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists
                     dist,
                     resched,
                     stationary,
-                    lambda b, kind=kind: stream(seed, rep, "node-block", kind, b),
+                    _block_streams(seed, rep, "node-block", kind),
                 )
             )
     for i, d in enumerate(s.failures.domains):
@@ -692,7 +708,7 @@ def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists
                     dists.domains[i],
                     resched,
                     stationary,
-                    lambda b, i=i: stream(seed, rep, "domain-block", i, b),
+                    _block_streams(seed, rep, "domain-block", i),
                 )
             )
     if kinds:
@@ -734,7 +750,7 @@ def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _D
                     run,
                     tuple(range(first + start, first + start + size)),
                     dists.domains[i],
-                    lambda rng, k=size: tuple(float(x) for x in resched.sample(rng, k)),
+                    _group_down(resched, size),
                     stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g),
                     stationary,
                 )
@@ -772,9 +788,8 @@ class _Prepared:
     persist_slowdown: float
     dists: _Dists
     job_dist: Distribution | None  #: job-level interruptions: time between them ...
-    job_down: (
-        Callable[[np.random.Generator], tuple[float, ...]] | None
-    )  #: ... and the job's down time
+    #: ... and the job's down time
+    job_down: Callable[[np.random.Generator], tuple[float, ...]] | None
     shared: dict  #: :attr:`Run.shared`
 
 
@@ -896,7 +911,7 @@ def simulate_one(
             run, s, rep, (p.dists.trainer, p.dists.embedding), stationary, _urgent_timeout
         )
     (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
-    if p.job_down is not None:
+    if p.job_dist is not None and p.job_down is not None:  # set together (_prepare)
         env.process(
             _renewal_process(
                 run,

@@ -50,8 +50,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
@@ -243,7 +243,9 @@ class Fleet:
         self.turn_at[slot] = self.env.now + up_in + turn
         self.env.process(self._in_service(slot, self.gen[slot], up_in, life))
 
-    def _in_service(self, slot: int, gen: int, up_in: float, life: float) -> Iterator[simpy.Event]:
+    def _in_service(
+        self, slot: int, gen: int, up_in: float, life: float
+    ) -> Generator[simpy.Event, Any, None]:
         if up_in > 0:
             yield self.urgent(self.env, up_in)
         if self.t_fail.get(slot) is not None:  # the slot was waiting: it is filled again
@@ -292,7 +294,9 @@ class Fleet:
         self.t_fail[node], self.t_detect[node], self.t_assign[node] = now, now + d, now + d
         return d
 
-    def _later(self, dt: float, fn: Callable[..., None], *args: int) -> Iterator[simpy.Event]:
+    def _later(
+        self, dt: float, fn: Callable[..., None], *args: int
+    ) -> Generator[simpy.Event, Any, None]:
         yield self.urgent(self.env, dt)
         fn(*args)
 

@@ -284,6 +284,7 @@ class MFU(Partial):
         if self.saves % self.K == 0:
             super().on_commit(run, progress)
         else:
+            assert run.ledger is not None, "make_ledger gave MFU/SSU a ledger"
             run.ledger.saved(progress, tier=0)
 
     def on_rollback(self, run: Run) -> None:

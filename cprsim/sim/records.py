@@ -47,9 +47,8 @@ class ReplicationResult:
     checkpoints: int
     pls: float
     overhead: float  #: (wall - useful) / useful
-    ckpt_overhead: (
-        float  #: (save + load + lost + degraded) / useful: the terms the strategy controls
-    )
+    #: (save + load + lost + degraded) / useful: the terms the strategy controls
+    ckpt_overhead: float
     ettr: float  #: effective training time ratio: useful / wall
     #: where and how old the lost updates were (:meth:`cprsim.pls.ShardLedger.timing`): loss-weighted
     #: mean failure position and restored-state age, as fractions of the job (0 when nothing is lost)

@@ -161,8 +161,9 @@ class Strategy:
         self.costs = run.costs
 
     @classmethod
-    def check(cls, params: BaseModel, scenario) -> None:
-        """Checks that need the whole scenario; raise ValueError with a one-line message."""
+    def check(cls, params: Any, scenario) -> None:
+        """Checks that need the whole scenario; raise ValueError with a one-line message. ``params``:
+        the strategy's parameters, an instance of its own ``Params``."""
         if cls.needs_throughput and scenario.job.samples_per_s is None:
             raise ValueError(f"strategy {cls.name!r} counts samples: give job.samples_per_s")
 

@@ -320,6 +320,7 @@ def _schedule(runs: list[_PointRun], backend: _Backend, key: str) -> Iterator[_P
         ahead = [r for r in active if r.stop is None and r.sent < r.cap and r.rule is not None]
         if ahead:  # speculation, one look further for the point least ahead
             r = min(ahead, key=lambda r: (r.sent - r.due(), r.point.index))
+            assert r.rule is not None  # `ahead` holds points with a rule only
             return r, r.rule.next_look(r.sent + 1)
         return None
 
@@ -422,6 +423,7 @@ class LocalWorkers(_Backend):
         import multiprocessing as mp
 
         self.slots = jobs
+        ctx: mp.context.BaseContext
         if "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
             ctx = mp.get_context("fork")
         else:

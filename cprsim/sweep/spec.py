@@ -253,7 +253,10 @@ def expand(
             raise SweepError(
                 f"{source}: grid.{k}: seed and replications are the sweep's, not a grid axis"
             )
-    entries = [_label(e) for e in spec.strategies] or [(None, None)]
+    # (label, [strategy] table); (None, None): the base scenario's own strategy
+    entries: list[tuple[str | None, dict[str, Any] | None]] = [
+        _label(e) for e in spec.strategies
+    ] or [(None, None)]
     labels = [lab for lab, _ in entries]
     if len(set(labels)) != len(labels):
         raise SweepError(
@@ -282,8 +285,8 @@ def expand(
             idx = len(points)
             lab = label or str(raw.get("strategy", {}).get("name", "full"))
             where = ", ".join(f"{k}={short(repr(v), 40)}" for k, v in zip(keys, combo))
+            here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
             try:
-                here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
                 s = sc.validate(copy.deepcopy(raw), here)
                 feasibility.check_budget(s, budget)
             except sc.ScenarioError as e:
