@@ -48,7 +48,7 @@ from typing import Any, overload
 import numpy as np
 
 from cprsim.errors import InputError
-from cprsim.io import check_input_file, decode_errors, open_input_text, short
+from cprsim.io import atomic_write_text, check_input_file, decode_errors, open_input_text, short
 
 #: Criteo Kaggle (Display Advertising Challenge) table cardinalities, as used by DLRM
 CRITEO_KAGGLE = (
@@ -466,10 +466,7 @@ def _flush() -> None:
         for kind, entries in new.items():
             old = data.get(kind, {})
             data[kind] = {**(old if len(old) + len(entries) <= _DISK_MAX else {}), **entries}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, separators=(",", ":")))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(data, separators=(",", ":")))
     except (OSError, ValueError):
         pass
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cprsim import scenario as _sc
 from cprsim.calibrate.calibration import Calibration, load_calibration
 from cprsim.costs import Costs
-from cprsim.errors import InputError
+from cprsim.errors import InputError, validation_line
 from cprsim.plan.records import Option
 from cprsim.plan.records import Plan as _PlanRecord
 from cprsim.plots import save_figure
@@ -766,7 +766,7 @@ class Sweep:
             try:
                 spec = SweepFile.model_validate(check)
             except ValidationError as e:
-                raise SweepError(_sc.format_error(e, str(source))) from None
+                raise SweepError(validation_line(e, str(source))) from None
             #: the expanded sweep (:class:`cprsim.sweep.spec.Sweep`): points, fingerprint, seed
             self.expanded = expand(spec, source, None, max_events)
 

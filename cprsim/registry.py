@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from cprsim.errors import validation_line
+
 
 def is_strategy(obj: Any) -> bool:
     """A strategy class: a subclass of :class:`cprsim.sim.strategies.Strategy` (told by its interface:
@@ -94,14 +96,7 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
     try:
         return cls.Params.model_validate(params)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = (
-            "unknown key"
-            if err["type"] == "extra_forbidden"
-            else err["msg"].removeprefix("Value error, ")
-        )
-        raise ValueError(f"{loc + ': ' if loc else ''}{msg} (strategy {name!r})") from None
+        raise ValueError(f"{validation_line(e)} (strategy {name!r})") from None
 
 
 def names() -> list[str]:

@@ -7,44 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from cprsim import __version__
+from cprsim import __version__, metrics
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import Estimate, summarize
 
-#: (metric, label, kind): kind "time" is shown in hours and % of W
-ROWS = (
-    ("wall_s", "wall time", "time"),
-    ("save_s", "checkpoint saves", "time"),
-    ("load_s", "checkpoint loads", "time"),
-    ("lost_s", "re-executed work", "time"),
-    ("reschedule_s", "rescheduling", "time"),
-    ("degraded_s", "degraded / slowed", "time"),
-    ("failures_trainer", "trainer failures", "count"),
-    ("failures_embedding", "embedding-server failures", "count"),
-    ("failures_job", "job-level interruptions", "count"),
-    ("checkpoints", "checkpoints completed", "count"),
-    ("pls", "PLS (portion of lost samples)", "frac"),
-    ("overhead", "total overhead", "pct"),
-    ("ckpt_overhead", "checkpoint-related overhead", "pct"),
-    ("ettr", "ETTR (useful / wall)", "frac"),
-)
-
+#: (metric, label, kind): kind "time" is shown in hours and % of W (:mod:`cprsim.metrics`)
+ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "core")
 #: rows shown after "rescheduling" when the scenario has a node lifecycle ([lifecycle])
-LIFECYCLE_ROWS = (
-    ("detection_s", "  of which detection", "time"),
-    ("wait_s", "  of which waiting for a machine", "time"),
-    ("unfilled_s", "a node slot without a machine", "time"),
-    ("failures_bad", "failures of bad machines", "count"),
-    ("machines_retired", "machines retired", "count"),
-)
-
-
+LIFECYCLE_ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "lifecycle")
 #: rows shown after "checkpoints completed" with tiered checkpoints
-TIER_ROWS = (
-    ("memory_restores", "restores from peers' memory", "count"),
-    ("storage_restores", "restores from storage", "count"),
-)
+TIER_ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "tiers")
 
 
 def rows(s: Scenario) -> tuple[tuple[str, str, str], ...]:
@@ -157,16 +130,11 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
         "accuracy_loss": accuracy(s, est, results=results),
         "strategy_footprint": footprint(s),
         "definitions": {
-            "overhead": "(wall - W) / W, W the failure-free training time",
-            "ckpt_overhead": "(save + load + re-executed + degraded) / W: the terms that the checkpoint "
-            "and recovery strategy control (rescheduling excluded: every strategy pays it)",
-            "ettr": "effective training time ratio: W / wall",
+            **metrics.definitions(),
             "badput": "wall - W by cause (mean seconds, P90 of single runs, share of wall - W): detection and "
             "waiting for a machine (node lifecycle), replacement (swap-in, host selection, or the "
             "[reschedule] time), load, re-execution, save stalls, degraded progress",
             "p50/p90/p99": "percentiles of single replications (the spread of runs; ci95 is the mean's)",
-            "pls": "sum over failures of samples since the failed shard's last save x the shard's share "
-            "of updates, divided by the samples of the job",
         },
     }
 

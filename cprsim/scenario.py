@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cprsim.errors import InputError
+from cprsim.errors import InputError, validation_line
 from cprsim.failures.distributions import FAMILIES, SHAPED, Distribution
 from cprsim.io import parse_toml, read_input_text, read_toml, short
 
@@ -646,32 +646,11 @@ def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return out
 
 
-def format_error(err: ValidationError, source: str) -> str:
-    """A pydantic error as one line: ``source: key.path: message (got value)``."""
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    got = first.get("input")
-    tail = (
-        f" (got {got!r})"
-        if first["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
-        else ""
-    )
-    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
-    if not first["loc"]:
-        return f"{source}: {msg}{more}"
-    return f"{source}: {loc}: {msg}{tail}{more}"
-
-
 def validate(raw: dict[str, Any], source: str) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as e:
-        raise ScenarioError(format_error(e, source)) from None
+        raise ScenarioError(validation_line(e, source)) from None
     except ScenarioError:
         raise
 

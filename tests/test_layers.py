@@ -23,6 +23,8 @@ LOW = (
     "cprsim.access",
     "cprsim.registry",
     "cprsim.streams",
+    "cprsim.metrics",
+    "cprsim.errors",
 )
 HIGH = ("cprsim.sim", "cprsim.plan", "cprsim.sweep", "cprsim.plots", "cprsim.cli")
 

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import zlib
 
+from cprsim import metrics
+
 #: registry names and the planner's labels map to the same colour
 _SPARE = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
 
-#: components of the wall time, in stacking order (ReplicationResult fields)
-COMPONENTS = (
-    ("save_s", "checkpoint saves", "#4c72b0"),
-    ("load_s", "checkpoint loads", "#55a868"),
-    ("lost_s", "re-executed work", "#c44e52"),
-    ("reschedule_s", "rescheduling", "#8172b2"),
-    ("degraded_s", "degraded / slowed", "#ccb974"),
-)
-
+#: the components' colours (their names and labels: :mod:`cprsim.metrics`)
+_COMPONENT_COLOURS = {
+    "save_s": "#4c72b0",
+    "load_s": "#55a868",
+    "lost_s": "#c44e52",
+    "reschedule_s": "#8172b2",
+    "degraded_s": "#ccb974",
+    "detection_s": "#937860",
+    "wait_s": "#da8bc3",
+    "replacement_s": "#8172b2",
+}
+#: components of the wall time, in stacking order: (ReplicationResult field, label, colour)
+COMPONENTS = tuple((k, metrics.BY_NAME[k].label, _COMPONENT_COLOURS[k]) for k in metrics.COMPONENTS)
 #: rescheduling's parts with a node lifecycle (``replacement_s`` = reschedule - detection - wait)
-LIFECYCLE_COMPONENTS = (
-    ("detection_s", "failure detection", "#937860"),
-    ("wait_s", "waiting for a machine", "#da8bc3"),
-    ("replacement_s", "swap-in / host selection", "#8172b2"),
+LIFECYCLE_COMPONENTS = tuple(
+    (k, label, _COMPONENT_COLOURS[k]) for k, label in metrics.LIFECYCLE_PARTS
 )
 
 #: Gantt phases

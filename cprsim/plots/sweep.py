@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cprsim import metrics
 from cprsim.errors import InputError
 from cprsim.plots import artist_kwargs, new_axes, set_title
 from cprsim.plots.style import COMPONENTS, LIFECYCLE_COMPONENTS, base_name, colour
@@ -27,10 +28,7 @@ from cprsim.sweep.results import PointSummary, SweepResults
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-_METRIC_LABEL = {
-    "overhead": "total overhead (% of failure-free time W)",
-    "ckpt_overhead": "checkpoint-related overhead (% of W)",
-}
+_METRIC_LABEL = metrics.AXES
 _LINESTYLES = ("-", "--", ":", "-.")
 
 #: band kind -> what it shows (legend and title) and the ``Estimate`` fields of its edges

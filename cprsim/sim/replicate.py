@@ -13,35 +13,14 @@ import numpy as np
 
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
+from cprsim.metrics import NAMES
 from cprsim.quantiles import t_ppf
 from cprsim.scenario import Scenario
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.records import Event, ReplicationResult
 
-#: metrics summarized over replications, in report order
-METRICS = (
-    "wall_s",
-    "save_s",
-    "load_s",
-    "lost_s",
-    "reschedule_s",
-    "degraded_s",
-    "failures_trainer",
-    "failures_embedding",
-    "failures_job",
-    "checkpoints",
-    "pls",
-    "overhead",
-    "ckpt_overhead",
-    "ettr",
-    "detection_s",
-    "wait_s",
-    "unfilled_s",
-    "failures_bad",
-    "machines_retired",
-    "memory_restores",
-    "storage_restores",
-)
+#: metrics summarized over replications, in report order (:mod:`cprsim.metrics`)
+METRICS = NAMES
 
 #: the percentiles reported beside every mean (the spread of single runs, not of the mean)
 PERCENTILES = (50, 90, 99)

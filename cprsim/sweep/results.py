@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
+from cprsim import metrics
 from cprsim.errors import InputError
 from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
 
@@ -26,15 +27,7 @@ from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
 SUMMARIZED = (*METRICS, "useful_s")
 #: columns added with the node lifecycle and tiered checkpoints (issue 16): 0 in a table written
 #: before them
-OPTIONAL = (
-    "detection_s",
-    "wait_s",
-    "unfilled_s",
-    "failures_bad",
-    "machines_retired",
-    "memory_restores",
-    "storage_restores",
-)
+OPTIONAL = metrics.OPTIONAL
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cprsim import __version__
 from cprsim import scenario as sc
-from cprsim.errors import InputError
+from cprsim.errors import InputError, validation_line
 from cprsim.io import read_toml, short
 from cprsim.sim.replicate import Precision
 
@@ -203,7 +203,7 @@ def load_sweep(
     try:
         spec = SweepFile.model_validate(doc)
     except ValidationError as e:
-        raise SweepError(sc.format_error(e, str(p))) from None
+        raise SweepError(validation_line(e, str(p))) from None
     return expand(spec, p, overrides, max_events)
 
 
