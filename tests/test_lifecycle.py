@@ -6,6 +6,7 @@ confidence interval of the mean.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import sys
@@ -58,9 +59,24 @@ def scen(**upd) -> sc.Scenario:
     return sc.validate(raw, "test")
 
 
+def cli_runs(s: sc.Scenario, n: int, folder: Path) -> list[dict[str, float]]:
+    """``s`` written as a scenario file and run by ``cprsim simulate FILE -n n --out``: the rows
+    of its replications.csv (what a user of the command line gets)."""
+    from cli_helpers import run
+
+    f = folder / "scenario.toml"
+    f.write_text(sc.to_toml(sc.effective_dict(s)))
+    r = run("simulate", str(f), "-n", str(n), "--out", str(folder / "out"))
+    assert r.exit_code == 0, r.output
+    with open(folder / "out" / "replications.csv", newline="") as fh:
+        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+    assert len(rows) == n
+    return rows
+
+
 # -- 2. closed forms --------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_time():
+def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_time(tmp_path):
     """Exponential failures, 1,000 warm standbys, no detection delay, unlimited repair: a failed node
     is back after the swap time, so the exact mean wall of full recovery (analytic.full_wall with the
     nodes-still-up recovery rate, as for [reschedule]) holds with rho = swap."""
@@ -75,8 +91,8 @@ def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_
         strategy={"name": "full"},
         lifecycle={"standbys": 1000, "swap": {"family": "constant", "mean_s": rho}},
     )
-    res, _ = run_replications(s, 1500)
-    wall = estimate([r.wall_s for r in res])
+    res = cli_runs(s, 1500, tmp_path)
+    wall = estimate([r["wall_s"] for r in res])
     W, tau = s.duration_s, s.interval_s
     exact = analytic.full_wall(
         W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L
@@ -87,13 +103,13 @@ def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_
         W, tau, d, N * mu, 5.0 + L, analytic.lam_recovery_nodes(5.0, mu, N), L
     )
     assert short < wall.lo
-    assert all(r.detection_s == 0 and r.wait_s == 0 for r in res)
+    assert all(r["detection_s"] == 0 and r["wait_s"] == 0 for r in res)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spares,crews", [(2, None), (1, 2)])
 def test_with_spares_and_no_standby_the_fleet_availability_is_the_machine_repair_queue(
-    spares, crews
+    spares, crews, tmp_path
 ):
     """4 embedding slots failing at 1/h each, exponential repairs of mean 1.5 h, `spares` spares that
     take over at once, `crews` repair crews: the share of wall time with every slot filled is the
@@ -115,8 +131,8 @@ def test_with_spares_and_no_standby_the_fleet_availability_is_the_machine_repair
             },
         },
     )
-    res, _ = run_replications(s, 60)
-    avail = estimate([1.0 - r.unfilled_s / r.wall_s for r in res], non_negative=False)
+    res = cli_runs(s, 60, tmp_path)
+    avail = estimate([1.0 - r["unfilled_s"] / r["wall_s"] for r in res], non_negative=False)
     exact = analytic.machine_repair_availability(N, spares, lam, 1 / (repair_h * HOUR), crews)
     assert avail.lo <= exact <= avail.hi, (exact, avail)
     # the chain without spares (every failure leaves a slot empty) is far from it: the test can fail
