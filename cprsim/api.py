@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cprsim import names
 from cprsim import scenario as _sc
 from cprsim.calibrate.calibration import Calibration, load_calibration
 from cprsim.costs import Costs
@@ -504,7 +505,7 @@ def plan(
     max_accuracy_loss: float,
     metric: str = "auc",
     *,
-    strategies: Sequence[str] | str = ("partial", "mfu", "ssu"),
+    strategies: Sequence[str] | str = names.PLAN_DEFAULT,
     confidence: float | None = 0.9,
     objective: str = "mean",
     max_checkpoint_age_h: float | None = None,
@@ -574,7 +575,7 @@ def plan(
 
 def pls_bound(
     max_accuracy_loss: float,
-    strategy: str = "partial",
+    strategy: str = names.VANILLA,
     metric: str = "auc",
     calibration: Calibration | str | os.PathLike[str] | None = None,
 ) -> float:

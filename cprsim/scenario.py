@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cprsim import names
 from cprsim.errors import InputError, validation_line
 from cprsim.failures.distributions import FAMILIES, SHAPED, Distribution
 from cprsim.io import parse_toml, read_input_text, read_toml, short
@@ -488,7 +489,7 @@ class StrategyConfig(_Model):
     """The recovery strategy by registry name, with its own parameters (validated by it)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    name: str = "full"
+    name: str = names.FULL
 
     @model_validator(mode="after")
     def _known(self) -> StrategyConfig:

@@ -24,6 +24,7 @@ LOW = (
     "cprsim.registry",
     "cprsim.streams",
     "cprsim.metrics",
+    "cprsim.names",
     "cprsim.errors",
 )
 HIGH = ("cprsim.sim", "cprsim.plan", "cprsim.sweep", "cprsim.plots", "cprsim.cli")

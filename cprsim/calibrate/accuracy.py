@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from cprsim.names import VANILLA
 from cprsim.quantiles import f_sf, t_ppf
 
 #: candidate -> its terms beyond PLS (each multiplies PLS)
@@ -218,7 +219,7 @@ class Fitted:
 
     def coef_for(self, strategy: str) -> Coef:
         """The pooled coefficients, else the strategy's own, else vanilla CPR's (``partial``)."""
-        return self.coef.get("*") or self.coef.get(strategy) or self.coef["partial"]
+        return self.coef.get("*") or self.coef.get(strategy) or self.coef[VANILLA]
 
     def predict(
         self,
@@ -481,8 +482,8 @@ class AccuracyFit(Fitted):
                 raise InputError(
                     f"{where}.coef.{k}.b: model '{name}' has {p} coefficients, got {c.b.size}"
                 )
-        if "*" not in coef and "partial" not in coef:
-            raise InputError(f"{where}.coef: needs '*' (pooled) or 'partial'")
+        if "*" not in coef and VANILLA not in coef:
+            raise InputError(f"{where}.coef: needs '*' (pooled) or {VANILLA!r}")
         pv = table.get("pooling_f_test_p", {})
         p_value = pv.get(name) if isinstance(pv, dict) else None
         p_value = (

@@ -35,6 +35,7 @@ from typing import Any
 
 from cprsim.errors import InputError
 from cprsim.io import dumps_toml, read_toml
+from cprsim.names import VANILLA
 
 METRICS = ("auc", "logloss")
 
@@ -58,13 +59,13 @@ class Calibration:
         if metric not in METRICS:
             raise InputError(f"metric must be one of {METRICS}, got {metric!r}")
         table = self.upper if conservative and self.upper else self.slopes
-        st = strategy if strategy in table else "partial"
+        st = strategy if strategy in table else VANILLA
         if st not in table:
-            raise InputError(f"calibration has no fit for {strategy!r} nor 'partial'")
+            raise InputError(f"calibration has no fit for {strategy!r} nor {VANILLA!r}")
         return table[st][metric]
 
     def accuracy_loss(
-        self, pls: float, metric: str = "auc", strategy: str = "partial", conservative: bool = False
+        self, pls: float, metric: str = "auc", strategy: str = VANILLA, conservative: bool = False
     ) -> float:
         """Expected accuracy loss (AUC drop, or log-loss rise) at this PLS."""
         if pls < 0:
@@ -75,7 +76,7 @@ class Calibration:
         self,
         bound: float,
         metric: str = "auc",
-        strategy: str = "partial",
+        strategy: str = VANILLA,
         conservative: bool = False,
     ) -> float:
         """The largest PLS whose expected loss stays within ``bound`` (inf if loss does not grow)."""
@@ -86,7 +87,7 @@ class Calibration:
 
 
 def placeholder() -> Calibration:
-    sl = {"partial": dict(PLACEHOLDER_SLOPES)}
+    sl = {VANILLA: dict(PLACEHOLDER_SLOPES)}
     return Calibration(
         sl,
         False,

@@ -54,6 +54,7 @@ import torch
 from cprsim.calibrate.emulation import shard_of_rows
 from cprsim.calibrate.model import DLRM
 from cprsim.calibrate.runner import Prepared, Preset, new_model
+from cprsim.names import PARTIAL
 
 
 def _save(obj: dict, path: Path) -> None:
@@ -407,7 +408,7 @@ def _simulate(
         "job": {"duration_h": plain / HOUR},
         "reschedule": {"family": "constant", "mean_s": resched},
         "checkpoint": {"interval_h": plain * interval / n * (1 + 1e-9) / HOUR},
-        "strategy": {"name": "partial"},
+        "strategy": {"name": PARTIAL},
         "costs": {"save_s": save_s, "shard_load_s": load_s},
     }
     s = sc.validate(raw, "calibrate end-to-end")

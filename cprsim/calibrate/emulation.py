@@ -46,11 +46,13 @@ import numpy as np
 import torch
 
 from cprsim.calibrate.model import DLRM
+from cprsim.names import EMULATED, FAIL, LOOKAHEAD, MFU, PARTIAL, SAVE_FULL, SAVE_PARTIAL, SSU
 from cprsim.pls import ShardLedger
 
-STRATEGIES = ("partial", "mfu", "ssu", "lookahead")
+STRATEGIES = EMULATED  #: the strategies the emulator runs
 
-#: an action at an iteration: ("full", -1), ("partial", -1) or ("fail", shard)
+#: an action at an iteration: (SAVE_FULL, -1), (SAVE_PARTIAL, -1) or (FAIL, shard) (the kinds are
+#: cprsim.names' action kinds, spelt "full", "partial" and "fail": kinds of save, not strategies)
 Action = tuple[str, int]
 
 
@@ -80,9 +82,9 @@ def periodic_actions(
     n = 0
     for k in range(interval, n_iters, interval):
         n += 1
-        acts.setdefault(k, []).append(("full" if n % full_every == 0 else "partial", -1))
+        acts.setdefault(k, []).append((SAVE_FULL if n % full_every == 0 else SAVE_PARTIAL, -1))
     for k, j in sorted(failures):
-        acts.setdefault(k, []).append(("fail", j))
+        acts.setdefault(k, []).append((FAIL, j))
     return {k: tuple(v) for k, v in acts.items()}
 
 
@@ -113,7 +115,7 @@ class Emulator:
         self.future = future_rows  # (n_iters, B*26) global rows, for lookahead
         self.rng = (
             np.random.default_rng(np.random.SeedSequence([seed, 0x55]))
-            if setting.strategy == "ssu"
+            if setting.strategy == SSU
             else None
         )
         if mode == "nominal":
@@ -122,12 +124,12 @@ class Emulator:
         else:
             self.ledger = ShardLedger(2 * n_shards)
         self.failures = 0
-        self.saves = {"full": 0, "partial": 0}
+        self.saves = {SAVE_FULL: 0, SAVE_PARTIAL: 0}
 
     # -- hooks called by the training loop -----------------------------------------------------
     def before(self, k: int) -> None:
         for kind, j in self.s.actions.get(k, ()):
-            if kind == "fail":
+            if kind == FAIL:
                 self.fail(j, k)
             else:
                 self.save(kind, k)
@@ -137,9 +139,9 @@ class Emulator:
         ones = torch.ones_like(flat)
         self.unsaved.index_add_(0, flat, ones)
         st = self.s.strategy
-        if st == "mfu":
+        if st == MFU:
             self.count.index_add_(0, flat, ones)
-        elif st == "ssu":
+        elif st == SSU:
             assert self.rng is not None, "__init__ made the sampling stream for ssu"
             keep = torch.from_numpy(self.rng.random(grows.shape[0]) < self.s.sample_rate)
             sub = grows[keep].reshape(-1)
@@ -148,16 +150,16 @@ class Emulator:
     # -- actions -------------------------------------------------------------------------------
     def save(self, kind: str, k: int) -> None:
         m = self.m
-        if kind == "full" or self.s.strategy == "partial":
+        if kind == SAVE_FULL or self.s.strategy == PARTIAL:
             self.saved_emb.copy_(m.emb)
             self.saved_state.copy_(m.emb_state)
             self.unsaved.zero_()
             self.hot.zero_()
             self.ledger.saved(float(k))
-            self.saves["full"] += 1
+            self.saves[SAVE_FULL] += 1
         else:
             n_top = max(1, int(round(self.s.top_fraction * m.n_rows)))
-            if self.s.strategy == "lookahead":
+            if self.s.strategy == LOOKAHEAD:
                 assert self.future is not None
                 horizon = self.future[k : k + max(1, self.s.interval)].reshape(-1)
                 score = torch.bincount(horizon, minlength=m.n_rows)
@@ -173,7 +175,7 @@ class Emulator:
                 self.ledger.saved(float(k), tier=0)
             else:
                 self.ledger.saved(float(k), shards=slice(0, None, 2))
-            self.saves["partial"] += 1
+            self.saves[SAVE_PARTIAL] += 1
         self.count.zero_()
 
     def fail(self, j: int, k: int) -> None:

@@ -8,6 +8,7 @@ shard ``i - trainers``; a ``save_end`` is a full save. Events keep the simulator
 
 from __future__ import annotations
 
+from cprsim.names import FAIL, PARTIAL, SAVE_FULL
 from cprsim.scenario import Scenario
 from cprsim.sim.engine import simulate_one
 
@@ -16,14 +17,14 @@ def sim_schedule(
     s: Scenario, n_iters: int, rep: int = 0
 ) -> tuple[dict[int, tuple], float, float, int]:
     """(actions by iteration, the simulator's PLS, interval in iterations, shards)."""
-    s = s.with_updates({"strategy.name": "partial"}, "--from-sim")
+    s = s.with_updates({"strategy.name": PARTIAL}, "--from-sim")
     res, events = simulate_one(s, rep, record=True)
     W, nt = s.duration_s, s.cluster.trainers
     acts: dict[int, list] = {}
     for e in events:
         if e.kind == "save_end":
-            acts.setdefault(int(round(e.value / W * n_iters)), []).append(("full", -1))
+            acts.setdefault(int(round(e.value / W * n_iters)), []).append((SAVE_FULL, -1))
         elif e.kind == "restore":
-            acts.setdefault(int(round(e.value / W * n_iters)), []).append(("fail", e.node - nt))
+            acts.setdefault(int(round(e.value / W * n_iters)), []).append((FAIL, e.node - nt))
     interval = s.interval_s / W * n_iters
     return {k: tuple(v) for k, v in acts.items()}, res.pls, interval, s.cluster.embedding_servers

@@ -49,6 +49,7 @@ from cprsim.calibrate.datasets import describe as describe_data
 from cprsim.calibrate.emulation import Setting, periodic_actions
 from cprsim.errors import InputError
 from cprsim.io import atomic_write_json, atomic_write_text, csv_text
+from cprsim.names import FAIL, PARTIAL
 
 #: ``progress(n, what, resumed=False)``: ``n`` more runs (or the costs step) done, ``what`` says
 #: which; ``resumed=True`` once at the start for the runs a resumed journal already holds
@@ -82,15 +83,15 @@ def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:
     n_iters = p.train_samples // p.batch
     acts, sim_pls, interval, n_e = sim_schedule(scenario, n_iters)
     p = dataclasses.replace(p, n_shards=n_e)
-    fails = [(k, j) for k, a in acts.items() for kind, j in a if kind == "fail"]
+    fails = [(k, j) for k, a in acts.items() for kind, j in a if kind == FAIL]
     iv = max(1, int(round(interval)))
     K, r = p.full_every, p.top_fraction
 
     def fn(n: int, seed: int) -> list[tuple[float, Setting]]:
-        out = [(iv / n, Setting("partial", "partial@sim", acts, interval=iv))]
+        out = [(iv / n, Setting(PARTIAL, f"{PARTIAL}@sim", acts, interval=iv))]
         piv = max(1, int(round(iv * (1 + (K - 1) * r) / K)))
         for st in p.strategies:
-            if st != "partial":
+            if st != PARTIAL:
                 out.append(
                     (
                         iv / n,

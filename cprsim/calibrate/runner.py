@@ -42,6 +42,7 @@ from cprsim.calibrate import data as D
 from cprsim.calibrate import datasets as DS
 from cprsim.calibrate.emulation import Emulator, Setting, periodic_actions
 from cprsim.calibrate.model import DLRM, ModelConfig
+from cprsim.names import CALIBRATION_DEFAULT, EMULATED, PARTIAL
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Preset:
     test_samples: int
     seeds: tuple[int, ...]
     budgets: tuple[float, ...]  #: vanilla checkpoint interval, as a fraction of the run
-    strategies: tuple[str, ...] = ("partial", "mfu", "ssu")
+    strategies: tuple[str, ...] = CALIBRATION_DEFAULT
     batch: int = 512
     scale: float = 1000.0
     n_shards: int = 4
@@ -95,7 +96,7 @@ PRESETS = {
         200_000,
         (0, 1, 2),
         BUDGETS,
-        ("partial", "mfu", "ssu", "lookahead"),
+        EMULATED,
         failures_per_run=8,
         runtime=RUNTIMES["standard"],
     ),
@@ -105,7 +106,7 @@ PRESETS = {
         500_000,
         (0, 1, 2, 3, 4),
         BUDGETS,
-        ("partial", "mfu", "ssu", "lookahead"),
+        EMULATED,
         scale=100.0,
         n_shards=8,
         failures_per_run=16,
@@ -265,7 +266,7 @@ def settings_for(p: Preset, n_iters: int, seed: int) -> list[tuple[float, Settin
         )
         vanilla = max(1, int(round(b * n_iters)))
         for st in p.strategies:
-            if st == "partial":
+            if st == PARTIAL:
                 iv, fe = vanilla, 1
             else:
                 iv, fe = max(1, int(round(vanilla * (1 + (K - 1) * r) / K))), K

@@ -57,6 +57,7 @@ import numpy as np
 from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError
+from cprsim.names import FULL, PLAN_DEFAULT, PLAN_ORDER, VANILLA
 from cprsim.plan import feasibility
 from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
 from cprsim.plan.feasibility import dur_text
@@ -90,7 +91,7 @@ __all__ = [
 
 
 #: the built-ins the planner can rank besides full recovery, in the order it lists them
-_BUILTIN_ORDER = ("partial", "mfu", "ssu", "lookahead", "ecrm", "checknrun")
+_BUILTIN_ORDER = PLAN_ORDER
 
 
 def _pls_and_rollback() -> tuple[str, ...]:
@@ -98,12 +99,12 @@ def _pls_and_rollback() -> tuple[str, ...]:
     then the others by name (loads the plugins: ``registry.ensure_loaded``)."""
     registry.ensure_loaded()
     return tuple(n for n in _BUILTIN_ORDER if n in registry.REGISTRY) + tuple(
-        sorted(n for n in registry.REGISTRY if n != "full" and n not in _BUILTIN_ORDER)
+        sorted(n for n in registry.REGISTRY if n != FULL and n not in _BUILTIN_ORDER)
     )
 
 
 def _labels() -> dict[str, str]:
-    return {n: (registry.get(n).plan_label or n) for n in ("full", *_pls_and_rollback())}
+    return {n: (registry.get(n).plan_label or n) for n in (FULL, *_pls_and_rollback())}
 
 
 if TYPE_CHECKING:  # pragma: no cover - computed by __getattr__ at run time
@@ -165,7 +166,7 @@ def make_plan(
     calibration: AccuracyModel | None = None,
     replications: int | None = None,
     search_replications: int | None = None,
-    strategies: Sequence[str] = ("partial", "mfu", "ssu"),
+    strategies: Sequence[str] = PLAN_DEFAULT,
     confidence: float | None = 0.9,
     objective: str = "mean",
     max_checkpoint_age_h: float | None = None,
@@ -273,7 +274,7 @@ def make_plan(
             f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
             "(the maximum checkpoint age asked for)"
         )
-    pls_bound = acc.pls_bound(accuracy_bound, "partial") if "partial" in strategies else math.nan
+    pls_bound = acc.pls_bound(accuracy_bound, VANILLA) if VANILLA in strategies else math.nan
     if s.cluster.embedding_servers == 0:
         pls_bound = math.nan
     return Plan(
@@ -621,12 +622,12 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
     t_daly = min(cap, analytic.daly(c.save_s, M))
     R = s.reschedule.dist.mean() + c.load_s
     ng = max(20, ctx.ns // 4)
-    full = registry.get("full")
+    full = registry.get(FULL)
     means: dict[float, float] = {}
 
     def sim_mean(t: float) -> float:
         if t not in means:
-            means[t] = float(np.mean([r.overhead for r in simulate(s, t, "full", {}, ng)]))
+            means[t] = float(np.mean([r.overhead for r in simulate(s, t, FULL, {}, ng)]))
             ctx.tick(1)
         return means[t]
 
@@ -638,7 +639,7 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
         def lattice(j: int) -> float:
             return float(min(cap, max(lo_limit, t_daly * 8.0 ** (j / 8.0))))
 
-        t_sim, k = _descent(ctx, "full", {}, lattice, 0, ng)
+        t_sim, k = _descent(ctx, FULL, {}, lattice, 0, ng)
         how = (
             f"local search from Daly's interval over a x{8**0.125:.3g} grid ({k} intervals): no neighbour "
             "significantly cheaper (paired comparisons on common random numbers)"

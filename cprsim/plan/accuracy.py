@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select
+from cprsim.names import VANILLA
 from cprsim.quantiles import t_ppf
 
 
@@ -39,11 +40,9 @@ class AccuracyModel(Protocol):
     @property
     def provenance(self) -> dict[str, Any]: ...
 
-    def accuracy_loss(
-        self, pls: float, metric: str = "auc", strategy: str = "partial"
-    ) -> float: ...
+    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = VANILLA) -> float: ...
 
-    def max_pls(self, bound: float, metric: str = "auc", strategy: str = "partial") -> float: ...
+    def max_pls(self, bound: float, metric: str = "auc", strategy: str = VANILLA) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class PlanAccuracy:
     model: str = "slope"  #: the chosen model's name ('external' for a model without points)
 
     def _fit(self, strategy: str) -> SlopeFit | None:
-        return self.slopes.get(strategy, self.slopes.get("partial"))
+        return self.slopes.get(strategy, self.slopes.get(VANILLA))
 
     def slope_hi(self, strategy: str) -> float:
         f = self._fit(strategy)
@@ -154,7 +153,7 @@ class PlanAccuracy:
     def measured_range(self, strategy: str) -> float | None:
         if not self.ranges:
             return None
-        return self.ranges.get(strategy, self.ranges.get("partial"))
+        return self.ranges.get(strategy, self.ranges.get(VANILLA))
 
 
 def _covariates(results: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -211,7 +210,7 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
             select(Data.from_points(pts, metric), metric, significance)
         )
     slopes = {}
-    for st in fit.ranges or ("partial",):
+    for st in fit.ranges or (VANILLA,):
         m, lo, hi = fit.slope_at(st)
         slopes[st] = SlopeFit(m, lo, hi, fit.coef_for(st).n)
     ranges = {st: r["pls"][1] for st, r in fit.ranges.items()}

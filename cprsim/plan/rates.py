@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cprsim.failures.rates import Rates
 from cprsim.failures.rates import failure_rates as _rates
+from cprsim.names import PARTIAL
 from cprsim.scenario import Scenario
 
 __all__ = ["Rates", "failure_rates"]
@@ -16,7 +17,7 @@ def _replayed(s: Scenario) -> tuple[float, float]:
     from cprsim.sim.replicate import run_replications
 
     res, _ = run_replications(
-        s.with_updates({"strategy.name": "partial", "failures.replay": s.failures.replay}), 20
+        s.with_updates({"strategy.name": PARTIAL, "failures.replay": s.failures.replay}), 20
     )
     wall = sum(r.wall_s for r in res)
     return (

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from cprsim.names import FULL
 from cprsim.plan.records import Option
 from cprsim.quantiles import binom_ppf
 from cprsim.scenario import HOUR
@@ -46,7 +47,7 @@ def recommend(
         and (allow_extrapolation or "twice" not in o.extrapolation)
     ]
     if not eligible:
-        eligible = [o for o in options if o.strategy == "full"]
+        eligible = [o for o in options if o.strategy == FULL]
     best = min(eligible, key=lambda o: _value(o, objective)[0])
     _, blo, bhi = _value(best, objective)
     tied = [
@@ -56,12 +57,12 @@ def recommend(
     tied_labels = tuple(o.label for o in tied if o.label != rec.label)
     options = [replace(o, tied=o in tied and len(tied) > 1) for o in options]
     best_full = min(
-        (o for o in options if o.strategy == "full"), key=lambda o: _value(o, objective)[0]
+        (o for o in options if o.strategy == FULL), key=lambda o: _value(o, objective)[0]
     )
     what = "P90 overhead" if objective == "p90" else "overhead"
     v_rec, v_full = _value(rec, objective)[0], _value(best_full, objective)[0]
-    if rec.strategy == "full":
-        partial = [o for o in options if o.strategy != "full" and o.pls_bound < math.inf]
+    if rec.strategy == FULL:
+        partial = [o for o in options if o.strategy != FULL and o.pls_bound < math.inf]
         if partial:
             p = min(partial, key=lambda o: _value(o, objective)[0])
             why = (

@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from cprsim import analytic
+from cprsim.names import FULL
 from cprsim.plan.records import Option
 from cprsim.scenario import Scenario, validate
 from cprsim.sim import strategies as registry
@@ -68,7 +69,7 @@ def tiered_option(
     ng = max(20, ctx.ns // 4)
 
     def runs(j: int, i: int):
-        return ctxs[ks[i]].runs_of(lattice(j), "full", {}, "search")
+        return ctxs[ks[i]].runs_of(lattice(j), FULL, {}, "search")
 
     pos, seen = (0, ks.index(k_now)), set()
     seen.add((lattice(0), ks[pos[1]]))
@@ -93,7 +94,7 @@ def tiered_option(
         f"cheaper; persists every {k} snapshots ({_dur(k * tau)} of progress); analytic: the memory tier always "
         "survives"
     )
-    o = confirm(ctxs[k], "full, tiered", registry.get("full"), tau, {}, a_over, 0.0, math.inf, note)
+    o = confirm(ctxs[k], "full, tiered", registry.get(FULL), tau, {}, a_over, 0.0, math.inf, note)
     return dataclasses.replace(
         o, params={"persist_every": k}, full_interval_s=min(k * tau, s.duration_s)
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zlib
 
-from cprsim import metrics
+from cprsim import metrics, names
 
 #: registry names and the planner's labels map to the same colour
 _SPARE = ("#7f7f7f", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39")
@@ -61,7 +61,7 @@ def base_name(label: str) -> str:
     low = label.lower()
     if low.startswith("cpr-"):
         low = low[4:]
-        return "partial" if low.startswith("vanilla") else low.split()[0].rstrip(",")
+        return names.PARTIAL if low.startswith("vanilla") else low.split()[0].rstrip(",")
     for name in sorted(reg, key=len, reverse=True):
         if low.startswith(name):
             return name

@@ -51,6 +51,7 @@ from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError, validation_line
 from cprsim.io import read_toml, short
+from cprsim.names import FULL, PLAN_DEFAULT
 from cprsim.sim.replicate import Precision
 
 
@@ -67,7 +68,7 @@ class PlanSpec(_Model):
         ..., gt=0, lt=0.5, description="accuracy loss accepted (AUC or log-loss)"
     )
     metric: Literal["auc", "logloss"] = "auc"
-    strategies: tuple[str, ...] = Field(("partial", "mfu", "ssu"), strict=False)
+    strategies: tuple[str, ...] = Field(PLAN_DEFAULT, strict=False)
     replications: int | None = Field(None, ge=2)
     confidence: float | Literal["mean"] = Field(
         0.9, description="P(a run's PLS <= bound) promised, or 'mean'"
@@ -283,7 +284,7 @@ def expand(
             if table is not None:
                 raw["strategy"] = dict(table)
             idx = len(points)
-            lab = label or str(raw.get("strategy", {}).get("name", "full"))
+            lab = label or str(raw.get("strategy", {}).get("name", FULL))
             where = ", ".join(f"{k}={short(repr(v), 40)}" for k, v in zip(keys, combo))
             here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
             try:
