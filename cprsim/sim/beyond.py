@@ -41,7 +41,7 @@ from cprsim.sim.prioritized import MFU, MFUParams
 from cprsim.sim.strategies import DegradedTrainers, Strategy, register
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cprsim.sim.engine import Run
+    from cprsim.sim.protocol import RunSetup, RunView
 
 QUANT_BITS = (32, 16, 8, 4)
 
@@ -117,26 +117,27 @@ class ECRM(DegradedTrainers, Strategy):
     def plan_variants(cls, s) -> list[dict]:
         return [{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}]
 
-    def __init__(self, params: ECRMParams, run: Run) -> None:
-        super().__init__(params, run)
-        s = run.scenario
+    def __init__(self, params: ECRMParams, setup: RunSetup) -> None:
+        super().__init__(params, setup)
+        s = setup.scenario
         self.stripe_size = params.k + params.m
         self.rate = 1.0 - type(self).parity_slowdown(s, params, self.costs)
         self.rebuild_s = params.k * self.costs.shard_bytes / self.costs.node_bps
         self.rebuild_end: dict[int, float] = {}  # embedding node -> end of its rebuild
         self.fallback = False
-        self._init_degraded(params, run)
-        self.stripe_of: dict[int, int] = run.shared.get("ecrm.stripe_of")  # type: ignore[assignment]
-        if self.stripe_of is None:  # the same for every replication of the scenario
+        self._init_degraded(params, setup)
+        stripe_of = setup.shared.get("ecrm.stripe_of")
+        if stripe_of is None:  # the same for every replication of the scenario
             layout = stripe_layout(s, params.k, params.m, params.placement)
-            self.stripe_of = run.shared["ecrm.stripe_of"] = {
-                run.n_trainers + j: st for j, st in enumerate(layout)
+            stripe_of = setup.shared["ecrm.stripe_of"] = {
+                setup.n_trainers + j: st for j, st in enumerate(layout)
             }
+        self.stripe_of: dict[int, int] = stripe_of
 
-    def make_ledger(self, run: Run) -> ShardLedger | None:
+    def make_ledger(self, setup: RunSetup) -> ShardLedger | None:
         """A ledger only if a stripe loss restores the lost shards alone (``stripe_loss = "partial"``):
         otherwise ECRM loses no update."""
-        return super().make_ledger(run) if self.params.stripe_loss == "partial" else None
+        return super().make_ledger(setup) if self.params.stripe_loss == "partial" else None
 
     @classmethod
     def check(cls, params: ECRMParams, s) -> None:
@@ -171,7 +172,7 @@ class ECRM(DegradedTrainers, Strategy):
                     'set strategy.placement = "contiguous"'
                 )
 
-    def stripe(self, run: Run, node: int) -> int:
+    def stripe(self, run: RunView, node: int) -> int:
         return self.stripe_of[node]
 
     @classmethod
@@ -209,8 +210,8 @@ class ECRM(DegradedTrainers, Strategy):
             "rebuild_s": p.k * costs.shard_bytes / costs.node_bps,
         }
 
-    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
-        now = run.env.now
+    def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
+        now = run.now
         if self._dense_lost(run, nodes):  # no trainer holds the dense part: the last checkpoint
             self.fallback = True
             run.rollback()
@@ -254,7 +255,7 @@ class ECRM(DegradedTrainers, Strategy):
             trainers | victims | {n for n, t in run.up_at.items() if t > now and n != run.job_node}
         )
 
-    def load_s(self, run: Run, nodes: set[int]) -> float:
+    def load_s(self, run: RunView, nodes: set[int]) -> float:
         if self.fallback:
             self.fallback = False
             return self.costs.load_s
@@ -264,16 +265,16 @@ class ECRM(DegradedTrainers, Strategy):
             t = max(t, self.costs.dense_copy_s)
         return t
 
-    def on_node_back(self, run: Run, n: int, up: float) -> bool:
+    def on_node_back(self, run: RunView, n: int, up: float) -> bool:
         if n in self.rebuild_end:  # the rebuild from parity starts once the server is back
             self.rebuild_end[n] = up + self.rebuild_s
         return super().on_node_back(run, n, up)
 
-    def on_rollback(self, run: Run) -> None:
+    def on_rollback(self, run: RunView) -> None:
         self.rebuild_end.clear()  # every node reloads the checkpoint: no rebuild from parity goes on
         self.degraded.clear()  # nor is any trainer degraded (a job-level rollback keeps those still down)
 
-    def on_job_failure(self, run: Run) -> None:
+    def on_job_failure(self, run: RunView) -> None:
         degraded = dict(self.degraded)
         super().on_job_failure(run)
         self.degraded = degraded
@@ -282,11 +283,11 @@ class ECRM(DegradedTrainers, Strategy):
     def _rebuilding(self, now: float) -> bool:
         return any(t > now for t in self.rebuild_end.values())
 
-    def rate_at(self, run: Run, now: float) -> float:
+    def rate_at(self, run: RunView, now: float) -> float:
         r = self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)
         return r * self._trainer_share(run, now)
 
-    def next_rate_change(self, run: Run, now: float) -> float:
+    def next_rate_change(self, run: RunView, now: float) -> float:
         ends = [t for t in self.rebuild_end.values() if t > now]
         return min(min(ends) if ends else float("inf"), self._next_trainer_back(now))
 
@@ -362,18 +363,18 @@ class CheckNRun(Strategy):
     def plan_variants(cls, s) -> list[dict]:
         return [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}]
 
-    def __init__(self, params: CheckNRunParams, run: Run) -> None:
-        super().__init__(params, run)
-        self._setup(run.scenario, run.tau, params, run.shared)
+    def __init__(self, params: CheckNRunParams, setup: RunSetup) -> None:
+        super().__init__(params, setup)
+        self._setup(setup.scenario, setup.tau, params, setup.shared)
         self.since = 0  # increments since the baseline, as of the last committed checkpoint
         self.has_baseline = False
         self.next_baseline = True
 
-    def make_ledger(self, run: Run) -> None:
+    def make_ledger(self, setup: RunSetup) -> None:
         return None  # full recovery: no update is lost
 
     def _setup(self, s, tau: float, params: CheckNRunParams, shared: dict | None = None) -> None:
-        """The byte model; ``shared`` (``run.shared``) keeps what it computes for every replication
+        """The byte model; ``shared`` (``setup.shared``) keeps what it computes for every replication
         of the scenario: the dirty shares and the re-baselining decisions depend on it alone."""
         shared = {} if shared is None else shared
         self.model = access.of(s)
@@ -449,7 +450,7 @@ class CheckNRun(Strategy):
         return spared <= risk
 
     # -- the strategy ------------------------------------------------------------------------------
-    def save_s(self, run: Run) -> float:
+    def save_s(self, run: RunView) -> float:
         self.next_baseline = not self.has_baseline or self.baseline_next(self.since)
         return (
             self.save_time(1.0)
@@ -457,19 +458,19 @@ class CheckNRun(Strategy):
             else self.save_time(self.increment_share(self.since + 1))
         )
 
-    def on_commit(self, run: Run, progress: float) -> None:
+    def on_commit(self, run: RunView, progress: float) -> None:
         self.since = 0 if self.next_baseline else self.since + 1
         self.has_baseline = True
         super().on_commit(run, progress)
 
-    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
         run.rollback()
         return None
 
-    def load_s(self, run: Run, nodes: set[int]) -> float:
+    def load_s(self, run: RunView, nodes: set[int]) -> float:
         return self.load_time(self.restore_share(self.since))
 
-    def full_load_s(self, run: Run) -> float:
+    def full_load_s(self, run: RunView) -> float:
         return self.load_s(run, set())
 
     # -- what it saves against full checkpoints --------------------------------------------------------
@@ -587,15 +588,15 @@ class Lookahead(MFU):
             "MFU would; " + super().plan_note(s, costs)
         )
 
-    def __init__(self, params: LookaheadParams, run: Run) -> None:
-        super().__init__(params, run)
+    def __init__(self, params: LookaheadParams, setup: RunSetup) -> None:
+        super().__init__(params, setup)
         self.cache_cov = (
-            access.of(run.scenario).coverage(params.cache_fraction)
+            access.of(setup.scenario).coverage(params.cache_fraction)
             if params.cache_fraction > 0
             else 0.0
         )
 
-    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
         stall = super().on_failure(
             run, nodes
         )  # the nodes partial recovery waits for (not degraded trainers)

@@ -37,12 +37,13 @@ scenario alone (costs, the strategy's validated parameters, ...) is made once pe
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from heapq import heappush
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import simpy
+from pydantic import BaseModel
 from simpy.core import URGENT
 
 from cprsim.costs import Costs, costs_of
@@ -52,8 +53,13 @@ from cprsim.pls import ShardLedger
 from cprsim.scenario import Scenario
 from cprsim.sim import strategies
 from cprsim.sim.failstreams import BulkFailures, Units
+from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.streams import stream
+from cprsim.sim.tiers import TierSpec, TierState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cprsim.sim.protocol import RunSetup, RunView
 
 COMPUTE, SAVE, RESCHED, LOAD, IDLE = range(5)
 INF = float("inf")
@@ -100,9 +106,34 @@ def _urgent_at(env: simpy.Environment, t: float) -> simpy.Event:
     return ev
 
 
+class _Setup(NamedTuple):
+    """The constants of one replication a strategy is made from (a
+    :class:`~cprsim.sim.protocol.RunSetup`): the run itself does not exist yet."""
+
+    scenario: Scenario
+    costs: Costs
+    n_trainers: int
+    n_embedding: int
+    W: float
+    tau: float
+    job_node: int
+    shared: dict[str, Any]
+
+
 @dataclass(slots=True)
 class Run:
-    """The state of one replication; strategies read and change it through these fields."""
+    """The state of one replication, built in one step: every field has its value once the run is
+    constructed (the state and accounting fields then change as the replication runs).
+
+    Given: the scenario, its costs, the SimPy environment, the sizes, ``W`` and ``tau``, the
+    per-scenario ``shared`` dict, the node lifecycle (``fleet``: made before the run, started by
+    :func:`simulate_one` once the run exists) and ``strategy_of``. Made from them by the
+    constructor: the strategy (from a :class:`_Setup` of the constants, not from the run, which does
+    not exist yet: a strategy sees the run only through :class:`~cprsim.sim.protocol.RunView`, in
+    its hooks), its ledger, the tiers, the job's pseudo node, the first checkpoint's progress. Only
+    ``job`` is set later: the job process is created after the failure processes (SimPy's order at
+    an instant), and they need the run.
+    """
 
     scenario: Scenario
     costs: Costs
@@ -112,52 +143,111 @@ class Run:
     n_embedding: int
     W: float
     tau: float
-    progress: float = 0.0
-    ckpt_progress: float = 0.0
-    next_ckpt: float = 0.0
-    ledger: ShardLedger | None = None  #: the strategy's PLS ledger (None: it never loses an update)
-    pending: tuple[float, float] | None = None  # two-phase: (progress, durable at time)
-    down: dict[int, float] = field(default_factory=dict)  # nodes the job waits for -> up time
-    up_at: dict[int, float] = field(default_factory=dict)  # every failed node -> up time
-    episode: set[int] = field(default_factory=set)
-    recovering: bool = False
-    phase: int = IDLE
-    phase_start: float = 0.0
-    phase_rate: float = 1.0
-    persist_slowdown: float = 0.0
-    # accounting
-    save_s: float = 0.0
-    load_s: float = 0.0
-    lost_s: float = 0.0
-    resched_s: float = 0.0
-    compute_s: float = 0.0
-    checkpoints: int = 0
-    fails_trainer: int = 0
-    fails_embedding: int = 0
-    fails_job: int = 0
-    fail_events: int = 0
-    job_node: int = -2  #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
-    load_until: float = 0.0  #: when the restore under way ends
-    #: the rest of a restore that a failure nobody waits for interrupted
-    load_left: float | None = None
-    events: list[Event] = field(default_factory=list)
-    strategy: strategies.Strategy | None = None
-    job: simpy.Process | None = None
     #: kept for every replication of one scenario (and costs): what a strategy derives from them alone
-    shared: dict = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
     #: the node lifecycle (scenario [lifecycle]): machines, pools, repairs; None: [reschedule] draws
-    fleet: Any = None
-    detection_s: float = 0.0  #: of resched_s: waiting for failures to be detected
-    wait_s: float = 0.0  #: of resched_s: waiting for a machine (no standby or spare free)
-    sharded: bool = False  #: the dense model is sharded across the trainers (no replica)
-    #: tiered checkpoints (checkpoint.mode = "tiered"): a :class:`~cprsim.sim.tiers.TierState`
-    tiers: Any = None
-    tier_load: float | None = None  #: the restore the last rollback chose (tiered): its load time
-    memory_restores: int = 0
-    storage_restores: int = 0
+    fleet: Fleet | None = None
+    #: the strategy's class and validated parameters (an init-only argument; default: the
+    #: scenario's, validated here: the engine validates them once per scenario)
+    strategy_of: InitVar[tuple[type[strategies.Strategy], BaseModel] | None] = None
+    # -- made at construction (__post_init__), final ------------------------------------------
+    strategy: strategies.Strategy = field(init=False)
+    #: the strategy's PLS ledger (None: it never loses an update)
+    ledger: ShardLedger | None = field(init=False)
+    #: tiered checkpoints (checkpoint.mode = "tiered"); None: blocking or two-phase
+    tiers: TierState | None = field(init=False)
+    #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
+    job_node: int = field(init=False)
+    #: the dense model is sharded across the trainers (no replica)
+    sharded: bool = field(init=False)
+    #: training slowdown while a persist runs (two-phase, tiered; else 0)
+    persist_slowdown: float = field(init=False)
+    # -- state ----------------------------------------------------------------------------------
+    progress: float = field(init=False, default=0.0)
+    #: the last durable full checkpoint (progress)
+    ckpt_progress: float = field(init=False, default=0.0)
+    #: the progress at which the next checkpoint is taken (the first: tau)
+    next_ckpt: float = field(init=False)
+    #: two-phase: (progress, durable at time)
+    pending: tuple[float, float] | None = field(init=False, default=None)
+    #: nodes the job waits for -> up time
+    down: dict[int, float] = field(init=False, default_factory=dict)
+    #: every failed node -> up time
+    up_at: dict[int, float] = field(init=False, default_factory=dict)
+    episode: set[int] = field(init=False, default_factory=set)
+    recovering: bool = field(init=False, default=False)
+    phase: int = field(init=False, default=IDLE)
+    phase_start: float = field(init=False, default=0.0)
+    phase_rate: float = field(init=False, default=1.0)
+    #: when the restore under way ends
+    load_until: float = field(init=False, default=0.0)
+    #: the rest of a restore that a failure nobody waits for interrupted
+    load_left: float | None = field(init=False, default=None)
+    #: the restore the last rollback chose (tiered): its load time
+    tier_load: float | None = field(init=False, default=None)
+    #: the job process (:func:`simulate_one` starts it after the failure processes); None: a run
+    #: without one (e.g. made by hand in a test): a failure interrupts nothing
+    job: simpy.Process | None = field(init=False, default=None)
+    events: list[Event] = field(init=False, default_factory=list)
+    # -- accounting -----------------------------------------------------------------------------
+    save_s: float = field(init=False, default=0.0)
+    load_s: float = field(init=False, default=0.0)
+    lost_s: float = field(init=False, default=0.0)
+    resched_s: float = field(init=False, default=0.0)
+    compute_s: float = field(init=False, default=0.0)
+    checkpoints: int = field(init=False, default=0)
+    fails_trainer: int = field(init=False, default=0)
+    fails_embedding: int = field(init=False, default=0)
+    fails_job: int = field(init=False, default=0)
+    fail_events: int = field(init=False, default=0)
+    #: of resched_s: waiting for failures to be detected
+    detection_s: float = field(init=False, default=0.0)
+    #: of resched_s: waiting for a machine (no standby or spare free)
+    wait_s: float = field(init=False, default=0.0)
+    memory_restores: int = field(init=False, default=0)
+    storage_restores: int = field(init=False, default=0)
 
-    # -- used by strategies --------------------------------------------------------------------
+    def __post_init__(
+        self, strategy_of: tuple[type[strategies.Strategy], BaseModel] | None
+    ) -> None:
+        s = self.scenario
+        ck = s.checkpoint
+        self.job_node = self.n_trainers + self.n_embedding
+        self.sharded = s.cluster.dense == "sharded"
+        self.persist_slowdown = ck.persist_slowdown if ck.mode in ("two-phase", "tiered") else 0.0
+        self.next_ckpt = self.tau
+        if strategy_of is None:
+            cls = strategies.get(s.strategy.name)
+            strategy_of = cls, cls.Params.model_validate(s.strategy.params)
+        cls, params = strategy_of
+        setup = _Setup(
+            s,
+            self.costs,
+            self.n_trainers,
+            self.n_embedding,
+            self.W,
+            self.tau,
+            self.job_node,
+            self.shared,
+        )
+        self.strategy = cls(params, setup)
+        self.ledger = self.strategy.make_ledger(setup)
+        if ck.mode == "tiered":
+            spec = self.shared.get("tier_spec")
+            if spec is None:
+                spec = self.shared["tier_spec"] = tier_spec(s, self.costs)
+            self.tiers = TierState(spec)
+        else:
+            self.tiers = None
+
+    @property
+    def now(self) -> float:
+        """The simulated wall clock (``env.now``)."""
+        return self.env._now
+
+    # -- what strategies use (cprsim.sim.protocol.RunView: the docs of each member are there) ------
     def log(self, kind: str, node: int = -1, value: float = 0.0, t: float | None = None) -> None:
+        """Record an event (``record``: else nothing)."""
         if self.record:
             self.events.append(Event(self.env.now if t is None else t, kind, node, value))
 
@@ -245,6 +335,10 @@ class Run:
                 self._settle(strict=True)
             self.job.interrupt(new)
 
+    def commit_full(self, progress: float) -> None:
+        """A full checkpoint of ``progress`` is durable: the next rollback goes back to it."""
+        self.ckpt_progress = progress
+
     def take_tier_load(self, default: float) -> float:
         """The load time of the tier the last rollback chose (tiered checkpoints), else ``default``."""
         if self.tier_load is None:
@@ -258,7 +352,7 @@ class Run:
         self.up_at[n] = up
         if n in self.down:
             self.down[n] = up
-        changed = self.strategy.on_node_back(self, n, up)  # type: ignore[union-attr]
+        changed = self.strategy.on_node_back(self, n, up)
         job = self.job
         if (
             job is not None
@@ -284,7 +378,7 @@ class Run:
             self.pending = None
             self.checkpoints += 1
             self.log("persist_end", -1, p, t=t)
-            self.strategy.on_commit(self, p)  # type: ignore[union-attr]
+            self.strategy.on_commit(self, p)
 
     # -- the job process ----------------------------------------------------------------------------
     def _quiet(self, dt: float) -> bool:
@@ -305,7 +399,6 @@ class Run:
 
     def job_process(self) -> Generator[simpy.Event, Any, None]:
         env, strat = self.env, self.strategy
-        assert strat is not None
         two_phase = self.scenario.checkpoint.mode == "two-phase"
         tiers = (
             self.tiers
@@ -389,7 +482,6 @@ class Run:
     def _recover(self) -> Generator[simpy.Event, Any, None]:
         """Wait until every failed node the job needs is rescheduled, then restore."""
         env, strat, rec = self.env, self.strategy, self.record
-        assert strat is not None
         now = env.now
         t_up = max(self.down.values(), default=now)
         if t_up > now:
@@ -433,7 +525,6 @@ class Run:
     def _save_two_phase(self) -> Generator[simpy.Event, Any, None]:
         """A snapshot stall (after the previous persist, if still running), then a background persist."""
         env, strat = self.env, self.strategy
-        assert strat is not None
         self.phase, self.phase_start = SAVE, env.now
         self.log("save_start", -1, self.progress)
         if self.pending is not None and self.pending[1] > env.now:
@@ -451,7 +542,7 @@ class Run:
 
     def rate_at(self, now: float) -> float:
         """Progress per wall second now: the strategy's, slowed while a two-phase persist runs."""
-        r = self.strategy.rate_at(self, now)  # type: ignore[union-attr]
+        r = self.strategy.rate_at(self, now)
         if self.persist_slowdown:
             if self.tiers is not None:
                 if self.tiers.persisting(now)[0]:
@@ -461,7 +552,7 @@ class Run:
         return r
 
     def next_rate_change(self, now: float) -> float:
-        t = self.strategy.next_rate_change(self, now)  # type: ignore[union-attr]
+        t = self.strategy.next_rate_change(self, now)
         if self.persist_slowdown:
             if self.tiers is not None:
                 t = min(t, self.tiers.persisting(now)[1])
@@ -487,7 +578,6 @@ class Run:
         elif phase == LOAD:
             self.load_s += elapsed
         strat = self.strategy
-        assert strat is not None
         job_node = self.job_node
         node_failures = [n for n in nodes if n != job_node]
         stall: set[int] = set()  # the nodes the job waits for
@@ -513,7 +603,7 @@ class Run:
     def result(self, rep: int) -> ReplicationResult:
         wall = self.env.now
         useful = self.W
-        rate = self.strategy.rate if self.strategy else 1.0
+        rate = self.strategy.rate
         # the lost progress was computed at the degraded rate: count its wall time as lost
         lost = self.lost_s / rate
         degraded = self.compute_s - useful - lost
@@ -549,6 +639,14 @@ class Run:
             memory_restores=self.memory_restores,
             storage_restores=self.storage_restores,
         )
+
+
+if TYPE_CHECKING:  # pragma: no cover
+
+    def _views(run: Run, setup: _Setup) -> tuple[RunView, RunSetup]:
+        """mypy checks here that a run is what its strategy's hooks see (structurally), and the
+        setup what the strategy is made from."""
+        return run, setup
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -784,13 +882,12 @@ class _Prepared:
     scenario: Scenario
     costs: Costs
     strategy: type[strategies.Strategy]
-    params: Any  #: the strategy's validated parameters (a frozen pydantic model)
-    persist_slowdown: float
+    params: BaseModel  #: the strategy's validated parameters (a frozen pydantic model)
     dists: _Dists
     job_dist: Distribution | None  #: job-level interruptions: time between them ...
     #: ... and the job's down time
     job_down: Callable[[np.random.Generator], tuple[float, ...]] | None
-    shared: dict  #: :attr:`Run.shared`
+    shared: dict[str, Any]  #: :attr:`Run.shared`
 
 
 #: the last scenario prepared (run_replications, a sweep point and the planner run one scenario many times)
@@ -819,9 +916,6 @@ def _prepare(s: Scenario, costs: Costs | None) -> _Prepared:
         costs=c,
         strategy=cls,
         params=cls.Params.model_validate(s.strategy.params),
-        persist_slowdown=s.checkpoint.persist_slowdown
-        if s.checkpoint.mode in ("two-phase", "tiered")
-        else 0.0,
         dists=dists,
         job_dist=job_dist,
         job_down=job_down,
@@ -830,12 +924,10 @@ def _prepare(s: Scenario, costs: Costs | None) -> _Prepared:
     return p
 
 
-def tier_spec(s: Scenario, c: Costs):
+def tier_spec(s: Scenario, c: Costs) -> TierSpec:
     """The tiered checkpoints of scenario ``s``: each embedding server holds its shard; the trainers
     hold the dense part (sharded: 1/N_t each; replicated: trainer 0's copy is the one saved, the
     others hold the same parameters and save nothing)."""
-    from cprsim.sim.tiers import TierSpec
-
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
     b = np.zeros(nt + ne)
     if s.cluster.dense == "sharded":
@@ -880,36 +972,32 @@ def simulate_one(
         raise ValueError(f"streams must be one of {', '.join(STREAMS)}, got {streams!r}")
     p = _prepare(s, costs)
     env = simpy.Environment()
-    nt, ne = s.cluster.trainers, s.cluster.embedding_servers
+    f = s.failures
+    stationary = f.start == "stationary"
+    # the lifecycle's machines first: the run holds them (they start once the run exists)
+    fleet = (
+        Fleet(env, s, rep, (p.dists.trainer, p.dists.embedding), stationary, _urgent_timeout)
+        if s.lifecycle is not None
+        else None
+    )
     run = Run(
         scenario=s,
         costs=p.costs,
         env=env,
         record=record,
-        n_trainers=nt,
-        n_embedding=ne,
+        n_trainers=s.cluster.trainers,
+        n_embedding=s.cluster.embedding_servers,
         W=s.duration_s,
         tau=s.interval_s,
-        persist_slowdown=p.persist_slowdown,
-        job_node=nt + ne,
         shared=p.shared,
+        fleet=fleet,
+        strategy_of=(p.strategy, p.params),
     )
-    run.next_ckpt = run.tau
-    run.sharded = s.cluster.dense == "sharded"
-    strat = run.strategy = p.strategy(p.params, run)
-    run.ledger = strat.make_ledger(run)
-    f = s.failures
-    stationary = f.start == "stationary"
-    if s.checkpoint.mode == "tiered":
-        from cprsim.sim.tiers import TierState
-
-        run.tiers = TierState(p.shared.setdefault("tier_spec", tier_spec(s, p.costs)))
-    if s.lifecycle is not None:
-        from cprsim.sim.lifecycle import Fleet
-
-        run.fleet = Fleet(
-            run, s, rep, (p.dists.trainer, p.dists.embedding), stationary, _urgent_timeout
-        )
+    # the processes, in the order SimPy breaks ties at one instant by: the lifecycle's machines,
+    # the nodes' and domains' failures, job-level interruptions, injected and replayed failures;
+    # then the job
+    if fleet is not None:
+        fleet.start(run)
     (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
     if p.job_dist is not None and p.job_down is not None:  # set together (_prepare)
         env.process(

@@ -140,11 +140,16 @@ class FleetExhausted(InputError):
 
 
 class Fleet:
-    """The machines of one replication, their pools and repairs (see the module docstring)."""
+    """The machines of one replication, their pools and repairs (see the module docstring).
+
+    Made before the replication's :class:`~cprsim.sim.engine.Run` (which holds it); :meth:`start`
+    then puts the first machines in service, failing and returning the run's nodes."""
+
+    run: Run  #: the replication whose nodes the machines fill (:meth:`start`)
 
     def __init__(
         self,
-        run: Run,
+        env: simpy.Environment,
         s: Scenario,
         rep: int,
         lifetimes: tuple[Distribution | None, Distribution | None],
@@ -153,8 +158,8 @@ class Fleet:
     ) -> None:
         lc = s.lifecycle
         assert lc is not None
-        self.run, self.env, self.urgent = run, run.env, urgent
-        nt, ne = run.n_trainers, run.n_embedding
+        self.env, self.urgent, self.stationary = env, urgent, stationary
+        nt, ne = s.cluster.trainers, s.cluster.embedding_servers
         n_slots = nt + ne
         self.n_slots = n_slots
         n = self.n_machines = n_slots + lc.standbys + lc.spares
@@ -204,8 +209,14 @@ class Fleet:
         self.retired = 0
         self.failures_bad = 0
         self.in_repair = 0
-        for b in range(0, n_slots, BLOCK):  # first lifetimes: one stream per block of slots
-            rng = stream(s.seed, rep, "slot-block", b // BLOCK)
+
+    def start(self, run: Run) -> None:
+        """The first machines enter service in the slots of ``run``'s nodes (their first lifetimes:
+        one stream per block of slots); from now on their failures fail its nodes."""
+        self.run = run
+        n_slots, stationary = self.n_slots, self.stationary
+        for b in range(0, n_slots, BLOCK):
+            rng = stream(self.seed, self.rep, "slot-block", b // BLOCK)
             for slot in range(b, min(n_slots, b + BLOCK)):
                 self._arm(slot, 0.0, stationary, rng)
 

@@ -57,7 +57,7 @@ from cprsim.sim.strategies import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cprsim.sim.engine import Run
+    from cprsim.sim.protocol import RunSetup, RunView
 
 
 class MFUParams(PartialParams):
@@ -252,25 +252,25 @@ class MFU(Partial):
             f"{100 * cls.counter_slowdown(s, p):.2g}%"
         )
 
-    def __init__(self, params: MFUParams, run: Run) -> None:
-        super().__init__(params, run)
-        s, cls = run.scenario, type(self)
+    def __init__(self, params: MFUParams, setup: RunSetup) -> None:
+        super().__init__(params, setup)
+        s, cls, tau = setup.scenario, type(self), setup.tau
         self.K = params.full_every
-        self.coverage = cls.protected_share(s, params, run.tau)
-        self.partial_save_s = cls.partial_save_cost(s, params, run.tau, self.costs)
-        self.full_save_s = cls.full_save_cost(s, params, run.tau, self.costs)
+        self.coverage = cls.protected_share(s, params, tau)
+        self.partial_save_s = cls.partial_save_cost(s, params, tau, self.costs)
+        self.full_save_s = cls.full_save_cost(s, params, tau, self.costs)
         self.rate = 1.0 / (1.0 + cls.counter_slowdown(s, params))
         self._overlay: dict[int, float] = {}
         self.saves = 0
 
-    def make_ledger(self, run: Run) -> ShardLedger:
+    def make_ledger(self, setup: RunSetup) -> ShardLedger:
         """Two tiers per shard: the rows the partial saves write (their access share) and the rest."""
-        return ShardLedger(run.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
+        return ShardLedger(setup.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
 
-    def save_s(self, run: Run) -> float:
+    def save_s(self, run: RunView) -> float:
         return self.full_save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s
 
-    def shard_extra_s(self, run: Run, k: int) -> float:
+    def shard_extra_s(self, run: RunView, k: int) -> float:
         """The partial saves since the last full one, applied on top of it (one read each)."""
         j = self.saves % self.K
         if not j:
@@ -279,7 +279,7 @@ class MFU(Partial):
             self._overlay[k] = type(self).overlay_s(run.scenario, self.params, self.costs, k)
         return j * self._overlay[k]
 
-    def on_commit(self, run: Run, progress: float) -> None:
+    def on_commit(self, run: RunView, progress: float) -> None:
         self.saves += 1
         if self.saves % self.K == 0:
             super().on_commit(run, progress)
@@ -287,7 +287,7 @@ class MFU(Partial):
             assert run.ledger is not None, "make_ledger gave MFU/SSU a ledger"
             run.ledger.saved(progress, tier=0)
 
-    def on_rollback(self, run: Run) -> None:
+    def on_rollback(self, run: RunView) -> None:
         self.saves -= self.saves % self.K  # back at a full save: the next K - 1 saves are partial
 
 

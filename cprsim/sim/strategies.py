@@ -13,9 +13,19 @@ A strategy decides four things and nothing else; the engine (``engine.py``) owns
 training down) is an attribute; ``rate_at``/``next_rate_change`` let it vary over time. Register a new strategy with ``@register``; its ``Params`` is a
 pydantic model of its scenario parameters (``[strategy]`` table), validated strictly; ``label``
 and ``colour`` say how tables, plans and figures show it.
-``make_ledger(run)`` gives the PLS ledger its lost updates go to (``None`` for a strategy that
-never loses one: full recovery keeps no ledger); ``run.shared`` keeps what a strategy derives
+``make_ledger(setup)`` gives the PLS ledger its lost updates go to (``None`` for a strategy that
+never loses one: full recovery keeps no ledger); ``setup.shared`` keeps what a strategy derives
 from the scenario alone across its replications.
+
+**What a strategy sees of the run** (:mod:`cprsim.sim.protocol`): it is made, and makes its
+ledger, from a :class:`~cprsim.sim.protocol.RunSetup` (the scenario, its costs, the cluster's
+size, ``W``, ``tau``, ``job_node``, ``shared``: the replication's constants; the run does not
+exist yet), and each hook gets a :class:`~cprsim.sim.protocol.RunView`: those plus ``now``,
+``progress``, ``up_at``, ``ledger``, ``tiers``, and the methods ``rollback()``,
+``lose_shard(j)``, ``commit_full(progress)``, ``dense_lost(nodes)``, ``take_tier_load(default)``
+and ``log(...)``. Nothing else: the engine's other state (phases, accounting, the failure
+bookkeeping) is not a strategy's, and every attribute of the view is read-only (a strategy
+changes the run through its methods).
 
 **Plugins.** A distribution adds strategies by declaring entry points in the group
 ``cprsim.strategies`` (``[project.entry-points."cprsim.strategies"]`` in its ``pyproject.toml``),
@@ -50,7 +60,8 @@ from cprsim.registry import (  # noqa: F401 - the registry, re-exported where st
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cprsim.sim.engine import Run
+    from cprsim.costs import Costs
+    from cprsim.sim.protocol import RunSetup, RunView
 
 
 class NoParams(BaseModel):
@@ -79,6 +90,19 @@ def default_colour(name: str) -> str:
 
 
 class Strategy:
+    """A recovery strategy (the defaults: full recovery). See the module docstring.
+
+    **What a plugin may use.** ``__init__(params, setup)`` and ``make_ledger(setup)`` get a
+    :class:`~cprsim.sim.protocol.RunSetup`; every simulation hook (``save_s``, ``on_commit``,
+    ``on_failure``, ``on_job_failure``, ``on_rollback``, ``on_node_back``, ``rate_at``,
+    ``next_rate_change``, ``load_s``, ``full_load_s``) gets a :class:`~cprsim.sim.protocol.RunView`
+    as ``run``, and may use only what it declares: its attributes (read-only) and methods, whose
+    docstrings give their meaning and units (seconds; progress in seconds of failure-free
+    training). Anything else the engine's run holds may change without notice. A strategy keeps
+    its own state on itself (one instance per replication), what it derives from the scenario alone
+    in ``setup.shared``, and its lost updates in its ledger (``run.ledger``).
+    """
+
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
@@ -156,9 +180,9 @@ class Strategy:
         if "colour" not in own:
             cls.colour = default_colour(cls.name)
 
-    def __init__(self, params: BaseModel, run: Run) -> None:
+    def __init__(self, params: BaseModel, setup: RunSetup) -> None:
         self.params = params
-        self.costs = run.costs
+        self.costs = setup.costs
 
     @classmethod
     def check(cls, params: Any, scenario) -> None:
@@ -167,47 +191,55 @@ class Strategy:
         if cls.needs_throughput and scenario.job.samples_per_s is None:
             raise ValueError(f"strategy {cls.name!r} counts samples: give job.samples_per_s")
 
-    def make_ledger(self, run: Run) -> ShardLedger | None:
+    def make_ledger(self, setup: RunSetup) -> ShardLedger | None:
         """The PLS ledger the strategy books lost updates in (``run.ledger``, made once the strategy
         is); ``None`` for a strategy that never loses an update (its PLS is 0): no ledger work."""
-        return ShardLedger(run.n_embedding)
+        return ShardLedger(setup.n_embedding)
 
     # defaults: full-recovery semantics
-    def save_s(self, run: Run) -> float:
+    def save_s(self, run: RunView) -> float:
+        """How long the next checkpoint blocks training (s)."""
         return self.costs.save_s
 
-    def on_commit(self, run: Run, progress: float) -> None:
-        run.ckpt_progress = progress
-        if run.ledger is not None:
-            run.ledger.saved(progress)
+    def on_commit(self, run: RunView, progress: float) -> None:
+        """The checkpoint taken at ``progress`` is durable (default: a full one, every shard saved)."""
+        run.commit_full(progress)
+        ledger = run.ledger
+        if ledger is not None:
+            ledger.saved(progress)
 
-    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
+        """``nodes`` failed now: roll back and/or book lost updates; return the nodes the job waits
+        for (``None``: all of ``nodes``)."""
         run.rollback()
         return None
 
-    def on_node_back(self, run: Run, n: int, up: float) -> bool:
+    def on_node_back(self, run: RunView, n: int, up: float) -> bool:
         """The node lifecycle found failed node ``n`` a machine, in service at ``up`` (its up time was
         unknown until now). Returns True when the training rate changes because of it."""
         return False
 
-    def rate_at(self, run: Run, now: float) -> float:
+    def rate_at(self, run: RunView, now: float) -> float:
+        """Progress per wall second at ``now`` while computing."""
         return self.rate
 
-    def next_rate_change(self, run: Run, now: float) -> float:
+    def next_rate_change(self, run: RunView, now: float) -> float:
+        """The next wall time ``rate_at`` may change (``inf``: never, as far as it knows now)."""
         return float("inf")
 
-    def load_s(self, run: Run, nodes: set[int]) -> float:
+    def load_s(self, run: RunView, nodes: set[int]) -> float:
+        """How long the restore of the episode's failed ``nodes`` takes once they are back (s)."""
         return run.take_tier_load(self.costs.load_s)
 
     # job-level interruptions: every strategy rolls back to its last full (consistent) checkpoint
-    def on_job_failure(self, run: Run) -> None:
+    def on_job_failure(self, run: RunView) -> None:
         run.rollback()
         self.on_rollback(run)
 
-    def on_rollback(self, run: Run) -> None:
+    def on_rollback(self, run: RunView) -> None:
         """Progress went back to the last full checkpoint (a strategy resets its own counters)."""
 
-    def full_load_s(self, run: Run) -> float:
+    def full_load_s(self, run: RunView) -> float:
         """Every node reloads the last full checkpoint (after a job-level interruption; tiered: from
         the tier the rollback chose)."""
         return run.take_tier_load(self.costs.load_s)
@@ -223,7 +255,7 @@ class Full(Strategy):
     needs_embedding_servers = False
     supports_tiers = True
 
-    def make_ledger(self, run: Run) -> None:
+    def make_ledger(self, setup: RunSetup) -> None:
         return None  # a rollback loses no update
 
 
@@ -233,44 +265,45 @@ class DegradedTrainers:
     of its rate until each failed one is back and has copied the dense part from a peer. Shared
     by partial recovery and ECRM (neither rolls back on a trainer failure)."""
 
+    costs: Costs
     trainer_degraded: bool
     degraded: dict[int, float]
 
-    def _init_degraded(self, params: BaseModel, run: Run) -> None:
+    def _init_degraded(self, params: BaseModel, setup: RunSetup) -> None:
         #: trainers fail without stalling the job (a cluster of one trainer has no peer to train on)
         self.trainer_degraded = (
             bool(getattr(params, "trainer_degraded", True))
-            and run.n_trainers > 1
-            and run.scenario.cluster.dense == "replicated"
+            and setup.n_trainers > 1
+            and setup.scenario.cluster.dense == "replicated"
         )
         #: degraded trainers -> end of their window (up again + dense copy); expired entries are pruned lazily
         self.degraded = {}
 
-    def _degrade(self, run: Run, n: int) -> None:
+    def _degrade(self, run: RunView, n: int) -> None:
         """Trainer ``n`` failed: the others train on; it copies the dense part once it is back."""
-        end = run.up_at.get(n, run.env.now) + self.costs.dense_copy_s  # type: ignore[attr-defined]
+        end = run.up_at.get(n, run.now) + self.costs.dense_copy_s
         self.degraded[n] = end
         run.log("degraded", n, end)
 
-    def _dense_lost(self, run: Run, nodes: list[int]) -> bool:
+    def _dense_lost(self, run: RunView, nodes: list[int]) -> bool:
         """No trainer holds the dense part any more: every one is down, or up but still copying it."""
         if run.dense_lost(nodes):
             return True
         if not self.degraded or not any(n < run.n_trainers for n in nodes):
             return False
-        now = run.env.now
+        now = run.now
         up_at, deg = run.up_at, self.degraded
         return all(
             up_at.get(t, -1.0) > now or deg.get(t, -1.0) > now for t in range(run.n_trainers)
         )
 
-    def on_node_back(self, run: Run, n: int, up: float) -> bool:
+    def on_node_back(self, run: RunView, n: int, up: float) -> bool:
         if n in self.degraded:
-            self.degraded[n] = up + self.costs.dense_copy_s  # type: ignore[attr-defined]
+            self.degraded[n] = up + self.costs.dense_copy_s
             return True
         return False
 
-    def _trainer_share(self, run: Run, now: float) -> float:
+    def _trainer_share(self, run: RunView, now: float) -> float:
         """The share of trainers at work (1 when none is degraded)."""
         if self.degraded:
             k = sum(1 for end in self.degraded.values() if end > now)
@@ -286,10 +319,10 @@ class DegradedTrainers:
             self.degraded = live
         return min(live.values()) if live else float("inf")
 
-    def _keep_degraded_down(self, run: Run) -> None:
+    def _keep_degraded_down(self, run: RunView) -> None:
         """After a rollback every node up reloads the checkpoint (a trainer still copying is done);
         a trainer still down stays degraded and copies the dense part once it is back."""
-        now = run.env.now
+        now = run.now
         self.degraded = {n: end for n, end in self.degraded.items() if run.up_at.get(n, -1.0) > now}
 
 
@@ -356,16 +389,16 @@ class Partial(DegradedTrainers, Strategy):
     )
     tier_shard_load = 0.0  #: tiered: the restore of the shards failed in this episode (s)
 
-    def __init__(self, params: BaseModel, run: Run) -> None:
-        super().__init__(params, run)
-        self._init_degraded(params, run)
+    def __init__(self, params: BaseModel, setup: RunSetup) -> None:
+        super().__init__(params, setup)
+        self._init_degraded(params, setup)
 
-    def on_failure(self, run: Run, nodes: list[int]) -> set[int] | None:
+    def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
         if self._dense_lost(
             run, nodes
         ):  # no surviving replica of the dense part: back to the last full checkpoint
             return self.restore_all(run)
-        now = run.env.now
+        now = run.now
         stall: set[int] = set()
         tiers = run.tiers
         for n in nodes:
@@ -387,37 +420,37 @@ class Partial(DegradedTrainers, Strategy):
                 stall.add(n)
         return stall
 
-    def restore_all(self, run: Run) -> set[int]:
+    def restore_all(self, run: RunView) -> set[int]:
         """Roll back to the last full checkpoint; the job waits for every node still down (every
         node then reloads the checkpoint: no trainer is degraded any more)."""
         run.rollback()
         self.on_rollback(run)
         self.full_restore = True
         self.degraded.clear()
-        now = run.env.now
+        now = run.now
         return {n for n, t in run.up_at.items() if t > now and n != run.job_node}
 
-    def on_job_failure(self, run: Run) -> None:
+    def on_job_failure(self, run: RunView) -> None:
         """Roll back; every node up reloads the last full checkpoint, so a trainer that was still
         copying the dense part is done with it. A trainer still down stays degraded: the job restarts
         without it, and it copies the dense part from a peer once it is back."""
         super().on_job_failure(run)
         self._keep_degraded_down(run)
 
-    def rate_at(self, run: Run, now: float) -> float:
+    def rate_at(self, run: RunView, now: float) -> float:
         """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
         r = super().rate_at(run, now)
         return r * self._trainer_share(run, now) if self.degraded else r
 
-    def next_rate_change(self, run: Run, now: float) -> float:
+    def next_rate_change(self, run: RunView, now: float) -> float:
         t = super().next_rate_change(run, now)
         return min(t, self._next_trainer_back(now)) if self.degraded else t
 
-    def shard_extra_s(self, run: Run, k: int) -> float:
+    def shard_extra_s(self, run: RunView, k: int) -> float:
         """Restore time of ``k`` failed shards beyond reading their last save (MFU's overlays)."""
         return 0.0
 
-    def load_s(self, run: Run, nodes: set[int]) -> float:
+    def load_s(self, run: RunView, nodes: set[int]) -> float:
         if self.full_restore:
             self.full_restore = False
             return self.full_load_s(run)

@@ -4,14 +4,23 @@ Every save writes the checkpoint compressed to ``ratio`` of its size and every r
 back, each paying the codec's ``codec_s`` on top of the (shorter) transfer: it pays off when
 storage is slow and the codec fast. A failure rolls back like full recovery: no update is lost.
 Installed, it is the strategy ``compressed`` (entry point in pyproject.toml); see README.md.
+
+Its hooks see the run through :class:`cprsim.sim.protocol.RunView` (and are made from a
+:class:`~cprsim.sim.protocol.RunSetup`): what a strategy may read and call, nothing else of the
+engine's state. This one needs only its own parameters and ``self.costs``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cprsim import analytic
 from cprsim.sim.strategies import Strategy, register
+
+if TYPE_CHECKING:
+    from cprsim.sim.protocol import RunSetup, RunView
 
 
 class CompressedParams(BaseModel):  # the scenario's [strategy] table, validated strictly
@@ -39,16 +48,18 @@ class Compressed(Strategy):
     needs_embedding_servers = False  # a rollback restores every node, embedding servers or not
     plan_rank = 2  # the planner prefers simpler options tied with it (full: 0, CPR-vanilla: 1)
 
-    def make_ledger(self, run):
+    params: CompressedParams  # an instance of Params (the engine validates the scenario's with it)
+
+    def make_ledger(self, setup: RunSetup) -> None:
         return None  # every failure rolls back: no update is lost, no PLS
 
-    def save_s(self, run) -> float:
+    def save_s(self, run: RunView) -> float:
         return compressed_s(self.costs.save_s, self.costs.latency_s, self.params)
 
-    def load_s(self, run, nodes) -> float:
+    def load_s(self, run: RunView, nodes: set[int]) -> float:
         return compressed_s(self.costs.load_s, self.costs.latency_s, self.params)
 
-    def full_load_s(self, run) -> float:
+    def full_load_s(self, run: RunView) -> float:
         return self.load_s(run, set())
 
     @classmethod
