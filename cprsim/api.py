@@ -331,7 +331,7 @@ class Runs:
         """Write the files of ``cprsim simulate --out FOLDER`` (all or none): ``config.toml`` (the
         effective scenario), ``summary.json``, ``replications.csv`` and ``events.csv`` (of the first
         replication), readable by :func:`load_results` and ``cprsim plot``. Returns the folder."""
-        from cprsim.cli.simulate import write_run
+        from cprsim.runfiles import write_run
 
         out = Path(folder)
         write_run(out, self.scenario, self.results, self.timeline(), self.summary())

@@ -249,7 +249,7 @@ def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_r
 
     from cprsim.calibrate.calibration import load_calibration
     from cprsim.cli import main
-    from cprsim.cli.plan import quick_scenario
+    from cprsim.plan.quick import quick_scenario
     from cprsim.plan.search import simulate
 
     rng = np.random.default_rng(8)
@@ -290,9 +290,14 @@ def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_r
     out = json.loads(r.output)
     assert f"model '{fit.name}'" in out["accuracy_model"]
     o = next(x for x in out["options"] if x["strategy"] == "partial")
-    s = quick_scenario(
-        16, 8, 300.0, 120.0, 60.0, 300.0, None, 20.0, None, 100, 1
-    )  # the CLI's defaults
+    s = quick_scenario(  # the CLI's defaults for the rest
+        embedding_servers=16,
+        trainers=8,
+        node_mtbf_h=300.0,
+        save_s=120.0,
+        load_s=60.0,
+        duration_h=20.0,
+    )
     c = fit.coef_for("partial")
     t = stats.t.ppf(0.975, c.dof)
 

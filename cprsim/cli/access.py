@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import numpy as np
 
-from cprsim.access import AccessModel, table_sizes
-from cprsim.cli.common import console
+from cprsim.access_report import access_model, coverage_table, parse_samples, touched_table
+from cprsim.cli.common import bad_parameter, console
+from cprsim.params import ParameterError
 
 
 @click.command("access")
@@ -57,26 +57,11 @@ def command(
     plot: Path | None,
 ) -> None:
     """Coverage c(r) of the top rows, rows touched after n samples, and MFU/SSU ranking noise."""
-    if counts is not None:
-        m = AccessModel.fit_counts(counts)
-    else:
-        sizes = table_sizes(tables, table_scale)
-        if alpha is not None:
-            m = AccessModel(sizes, alpha)
-        else:
-            try:
-                frac, share = (float(x) for x in skew.split(":"))
-            except ValueError:
-                raise click.BadParameter(
-                    f"{skew!r} is not FRACTION:SHARE like 0.01:0.92", param_hint="--skew"
-                ) from None
-            m = AccessModel.from_skew(sizes, frac, share)
     try:
-        ns = [float(x) for x in samples.split(",")]
-    except ValueError:
-        raise click.BadParameter(
-            f"{samples!r} is not a comma-separated list of numbers", param_hint="--samples"
-        ) from None
+        m = access_model(tables, table_scale, skew=skew, alpha=alpha, counts=counts)
+        ns = parse_samples(samples)
+    except ParameterError as e:
+        raise bad_parameter(e) from None
     from rich.table import Table
 
     con = console()
@@ -86,41 +71,18 @@ def command(
     t.add_column("c(r) exact", justify="right")
     for n in ns:
         t.add_column(f"ranked from {n:.0e} samples", justify="right")
-    for r in (0.001, 0.01, 0.05, 0.1, 0.2, 0.5):
-        t.add_row(
-            f"{r:g}", f"{m.coverage(r):.4f}", *(f"{m.sampled_coverage(r, n):.4f}" for n in ns)
-        )
+    for row in coverage_table(m, ns):
+        t.add_row(f"{row.r:g}", f"{row.exact:.4f}", *(f"{c:.4f}" for c in row.sampled))
     con.print(t)
     t2 = Table(title="rows touched (differential-checkpoint dirty fraction)")
     t2.add_column("samples", justify="right")
     t2.add_column("fraction of rows", justify="right")
-    for n, f in zip(ns, np.atleast_1d(m.touched(ns))):
+    for n, f in touched_table(m, ns):
         t2.add_row(f"{n:.0e}", f"{f:.5f}")
     con.print(t2)
     if plot is not None:
-        import matplotlib.pyplot as plt
-
         from cprsim.plots import figure_format, save_figure
+        from cprsim.plots.access import plot_access
 
         figure_format(plot)
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-        r = np.geomspace(1e-5, 1, 200)
-        a1.semilogx(r, m.coverage(r), label="exact ranking")
-        for n in ns[::2]:
-            a1.semilogx(
-                r[::10],
-                [m.sampled_coverage(x, n) for x in r[::10]],
-                "--",
-                label=f"ranked from {n:.0e} samples",
-            )
-        a1.set_xlabel("top fraction of rows r")
-        a1.set_ylabel("share of accesses c(r)")
-        a1.legend(fontsize=8)
-        a1.set_title(f"coverage (Zipf alpha={m.alpha:.3f})")
-        nn = np.geomspace(1e2, 1e9, 40)
-        a2.loglog(nn, m.touched(nn))
-        a2.set_xlabel("samples")
-        a2.set_ylabel("fraction of rows touched")
-        a2.set_title("rows touched after n samples")
-        fig.tight_layout()
-        save_figure(fig, plot)
+        save_figure(plot_access(m, ns), plot)

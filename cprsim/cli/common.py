@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ if (
     TYPE_CHECKING
 ):  # pragma: no cover - imported where used: `cprsim --help` needs neither pydantic nor scipy
     from cprsim import scenario as sc
+    from cprsim.params import ParameterError
 
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
 _TO_H = {"s": 1 / 3600, "m": 1 / 60, "min": 1 / 60, "h": 1.0, "d": 24.0, None: 1.0}
@@ -81,7 +83,11 @@ def progress_bar(
     """A rich progress bar on stderr (points done, rate, ETA); silent when stderr is not a TTY."""
     show = sys.stderr.isatty() if enabled is None else enabled
     if not show:
-        yield lambda n=1: None
+
+        def nothing(n: int = 1) -> None:
+            return None
+
+        yield nothing
         return
     from rich.console import Console
     from rich.progress import (
@@ -108,11 +114,33 @@ def progress_bar(
         transient=True,
     ) as prog:
         task = prog.add_task(label, total=total)
-        yield lambda n=1: prog.advance(task, n)
+
+        def advance(n: int = 1) -> None:
+            prog.advance(task, n)
+
+        yield advance
 
 
-def console():
-    """A rich console on stdout; wide enough for the tables when output is not a terminal."""
+def console(*, honour_columns: bool = False):
+    """A rich console on stdout: a terminal's width; when output is not a terminal, 160 characters
+    (wide enough for the tables), or with ``honour_columns`` the ``COLUMNS`` environment variable's
+    when it is set (``COLUMNS=80 cprsim plan ... | less``)."""
     from rich.console import Console
 
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    if sys.stdout.isatty():
+        return Console()
+    columns = os.environ.get("COLUMNS", "").strip()
+    if honour_columns and columns.isdigit() and int(columns) > 0:
+        return Console(width=int(columns))
+    return Console(width=160)
+
+
+def flag(param: str) -> str:
+    """The option of a library parameter: ``node_mtbf_h`` -> ``--node-mtbf-h``."""
+    return "--" + param.replace("_", "-")
+
+
+def bad_parameter(error: ParameterError, option: str | None = None) -> click.BadParameter:
+    """A library's error about one parameter as click's, naming the option (default: the
+    parameter's, :func:`flag`): ``Invalid value for --skew: ...``."""
+    return click.BadParameter(error.detail, param_hint=option or flag(error.param))

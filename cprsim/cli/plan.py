@@ -4,57 +4,28 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cprsim import scenario as sc
-from cprsim.cli.common import DURATION, console, load_scenario, progress_bar, set_option
-from cprsim.io import atomic_write_json, dumps_json
+from cprsim.cli.common import (
+    DURATION,
+    bad_parameter,
+    console,
+    flag,
+    load_scenario,
+    progress_bar,
+    set_option,
+)
+from cprsim.io import dumps_json
+from cprsim.runfiles import write_plan
 from cprsim.scenario import HOUR
 
+if TYPE_CHECKING:  # pragma: no cover - imported where used (`cprsim --help` imports neither)
+    from rich.table import Table
 
-def quick_scenario(
-    embedding_servers: int,
-    trainers: int,
-    node_mtbf_h: float,
-    save_s: float,
-    load_s: float,
-    reschedule_s: float,
-    shard_load_s: float | None,
-    duration_h: float,
-    samples_per_s: float | None,
-    replications: int,
-    seed: int,
-    job_mtbf_h: float | None = None,
-) -> sc.Scenario:
-    """A scenario from the handful of numbers an operator knows (per-node exponential failures)."""
-    raw: dict[str, Any] = {
-        "name": "quick",
-        "description": "built from cprsim plan's quick options",
-        "seed": seed,
-        "replications": replications,
-        "cluster": {"trainers": trainers, "embedding_servers": embedding_servers},
-        "job": {"duration_h": duration_h},
-        "reschedule": {"family": "constant", "mean_s": reschedule_s},
-        "failures": {
-            "trainer": {"family": "exponential", "mtbf_h": node_mtbf_h},
-            "embedding": {"family": "exponential", "mtbf_h": node_mtbf_h},
-        },
-        "costs": {
-            "save_s": save_s,
-            "load_s": load_s,
-            "shard_load_s": shard_load_s
-            if shard_load_s is not None
-            else max(load_s / embedding_servers, 1e-3),
-        },
-        "checkpoint": {"interval_h": min(1.0, duration_h)},
-    }
-    if samples_per_s is not None:
-        raw["job"]["samples_per_s"] = samples_per_s
-    if job_mtbf_h is not None:
-        raw["failures"]["job"] = {"family": "exponential", "mtbf_h": job_mtbf_h}
-    return sc.validate(raw, "cprsim plan (quick options)")
+    from cprsim.plan.records import Plan
 
 
 class Confidence(click.ParamType):
@@ -282,38 +253,33 @@ def command(
     --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
     from cprsim.plan import make_plan
+    from cprsim.plan.quick import MissingParameters, UnknownStrategies, plan_strategies
+    from cprsim.plan.quick import quick_scenario as build_quick
     from cprsim.sim import strategies as registry
 
     registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
     if scenario is None:
-        missing = [
-            n
-            for n, v in (
-                ("--embedding-servers", embedding_servers),
-                ("--node-mtbf-h", node_mtbf_h),
-                ("--save-s", save_s),
-                ("--load-s", load_s),
-            )
-            if v is None
-        ]
-        if missing:
+        quick: dict[str, Any] = {
+            "embedding_servers": embedding_servers,
+            "node_mtbf_h": node_mtbf_h,
+            "save_s": save_s,
+            "load_s": load_s,
+            "trainers": trainers,
+            "reschedule_s": reschedule_s,
+            "shard_load_s": shard_load_s,
+            "duration_h": duration_h,
+            "samples_per_s": samples_per_s,
+            "job_mtbf_h": job_mtbf_h,
+            "replications": replications or 100,
+            "seed": seed,
+        }
+        try:
+            s = build_quick(**quick)
+        except MissingParameters as e:
             raise click.UsageError(
-                f"give a scenario, or the quick options (missing: {', '.join(missing)})"
-            )
-        s = quick_scenario(
-            embedding_servers,
-            trainers,
-            node_mtbf_h,
-            save_s,
-            load_s,
-            reschedule_s,  # type: ignore[arg-type]
-            shard_load_s,
-            duration_h,
-            samples_per_s,
-            replications or 100,
-            seed,
-            job_mtbf_h,
-        )
+                "give a scenario, or the quick options "
+                f"(missing: {', '.join(flag(n) for n in e.names)})"
+            ) from None
         if sets:
             s = s.with_updates(sc.parse_set(sets))
     else:
@@ -323,19 +289,10 @@ def command(
         from cprsim.calibrate.calibration import load_calibration
 
         cal = load_calibration(calibration)
-    from cprsim.plan import ALL_STRATEGIES  # the registry's, plugins included (loads them)
-
-    strats = (
-        list(ALL_STRATEGIES)
-        if strategies.strip() == "all"
-        else [x.strip() for x in strategies.split(",") if x.strip()]
-    )
-    unknown = [x for x in strats if x not in ALL_STRATEGIES]
-    if unknown:
-        raise click.BadParameter(
-            f"unknown {', '.join(unknown)} (choose from {', '.join(ALL_STRATEGIES)}, or all)",
-            param_hint="--strategies",
-        )
+    try:
+        strats = plan_strategies(strategies)
+    except UnknownStrategies as e:
+        raise bad_parameter(e) from None
     with progress_bar(40, f"planning {s.name}") as advance:
         plan = make_plan(
             s,
@@ -353,16 +310,21 @@ def command(
             progress=advance,
             precision=precision,
         )
-    d = plan.as_dict()
     if out is not None:
-        atomic_write_json(out, d)
+        write_plan(out, plan)
     if as_json:
-        click.echo(dumps_json(d), nl=False)
+        click.echo(dumps_json(plan.as_dict()), nl=False)
         return
     from rich.markup import escape
 
-    con = console()
-    con.print(plan_table(plan))
+    con = console(honour_columns=True)
+    table, dropped = plan_table(plan, con.width)
+    con.print(table)
+    if dropped:
+        con.print(
+            f"left out to fit {con.width} columns: {escape(', '.join(dropped))} "
+            "(--json has them all)"
+        )
     con.print(f"[bold]Recommendation:[/bold] {escape(plan.message)}")
     for n in plan.notes:
         con.print(f"[yellow]note:[/yellow] {escape(n)}")
@@ -371,60 +333,126 @@ def command(
             con.print(f"[yellow]warning:[/yellow] {escape(o.label)}: {escape(o.extrapolation)}")
 
 
-def plan_table(plan):
-    """The plan's options as a rich table: intervals, overhead (mean, CI, P90), ETTR, PLS, accuracy."""
+#: the table's columns: (key, header, narrow header, drop rank (0: always kept), about lost updates);
+#: too narrow a terminal drops rank 1 first, then 2, ...; ``{m}``: the accuracy metric
+_COLUMNS = (
+    ("option", "option", "option", 0, False),
+    ("saves", "saves", "saves", 0, False),
+    ("full", "full saves", "full\nsaves", 5, False),
+    ("overhead", "overhead ±95% CI", "overhead\n±95% CI", 0, False),
+    ("p90", "P90", "P90", 0, False),
+    ("ckpt", "ckpt-rel.", "ckpt-\nrel.", 1, False),
+    ("ettr", "ETTR", "ETTR", 3, False),
+    ("pls", "PLS mean / P90", "PLS mean\n/ P90", 4, True),
+    ("pls_bound", "PLS bound", "PLS\nbound", 2, True),
+    ("within", "runs within (lo)", "runs within\n(lo)", 6, True),
+    ("loss", "{m} loss", "{m}\nloss", 7, True),
+    ("meets", "meets", "meets", 0, False),
+)
+#: an option's label wraps (at spaces) down to this many characters before columns are dropped
+_OPTION_MIN = 16
+
+
+def _cells(plan: Plan) -> list[dict[str, str]]:
+    """Each option's cells by column key (plain text: the label is escaped when the row is added)."""
+    rows = []
+    for o in plan.options:
+        mark = " *" if o.label == plan.recommended else (" =" if o.tied else "")
+        if o.oracle:
+            mark += " (oracle)"
+        pls_part = o.pls_bound < float("inf")
+        rows.append(
+            {
+                "option": o.label.replace("full (simulated optimum)", "full (sim. optimum)") + mark,
+                "saves": f"{o.interval_s / HOUR:.3g} h",
+                "full": f"{o.full_interval_s / HOUR:.3g} h",
+                "overhead": f"{100 * o.overhead.mean:.2f}% ±{100 * o.overhead.half_width:.2f}",
+                "p90": f"{100 * o.overhead.p90:.2f}%",
+                "ckpt": f"{100 * o.ckpt_overhead.mean:.2f}%",
+                "ettr": f"{o.ettr.mean:.4f}" if o.ettr is not None else "-",
+                "pls": f"{o.pls.mean:.3f} / {o.pls.p90:.3f}" if pls_part else "0",
+                "pls_bound": f"{o.pls_bound:.4g}" if pls_part else "-",
+                "within": f"{100 * o.within:.1f}% ({100 * o.within_lo:.1f}%)" if pls_part else "-",
+                "loss": f"{o.accuracy_loss:.2g}" if pls_part else "0",
+                "meets": ("yes" if o.meets_bound else "NO") + (" (!)" if o.extrapolation else ""),
+            }
+        )
+    return rows
+
+
+def _layout(
+    plan: Plan, rows: list[dict[str, str]], width: int
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The columns that fit ``width`` characters, as (key, header), and the headers of those left
+    out for width. Without an option that loses updates, the PLS and accuracy-loss columns are
+    not shown (all 0). Otherwise, in order, until the table fits: the full headers; narrow ones
+    (on two lines); option labels wrapped; columns dropped by rank. Never dropped: option, saves,
+    overhead, P90, meets."""
+    from rich.cells import cell_len
+
+    loses = any(o.pls_bound < float("inf") for o in plan.options)
+    cols = [c for c in _COLUMNS if loses or not c[4]]
+
+    def need(keep: list[tuple[str, str, str, int, bool]], narrow: bool, option_min: bool) -> int:
+        total = 3 * len(keep) + 1  # a border and a blank either side of each column
+        for key, head, short, _, _ in keep:
+            text = (short if narrow else head).format(m=plan.metric)
+            w = max([cell_len(r[key]) for r in rows] + [cell_len(x) for x in text.split("\n")])
+            if key == "option" and option_min:
+                longest = max((cell_len(word) for r in rows for word in r[key].split()), default=0)
+                w = min(w, max(longest, _OPTION_MIN))
+            total += w
+        return total
+
+    narrow = option_min = False
+    for narrow, option_min in ((False, False), (True, False), (True, True)):
+        if need(cols, narrow, option_min) <= width:
+            break
+    dropped: list[str] = []
+    for rank in range(1, max(c[3] for c in cols) + 1):
+        if need(cols, narrow, option_min) <= width:
+            break
+        gone = [c for c in cols if c[3] == rank]
+        dropped += [c[1].format(m=plan.metric) for c in gone]
+        cols = [c for c in cols if c[3] != rank]
+    return [(c[0], (c[2] if narrow else c[1]).format(m=plan.metric)) for c in cols], dropped
+
+
+def plan_table(plan: Plan, width: int = 160) -> tuple[Table, list[str]]:
+    """The plan's options as a rich table that fits ``width`` characters when it can: intervals,
+    overhead (mean, CI, P90), ETTR, PLS, accuracy. Returns the table and the headers of the
+    columns left out for width (``--json`` has them all)."""
     from rich.markup import escape
     from rich.table import Table
 
-    m = plan.metric
+    rows = _cells(plan)
+    cols, dropped = _layout(plan, rows, width)
+    keys = [k for k, _ in cols]
     promise = "on the mean" if plan.confidence is None else f"in {100 * plan.confidence:g}% of runs"
     title = (
-        f"{plan.scenario}: {m} loss <= {plan.accuracy_bound:g}, {promise}; "
+        f"{plan.scenario}: {plan.metric} loss <= {plan.accuracy_bound:g}, {promise}; "
         f"{plan.failure_rate_per_h:.3g} failure events/h (start: {plan.failure_start}); "
         f"search {plan.search_replications} / confirm {plan.replications} fresh replications"
         + (f" (adaptive, precision {plan.precision:g})" if plan.precision is not None else "")
         + f", seed {plan.seed}"
     )
-    t = Table(
-        title=escape(title),
-        caption="* recommended, = tied with it within the 95% CIs; (!) PLS beyond the "
-        "calibrated range; P90: of single runs; runs within: share of fresh runs whose loss (upper 95% end) <= the bound "
-        "(its 95% lower bound)",
-    )
-    cols = (
-        "option",
-        "saves",
-        "full saves",
-        "overhead ±95% CI",
-        "P90",
-        "ckpt-rel.",
-        "ETTR",
-        "PLS mean / P90",
-        "PLS bound",
-        "runs within (lo)",
-        f"{m} loss",
-        "meets",
-    )
-    for col in cols:
-        t.add_column(col, justify="left" if col == "option" else "right")
-    for o in plan.options:
-        mark = " *" if o.label == plan.recommended else (" =" if o.tied else "")
-        if o.oracle:
-            mark += " (oracle)"
-        label = o.label.replace("full (simulated optimum)", "full (sim. optimum)")
-        pls_part = o.pls_bound < float("inf")
-        t.add_row(
-            escape(label + mark),
-            f"{o.interval_s / HOUR:.3g} h",
-            f"{o.full_interval_s / HOUR:.3g} h",
-            f"{100 * o.overhead.mean:.2f}% ±{100 * o.overhead.half_width:.2f}",
-            f"{100 * o.overhead.p90:.2f}%",
-            f"{100 * o.ckpt_overhead.mean:.2f}%",
-            f"{o.ettr.mean:.4f}" if o.ettr is not None else "-",
-            f"{o.pls.mean:.3f} / {o.pls.p90:.3f}" if pls_part else "0",
-            f"{o.pls_bound:.4g}" if pls_part else "-",
-            f"{100 * o.within:.1f}% ({100 * o.within_lo:.1f}%)" if pls_part else "-",
-            f"{o.accuracy_loss:.2g}" if pls_part else "0",
-            ("yes" if o.meets_bound else "NO") + (" (!)" if o.extrapolation else ""),
-        )
-    return t
+    loses = any(o.pls_bound < float("inf") for o in plan.options)
+    caption = ["* recommended, = tied with it within the 95% CIs"]
+    caption += ["(!) PLS beyond the calibrated range"] if loses else []
+    caption += ["P90: of single runs"]
+    if "within" in keys:
+        caption += [
+            "runs within: share of fresh runs whose loss (upper 95% end) <= the bound "
+            "(its 95% lower bound)"
+        ]
+    if not loses:
+        caption += ["no option loses updates (no PLS or accuracy-loss columns)"]
+    t = Table(title=escape(title), caption="; ".join(caption))
+    for key, header in cols:
+        if key == "option":
+            t.add_column(header, justify="left")
+        else:
+            t.add_column(header, justify="right", no_wrap=True)
+    for r in rows:
+        t.add_row(*(escape(r[k]) if k == "option" else r[k] for k in keys))
+    return t, dropped

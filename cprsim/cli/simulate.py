@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from cprsim import scenario as sc
 from cprsim.cli.common import (
     DURATION,
     console,
@@ -16,10 +15,12 @@ from cprsim.cli.common import (
     scenario_argument,
     set_option,
 )
-from cprsim.io import atomic_write_json, atomic_write_set, csv_text, dumps_json
-from cprsim.report import summary_dict, summary_table
-from cprsim.sim.records import Event, ReplicationResult
+from cprsim.io import dumps_json
+from cprsim.report import summary_table
+from cprsim.runfiles import preflight, run_summary, write_run, write_timeline
 from cprsim.sim.replicate import METRICS, Precision, run_adaptive, run_replications
+
+__all__ = ["command"]
 
 
 def _strategy_names() -> list[str]:
@@ -130,17 +131,9 @@ def command(
             "seed": seed,
         },
     )
-    from cprsim.plan import feasibility
-
-    feasibility.check_budget(s, max_events)
-    f = s.failures
-    if not (f.trainer or f.embedding or f.domains or f.injected or f.job or f.replay):
-        click.echo(
-            f"warning: {s.name}: no failure source ([failures] is empty or missing): nothing will fail",
-            err=True,
-        )
-    if not force and not s.failures.replay:
-        feasibility.check(s, registry.get(s.strategy.name).plan_kind)
+    preflight(
+        s, max_events, force, warn=lambda message: click.echo(f"warning: {message}", err=True)
+    )
     record = out is not None or timeline is not None
     rule = (
         Precision(precision, s.replications, min_replications, metric=precision_metric)
@@ -152,47 +145,19 @@ def command(
             results, events = run_replications(s, record_first=record, progress=advance)
         else:
             results, events = run_adaptive(s, rule, record_first=record, progress=advance)
-    summary = summary_dict(s, results)
-    if rule is not None:
-        summary["adaptive"] = {
-            **rule.as_dict(),
-            "replications": len(results),
-            "reached": len(results) < rule.cap
-            or rule.met([getattr(r, rule.metric) for r in results]),
-        }
+    summary = run_summary(s, results, rule)
     if out is not None:
         write_run(out, s, results, events, summary)
     if timeline is not None:
-        from cprsim.timeline import chrome_trace
-
-        atomic_write_json(timeline, chrome_trace(events, s.cluster.trainers, s.name))
+        write_timeline(timeline, s, events)
     if as_json:
         click.echo(dumps_json(summary), nl=False)
-    else:
-        con = console()
-        con.print(summary_table(s, results, summary=summary))
-        if rule is not None:
-            a = summary["adaptive"]
-            con.print(
-                f"{len(results)} replications ({rule.describe()}): "
-                + ("precision reached" if a["reached"] else "stopped at the cap before reaching it")
-            )
-
-
-def write_run(
-    out: Path, s: sc.Scenario, results: list[ReplicationResult], events: list[Event], summary: dict
-) -> None:
-    """The run's files, written as a set (all or none): effective config, summary, one row per
-    replication, events of rep 0."""
-    atomic_write_set(
-        out,
-        {
-            "config.toml": sc.to_toml(sc.effective_dict(s)),
-            "summary.json": dumps_json(summary),
-            "replications.csv": csv_text(
-                ReplicationResult.columns(),
-                ([getattr(r, c) for c in ReplicationResult.columns()] for r in results),
-            ),
-            "events.csv": csv_text(Event._fields, events),
-        },
-    )
+        return
+    con = console()
+    con.print(summary_table(s, results, summary=summary))
+    if rule is not None:
+        a = summary["adaptive"]
+        con.print(
+            f"{len(results)} replications ({rule.describe()}): "
+            + ("precision reached" if a["reached"] else "stopped at the cap before reaching it")
+        )

@@ -25,11 +25,21 @@ class _Signalled(BaseException):
 
 
 class Interrupted(click.ClickException):
-    """The one line a signalled sweep ends with; exit code 128 + the signal's number."""
+    """The one line a sweep stopped by SIGINT ends with; exit code 128 + the signal's number (130;
+    SIGTERM: :class:`Terminated`, 143). Make one with :func:`_stopped`."""
 
-    def __init__(self, message: str, signum: int) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
+    exit_code = 128 + signal.SIGINT
+
+
+class Terminated(Interrupted):
+    """The one line a sweep stopped by SIGTERM ends with; exit code 143 (128 + 15)."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def _stopped(message: str, signum: int) -> Interrupted:
+    """The exception for a sweep stopped by ``signum`` (SIGTERM or SIGINT, the signals handled)."""
+    return (Terminated if signum == signal.SIGTERM else Interrupted)(message)
 
 
 @contextlib.contextmanager
@@ -228,8 +238,8 @@ def command(
     except _Signalled as e:
         name = signal.Signals(e.signum).name
         if not (out / "manifest.json").exists():
-            raise Interrupted(f"{name}: sweep stopped before writing anything", e.signum) from None
-        raise Interrupted(
+            raise _stopped(f"{name}: sweep stopped before writing anything", e.signum) from None
+        raise _stopped(
             f"{name}: sweep stopped, workers ended; {done[0]} of {n} points complete in {out} "
             f"(finish with --resume)",
             e.signum,
