@@ -139,17 +139,15 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
     }
 
 
-def _fmt(e: Estimate, kind: str, W: float) -> tuple[str, str]:
+def _value(v: float, kind: str) -> str:
+    """One value as the table shows it: times in hours (the unit is in the row's label)."""
     if kind == "time":
-        return (
-            f"{e.mean / HOUR:.3f} h",
-            f"[{e.lo / HOUR:.3f}, {e.hi / HOUR:.3f}]  ({100 * e.mean / W:.2f}% of W)",
-        )
+        return f"{v / HOUR:.3f}"
     if kind == "pct":
-        return f"{100 * e.mean:.3f}%", f"[{100 * e.lo:.3f}, {100 * e.hi:.3f}]"
+        return f"{100 * v:.3f}%"
     if kind == "frac":
-        return f"{e.mean:.5f}", f"[{e.lo:.5f}, {e.hi:.5f}]"
-    return f"{e.mean:.2f}", f"[{e.lo:.2f}, {e.hi:.2f}]"
+        return f"{v:.5f}"
+    return f"{v:.2f}"
 
 
 def summary_table(
@@ -158,49 +156,54 @@ def summary_table(
     title: str | None = None,
     summary: dict[str, Any] | None = None,
 ):
-    """The runs as a table; ``summary`` (from ``summary_dict``) spares recomputing the accuracy."""
+    """The runs as a table (under 100 columns): each metric's mean, 95% CI of the mean, share of
+    the failure-free time W (times) and P50/P90/P99 of single runs; ``summary`` (from
+    ``summary_dict``) spares recomputing the accuracy."""
+    from rich import box
     from rich.table import Table
 
     est = summarize(results)
+    W = s.duration_s
     t = Table(
         title=title
         or f"{s.name}: {s.strategy.name}, interval {s.checkpoint.interval_h:.4g} h, "
-        f"{len(results)} replications, seed {s.seed}"
+        f"{len(results)} replications, seed {s.seed}",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
     )
     t.add_column("metric")
     t.add_column("mean", justify="right")
     t.add_column("95% CI", justify="right")
+    t.add_column("% of W", justify="right")
     for q in ("P50", "P90", "P99"):
         t.add_column(q, justify="right")
     for key, label, kind in rows(s):
         e = est[key]
-        m, ci = _fmt(e, kind, s.duration_s)
-        t.add_row(label, m, ci, *(_pct(e.percentile(q), kind) for q in (50, 90, 99)))
+        t.add_row(
+            f"{label} (h)" if kind == "time" else label,
+            _value(e.mean, kind),
+            f"[{_value(e.lo, kind)}, {_value(e.hi, kind)}]",
+            f"{100 * e.mean / W:.2f}%" if kind == "time" else "",
+            *(_value(e.percentile(q), kind) for q in (50, 90, 99)),
+        )
     acc = summary["accuracy_loss"] if summary is not None else accuracy(s, est, results=results)
     if acc is not None:
         t.caption = (
-            "accuracy: the calibration's model at each run's PLS (and failure position and restored-state "
-            "age, if the model uses them); (!) the P90 PLS lies beyond the PLS range the calibration measured"
+            "accuracy: the calibration's model at each run's PLS, CI of its slope; (!) P90 PLS "
+            "unmeasured"
         )
         for metric in ("auc", "logloss"):
             a = acc[metric]
             name = "AUC loss" if metric == "auc" else "log-loss increase"
             t.add_row(
-                f"{name} implied by PLS" + ("" if acc["calibrated"] else " (UNCALIBRATED)"),
+                f"{name} from PLS" + ("" if acc["calibrated"] else " (UNCALIBRATED)"),
                 f"{a['mean']:.2g}",
-                f"[{a['ci95'][0]:.2g}, {a['ci95'][1]:.2g}] (slope's CI)",
+                f"[{a['ci95'][0]:.2g}, {a['ci95'][1]:.2g}]",
+                "",
                 "",
                 f"{a['p90']:.2g}" + (" (!)" if a["extrapolated"] else ""),
                 "",
             )
     return t
-
-
-def _pct(v: float, kind: str) -> str:
-    if kind == "time":
-        return f"{v / HOUR:.3f} h"
-    if kind == "pct":
-        return f"{100 * v:.3f}%"
-    if kind == "frac":
-        return f"{v:.5f}"
-    return f"{v:.2f}"

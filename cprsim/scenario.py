@@ -750,8 +750,16 @@ def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario
 
 
 def describe_builtin(name: str) -> str:
+    """The first sentence of a built-in scenario's description (one line)."""
     raw, _ = load_raw(name)
-    return str(raw.get("description", "")).strip().splitlines()[0] if raw.get("description") else ""
+    text = " ".join(str(raw.get("description", "")).split())
+    # a sentence ends at ". " (not inside a parenthesis, where "e.g. " and "arXiv:2407. " live)
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "." and depth == 0 and text[i + 1 : i + 2] in (" ", ""):
+            return text[: i + 1]
+    return text
 
 
 # --------------------------------------------------------------------------------------------

@@ -163,3 +163,24 @@ def test_with_updates_reaches_list_items():
     assert (
         t.failures.domains[0].failure.mtbf_h == 5.0 and s.failures.domains[0].failure.mtbf_h == 10.0
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["scenarios"],
+        ["simulate", "toy", "-n", "3"],
+        ["simulate", "dlrm-spares", "-n", "2", "--strategy", "partial"],  # lifecycle rows, accuracy
+        ["simulate", "llm-16k-gpus", "-n", "1", "--interval", "0.04h"],  # tiers' rows, big numbers
+    ],
+)
+def test_the_tables_fit_100_columns(args):
+    """What `cprsim scenarios` and `cprsim simulate` print fits 100 columns (piped output)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "cprsim", *args], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) > 3
+    wide = [line for line in lines if len(line) > 100]
+    assert wide == [], wide

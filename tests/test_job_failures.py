@@ -182,7 +182,7 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
         ],
     )
     assert r.exit_code == 0, r.output
-    assert "AUC loss implied by PLS" in r.output and "P90" in r.output
+    assert "AUC loss from PLS" in r.output and "P90" in r.output
     import json
 
     d = json.loads((out / "summary.json").read_text())

@@ -307,7 +307,7 @@ def test_simulate_shows_the_badput_breakdown(tmp_path):
         ]
     )
     assert r.exit_code == 0, r.output
-    assert "detection" in r.output and "waiting for a machine" in r.output
+    assert "detection" in r.output and "of which no machine free" in r.output
     summary = json.loads((out / "summary.json").read_text())
     assert "detection_s" in summary["metrics"] or "detection_s" in json.dumps(summary)
 

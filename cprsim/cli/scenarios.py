@@ -10,9 +10,17 @@ from cprsim.cli.common import load_scenario, scenario_argument, set_option
 
 @click.command("scenarios")
 def scenarios_cmd() -> None:
-    """List the built-in scenarios."""
+    """List the built-in scenarios (`cprsim show NAME` prints one in full)."""
+    import textwrap
+
     for name in sc.builtin_names():
-        click.echo(f"{name:<24} {sc.describe_builtin(name)}")
+        text = textwrap.fill(
+            sc.describe_builtin(name),
+            width=100,
+            initial_indent=f"{name:<24} ",
+            subsequent_indent=" " * 25,
+        )
+        click.echo(text)
 
 
 @click.command("show")
