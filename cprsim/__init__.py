@@ -62,6 +62,7 @@ _API = (
     "plot_calibration",
     "save_figure",
     "InputError",
+    "ParameterError",
 )
 
 __all__ = ["__version__", *_API]
@@ -150,6 +151,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time,
         FitReport,
         InputError,
         Option,
+        ParameterError,
         Plan,
         PointSummary,
         ReplicationResult,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cprsim.access import AccessModel, table_sizes
-from cprsim.params import ParameterError
+from cprsim.errors import ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover - the scenario model imports pydantic
     from cprsim.scenario import Scenario
@@ -35,7 +35,7 @@ DEFAULT_SAMPLES = (1e3, 1e4, 1e5, 1e6, 1e7, 1e8)
 
 def parse_skew(skew: str | tuple[float, float]) -> tuple[float, float]:
     """``(fraction, share)`` from ``"FRACTION:SHARE"`` (``"0.01:0.92"``) or a pair; anything else
-    raises :class:`cprsim.params.ParameterError` naming ``skew``."""
+    raises :class:`cprsim.errors.ParameterError` naming ``skew``."""
     if isinstance(skew, str):
         try:
             fraction, share = (float(x) for x in skew.split(":"))
@@ -51,7 +51,7 @@ def parse_skew(skew: str | tuple[float, float]) -> tuple[float, float]:
 
 def parse_samples(samples: str | Sequence[float]) -> list[float]:
     """Sample counts from a comma-separated list (``"1e3,1e6"``) or a sequence of numbers;
-    anything else raises :class:`cprsim.params.ParameterError` naming ``samples``."""
+    anything else raises :class:`cprsim.errors.ParameterError` naming ``samples``."""
     if isinstance(samples, str):
         try:
             return [float(x) for x in samples.split(",")]

@@ -14,7 +14,8 @@ re-exported by ``cprsim`` itself (imported on first use: ``import cprsim`` stays
 intervals and failure-time parameters in hours (``*_h``), sizes in GB (1e9 bytes) and
 bandwidths in GB/s; overheads, PLS (the portion of lost samples) and ETTR are fractions
 (0.05 = 5%). Bad input (an unknown scenario key, a missing file, a malformed log) raises
-:class:`InputError` with a one-line message naming the key or file.
+:class:`InputError` with a one-line message naming the key or file; a bad value of a function's
+parameter, :class:`ParameterError` (an InputError) naming the parameter (``.param``).
 
 Optional dependencies: pandas for the ``to_frame()`` methods (an ImportError naming ``pip
 install pandas`` without it), torch for :func:`run_calibration` (the ``dlrm`` extra).
@@ -38,7 +39,7 @@ from cprsim import names
 from cprsim import scenario as _sc
 from cprsim.calibrate.calibration import Calibration, load_calibration
 from cprsim.costs import Costs
-from cprsim.errors import InputError, validation_line
+from cprsim.errors import InputError, ParameterError, validation_line
 from cprsim.plan.records import Option
 from cprsim.plan.records import Plan as _PlanRecord
 from cprsim.plots import save_figure
@@ -99,6 +100,7 @@ __all__ = [
     "save_figure",
     # errors
     "InputError",
+    "ParameterError",
 ]
 
 #: names defined in modules that are slow to import (scipy.stats): imported on first use
@@ -163,9 +165,9 @@ def _updates(
         if isinstance(set_, Mapping):
             out.update(set_)
         elif isinstance(set_, str):
-            out.update(_sc.parse_set([set_]))
+            out.update(_sc.parse_set([set_], "set"))
         else:
-            out.update(_sc.parse_set(list(set_)))
+            out.update(_sc.parse_set(list(set_), "set"))
     for k, v in overrides.items():
         out[k.replace("__", ".")] = v
     return {k: _override(k, v) for k, v in out.items()}
@@ -196,31 +198,34 @@ def load_scenario(
       progress between checkpoints), ``replications`` and ``seed``.
 
     Units: ``*_h`` hours, ``*_s`` seconds, ``*_gb`` GB, ``*_gbps`` GB/s. An unknown key or an
-    impossible value raises :class:`InputError` naming it.
+    impossible value raises :class:`InputError` naming it (a :class:`ParameterError` naming
+    ``set``, ``overrides`` and the key, or the shortcut, when an override is at fault).
     """
     upd = _updates(set, overrides)
+    shortcut: dict[str, str] = {}  # scenario key -> the shortcut parameter that set it
     if strategy is not None:
-        if isinstance(strategy, str):
-            upd["strategy.name"] = strategy
-        else:
-            upd["strategy"] = _plain(dict(strategy))
-    if interval_h is not None:
-        upd["checkpoint.interval_h"] = float(interval_h)
-    if replications is not None:
-        upd["replications"] = _plain(replications)
-    if seed is not None:
-        upd["seed"] = _plain(seed)
-    if isinstance(name_or_path, Scenario):
-        return (
-            name_or_path.with_updates(upd, f"{name_or_path.name} (load_scenario)")
-            if upd
-            else name_or_path
-        )
-    if not isinstance(name_or_path, (str, os.PathLike)):
+        key = "strategy.name" if isinstance(strategy, str) else "strategy"
+        upd[key] = strategy if isinstance(strategy, str) else _plain(dict(strategy))
+        shortcut[key] = "strategy"
+    for key, param, value in (
+        ("checkpoint.interval_h", "interval_h", None if interval_h is None else float(interval_h)),
+        ("replications", "replications", replications),
+        ("seed", "seed", seed),
+    ):
+        if value is not None:
+            upd[key], shortcut[key] = _plain(value), param
+    if not isinstance(name_or_path, (str, os.PathLike, Scenario)):
         raise TypeError(
             f"load_scenario takes a name, a path or a Scenario, not {type(name_or_path).__name__}"
         )
-    return _sc.load(os.fspath(name_or_path), upd or None)
+    try:
+        if isinstance(name_or_path, Scenario):
+            return name_or_path.with_updates(upd, param="overrides") if upd else name_or_path
+        return _sc.load(os.fspath(name_or_path), upd or None)
+    except _sc.OverrideError as e:  # a shortcut's value: the error names the shortcut
+        if e.key in shortcut:
+            raise e.replace(param=shortcut[e.key], key=None) from None
+        raise
 
 
 def _as_scenario(scenario: str | os.PathLike[str] | Scenario) -> Scenario:

@@ -1,7 +1,8 @@
 """One typed, validated description of a cluster, a job, its costs and a strategy.
 
-Loaded from TOML (a file, or a built-in name), with ``--set key=value`` overrides. Unknown keys
-and impossible values are errors that name the key (``ScenarioError``, one line). Every default
+Loaded from TOML (a file, or a built-in name), with ``key=value`` overrides (the command line's
+``--set``). Unknown keys and impossible values are errors that name the key (``ScenarioError``,
+one line; :class:`OverrideError` when an override is at fault). Every default
 lives in the models below and nowhere else.
 
 Units: hours for failure-time parameters and the job duration (``*_h``), seconds for costs
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cprsim import names
-from cprsim.errors import InputError, validation_line
+from cprsim.errors import InputError, ParameterError, validation_line, validation_parts
 from cprsim.failures.distributions import FAMILIES, SHAPED, Distribution
 from cprsim.io import parse_toml, read_input_text, read_toml, short
 
@@ -31,6 +32,12 @@ GB = 1e9
 
 class ScenarioError(InputError):
     """A bad scenario: the message is one line that names the file and key."""
+
+
+class OverrideError(ScenarioError, ParameterError):
+    """An override the scenario refuses (a dotted key set on it): a ScenarioError that names the
+    caller's parameter the overrides come from (``param``: ``overrides``, ``updates``, ...) and the
+    key (``key``)."""
 
 
 class _Model(BaseModel):
@@ -597,16 +604,26 @@ class Scenario(_Model):
     def interval_s(self) -> float:
         return self.checkpoint.interval_h * HOUR
 
-    def with_updates(self, updates: dict[str, Any], source: str = "--set") -> Scenario:
-        """A copy with dotted-key updates applied and re-validated."""
+    def with_updates(
+        self, updates: dict[str, Any], source: str | None = None, *, param: str = "updates"
+    ) -> Scenario:
+        """A copy with dotted-key updates applied and re-validated. An update the scenario refuses
+        raises :class:`OverrideError` naming ``param`` (the caller's parameter the
+        updates come from) and the key, located at ``source`` (default: the scenario's name)."""
         raw = self.model_dump(mode="python", exclude_none=True)
         for key, value in updates.items():
-            set_dotted(raw, key, value)
-        return validate(raw, source)
+            set_dotted(raw, key, value, param)
+        try:
+            return Scenario.model_validate(raw)
+        except ValidationError as e:
+            raise _refused(e, source or self.name, updates, param) from None
 
 
 # --------------------------------------------------------------------------------------------
-def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+def set_dotted(raw: dict[str, Any], key: str, value: Any, param: str = "overrides") -> None:
+    """Set the dotted ``key`` of the TOML table ``raw`` (tables created as needed; a number indexes
+    an array of tables). A key that cannot be set raises
+    :class:`OverrideError` naming ``param`` and the key."""
     parts = key.split(".")
     cur: Any = raw
     for p in parts[:-1]:
@@ -614,7 +631,7 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
             try:
                 cur = cur[int(p)]
             except (ValueError, IndexError):
-                raise ScenarioError(f"--set {key}: `{p}` is not an index of the list") from None
+                raise OverrideError(param, f"`{p}` is not an index of the list", key=key) from None
             continue
         nxt = cur.get(p)
         if nxt is None:
@@ -622,23 +639,25 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
         elif isinstance(nxt, tuple):  # a dumped model holds arrays of tables as tuples
             nxt = cur[p] = list(nxt)
         elif not isinstance(nxt, (dict, list)):
-            raise ScenarioError(f"--set {key}: `{p}` is a value, not a table")
+            raise OverrideError(param, f"`{p}` is a value, not a table", key=key)
         cur = nxt
     if not isinstance(cur, dict):
-        raise ScenarioError(f"--set {key}: cannot replace a list item (set the whole list)")
+        raise OverrideError(param, "cannot replace a list item (set the whole list)", key=key)
     cur[parts[-1]] = value
 
 
-def parse_set(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """``key=value`` strings to a dict; values are TOML literals, else plain strings."""
+def parse_set(items: tuple[str, ...] | list[str], param: str = "overrides") -> dict[str, Any]:
+    """``key=value`` strings to a dict; values are TOML literals, else plain strings. A string
+    that is not ``key=value`` raises :class:`OverrideError` naming ``param`` (the
+    caller's parameter the strings come from) and the string."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ScenarioError(f"--set {item!r}: expected key=value")
+            raise OverrideError(param, "expected key=value", key=repr(item))
         key, text = item.split("=", 1)
         key = key.strip()
         if not key:
-            raise ScenarioError(f"--set {item!r}: empty key")
+            raise OverrideError(param, "empty key", key=repr(item))
         try:
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
@@ -742,11 +761,35 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
+    """The scenario of a built-in name or a TOML file, with dotted-key ``overrides`` applied. An
+    error of the file itself raises ScenarioError naming the file and key; an override the
+    scenario refuses raises :class:`OverrideError` naming ``overrides``."""
     raw, source = load_raw(name_or_path)
-    raw = copy.deepcopy(raw)
-    for key, value in (overrides or {}).items():
-        set_dotted(raw, key, value)
-    return validate(raw, source if not overrides else f"{source} (with --set)")
+    if not overrides:
+        return validate(copy.deepcopy(raw), source)
+    updated = copy.deepcopy(raw)
+    for key, value in overrides.items():
+        set_dotted(updated, key, value)
+    try:
+        return Scenario.model_validate(updated)
+    except ValidationError as e:
+        refused = _refused(e, source, overrides, "overrides")
+    if refused.key is None:  # not about a key overridden: the file's own error, if it has one
+        validate(copy.deepcopy(raw), source)
+    raise refused
+
+
+def _refused(e: ValidationError, source: str, updates: dict[str, Any], param: str) -> OverrideError:
+    """The updates ``param`` of a valid scenario ``source`` made it invalid: the error names the
+    key it is about, after ``param`` when it is one of the updates' keys or within one (the key
+    updated, when the error is about the one table holding it)."""
+    loc, what = validation_parts(e)
+    if loc and any(loc == k or loc.startswith(f"{k}.") for k in updates):
+        return OverrideError(param, what, source, key=loc)
+    inside = [k for k in updates if loc and k.startswith(f"{loc}.")]
+    if len(inside) == 1:
+        return OverrideError(param, what, source, key=inside[0])
+    return OverrideError(param, f"{loc}: {what}" if loc else what, source)
 
 
 def describe_builtin(name: str) -> str:
@@ -775,4 +818,13 @@ def effective_dict(s: Scenario) -> dict[str, Any]:
     return d
 
 
-__all__ = ["Scenario", "ScenarioError", "load", "parse_set", "builtin_names", "to_toml", "FAMILIES"]
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "OverrideError",
+    "load",
+    "parse_set",
+    "builtin_names",
+    "to_toml",
+    "FAMILIES",
+]

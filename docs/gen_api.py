@@ -76,7 +76,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "save_figure",
         ),
     ),
-    ("Errors", "", ("InputError",)),
+    ("Errors", "", ("InputError", "ParameterError")),
 )
 
 _ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc):`~?([^`]+)`")

@@ -328,18 +328,18 @@ def test_more_bad_files(tmp_path):
 @pytest.mark.parametrize(
     "data, schema, msg",
     [
-        ("log.csv", None, r"log.csv: a .csv file needs --schema schema.toml"),
-        ("log.parquet", None, r"log.parquet: a .parquet file needs --schema"),
-        ("log.json", None, r"log.json: unknown kind of data file"),
+        ("log.csv", None, r"log.csv: data: a .csv file needs `schema`, a schema.toml"),
+        ("log.parquet", None, r"log.parquet: data: a .parquet file needs `schema`"),
+        ("log.json", None, r"log.json: data: unknown kind of data file"),
         (
             "nope.csv",
             "schema.toml",
-            r"nope.csv: no such data file \(--data takes synthetic, movielens-100k",
+            r"nope.csv: data: no such data file \(expected synthetic, movielens-100k",
         ),
         (
             "synthetic",
             "schema.toml",
-            r"--schema describes the columns of a --data .csv or .parquet file, not synthetic",
+            r"schema: describes the columns of a .csv or .parquet `data` file, not synthetic",
         ),
         ("log.csv", "nope.toml", r"nope.toml: no such schema file"),
     ],

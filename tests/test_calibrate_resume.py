@@ -21,7 +21,7 @@ from click.testing import CliRunner  # noqa: E402
 
 from cprsim.calibrate import pipeline as P  # noqa: E402
 from cprsim.calibrate import runner as R  # noqa: E402
-from cprsim.errors import InputError  # noqa: E402
+from cprsim.errors import InputError, ParameterError  # noqa: E402
 
 pytestmark = pytest.mark.dlrm
 
@@ -139,8 +139,10 @@ def test_resume_refuses_other_threads_and_an_unknown_journal(reference, tmp_path
     with pytest.raises(InputError, match="threads_per_run"):
         P.calibrate(TINY, out, measure_costs=False, threads=2, resume=True)
     (out / "manifest.json").unlink()
-    with pytest.raises(InputError, match=r"points.csv: no manifest.json beside it"):
+    with pytest.raises(InputError, match=r"points.csv: resume: no manifest.json beside it") as e:
         P.calibrate(TINY, out, measure_costs=False, resume=True)
+    assert isinstance(e.value, ParameterError) and e.value.param == "resume"
+    assert "--" not in str(e.value)
     (out / "manifest.json").write_text("{not json")
     with pytest.raises(InputError, match=r"manifest.json: not a cprsim calibration manifest"):
         P.calibrate(TINY, out, measure_costs=False, resume=True)

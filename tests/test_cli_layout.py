@@ -2,12 +2,15 @@
 
 1. The use cases are library functions: called from Python they write the same bytes as the
    commands (a run folder and its timeline, a plan, a fitted failure model and its report, a
-   bad-node model, the access figure), and their errors name parameters, not options.
+   bad-node model, the access figure), and their errors name parameters, not options: a
+   :class:`~cprsim.errors.ParameterError` names the Python parameter, which the command line
+   shows as its option (``Error: --filter bogus: ...``), in one place (``cprsim.cli._Group``).
 2. The layout, by walking the AST: no module of ``cprsim/cli`` writes a file itself (no ``open``,
    ``write_text``, ``json.dump``, ``tomli_w``, ``atomic_write_*``, ...) nor computes with numpy,
    scipy, matplotlib, hashlib or datetime; the library modules the use cases moved to import
-   neither click nor rich, document and annotate every public function and never name an option
-   in an error message. Each check is shown to fail on a module that breaks it.
+   neither click nor rich and document and annotate every public function; and no library module
+   (anything outside ``cprsim/cli``) names a command-line option in an error or a warning. Each
+   check is shown to fail on a module that breaks it.
 3. ``cprsim plan``'s table fits COLUMNS=100 and COLUMNS=80, says which columns it left out, and
    drops the lost-update columns when no option loses updates.
 """
@@ -15,10 +18,15 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import datetime as dt
 import json
+import pickle
 import re
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -31,7 +39,7 @@ TRACE = ROOT.parent / "traces" / "examples" / "weibull-64.csv"
 #: the library modules the use cases of the command line live in
 LIBRARY = (
     "runfiles.py",
-    "params.py",
+    "errors.py",
     "access_report.py",
     "plan/quick.py",
     "plots/access.py",
@@ -206,7 +214,7 @@ def test_the_access_tables_and_figure_are_the_commands(tmp_path):
 
 def test_library_errors_name_parameters_and_the_cli_names_options(one_line_error):
     from cprsim.access_report import parse_samples, parse_skew
-    from cprsim.params import ParameterError
+    from cprsim.errors import ParameterError
     from cprsim.plan.quick import (
         MissingParameters,
         UnknownStrategies,
@@ -239,11 +247,227 @@ def test_library_errors_name_parameters_and_the_cli_names_options(one_line_error
     )
     assert "missing: --node-mtbf-h, --save-s, --load-s" in line
     bogus = quick_args(strategies="partial,bogus")
-    assert "Invalid value for --strategies: unknown bogus" in one_line_error(
-        CliRunner().invoke(main, bogus)
+    assert one_line_error(CliRunner().invoke(main, bogus)).startswith(
+        "Error: --strategies: unknown bogus (choose from "
     )
-    assert "Invalid value for --skew: 'abc'" in one_line_error(
-        CliRunner().invoke(main, ["access", "--skew", "abc"])
+    assert one_line_error(CliRunner().invoke(main, ["access", "--skew", "abc"])) == (
+        "Error: --skew: 'abc' is not FRACTION:SHARE like 0.01:0.92"
+    )
+
+
+def test_a_parameter_error_pickles_and_shows_its_parameters_as_asked():
+    """Sweeps raise errors in worker processes: the fields cross the process boundary (a
+    subclass's own too); ``message(shown)`` names the parameters as a caller shows them."""
+    from cprsim.errors import InputError, ParameterError
+    from cprsim.plan.quick import UnknownStrategies
+    from cprsim.scenario import OverrideError, ScenarioError
+
+    e = ParameterError(
+        "filters",
+        "not a column of `format` titan",
+        "log.csv",
+        key="system",
+        also=("format",),
+    )
+    assert isinstance(e, InputError) and isinstance(e, ValueError)
+    assert str(e) == "log.csv: filters system: not a column of `format` titan"
+    assert e.message({"filters": "--filter", "format": "--format"}) == (
+        "log.csv: --filter system: not a column of --format titan"
+    )
+    assert e.message({"filters": "--filter"}) == (
+        "log.csv: --filter system: not a column of `format` titan"
+    )
+    assert str(ParameterError("band", "must be one of ci, p90")) == "band: must be one of ci, p90"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is ParameterError and str(back) == str(e) and back.args == e.args
+    assert (back.param, back.detail, back.where, back.key, back.also) == (
+        "filters",
+        "not a column of `format` titan",
+        "log.csv",
+        "system",
+        ("format",),
+    )
+    u = pickle.loads(pickle.dumps(UnknownStrategies(["bogus"], ["full", "partial"])))
+    assert type(u) is UnknownStrategies and (u.param, u.unknown, u.known) == (
+        "strategies",
+        ("bogus",),
+        ("full", "partial"),
+    )
+    assert u.detail == "unknown bogus (choose from full, partial, or all)"
+    o = pickle.loads(pickle.dumps(OverrideError("overrides", "unknown key", "toy", key="a.b")))
+    assert isinstance(o, ScenarioError) and isinstance(o, ParameterError)
+    assert str(o) == "toy: overrides a.b: unknown key" and o.key == "a.b"
+    moved = e.replace(where="sweep.toml: point 3")
+    assert str(moved) == "sweep.toml: point 3: filters system: not a column of `format` titan"
+    assert str(e).startswith("log.csv: ") and moved.args == (str(moved),)
+    with pytest.raises(TypeError):
+        e.replace(bogus=1)
+
+
+def test_the_cli_shows_a_parameter_of_the_command_as_its_option_in_one_place(one_line_error):
+    """``cprsim.cli._Group``: the click option whose Python name is the parameter gives the flag
+    (its long form); a parameter that is no option of the command keeps its name."""
+    import click
+
+    from cprsim.cli import _Group
+    from cprsim.errors import ParameterError
+
+    group = _Group("t")
+
+    @group.command("fit")
+    @click.option("--format", "-f", "fmt")
+    @click.option("--resume", is_flag=True)
+    @click.argument("trace", required=False)
+    def fit(fmt: str | None, resume: bool, trace: str | None) -> None:
+        raise {
+            "a": ParameterError("fmt", "must be one of csv, lanl, got 'x'"),
+            "b": ParameterError("jobs", "must be >= 1", "sweep.toml"),
+            "c": ParameterError("trace", "no nodes", "log.csv", key="k=v", also=("resume",)),
+            "d": ParameterError("fmt", "pass `resume`, not `jobs`", "o", key="x", also=("resume",)),
+        }[fmt]
+
+    def line(fmt: str) -> str:
+        return one_line_error(CliRunner().invoke(group, ["fit", "-f", fmt]))
+
+    assert line("a") == "Error: --format: must be one of csv, lanl, got 'x'"
+    assert line("b") == "Error: sweep.toml: jobs: must be >= 1"
+    assert line("c") == "Error: log.csv: trace k=v: no nodes"  # an argument is not an option
+    assert line("d") == "Error: o: --format x: pass --resume, not `jobs`"
+
+
+def _fit_bad_nodes(*args: Any, **kwargs: Any) -> Any:
+    from cprsim.failures.modelfile import fit_bad_nodes
+
+    return fit_bad_nodes(*args, **kwargs)
+
+
+def _run_sweep(path: Path, out: Path, **kwargs: Any) -> Any:
+    from cprsim.sweep import load_sweep, run_sweep
+
+    return run_sweep(load_sweep(path), out, **kwargs)
+
+
+#: (command line, its one-line error; the same from Python, its parameter, its message's start);
+#: ``{d}``: the test's folder, ``{t}``: the example trace
+SHOWN = [
+    (
+        ["simulate", "toy", "-n", "2", "--set", "cluster.bogus=1"],
+        "toy: --set cluster.bogus: unknown key",
+        lambda d: cprsim.load_scenario("toy", set={"cluster.bogus": 1}),
+        "overrides",
+        "toy: overrides cluster.bogus: unknown key",
+    ),
+    (
+        ["simulate", "toy", "-n", "2", "--set", "cluster"],
+        "--set 'cluster': expected key=value",
+        lambda d: cprsim.load_scenario("toy", set=["cluster"]),
+        "set",
+        "set 'cluster': expected key=value",
+    ),
+    (
+        ["simulate", "toy", "-n", "2", "--strategy", "bogus"],
+        "toy: --strategy: unknown strategy 'bogus' (known: ",
+        lambda d: cprsim.load_scenario("toy", strategy="bogus"),
+        "strategy",
+        "toy: strategy: unknown strategy 'bogus' (known: ",
+    ),
+    (
+        ["simulate", "toy", "-n", "2", "--max-events", "10"],
+        "toy: --max-events: about 29 events a replication, more than the budget of 10: mostly ",
+        lambda d: cprsim.simulate("toy", 2, max_events=10),
+        "max_events",
+        "toy: max_events: about 29 events a replication, more than the budget of 10: mostly ",
+    ),
+    (
+        ["fit", "{t}", "--filter", "bogus=1"],
+        "--filter bogus: not a column of --format csv (columns: cause, node, node_type)",
+        lambda d: cprsim.fit(TRACE, filters={"bogus": "1"}),
+        "filters",
+        "filters bogus: not a column of `format` csv (columns: cause, node, node_type)",
+    ),
+    (
+        ["fit", "{t}", "--node-count", "3"],
+        "--node-count: applies to --format infinitehbd only",
+        lambda d: cprsim.read_trace(TRACE, node_count=3),
+        "node_count",
+        "node_count: applies to `format` infinitehbd only",
+    ),
+    (
+        ["fit", "{t}", "--bad-nodes", "--nodes", "2", "--bootstrap", "0"],
+        "{t}: --nodes: 2 is less than the 64 different nodes in the log",
+        lambda d: _fit_bad_nodes(TRACE, nodes=2, bootstrap=0),
+        "nodes",
+        "{t}: nodes: 2 is less than the 64 different nodes in the log",
+    ),
+    (
+        ["sweep", "{d}/sweep.toml", "--out", "{d}/taken"],
+        "{d}/taken: --out: already holds a sweep's results; pass --resume to finish it, or "
+        "choose another folder",
+        lambda d: _run_sweep(d / "sweep.toml", d / "taken"),
+        "out",
+        "{d}/taken: out: already holds a sweep's results; pass `resume` to finish it, or choose "
+        "another folder",
+    ),
+    (
+        ["plot", "overhead", "{d}/run", "--where", "cluster.trainers=3"],
+        "--where cluster.trainers: not a grid key of {d}/run/replications.csv (keys: none)",
+        lambda d: cprsim.load_results(d / "run").where({"cluster.trainers": 3}),
+        "conditions",
+        "conditions cluster.trainers: not a grid key of {d}/run/replications.csv (keys: none)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def shown_files(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("shown")
+    (d / "sweep.toml").write_text(
+        'scenario = "toy"\nreplications = 2\n[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n'
+    )
+    (d / "taken").mkdir()
+    (d / "taken" / "results.csv").write_text("")
+    run("simulate", "toy", "-n", 2, "--out", d / "run")
+    return d
+
+
+@pytest.mark.parametrize(
+    "args, cli_line, call, param, python_message", SHOWN, ids=[" ".join(c[0][:2]) for c in SHOWN]
+)
+def test_commands_show_library_parameter_errors_with_their_options(
+    shown_files, one_line_error, args, cli_line, call, param, python_message
+):
+    """The same bad value through a command and through the library: the command names its
+    option, the library its parameter (and no option)."""
+    from cprsim.errors import ParameterError
+
+    d = shown_files
+    line = one_line_error(CliRunner().invoke(main, [a.format(d=d, t=TRACE) for a in args]))
+    assert line.startswith("Error: " + cli_line.format(d=d, t=TRACE)), line
+    with pytest.raises(ParameterError) as e:
+        call(d)
+    assert e.value.param == param and "--" not in str(e.value)
+    assert str(e.value).startswith(python_message.format(d=d, t=TRACE)), str(e.value)
+
+
+def test_an_unreachable_scheduler_is_the_scheduler_option(tmp_path, one_line_error):
+    pytest.importorskip("distributed")
+    from cprsim.errors import ParameterError
+
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('scenario = "toy"\nreplications = 2\n')
+    address = "tcp://127.0.0.1:9"
+    line = one_line_error(
+        CliRunner().invoke(
+            main,
+            ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--scheduler", address]
+            + ["--connect-timeout", "0.5"],
+        )
+    )
+    assert line.startswith(f"Error: --scheduler {address}: cannot connect ("), line
+    with pytest.raises(ParameterError) as e:
+        _run_sweep(sweep, tmp_path / "o2", scheduler=address, connect_timeout=0.5)
+    assert e.value.param == "scheduler" and str(e.value).startswith(
+        f"scheduler {address}: cannot connect ("
     )
 
 
@@ -320,10 +544,80 @@ def cli_violations(source: str, name: str) -> list[str]:
     return sorted(out, key=lambda v: int(v.split(":")[1]))
 
 
-def _raise_texts(node: ast.Raise) -> list[str]:
+#: the built-in exception classes (a call of one, or of a subclass, makes an error message)
+_BUILTIN_EXCEPTIONS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+)
+
+
+def _name(node: ast.AST) -> str:
+    return (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else ""
+    )
+
+
+def exception_classes(trees: Iterable[ast.AST]) -> set[str]:
+    """The names of the exception classes: the built-in ones and the classes that derive from one
+    (in ``trees``, to a fixed point: a module may subclass another module's error)."""
+    classes = [
+        (n.name, {_name(b) for b in n.bases})
+        for t in trees
+        for n in ast.walk(t)
+        if isinstance(n, ast.ClassDef)
+    ]
+    names = set(_BUILTIN_EXCEPTIONS)
+    grown = True
+    while grown:
+        grown = False
+        for cls, bases in classes:
+            if cls not in names and bases & names:
+                names.add(cls)
+                grown = True
+    return names
+
+
+def _strings(node: ast.AST) -> list[str]:
     return [
         c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)
     ]
+
+
+def option_violations(
+    source: str, name: str, exceptions: Iterable[str] = _BUILTIN_EXCEPTIONS
+) -> list[str]:
+    """Errors and warnings that name a command-line option (``--x...``) in their text: any string
+    in a ``raise``, in a call of an exception class (``exceptions``, plus those the module derives
+    itself: an error made and returned counts) or of ``warn`` (``warnings.warn``, a ``warn``
+    callback), or in a value assigned to a name the message uses (``need = "..."`` beforehand)."""
+    tree = ast.parse(source, name)
+    exc = set(exceptions) | exception_classes([tree])
+    assigned: dict[str, list[ast.AST]] = defaultdict(list)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned[target.id].append(node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            assigned[_name(node.target)].append(node.value)
+    found: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) or (isinstance(node, ast.Call) and _name(node.func) in exc):
+            what = "an error"
+        elif isinstance(node, ast.Call) and _name(node.func) == "warn":
+            what = "a warning"
+        else:
+            continue
+        texts = _strings(node)
+        for used in ast.walk(node):
+            if isinstance(used, ast.Name) and isinstance(used.ctx, ast.Load):
+                texts += [t for value in assigned.get(used.id, []) for t in _strings(value)]
+        if any(re.search(r"--[a-z]", t) for t in texts):
+            found.setdefault(node.lineno, f"{name}:{node.lineno}: {what} names an option")
+    return [found[line] for line in sorted(found)]
 
 
 def library_violations(source: str, name: str) -> list[str]:
@@ -335,11 +629,7 @@ def library_violations(source: str, name: str) -> list[str]:
         for mod, _, line in _imports(tree)
         if mod.split(".")[0] in ("click", "rich")
     ]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and any(
-            re.search(r"--[a-z]", t) for t in _raise_texts(node)
-        ):
-            out.append(f"{name}:{node.lineno}: an error names an option")
+    out += option_violations(source, name)
     for node in tree.body:
         items = [node] + (list(node.body) if isinstance(node, ast.ClassDef) else [])
         for fn in items:
@@ -364,6 +654,23 @@ def test_the_use_case_modules_are_plain_documented_typed_library_code():
     found = []
     for rel in LIBRARY:
         found += library_violations((ROOT / rel).read_text(), rel)
+    assert found == []
+
+
+def test_no_library_module_names_an_option_in_an_error_or_a_warning():
+    """Every module outside cprsim/cli: its errors and warnings name parameters, never ``--flags``
+    (a Python caller passes keyword arguments; the command line shows its options itself)."""
+    modules = {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in sorted(ROOT.rglob("*.py"))
+        if p.relative_to(ROOT).parts[0] != "cli"
+    }
+    assert len(modules) > 50 and "errors.py" in modules and "sweep/runner.py" in modules
+    exceptions = exception_classes(ast.parse(src) for src in modules.values())
+    assert {"InputError", "ParameterError", "SweepError", "PointFailed"} <= exceptions
+    found = []
+    for rel, src in modules.items():
+        found += option_violations(src, rel, exceptions)
     assert found == []
 
 
@@ -408,6 +715,29 @@ def test_the_layout_checks_fail_on_a_module_that_breaks_them():
         "lib.py:2: imports rich",
         "lib.py:3: an error names an option",
         "lib.py:8: method has no docstring",
+    ]
+    # an error made and returned, a warning, a message built beforehand, a subclass's error
+    messages = (
+        "import warnings\n"
+        "class Bad(ValueError): pass\n"
+        "class Worse(Bad): pass\n"
+        "HINT = 'pass --resume'\n"
+        "def broken(): return Bad('run again with --resume')\n"
+        "def f(w):\n"
+        "    warnings.warn('--jobs is ignored')\n"
+        "    w.warn('try --force')\n"
+        "    need = '--data needs it'\n"
+        "    raise Worse(f'{need} ({HINT})')\n"
+        "def fine(x):\n"
+        "    '''A docstring may name ``--out``.'''\n"
+        "    notes = ['--x is not an error']\n"
+        "    raise ValueError(f'x: {x!r} must be > 0 (P50--P90, not --)')\n"
+    )
+    assert option_violations(messages, "m.py") == [
+        "m.py:5: an error names an option",
+        "m.py:7: a warning names an option",
+        "m.py:8: a warning names an option",
+        "m.py:10: an error names an option",
     ]
 
 

@@ -269,7 +269,7 @@ def _tiny(tmp_path, body: str):
         (
             "a,node,fail,5,\nb,node,fail,7,\nc,node,fail,9,\n",
             ("--nodes", 2),
-            "--nodes 2 is less than the 3 different nodes in the log",
+            "--nodes: 2 is less than the 3 different nodes in the log",
         ),
         ("a,node,fail,5,\na,node,fail,7,\n", (), "1 node(s) with a non-empty window"),
         (

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from cprsim.calibrate import data as D
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
     check_input_file,
     decode_errors,
@@ -62,7 +62,7 @@ from cprsim.io import (
     short,
 )
 
-#: ``--data`` names that are not files
+#: the data sources named, not files
 NAMED = ("synthetic", "movielens-100k")
 #: a calibration on real data needs at least this many training batches (else the budgets and
 #: failure times, fractions of the run, round to the same few iterations)
@@ -140,11 +140,14 @@ def _sha256(path: Path) -> str:
 
 # -- choosing a source -------------------------------------------------------------------------------
 def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
-    """The source ``--data`` (and ``--schema``) name: ``None`` for synthetic data."""
+    """The source ``data`` (and ``schema``) name: ``None`` for synthetic data. A bad one raises
+    :class:`~cprsim.errors.ParameterError` naming ``data`` or ``schema``."""
     if data in NAMED:
         if schema is not None:
-            raise InputError(
-                f"--schema describes the columns of a --data .csv or .parquet file, not {data} data"
+            raise ParameterError(
+                "schema",
+                f"describes the columns of a .csv or .parquet `data` file, not {data} data",
+                also=("data",),
             )
         if data == "synthetic":
             return None
@@ -157,9 +160,12 @@ def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
         )
     p = Path(data)
     if not p.exists():
-        raise InputError(
-            f"{short(data)}: no such data file (--data takes synthetic, movielens-100k, "
-            f"a Criteo .tsv, or a .csv/.parquet file with --schema)"
+        raise ParameterError(
+            "data",
+            "no such data file (expected synthetic, movielens-100k, a Criteo .tsv, or a "
+            ".csv/.parquet file with `schema`)",
+            short(data),
+            also=("schema",),
         )
     p = check_input_file(p, "data file").resolve()
     suffix = p.suffix.lower()
@@ -170,13 +176,19 @@ def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
     if suffix in (".tsv", ".txt"):
         return DataSpec("criteo", str(p), _sha256(p))
     if suffix in (".csv", ".parquet", ".pq"):
-        raise InputError(
-            f"{short(data)}: a {suffix} file needs --schema schema.toml naming its label, "
-            f"categorical and dense columns (docs/calibration.md, Data)"
+        raise ParameterError(
+            "data",
+            f"a {suffix} file needs `schema`, a schema.toml naming its label, categorical and "
+            "dense columns (docs/calibration.md, Data)",
+            short(data),
+            also=("schema",),
         )
-    raise InputError(
-        f"{short(data)}: unknown kind of data file (expected a Criteo .tsv/.txt, or a "
-        f".csv/.tsv/.parquet file with --schema)"
+    raise ParameterError(
+        "data",
+        "unknown kind of data file (expected a Criteo .tsv/.txt, or a .csv/.tsv/.parquet file "
+        "with `schema`)",
+        short(data),
+        also=("schema",),
     )
 
 
@@ -346,17 +358,19 @@ def movielens_root() -> Path:
     from importlib import metadata
 
     need = (
-        "--data movielens-100k reads the MovieLens-100k files that the recbole package ships: "
+        "movielens-100k reads the MovieLens-100k files that the recbole package ships: "
         "pip install 'cprsim[movielens]'"
     )
     try:
         dist = metadata.distribution(MOVIELENS_PACKAGE)
     except metadata.PackageNotFoundError:
-        raise InputError(f"{need} (recbole is not installed)") from None
+        raise ParameterError("data", f"{need} (recbole is not installed)") from None
     root = Path(str(dist.locate_file(MOVIELENS_DIR)))
     missing = [f for f in MOVIELENS_FILES if not (root / f).is_file()]
     if missing:
-        raise InputError(f"{need} (recbole {dist.version} has no {MOVIELENS_DIR}/{missing[0]})")
+        raise ParameterError(
+            "data", f"{need} (recbole {dist.version} has no {MOVIELENS_DIR}/{missing[0]})"
+        )
     return root
 
 

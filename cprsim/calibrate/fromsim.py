@@ -17,7 +17,7 @@ def sim_schedule(
     s: Scenario, n_iters: int, rep: int = 0
 ) -> tuple[dict[int, tuple], float, float, int]:
     """(actions by iteration, the simulator's PLS, interval in iterations, shards)."""
-    s = s.with_updates({"strategy.name": PARTIAL}, "--from-sim")
+    s = s.with_updates({"strategy.name": PARTIAL}, param="scenario")
     res, events = simulate_one(s, rep, record=True)
     W, nt = s.duration_s, s.cluster.trainers
     acts: dict[int, list] = {}

@@ -47,7 +47,7 @@ from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import to_toml
 from cprsim.calibrate.datasets import describe as describe_data
 from cprsim.calibrate.emulation import Setting, periodic_actions
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.io import atomic_write_json, atomic_write_text, csv_text
 from cprsim.names import FAIL, PARTIAL
 
@@ -187,17 +187,23 @@ def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
     fp = fingerprint(config)
     if not resume:
         if old is not None and not old.get("finished") and journal.exists():
-            raise InputError(
-                f"{out}: holds an unfinished calibration ({_complete_lines(journal)} of "
-                f"{old.get('runs', '?')} runs in points.csv); pass --resume to finish it, "
-                f"or choose another --out"
+            raise ParameterError(
+                "out",
+                f"holds an unfinished calibration ({_complete_lines(journal)} of "
+                f"{old.get('runs', '?')} runs in points.csv); pass `resume` to finish it, "
+                "or choose another folder",
+                str(out),
+                also=("resume",),
             )
         return False
     if old is None:
         if journal.exists():
-            raise InputError(
-                f"{journal}: no manifest.json beside it, so its configuration is unknown; "
-                f"cannot resume it (choose another --out)"
+            raise ParameterError(
+                "resume",
+                "no manifest.json beside it, so its configuration is unknown; cannot resume it "
+                "(choose another `out`)",
+                str(journal),
+                also=("out",),
             )
         return False
     if old["fingerprint"] != fp:
@@ -206,10 +212,13 @@ def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
             if isinstance(old.get("config"), dict)
             else []
         )
-        raise InputError(
-            f"{out}: holds a calibration of another configuration (differs in "
-            f"{', '.join(diff[:6]) or 'the fingerprint'}); --resume needs the same preset, seeds, "
-            f"--from-sim, --threads-per-job and versions: choose another --out"
+        raise ParameterError(
+            "resume",
+            f"holds a calibration of another configuration (differs in "
+            f"{', '.join(diff[:6]) or 'the fingerprint'}); resuming needs the same preset, seeds, "
+            "`scenario`, `threads` and versions: choose another `out`",
+            str(out),
+            also=("scenario", "threads", "out"),
         )
     return True
 

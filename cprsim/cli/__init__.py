@@ -15,7 +15,7 @@ import os
 import click
 
 from cprsim import __version__
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 
 #: subcommand -> (its module in cprsim.cli, the first paragraph of its help); a module defines
 #: ``command`` (a click command) or ``commands`` (a list)
@@ -34,7 +34,10 @@ _COMMANDS = {
     ),
     "plan": ("plan", "Pick the checkpoint intervals and recovery strategy for an accuracy bound."),
     "plot": ("plot", "Draw a figure of KIND from RESULTS."),
-    "scenarios": ("scenarios", "List the built-in scenarios."),
+    "scenarios": (
+        "scenarios",
+        "List the built-in scenarios (`cprsim show NAME` prints one in full).",
+    ),
     "show": (
         "scenarios",
         "Print the effective config of a scenario (defaults included) and its derived costs.",
@@ -52,7 +55,11 @@ _COMMANDS = {
 
 class _Group(click.Group):
     """Loads a subcommand's module when the command is needed; turns bad input anywhere below into
-    one line on stderr and exit code 2."""
+    one line on stderr and exit code 2.
+
+    The one place a library's :class:`~cprsim.errors.ParameterError` meets the command line: a
+    parameter that is an option of the command being run (the click option's Python name) is
+    shown as the option (``fmt`` -> ``--format``), any other keeps its name."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(_COMMANDS))
@@ -87,6 +94,8 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
+        except ParameterError as e:  # a library function's parameter: the command's option
+            raise UserError(_one_line(e.message(self._options(ctx)))) from None
         except InputError as e:
             raise UserError(_one_line(str(e))) from None
         except FileNotFoundError as e:
@@ -109,6 +118,18 @@ class _Group(click.Group):
                 f"internal error ({type(e).__name__}: {short(e, 120)}); please report it with "
                 "the command (`cprsim -vv ...` shows the traceback)"
             ) from None
+
+    def _options(self, ctx: click.Context) -> dict[str, str]:
+        """The options of the subcommand being run, by their Python names: ``{"fmt": "--format"}``
+        (the long form of each)."""
+        cmd = self.commands.get(ctx.invoked_subcommand or "")
+        if cmd is None:
+            return {}
+        return {
+            p.name: next((o for o in p.opts if o.startswith("--")), p.opts[0])
+            for p in cmd.params
+            if isinstance(p, click.Option) and p.name
+        }
 
 
 def _one_line(text: str) -> str:

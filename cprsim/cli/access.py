@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from cprsim.access_report import access_model, coverage_table, parse_samples, touched_table
-from cprsim.cli.common import bad_parameter, console
-from cprsim.params import ParameterError
+from cprsim.cli.common import console
 
 
 @click.command("access")
@@ -57,11 +56,8 @@ def command(
     plot: Path | None,
 ) -> None:
     """Coverage c(r) of the top rows, rows touched after n samples, and MFU/SSU ranking noise."""
-    try:
-        m = access_model(tables, table_scale, skew=skew, alpha=alpha, counts=counts)
-        ns = parse_samples(samples)
-    except ParameterError as e:
-        raise bad_parameter(e) from None
+    m = access_model(tables, table_scale, skew=skew, alpha=alpha, counts=counts)
+    ns = parse_samples(samples)
     from rich.table import Table
 
     con = console()

@@ -138,7 +138,7 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
 )
 @click.option(
     "--from-sim",
-    "from_sim",
+    "scenario",  # the library's parameter (calibrate's scenario)
     metavar="NAME|FILE",
     help="Take the failure schedule from simulating this scenario with partial recovery.",
 )
@@ -181,7 +181,7 @@ def command(
     jobs: int | None,
     threads: int,
     resume: bool,
-    from_sim: str | None,
+    scenario: str | None,
     out: Path,
     no_costs: bool,
     data: str,
@@ -203,7 +203,7 @@ def command(
 
     p = sized(PRESETS[preset], resolve(data, schema), limit)
     jobs = jobs if jobs is not None else _cores()
-    scen = load_scenario(from_sim, ()) if from_sim else None
+    scen = load_scenario(scenario, ()) if scenario else None
     total = n_steps(p) + (0 if no_costs else 1)
     label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
     t0 = time.perf_counter()

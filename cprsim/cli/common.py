@@ -15,7 +15,6 @@ if (
     TYPE_CHECKING
 ):  # pragma: no cover - imported where used: `cprsim --help` needs neither pydantic nor scipy
     from cprsim import scenario as sc
-    from cprsim.params import ParameterError
 
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|m|min|h|d)?\s*$")
 _TO_H = {"s": 1 / 3600, "m": 1 / 60, "min": 1 / 60, "h": 1.0, "d": 24.0, None: 1.0}
@@ -59,7 +58,7 @@ def max_events_option(f: Callable) -> Callable:
 def set_option(f: Callable) -> Callable:
     return click.option(
         "--set",
-        "sets",
+        "overrides",  # the library's parameter (scenario.load, load_sweep): errors name it
         multiple=True,
         metavar="KEY=VALUE",
         help="Override a scenario key (dotted, TOML value), e.g. cluster.trainers=40.",
@@ -67,13 +66,23 @@ def set_option(f: Callable) -> Callable:
 
 
 def load_scenario(
-    name: str, sets: tuple[str, ...], extra: dict[str, Any] | None = None
+    name: str, overrides: tuple[str, ...], options: dict[str, tuple[str, Any]] | None = None
 ) -> sc.Scenario:
+    """The scenario ``name`` with the ``--set`` ``overrides`` and the keys the command's own
+    ``options`` set (``{"strategy": ("strategy.name", value)}``: the option's Python name -> the
+    scenario key and its value, None for not given); an error about such a key names the option."""
     from cprsim import scenario as sc
+    from cprsim.errors import ParameterError
 
-    overrides = sc.parse_set(sets)
-    overrides.update({k: v for k, v in (extra or {}).items() if v is not None})
-    return sc.load(name, overrides)
+    updates = sc.parse_set(overrides)
+    given = {key: opt for opt, (key, value) in (options or {}).items() if value is not None}
+    updates.update({key: value for key, value in (options or {}).values() if value is not None})
+    try:
+        return sc.load(name, updates)
+    except ParameterError as e:
+        if e.param == "overrides" and e.key in given:
+            raise e.replace(param=given[e.key], key=None) from None
+        raise
 
 
 @contextmanager
@@ -138,9 +147,3 @@ def console(*, honour_columns: bool = False):
 def flag(param: str) -> str:
     """The option of a library parameter: ``node_mtbf_h`` -> ``--node-mtbf-h``."""
     return "--" + param.replace("_", "-")
-
-
-def bad_parameter(error: ParameterError, option: str | None = None) -> click.BadParameter:
-    """A library's error about one parameter as click's, naming the option (default: the
-    parameter's, :func:`flag`): ``Invalid value for --skew: ...``."""
-    return click.BadParameter(error.detail, param_hint=option or flag(error.param))

@@ -92,7 +92,7 @@ def _ranking(title: str, rep: FitReport):
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--format",
-    "fmt",
+    "format",  # the library's parameter
     type=click.Choice(READERS),
     default="csv",
     show_default=True,
@@ -183,7 +183,7 @@ def _ranking(title: str, rep: FitReport):
 )
 def command(
     trace: Path,
-    fmt: str,
+    format: str,
     filters: tuple[str, ...],
     node_count: int | None,
     node_type: str | None,
@@ -204,7 +204,7 @@ def command(
         _check_bad_nodes_options(bad_nodes, plot, cluster_size)
         bad = fit_bad_nodes(
             trace,
-            fmt,
+            format,
             _filters(filters),
             node_count=node_count,
             node_type=node_type,
@@ -228,7 +228,7 @@ def command(
         )
     fit = fit_failure_log(
         trace,
-        fmt,
+        format,
         _filters(filters),
         node_count=node_count,
         node_type=node_type,
@@ -250,7 +250,7 @@ def command(
         from cprsim.plots.fit import plot_fit
 
         figure_format(plot)
-        save_figure(plot_fit(fit.lifetimes, title=f"{trace.name} ({fmt})"), plot)
+        save_figure(plot_fit(fit.lifetimes, title=f"{trace.name} ({format})"), plot)
 
 
 def _print_fit(fit: LogFit) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,6 @@ import click
 from cprsim import scenario as sc
 from cprsim.cli.common import (
     DURATION,
-    bad_parameter,
     console,
     flag,
     load_scenario,
@@ -217,7 +217,7 @@ def command(
     scenario: str | None,
     max_accuracy_loss: float,
     metric: str,
-    sets: tuple[str, ...],
+    overrides: tuple[str, ...],
     confidence: float | None,
     objective: str,
     max_checkpoint_age: float | None,
@@ -253,7 +253,7 @@ def command(
     --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
     from cprsim.plan import make_plan
-    from cprsim.plan.quick import MissingParameters, UnknownStrategies, plan_strategies
+    from cprsim.plan.quick import MissingParameters, plan_strategies
     from cprsim.plan.quick import quick_scenario as build_quick
     from cprsim.sim import strategies as registry
 
@@ -280,19 +280,16 @@ def command(
                 "give a scenario, or the quick options "
                 f"(missing: {', '.join(flag(n) for n in e.names)})"
             ) from None
-        if sets:
-            s = s.with_updates(sc.parse_set(sets))
+        if overrides:
+            s = s.with_updates(sc.parse_set(overrides), param="overrides")
     else:
-        s = load_scenario(scenario, sets)
+        s = load_scenario(scenario, overrides)
     cal = None
     if calibration is not None:
         from cprsim.calibrate.calibration import load_calibration
 
         cal = load_calibration(calibration)
-    try:
-        strats = plan_strategies(strategies)
-    except UnknownStrategies as e:
-        raise bad_parameter(e) from None
+    strats = plan_strategies(strategies)
     with progress_bar(40, f"planning {s.name}") as advance:
         plan = make_plan(
             s,
@@ -327,10 +324,21 @@ def command(
         )
     con.print(f"[bold]Recommendation:[/bold] {escape(plan.message)}")
     for n in plan.notes:
-        con.print(f"[yellow]note:[/yellow] {escape(n)}")
+        con.print(f"[yellow]note:[/yellow] {escape(_with_options(n))}")
     for o in plan.options:
         if o.extrapolation:
             con.print(f"[yellow]warning:[/yellow] {escape(o.label)}: {escape(o.extrapolation)}")
+
+
+#: the planner's settings its notes name (``allow_extrapolation``) that are this command's options
+_NOTED_OPTIONS = ("allow_extrapolation",)
+
+
+def _with_options(note: str) -> str:
+    """A note of the planner with the settings it names shown as this command's options."""
+    for name in _NOTED_OPTIONS:
+        note = re.sub(rf"(?<![\w.`]){name}(?![\w`])", flag(name), note)
+    return note
 
 
 #: the table's columns: (key, header, narrow header, drop rank (0: always kept), about lost updates);

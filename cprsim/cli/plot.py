@@ -21,15 +21,6 @@ KINDS = {
 }
 
 
-def _where(items: tuple[str, ...]) -> dict[str, object]:
-    from cprsim import scenario as sc
-
-    try:
-        return sc.parse_set(items)
-    except sc.ScenarioError as e:
-        raise click.BadParameter(str(e).replace("--set", "--where"), param_hint="--where") from None
-
-
 @click.command("plot")
 @click.argument("kind", type=click.Choice(list(KINDS)))
 @click.argument("results", type=click.Path(path_type=Path))
@@ -46,7 +37,7 @@ def _where(items: tuple[str, ...]) -> dict[str, object]:
 )
 @click.option(
     "--where",
-    "where",
+    "conditions",  # SweepResults.where's parameter
     multiple=True,
     metavar="KEY=VALUE",
     help="Keep only the sweep points with this grid value (repeatable).",
@@ -73,7 +64,7 @@ def command(
     results: Path,
     out: Path | None,
     metric: str | None,
-    where: tuple[str, ...],
+    conditions: tuple[str, ...],
     plan_file: Path | None,
     pls_bound: float | None,
     band: str | None,
@@ -112,12 +103,13 @@ def command(
             f"{band!r} does not apply to {kind} (only to overhead and pls)", param_hint="--band"
         )
     if kind in ("overhead", "breakdown", "pls"):
+        from cprsim import scenario as sc
         from cprsim.plots import sweep as P
         from cprsim.sweep.results import load_results
 
         res = load_results(results)
-        if where:
-            res = res.where(_where(where))
+        if conditions:
+            res = res.where(sc.parse_set(conditions, "conditions"))
         if kind == "overhead":
             plan = None
             if plan_file is not None:
@@ -131,6 +123,11 @@ def command(
         elif kind == "pls":
             fig = P.plot_pls(res, pls_bound, band=band or "ci")
         else:
+            if len(res.points) > P.MAX_BARS:
+                raise InputError(
+                    f"{res.source}: {len(res.points)} points are too many bars (at most "
+                    f"{P.MAX_BARS}); select some with --where"
+                )
             fig = P.plot_breakdown(res)
     elif kind == "fit":
         from cprsim.failures.fit import FitReport

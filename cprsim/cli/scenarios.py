@@ -27,9 +27,9 @@ def scenarios_cmd() -> None:
 @scenario_argument
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of TOML.")
-def show_cmd(scenario: str, sets: tuple[str, ...], as_json: bool) -> None:
+def show_cmd(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the effective config of a scenario (defaults included) and its derived costs."""
-    s = load_scenario(scenario, sets)
+    s = load_scenario(scenario, overrides)
     d = sc.effective_dict(s)
     if as_json:
         from cprsim.io import dumps_json

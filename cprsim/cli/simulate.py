@@ -101,7 +101,7 @@ def command(
     min_replications: int,
     precision_metric: str,
     seed: int | None,
-    sets: tuple[str, ...],
+    overrides: tuple[str, ...],
     out: Path | None,
     timeline: Path | None,
     as_json: bool,
@@ -123,12 +123,12 @@ def command(
     registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
     s = load_scenario(
         scenario,
-        sets,
+        overrides,
         {
-            "strategy.name": strategy,
-            "checkpoint.interval_h": interval,
-            "replications": replications,
-            "seed": seed,
+            "strategy": ("strategy.name", strategy),
+            "interval": ("checkpoint.interval_h", interval),
+            "replications": ("replications", replications),
+            "seed": ("seed", seed),
         },
     )
     preflight(

@@ -117,7 +117,7 @@ def _signals_raise() -> Iterator[None]:
 )
 @click.option(
     "--set",
-    "sets",
+    "overrides",
     multiple=True,
     metavar="KEY=VALUE",
     help="Extra fixed override for every point (dotted, TOML value), like the sweep's [set].",
@@ -147,7 +147,7 @@ def command(
     resume: bool,
     out: Path | None,
     output_format: str,
-    sets: tuple[str, ...],
+    overrides: tuple[str, ...],
     precision: float | None,
     min_replications: int | None,
     max_events: float,
@@ -174,7 +174,7 @@ def command(
         raise click.UsageError("give --scheduler or --dask-local, not both")
     sw = load_sweep(
         sweep_file,
-        sc.parse_set(sets),
+        sc.parse_set(overrides),
         max_events=max_events,
         precision=precision,
         min_replications=min_replications,

@@ -152,7 +152,8 @@ class FitReport:
             return cls(fits, int(d["n"]), int(d["events"]), int(d["censored"]), *arr)
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(
-                f"{what}: not a fit report written by `cprsim fit --report` ({e!s})"
+                f"{what}: not a fit report, the JSON of FitReport.as_dict() that `cprsim fit` "
+                f"writes ({e!s})"
             ) from None
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import optimize, special
 
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.failures.traces import Trace
 
 #: a fit with fewer than this many expected bad (or good) nodes is the one-rate model
@@ -99,9 +99,11 @@ def node_counts(
     n, T = np.asarray(fails, np.int64), np.asarray(expo, float)
     keep = T > 0
     if keep.sum() < 2:
-        raise InputError(
-            f"{what}: {int(keep.sum())} node(s) with a non-empty window; the bad-node mixture needs "
-            "at least 2 (give --nodes N for the nodes that never failed)"
+        raise ParameterError(
+            "nodes",
+            f"{int(keep.sum())} node(s) with a non-empty window; the bad-node mixture needs at "
+            "least 2 (give the cluster's node count: the nodes that never failed count too)",
+            what,
         )
     if n[keep].sum() == 0:
         raise InputError(f"{what}: no failures among {int(keep.sum())} nodes: nothing to fit")
@@ -119,9 +121,11 @@ def _unseen(nodes: int | None, in_log: int, what: str) -> int:
     if nodes is None:
         return 0
     if nodes < in_log:
-        raise InputError(
-            f"{what}: --nodes {nodes} is less than the {in_log} different nodes in the log "
-            "(expected the cluster's total node count)"
+        raise ParameterError(
+            "nodes",
+            f"{nodes} is less than the {in_log} different nodes in the log (expected the "
+            "cluster's total node count)",
+            what,
         )
     return nodes - in_log
 

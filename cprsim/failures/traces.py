@@ -13,7 +13,7 @@ repair time of a failure runs to the next repair of the node; an unrepaired fail
 at the window end. ``Trace.failure_intervals`` gives the failure-to-failure times instead: from
 the window start or a failure's start to the node's next failure start (the last one censored).
 
-Readers (``read_trace(path, fmt, ...)``): ``infinitehbd``, ``lanl``, ``titan``, ``philly``,
+Readers (``read_trace(path, format, ...)``): ``infinitehbd``, ``lanl``, ``titan``, ``philly``,
 ``csv``. Each returns a ``Trace`` plus the raw counts its source reports, for checking. Where a
 log says how many nodes there are (InfiniteHBD: ``--node-count``; LANL: the ``nodes`` column of
 each system) the nodes that never failed enter too, censored over their whole window.
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
     MAX_DATA_BYTES,
     check_input_file,
@@ -170,8 +170,9 @@ class Trace:
             return self.lifetimes(node_type)
         if interarrival == "failure-to-failure":
             return self.failure_intervals(node_type)
-        raise InputError(
-            f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {short(interarrival, 20)!r}"
+        raise ParameterError(
+            "interarrival",
+            f"must be one of {', '.join(INTERARRIVALS)}, got {short(interarrival, 20)!r}",
         )
 
     def node_types(self) -> list[str]:
@@ -356,8 +357,8 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
     faulty = len(nodes)
     total = 400 if node_count is None else node_count
     if total < faulty:
-        raise InputError(
-            f"{short(path)}: --node-count {total} is less than the {faulty} nodes in the trace"
+        raise ParameterError(
+            "node_count", f"{total} is less than the {faulty} nodes in the trace", short(path)
         )
     nodes = {k: h for k, h in nodes.items() if _match(node_flt, {"node": k})}
     if not node_flt:
@@ -491,9 +492,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         keys = {column_key(h): h for h in header} | {"node": "node", "cause": "cause"}
         for k in filters:
             if k not in keys:
-                raise InputError(
-                    f"{short(path)}: --filter {k}: no such column in this file "
-                    f"(columns: {', '.join(sorted(keys))})"
+                raise ParameterError(
+                    "filters",
+                    f"no such column in this file (columns: {', '.join(sorted(keys))})",
+                    short(path),
+                    key=k,
                 )
         for line, raw in enumerate(reader, start=2):
             row = {
@@ -671,7 +674,9 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
     dead = rows = 0
     want = filters.get("cause", "").lower()
     if want not in ("", "dbe", "otb"):
-        raise InputError(f"--filter cause={filters['cause']}: Titan causes are dbe and otb")
+        raise ParameterError(
+            "filters", "Titan causes are dbe and otb", key=f"cause={filters['cause']}"
+        )
     gpu_flt = {k: v for k, v in filters.items() if k != "cause"}
     with _open(path) as f:
         reader = csv.DictReader(f)
@@ -685,9 +690,11 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
             keys.add("location")
         for k in filters:
             if k not in keys:
-                raise InputError(
-                    f"{short(path)}: --filter {k}: no such column in this file "
-                    f"(columns: {', '.join(sorted(keys))})"
+                raise ParameterError(
+                    "filters",
+                    f"no such column in this file (columns: {', '.join(sorted(keys))})",
+                    short(path),
+                    key=k,
                 )
         for line, raw in enumerate(reader, start=2):
             r = {
@@ -733,8 +740,8 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     try:
         min_gpus = int(filters.get("min_gpus", 0))
     except (ValueError, OverflowError):
-        raise InputError(
-            f"--filter min_gpus={filters['min_gpus']}: expected a whole number"
+        raise ParameterError(
+            "filters", "expected a whole number", key=f"min_gpus={filters['min_gpus']}"
         ) from None
     job_flt = {k: v for k, v in filters.items() if k != "min_gpus"}
     parsed = []
@@ -802,23 +809,24 @@ READERS = ("infinitehbd", "lanl", "titan", "philly", "csv")
 
 def read_trace(
     path: str | os.PathLike[str],
-    fmt: str,
+    format: str,
     filters: dict[str, str] | None = None,
     node_count: int | None = None,
 ) -> Trace:
+    """The failure log at ``path`` in ``format`` (one of :data:`READERS`), what ``filters`` keep
+    (``{column: value}``); ``node_count``: InfiniteHBD's node count. A bad parameter raises
+    :class:`~cprsim.errors.ParameterError` naming it."""
     p = check_input_file(path, "failure log")
-    if fmt not in READERS:
-        raise InputError(f"--format must be one of {', '.join(READERS)}, got {short(fmt)!r}")
-    filters = check_filters(fmt, dict(filters or {}))
+    filters = check_filters(format, dict(filters or {}))
     with decode_errors(p):
-        return _read(p, fmt, filters, node_count)
+        return _read(p, format, filters, node_count)
 
 
 def _read(p: Path, fmt: str, filters: dict[str, str], node_count: int | None) -> Trace:
     if fmt == "infinitehbd":
         return read_infinitehbd(p, filters, node_count)
     if node_count is not None:
-        raise InputError("--node-count applies to --format infinitehbd only")
+        raise ParameterError("node_count", "applies to `format` infinitehbd only", also=("format",))
     if fmt == "lanl":
         return read_lanl(p, filters)
     if fmt == "titan":
@@ -827,7 +835,7 @@ def _read(p: Path, fmt: str, filters: dict[str, str], node_count: int | None) ->
         return read_philly(p, filters)
     if fmt == "csv":
         return read_csv(p, filters)
-    raise InputError(f"--format must be one of {', '.join(READERS)}, got {short(fmt)!r}")
+    raise ParameterError("format", f"must be one of {', '.join(READERS)}, got {short(fmt)!r}")
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -894,15 +902,23 @@ def _match(
     return True
 
 
-def check_filters(fmt: str, filters: dict[str, str]) -> dict[str, str]:
-    """The filters by their column keys; a column the format does not have is an error naming it."""
-    allowed = {column_key(c) for c in COLUMNS[fmt]}
+def check_filters(format: str, filters: dict[str, str]) -> dict[str, str]:
+    """The filters by their column keys; an unknown ``format``, or a column the format does not
+    have, is a :class:`~cprsim.errors.ParameterError` naming it."""
+    if format not in READERS:
+        raise ParameterError(
+            "format", f"must be one of {', '.join(READERS)}, got {short(format)!r}"
+        )
+    allowed = {column_key(c) for c in COLUMNS[format]}
     out: dict[str, str] = {}
     for key, value in filters.items():
         k = column_key(key)
         if k not in allowed:
-            raise InputError(
-                f"--filter {key}: not a column of --format {fmt} (columns: {', '.join(sorted(allowed))})"
+            raise ParameterError(
+                "filters",
+                f"not a column of `format` {format} (columns: {', '.join(sorted(allowed))})",
+                key=key,
+                also=("format",),
             )
         out[k] = value
     return out

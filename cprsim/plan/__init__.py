@@ -56,7 +56,7 @@ import numpy as np
 
 from cprsim import analytic
 from cprsim.costs import Costs, costs_of
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.names import FULL, PLAN_DEFAULT, PLAN_ORDER, VANILLA
 from cprsim.plan import feasibility
 from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
@@ -349,7 +349,7 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
         notes.append(
             f"the calibrated {metric} loss per unit PLS{where} is not significantly above zero for "
             f"{', '.join(sorted(set(weak)))} (95% CIs; preset {preset}): the plan uses the upper ends"
-            + (f"; `cprsim calibrate --preset {bigger}` measures more precisely" if bigger else "")
+            + (f"; a calibration with preset {bigger} measures more precisely" if bigger else "")
         )
     notes.append(
         "the accuracy model was measured by `cprsim calibrate` on a small DLRM "
@@ -708,7 +708,7 @@ def _pls_option(
             ctx.notes.append(
                 f"{label}: the accuracy bound would allow PLS {bound:.3g}, but the calibration measured "
                 f"{cls.name} only up to PLS {rng:.3g}; the plan stays within twice that range "
-                f"(PLS <= {2 * rng:.3g}); --allow-extrapolation plans to the bound"
+                f"(PLS <= {2 * rng:.3g}); allow_extrapolation plans to the bound"
             )
             bound = cap = 2 * rng
     lo = max(60.0, 2.0 * c.latency_s)
@@ -745,7 +745,7 @@ def _pls_option(
         try:
             s.with_updates({"strategy": {"name": cls.name, **p}})
         except InputError as e:
-            ctx.notes.append(f"{label} {_fmt_params(p)}: {e}")
+            ctx.notes.append(f"{label} {_fmt_params(p)}: {_refusal(e)}")
             continue
         scored.append((_safe(partial(cls.plan_expected_overhead, s, p, tau, rates, c)), v, tau))
     if not scored:
@@ -839,7 +839,7 @@ def _rollback_option(ctx: _Context, cls: type[registry.Strategy], cap: float) ->
         try:
             s.with_updates({"strategy": {"name": cls.name, **params}})
         except InputError as e:  # e.g. k + m larger than the cluster
-            ctx.notes.append(f"{cls.plan_label or cls.name} {_fmt_params(params)}: {e}")
+            ctx.notes.append(f"{cls.plan_label or cls.name} {_fmt_params(params)}: {_refusal(e)}")
             continue
         if (
             ctx.precision is not None
@@ -898,6 +898,13 @@ def _safe_note(f) -> str:
         return f()
     except InputError:
         return ""
+
+
+def _refusal(e: InputError) -> str:
+    """Why the scenario refused a strategy's parameters: the key and what is wrong."""
+    if isinstance(e, ParameterError):
+        return ": ".join(x for x in (e.key, e.detail) if x)
+    return str(e)
 
 
 def _fmt_params(p: dict[str, Any]) -> str:

@@ -17,12 +17,12 @@ import math
 
 from cprsim import analytic
 from cprsim.costs import Costs, costs_of
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.plan.rates import failure_rates
 from cprsim.scenario import HOUR, Scenario
 
 LIMIT = 10.0  #: expected wall / W beyond which a regime is hopeless
-#: default budget of simulated events per replication (--max-events)
+#: default budget of simulated events per replication (``max_events``)
 MAX_EVENTS = 1e7
 
 
@@ -89,7 +89,8 @@ def events_per_replication(s: Scenario) -> tuple[float, dict[str, float]]:
 
 def check_budget(s: Scenario, max_events: float = MAX_EVENTS) -> None:
     """Refuse, before simulating, a scenario whose replications would each simulate more than
-    ``max_events`` events, naming the keys that drive the count."""
+    ``max_events`` events, naming the keys that drive the count
+    (:class:`~cprsim.errors.ParameterError` about ``max_events``, located at the scenario)."""
     total, parts = events_per_replication(s)
     if total <= max_events:
         return
@@ -100,7 +101,9 @@ def check_budget(s: Scenario, max_events: float = MAX_EVENTS) -> None:
         "nodes": f"{parts['nodes']:.3g} nodes ([cluster])",
     }
     top = max(parts, key=parts.__getitem__)
-    raise InputError(
-        f"{s.name}: about {total:.3g} events a replication, more than the budget of {max_events:.3g} "
-        f"(--max-events): mostly {why[top]}"
+    raise ParameterError(
+        "max_events",
+        f"about {total:.3g} events a replication, more than the budget of {max_events:.3g}: "
+        f"mostly {why[top]}",
+        s.name,
     )

@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from cprsim.errors import InputError
-from cprsim.params import ParameterError
+from cprsim.errors import InputError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover - imported where used (pydantic is slow to import)
     from cprsim.scenario import Scenario

@@ -28,7 +28,8 @@ def read_events(path: str | Path) -> list[Event]:
         rows = list(csv.reader(f))
     if not rows or rows[0] != list(Event._fields):
         raise InputError(
-            f"{p}: expected the columns {','.join(Event._fields)} (events.csv of cprsim simulate --out)"
+            f"{p}: expected the columns {','.join(Event._fields)} (the events.csv of a simulation's "
+            "run folder)"
         )
     out = []
     for line, r in enumerate(rows[1:], start=2):

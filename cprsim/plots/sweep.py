@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cprsim import metrics
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.plots import artist_kwargs, new_axes, set_title
 from cprsim.plots.style import COMPONENTS, LIFECYCLE_COMPONENTS, base_name, colour
 from cprsim.sweep.results import PointSummary, SweepResults
@@ -38,9 +38,13 @@ BANDS = {
 }
 
 
+#: the most bars :func:`plot_breakdown` draws
+MAX_BARS = 40
+
+
 def _band_fields(band: str) -> tuple[str, str]:
     if band not in BANDS:
-        raise InputError(f"--band must be one of {', '.join(BANDS)}, got {band!r}")
+        raise ParameterError("band", f"must be one of {', '.join(BANDS)}, got {band!r}")
     return BANDS[band][1]
 
 
@@ -148,7 +152,7 @@ def plot_overhead(
     ``kwargs``: passed to the lines (``Axes.plot``). Returns the Figure."""
     res = as_results(res)
     if metric not in _METRIC_LABEL:
-        raise InputError(f"--metric must be one of {', '.join(_METRIC_LABEL)}, got {metric!r}")
+        raise ParameterError("metric", f"must be one of {', '.join(_METRIC_LABEL)}, got {metric!r}")
     _band_fields(band)
     fig, ax = new_axes(ax)
     groups = _groups(res)
@@ -318,9 +322,10 @@ def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> Figure:
 
     res = as_results(res)
     pts = list(res.points)
-    if len(pts) > 40:
+    if len(pts) > MAX_BARS:
         raise InputError(
-            f"{res.source}: {len(pts)} points are too many bars; select some with --where"
+            f"{res.source}: {len(pts)} points are too many bars (at most {MAX_BARS}); select some "
+            "with .where()"
         )
     varying = res.varying()
     labels = []

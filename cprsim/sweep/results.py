@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
 from cprsim import metrics
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
 
 #: summarized per point: the simulator's metrics and the failure-free time W (useful_s)
@@ -74,11 +74,15 @@ class SweepResults:
 
     def where(self, conditions: dict[str, Any]) -> SweepResults:
         """The points whose grid values equal ``conditions`` (``{"checkpoint.interval_h": 0.5}``;
-        numbers compare to a relative 1e-12). An unknown key or no matching point is an InputError."""
+        numbers compare to a relative 1e-12). An unknown key raises
+        :class:`~cprsim.errors.ParameterError` about ``conditions``; no matching point, an
+        InputError."""
         for k in conditions:
             if k not in self.keys:
-                raise InputError(
-                    f"--where {k}: not a grid key of {self.source} (keys: {', '.join(self.keys) or 'none'})"
+                raise ParameterError(
+                    "conditions",
+                    f"not a grid key of {self.source} (keys: {', '.join(self.keys) or 'none'})",
+                    key=k,
                 )
         pts = tuple(
             p for p in self.points if all(_same(p.values[k], v) for k, v in conditions.items())
@@ -246,7 +250,7 @@ def load_results(path: str | Path) -> SweepResults:
         raise InputError(f"{p}: no such file or folder")
     if not table.is_file():
         raise InputError(
-            f"{p}: no results.csv (a sweep's output) or replications.csv (cprsim simulate --out)"
+            f"{p}: no results.csv (a sweep's output) or replications.csv (a simulation's run folder)"
         )
     head, rows = _read_csv(table)
     plan = _json(folder / "plan.json")
@@ -270,7 +274,7 @@ def load_results(path: str | Path) -> SweepResults:
     summary = _json(folder / "summary.json")
     if summary is None:
         raise InputError(
-            f"{folder}: replications.csv without summary.json: not a `cprsim simulate --out` folder"
+            f"{folder}: replications.csv without summary.json: not a simulation's run folder"
         )
     pts = _summaries(table, head, rows, [], None)
     pt = pts[0]

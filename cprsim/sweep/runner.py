@@ -54,7 +54,7 @@ from typing import Any
 
 from cprsim import __version__
 from cprsim import scenario as sc
-from cprsim.errors import InputError
+from cprsim.errors import InputError, ParameterError
 from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, short
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import METRICS, Precision, estimate, run_replications
@@ -460,7 +460,7 @@ class LocalWorkers(_Backend):
     def _broken() -> SweepError:
         return SweepError(
             "a worker process died (killed, or out of memory?); the completed points are kept: "
-            "run again with --resume"
+            "resume the sweep to run the others"
         )
 
     def close(self, abort: bool = False) -> None:
@@ -552,8 +552,8 @@ def _dask_connect(
             try:
                 client = Client(scheduler, timeout=f"{timeout:g}s")
             except (OSError, ValueError, TypeError) as e:
-                raise InputError(
-                    f"--scheduler {short(scheduler)}: cannot connect ({short(e, 120)})"
+                raise ParameterError(
+                    "scheduler", f"cannot connect ({short(e, 120)})", key=short(scheduler)
                 ) from None
         versions = {str(v) for v in client.run(_warm).values()}
         if versions != {__version__}:
@@ -735,7 +735,7 @@ def run_sweep(
     done, _ = journal.read()
     missing = [p.index for p in sweep.points if p.index not in done]
     if missing:  # pragma: no cover - a backend that lost points silently
-        raise SweepError(f"{out}: points {missing[:5]} did not complete; run again with --resume")
+        raise SweepError(f"{out}: points {missing[:5]} did not complete; resume the sweep")
     journal.rewrite(done, sorted(done))
     _write_summary(sweep, out / "summary.csv", done)
     parquet: list[Path] = []
@@ -788,14 +788,17 @@ def versions() -> dict[str, str]:
 def check_format(output_format: str) -> None:
     """A known output format whose writer is installed (before anything is created)."""
     if output_format not in FORMATS:
-        raise InputError(f"output format {short(output_format)}: not one of {', '.join(FORMATS)}")
+        raise ParameterError(
+            "output_format",
+            f"must be one of {', '.join(FORMATS)}, got {short(output_format)!r}",
+        )
     if output_format == "parquet":
         try:
             import pyarrow
             import pyarrow.parquet  # noqa: F401
         except ImportError:
-            raise InputError(
-                "--format parquet needs pyarrow: pip install 'cprsim[parquet]'"
+            raise ParameterError(
+                "output_format", "parquet needs pyarrow: pip install 'cprsim[parquet]'"
             ) from None
 
 
@@ -868,15 +871,21 @@ def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
     manifest_path = out / "manifest.json"
     if (out / "results.csv").exists() or manifest_path.exists():
         if not resume:
-            raise SweepError(
-                f"{out}: already holds a sweep's results; pass --resume to finish it, "
-                f"or choose another --out"
+            raise ParameterError(
+                "out",
+                "already holds a sweep's results; pass `resume` to finish it, or choose another "
+                "folder",
+                str(out),
+                also=("resume",),
             )
         old = _read_manifest(manifest_path)
         if old.get("fingerprint") != sweep.fingerprint:
-            raise SweepError(
-                f"{out}: its results come from a different sweep (fingerprint "
-                f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another --out"
+            raise ParameterError(
+                "resume",
+                f"its results come from a different sweep (fingerprint "
+                f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another `out`",
+                str(out),
+                also=("out",),
             )
 
 

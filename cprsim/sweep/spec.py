@@ -10,10 +10,10 @@
     seed = 2021                           # default: the scenario's
     strategies = ["full", "partial", { name = "mfu", top_fraction = 0.05, label = "mfu-5%" }]
 
-    [set]                                 # fixed overrides, applied to every point (like --set)
+    [set]                                 # fixed overrides, applied to every point
     "storage.write_gbps" = 5.0
 
-    [grid]                                # every combination of these values (dotted keys, like --set)
+    [grid]                                # every combination of these values (dotted keys)
     "checkpoint.interval_h" = [0.5, 1, 2, 4]
     "cluster.embedding_servers" = [18, 36]
 
@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cprsim import __version__
 from cprsim import scenario as sc
-from cprsim.errors import InputError, validation_line
+from cprsim.errors import InputError, ParameterError, validation_line
 from cprsim.io import read_toml, short
 from cprsim.names import FULL, PLAN_DEFAULT
 from cprsim.sim.replicate import Precision
@@ -239,9 +239,10 @@ def expand(
     for k, v in fixed.items():
         try:
             sc.set_dotted(base, k, v)
-        except sc.ScenarioError as e:
-            where = "--set" if k in (overrides or {}) else "set"
-            raise SweepError(f"{source}: {where} {k}: {str(e).split(': ', 1)[-1]}") from None
+        except ParameterError as e:
+            if k in (overrides or {}):
+                raise e.replace(where=source) from None
+            raise SweepError(f"{source}: set {k}: {e.detail}") from None
     grid = _flatten(spec.grid)
     for k, vals in grid.items():
         if not isinstance(vals, list) or not vals:
@@ -279,8 +280,8 @@ def expand(
             for k, v in zip(keys, combo):
                 try:
                     sc.set_dotted(raw, k, v)
-                except sc.ScenarioError as e:
-                    raise SweepError(f"{source}: grid.{k}: {str(e).split(': ', 1)[-1]}") from None
+                except ParameterError as e:
+                    raise SweepError(f"{source}: grid.{k}: {e.detail}") from None
             if table is not None:
                 raw["strategy"] = dict(table)
             idx = len(points)
@@ -292,6 +293,8 @@ def expand(
                 feasibility.check_budget(s, budget)
             except sc.ScenarioError as e:
                 raise SweepError(str(e)) from None
+            except ParameterError as e:  # max_events
+                raise e.replace(where=f"{here}: {e.where}" if e.where else here) from None
             except InputError as e:
                 raise SweepError(f"{here}: {e}") from None
             points.append(Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s)))
