@@ -184,3 +184,17 @@ def test_the_tables_fit_100_columns(args):
     assert len(lines) > 3
     wide = [line for line in lines if len(line) > 100]
     assert wide == [], wide
+
+
+def test_a_reader_that_goes_away_stops_the_command_quietly():
+    """`cprsim scenarios | head -1`: no error line, no traceback; the status a pipeline expects."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cprsim", "scenarios"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # before the command writes anything: its first write fails
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141, err
+    assert err == ""

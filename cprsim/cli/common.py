@@ -130,10 +130,14 @@ def progress_bar(
         yield advance
 
 
-def console(*, honour_columns: bool = False):
-    """A rich console on stdout: a terminal's width; when output is not a terminal, 160 characters
-    (wide enough for the tables), or with ``honour_columns`` the ``COLUMNS`` environment variable's
-    when it is set (``COLUMNS=80 cprsim plan ... | less``)."""
+#: the width of output that does not go to a terminal (the tables are laid out to fit it)
+PIPED_WIDTH = 100
+
+
+def console(*, honour_columns: bool = True):
+    """A rich console on stdout: a terminal's width; when output is not a terminal, the ``COLUMNS``
+    environment variable's when it is set (``COLUMNS=80 cprsim plan ... | less``), else
+    :data:`PIPED_WIDTH` columns. ``honour_columns=False``: ignore ``COLUMNS``."""
     from rich.console import Console
 
     if sys.stdout.isatty():
@@ -141,7 +145,7 @@ def console(*, honour_columns: bool = False):
     columns = os.environ.get("COLUMNS", "").strip()
     if honour_columns and columns.isdigit() and int(columns) > 0:
         return Console(width=int(columns))
-    return Console(width=160)
+    return Console(width=PIPED_WIDTH)
 
 
 def flag(param: str) -> str:
