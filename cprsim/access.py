@@ -148,6 +148,8 @@ class AccessModel:
     # -- constructors ------------------------------------------------------------------------------
     @classmethod
     def criteo(cls, alpha: float = 1.0, scale: float = 1.0) -> AccessModel:
+        """Criteo Kaggle's 26 tables (:data:`CRITEO_KAGGLE`), each divided by ``scale`` (rounded, at
+        least one row), with Zipf exponent ``alpha``."""
         return cls(tuple(max(1, int(round(n / scale))) for n in CRITEO_KAGGLE), alpha)
 
     @classmethod
@@ -251,10 +253,12 @@ class AccessModel:
 
     @property
     def n_tables(self) -> int:
+        """Tables ``T`` (one lookup in each per sample)."""
         return len(self.tables)
 
     @property
     def rows(self) -> int:
+        """Rows of all the tables."""
         return int(sum(self.tables))
 
     # -- queries ------------------------------------------------------------------------------------
@@ -380,6 +384,8 @@ class AccessModel:
         return RankedShare(min(1.0, inside), min(1.0, out))
 
     def describe(self) -> str:
+        """One line: the exponent, the tables and rows, and the share of accesses the top 1% of rows
+        take."""
         return (
             f"Zipf alpha={self.alpha:.4f} over {self.n_tables} tables, {self.rows:,} rows; "
             f"top 1% of rows take {100 * self.coverage(0.01):.1f}% of accesses"
@@ -542,6 +548,7 @@ class Layout:
 
     @property
     def rows(self) -> int:
+        """Rows of all the tables."""
         return int(sum(self.tables))
 
     @property

@@ -254,6 +254,8 @@ def full_overhead(
     lam_recovery: float | None = None,
     restore_s: float = 0.0,
 ) -> float:
+    """Exact E[wall]/W - 1 of full recovery under Poisson failures (:func:`full_wall` over ``W``;
+    ``math.inf`` if astronomically large)."""
     return full_wall(W, tau, delta, lam, R, lam_recovery, restore_s) / W - 1.0
 
 
@@ -416,6 +418,8 @@ def partial_overhead(
     lam_recovery: float | None = None,
     restore_s: float = 0.0,
 ) -> float:
+    """Exact E[wall]/W - 1 of partial recovery under Poisson failures (:func:`partial_wall` over
+    ``W``; ``math.inf`` if astronomically large)."""
     return partial_wall(W, tau, delta, lam, R, lam_recovery, restore_s) / W - 1.0
 
 
@@ -510,14 +514,18 @@ def expected_failures(wall: float, lam: float) -> float:
 
 
 def full_overhead_first_order(tau: float, delta: float, lam: float, R: float) -> float:
+    """First-order E[wall]/W - 1 of full recovery: ``delta/tau + lam*(tau/2 + R)``."""
     return delta / tau + lam * (tau / 2.0 + R)
 
 
 def partial_overhead_first_order(tau: float, delta: float, lam: float, R: float) -> float:
+    """First-order E[wall]/W - 1 of partial recovery (no re-execution): ``delta/tau + lam*R``."""
     return delta / tau + lam * R
 
 
 def young(delta: float, mtbf: float) -> float:
+    """Young's optimum interval (s): ``sqrt(2*delta*mtbf)``, ``delta`` the save and ``mtbf`` the
+    mean time between failure events (s)."""
     return math.sqrt(2.0 * delta * mtbf)
 
 

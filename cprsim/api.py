@@ -958,65 +958,11 @@ def fit(
     )
 
 
-# -- docstrings of the types defined elsewhere --------------------------------------------------------
-_DOCS = {
-    "Scenario": """One validated description of a cluster, a job, its checkpoint costs, failures and a
-    recovery strategy (:func:`load_scenario`). Units: ``*_h`` hours (failure-time parameters, the
-    job's ``job.duration_h``, ``checkpoint.interval_h``), ``*_s`` seconds (costs), ``*_gb`` GB,
-    ``*_gbps`` GB/s. ``duration_s`` (W, the failure-free training time) and ``interval_s`` are in
-    seconds; ``with_updates({"dotted.key": value})`` is a validated copy with changes;
-    ``cprsim show NAME`` prints every key with its default (docs/concepts.md).""",
-    "Option": """One option of a :class:`Plan`: a strategy (``strategy``, ``params``) at a
-    checkpoint interval (``interval_s``, seconds; ``full_interval_s`` between full checkpoints),
-    confirmed on fresh replications: ``overhead``, ``ckpt_overhead``, ``pls``, ``ettr``
-    (:class:`Estimate`, fractions), ``pls_bound`` (inf: loses no update), ``accuracy_loss`` at the
-    mean PLS, ``within`` (share of runs within the bound) and ``meets_bound``.""",
-    "Calibration": """The accuracy model the planner reads (:func:`load_calibration`): per strategy and
-    metric, the slope of accuracy loss against PLS (``slopes``; ``upper``: the upper end of its 95%
-    CI), ``calibrated`` (False: a placeholder, not measured), ``provenance``, and ``raw`` (the
-    calibration.toml document: ``[fit]``, ``[points]``, ``[model]``). ``accuracy_loss(pls)`` and
-    ``max_pls(bound)`` use the slopes; the planner uses the richer model (:func:`pls_bound`).""",
-    "Costs": """A scenario's checkpoint costs (:func:`checkpoint_costs`): ``save_s`` (a blocking full
-    save, or a two-phase persist), ``snapshot_s`` (a two-phase stall), ``load_s`` (every node
-    reloads), ``dense_copy_s`` (seconds); ``shard_load_s(k)`` (k embedding shards restored at once,
-    seconds); bytes (``embedding_bytes``, ``dense_bytes``, ``shard_bytes``, ``trainer_bytes``) and
-    bandwidths (``read_bps``, ``node_bps``: bytes/s).""",
-    "FitReport": """The fits of one set of lifetimes (:func:`fit`): ``fits`` (each a ``Fit``: family,
-    ``scale_`` in the data's unit (hours), ``shape_``, their 95% CIs, ``mean_``, ``AIC_``, ``BIC_``,
-    the Kaplan-Meier distance ``ks_`` and its bootstrap ``p_value_``) ranked by AIC, ``best``, the
-    counts ``n``, ``events``, ``censored``, and the Kaplan-Meier curve (``km_t``, ``km_s`` with its
-    95% band ``km_lo``, ``km_hi``). ``as_dict()``: the JSON of ``cprsim fit --report``.""",
-    "Trace": """A failure log in one schema (:func:`read_trace`): ``nodes`` (each node's observation
-    window and its fail/repair events, hours), ``source``, ``counts`` (what the source reports).
-    ``lifetimes()`` / ``intervals(...)``: the durations (hours) and observed flags :func:`fit`
-    fits; ``repairs()``: repair times; ``horizon()``: the last time in the log (hours);
-    ``n_failures()``.""",
-}
-
-
-def _document(name: str, obj: Any) -> Any:
-    """Give a type defined elsewhere its docstring here when its own is missing or is only the
-    dataclass signature."""
-    own = getattr(obj, "__doc__", None) or ""
-    if name in _DOCS and (not own.strip() or own.startswith(f"{getattr(obj, '__name__', name)}(")):
-        import inspect
-
-        try:
-            obj.__doc__ = inspect.cleandoc(_DOCS[name])
-        except (AttributeError, TypeError):  # pragma: no cover - an immutable type
-            pass
-    return obj
-
-
-for _name in ("Scenario", "Option", "Calibration", "Costs"):
-    _document(_name, globals()[_name])
-
-
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        value = _document(name, getattr(importlib.import_module(_LAZY[name]), name))
+        value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'cprsim.api' has no attribute {name!r}")

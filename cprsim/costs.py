@@ -31,6 +31,12 @@ from cprsim.scenario import GB, Scenario
 
 @dataclass(frozen=True, slots=True)
 class Costs:
+    """A scenario's checkpoint costs (:func:`checkpoint_costs`): ``save_s`` (a blocking full
+    save, or a two-phase persist), ``snapshot_s`` (a two-phase stall), ``load_s`` (every node
+    reloads), ``dense_copy_s`` (seconds); ``shard_load_s(k)`` (k embedding shards restored at once,
+    seconds); bytes (``embedding_bytes``, ``dense_bytes``, ``shard_bytes``, ``trainer_bytes``) and
+    bandwidths (``read_bps``, ``node_bps``: bytes/s)."""
+
     save_s: float  #: blocking full checkpoint (or background persist in two-phase mode)
     snapshot_s: float  #: two-phase stall
     load_s: float  #: every node reloads the last checkpoint
@@ -58,10 +64,13 @@ class Costs:
 
     @property
     def bytes_total(self) -> float:
+        """Bytes of a full checkpoint: embedding and dense parts, optimizer state included."""
         return self.embedding_bytes + self.dense_bytes
 
 
 def costs_of(s: Scenario) -> Costs:
+    """The scenario's checkpoint costs from its sizes and bandwidths (module docstring), the
+    measured ones of its ``[costs]`` table replacing the derived ones."""
     c, st = s.cluster, s.storage
     m = c.optimizer_multiplier
     emb = c.embedding_gb * GB * m

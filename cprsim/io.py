@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (a temporary file beside it, fsync'd, then renamed;
+    missing folders made), with the permissions ``open`` would give; returns the path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
@@ -68,6 +70,7 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write_bytes`)."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -87,6 +90,7 @@ def _finite(obj: Any) -> Any:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as strict JSON (:func:`dumps_json`) to ``path`` atomically."""
     return atomic_write_text(path, dumps_json(obj))
 
 
@@ -105,6 +109,7 @@ def csv_text(header: Sequence[str] | None, rows: Iterable[Sequence[Any]]) -> str
 def atomic_write_csv(
     path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence[Any]]
 ) -> Path:
+    """Write a CSV table (:func:`csv_text`) to ``path`` atomically."""
     return atomic_write_text(path, csv_text(header, rows))
 
 
@@ -284,3 +289,15 @@ def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
     """A TOML file as a dict; a missing, undecodable, oversized or invalid file is a one-line
     ``InputError``."""
     return parse_toml(read_input_text(path, what), short(path))
+
+
+def silence_stdout() -> None:
+    """Point standard output at the null device, so that writing or flushing it again (at exit)
+    raises no second ``BrokenPipeError`` once its reader has gone away."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - stdout without a descriptor
+        pass

@@ -169,4 +169,6 @@ class ShardLedger:
         return healed
 
     def pls(self, total: float) -> float:
+        """PLS: the lost amount over ``total``, the job's whole progress in the ledger's unit (a
+        fraction)."""
         return self.lost / total

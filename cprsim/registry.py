@@ -92,6 +92,8 @@ def get(name: str) -> Any:
 
 
 def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
+    """Strategy ``name``'s parameters validated by its ``Params``; an unknown name or a bad
+    parameter raises ValueError (one line)."""
     cls = get(name)
     try:
         return cls.Params.model_validate(params)

@@ -114,6 +114,8 @@ def _versions() -> dict[str, str]:
 
 
 def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str, Any]:
+    """summary.json's document: the versions, the scenario's settings, every metric's estimate, the
+    badput by cause, the accuracy loss, the strategy's footprint, and the definitions."""
     est = summarize(results)
     return {
         "cprsim_version": __version__,

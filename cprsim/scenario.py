@@ -83,6 +83,8 @@ class FailureDist(_DistSpec):
 
     @property
     def dist(self) -> Distribution:
+        """The time between failures as a :class:`~cprsim.failures.distributions.Distribution` in
+        seconds."""
         return self._build(self.mtbf_h, self.scale_h, HOUR, "mtbf_h or scale_h")
 
 
@@ -102,10 +104,15 @@ class RescheduleDist(_DistSpec):
 
     @property
     def dist(self) -> Distribution:
+        """The rescheduling time as a :class:`~cprsim.failures.distributions.Distribution` in
+        seconds."""
         return self._build(self.mean_s, self.scale_s, 1.0, "mean_s or scale_s")
 
 
 class Cluster(_Model):
+    """The cluster and the model it trains: trainers, embedding servers, the parameters' sizes (GB)
+    and how the dense part is held."""
+
     trainers: int = Field(
         20,
         ge=1,
@@ -147,6 +154,9 @@ class Cluster(_Model):
 
 
 class Job(_Model):
+    """The training job: its failure-free duration ``W`` (hours), or its samples and throughput
+    (samples/s)."""
+
     duration_h: float | None = Field(None, gt=0, description="failure-free training time W (hours)")
     samples: float | None = Field(None, gt=0, description="training samples S (with samples_per_s)")
     samples_per_s: float | None = Field(
@@ -170,6 +180,8 @@ class Job(_Model):
 
     @property
     def duration_s(self) -> float:
+        """The failure-free training time ``W`` (s): from ``duration_h``, else
+        ``samples / samples_per_s``."""
         if self.duration_h is not None:
             return self.duration_h * HOUR
         return self.samples / self.samples_per_s  # type: ignore[operator]
@@ -256,6 +268,9 @@ class CostOverrides(_Model):
 
 
 class Storage(_Model):
+    """Checkpoint storage and the network: aggregate write and read bandwidths (GB/s), a fixed
+    latency per save or load (s) and one node's bandwidth (GB/s)."""
+
     write_gbps: float = Field(10.0, gt=0, description="aggregate checkpoint write bandwidth (GB/s)")
     read_gbps: float = Field(20.0, gt=0, description="aggregate checkpoint read bandwidth (GB/s)")
     latency_s: float = Field(5.0, ge=0, description="fixed cost per checkpoint save or load (s)")
@@ -287,6 +302,9 @@ class Tiers(_Model):
 
 
 class Checkpoint(_Model):
+    """When and how checkpoints are taken: the interval (hours of progress), the mode (blocking,
+    two-phase or tiered) and its parameters."""
+
     interval_h: float = Field(
         1.0, gt=0, description="checkpoint (tiered: snapshot) every interval_h hours of progress"
     )
@@ -317,6 +335,7 @@ class Checkpoint(_Model):
 
     @property
     def tier_spec(self) -> Tiers:
+        """The tiered mode's parameters: ``tiers``, else the defaults."""
         return self.tiers if self.tiers is not None else Tiers()
 
 
@@ -366,6 +385,9 @@ class JobFailure(FailureDist):
 
 
 class Failures(_Model):
+    """What fails and when: per-node lifetimes of trainers and embedding servers, failure domains,
+    injected failures, job-level interruptions, a replayed trace, and how the processes start."""
+
     trainer: FailureDist | None = Field(None, description="per-trainer inter-failure time")
     embedding: FailureDist | None = Field(
         None, description="per-embedding-server inter-failure time"
@@ -406,10 +428,13 @@ class Delay(_DistSpec):
 
     @property
     def zero(self) -> bool:
+        """True for ``mean_s = 0``: no delay (never sampled)."""
         return self.mean_s == 0
 
     @property
     def dist(self) -> Distribution:
+        """The duration as a :class:`~cprsim.failures.distributions.Distribution` in seconds (a
+        placeholder constant when :attr:`zero`)."""
         if self.mean_s == 0:
             return Distribution("constant", 1.0)  # never sampled: see `zero`
         return self._build(self.mean_s, self.scale_s, 1.0, "mean_s or scale_s")
@@ -507,10 +532,18 @@ class StrategyConfig(_Model):
 
     @property
     def params(self) -> dict[str, Any]:
+        """The strategy's own parameters: every key of the table but ``name``."""
         return dict(self.model_extra or {})
 
 
 class Scenario(_Model):
+    """One validated description of a cluster, a job, its checkpoint costs, failures and a
+    recovery strategy (:func:`load_scenario`). Units: ``*_h`` hours (failure-time parameters, the
+    job's ``job.duration_h``, ``checkpoint.interval_h``), ``*_s`` seconds (costs), ``*_gb`` GB,
+    ``*_gbps`` GB/s. ``duration_s`` (W, the failure-free training time) and ``interval_s`` are in
+    seconds; ``with_updates({"dotted.key": value})`` is a validated copy with changes;
+    ``cprsim show NAME`` prints every key with its default (docs/concepts.md)."""
+
     name: str = "custom"
     description: str = ""
     seed: int = Field(1, ge=0, lt=2**63, description="root of every random stream")
@@ -598,10 +631,12 @@ class Scenario(_Model):
     # -- derived -----------------------------------------------------------------------------
     @property
     def duration_s(self) -> float:
+        """The job's failure-free training time ``W`` (s)."""
         return self.job.duration_s
 
     @property
     def interval_s(self) -> float:
+        """The checkpoint interval ``tau`` (s of progress)."""
         return self.checkpoint.interval_h * HOUR
 
     def with_updates(
@@ -667,6 +702,8 @@ def parse_set(items: tuple[str, ...] | list[str], param: str = "overrides") -> d
 
 
 def validate(raw: dict[str, Any], source: str) -> Scenario:
+    """``raw`` as a :class:`Scenario`; a bad one raises :class:`ScenarioError`, one line naming
+    ``source`` and the key."""
     try:
         return Scenario.model_validate(raw)
     except ValidationError as e:
@@ -676,11 +713,13 @@ def validate(raw: dict[str, Any], source: str) -> Scenario:
 
 
 def builtin_names() -> list[str]:
+    """The names of the built-in scenarios, sorted."""
     files = resources.files("cprsim") / "scenarios"
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
 
 
 def is_builtin(name: str) -> bool:
+    """Whether ``name`` is a built-in scenario."""
     return _builtin_text(name) is not None
 
 
@@ -814,6 +853,8 @@ def to_toml(data: dict[str, Any]) -> str:
 
 
 def effective_dict(s: Scenario) -> dict[str, Any]:
+    """The scenario with every default filled in, as JSON-ready values (unset optional keys left
+    out)."""
     d = s.model_dump(mode="json", exclude_none=True)
     return d
 

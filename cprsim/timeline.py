@@ -23,6 +23,9 @@ _PHASES = {
 
 
 class Span(NamedTuple):
+    """A stretch of a track (``job``, ``trainer i`` or ``embedding j``): its name, start and end
+    (wall s)."""
+
     track: str
     name: str
     start_s: float
@@ -30,6 +33,8 @@ class Span(NamedTuple):
 
 
 class Instant(NamedTuple):
+    """A moment on a track, with its value (a rollback's lost progress in s, a shard's PLS)."""
+
     track: str
     name: str
     time_s: float
@@ -37,10 +42,13 @@ class Instant(NamedTuple):
 
 
 def node_label(node: int, n_trainers: int) -> str:
+    """The track of node ``node``: ``trainer i``, or ``embedding j`` (its shard index)."""
     return f"trainer {node}" if node < n_trainers else f"embedding {node - n_trainers}"
 
 
 def spans(events: Sequence[Event], n_trainers: int) -> tuple[list[Span], list[Instant]]:
+    """Read an event log into spans (the job's phases, compute re-executing lost work, failed nodes'
+    downtime) and instants (rollbacks, PLS)."""
     out: list[Span] = []
     marks: list[Instant] = []
     open_: dict[str, float] = {}
@@ -87,6 +95,8 @@ def spans(events: Sequence[Event], n_trainers: int) -> tuple[list[Span], list[In
 
 
 def chrome_trace(events: Sequence[Event], n_trainers: int, name: str = "cprsim") -> dict[str, Any]:
+    """The event log as a Chrome/Perfetto trace (JSON-ready; times in microseconds): a thread per
+    track, the instants on the job's."""
     us = 1e6
     out: list[dict[str, Any]] = [
         {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": name}},

@@ -110,6 +110,8 @@ class Coef:
             return m, m - h, m + h
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain floats and ints for calibration.toml's ``coef`` tables (what :meth:`from_dict`
+        reads)."""
         return {
             "b": [float(x) for x in self.b],
             "cov": [[float(x) for x in r] for r in self.cov],
@@ -120,6 +122,8 @@ class Coef:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> Coef:
+        """Read :meth:`to_dict`'s table; a missing or malformed entry raises
+        :class:`~cprsim.errors.InputError` naming ``where``."""
         from cprsim.errors import InputError
 
         try:
@@ -144,6 +148,9 @@ class Coef:
 
 
 def ols(X: np.ndarray, y: np.ndarray) -> Coef:
+    """Least squares of ``y`` on the columns of ``X`` without an intercept: the coefficients, their
+    covariance ``s^2 (X'X)^-1`` (infinite with no residual degree of freedom), the RSS and the
+    degrees of freedom."""
     X, y = np.asarray(X, float), np.asarray(y, float)
     n, p = X.shape
     b, *_ = np.linalg.lstsq(X, y, rcond=None)
@@ -190,6 +197,7 @@ class Data:
         )
 
     def take(self, mask: np.ndarray) -> Data:
+        """The runs selected by the boolean ``mask``."""
         return Data(
             self.strategy[mask],
             self.seed[mask],
@@ -201,9 +209,11 @@ class Data:
 
     @property
     def strategies(self) -> list[str]:
+        """The strategies of the runs, each once, in order of first appearance."""
         return list(dict.fromkeys(self.strategy.tolist()))
 
     def X(self, terms: Sequence[str]) -> np.ndarray:
+        """The design matrix of a candidate's ``terms`` for these runs (:func:`design`)."""
         return design(terms, self.pls, self.position, self.age)
 
 
@@ -251,6 +261,8 @@ def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str,
 
 
 def fit_candidate(d: Data, name: str, significance: float = SIGNIFICANCE) -> Fitted:
+    """Fit candidate ``name``: one coefficient per strategy when the F-test rejects pooling at
+    ``significance`` (or there is only one strategy), else pooled (``coef["*"]``)."""
     terms = CANDIDATES[name]
     p_value, pooled, sep = f_test(d, terms)
     if len(sep) >= 2 and p_value is not None and p_value < significance:
@@ -295,6 +307,7 @@ class Selection:
     candidates: dict[str, Fitted] = field(default_factory=dict)
 
     def describe(self) -> str:
+        """One line naming the chosen model, its pooling and the held-out evidence."""
         f = self.chosen
         return _describe(
             self.metric,
@@ -308,6 +321,9 @@ class Selection:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """calibration.toml's ``[model.<metric>]`` table: the chosen model, its formula and terms,
+        its pooling, the held-out errors of every candidate, their pooling F-tests and the
+        coefficients."""
         f = self.chosen
         out: dict[str, Any] = {
             "chosen": f.name,
@@ -446,6 +462,7 @@ class AccuracyFit(Fitted):
 
     @classmethod
     def from_selection(cls, sel: Selection) -> AccuracyFit:
+        """The chosen model of a :class:`Selection`, as the planner uses it."""
         f = sel.chosen
         return cls(
             f.name,
@@ -462,6 +479,9 @@ class AccuracyFit(Fitted):
     def from_table(
         cls, table: Mapping[str, Any], metric: str, ranges: Mapping[str, Any], where: str
     ) -> AccuracyFit:
+        """Read a ``[model.<metric>]`` table and the measured ``ranges`` (strategy -> covariate ->
+        ``[min, max]``); a malformed entry raises :class:`~cprsim.errors.InputError` naming its key
+        under ``where``."""
         from cprsim.errors import InputError
 
         name = table.get("chosen")

@@ -46,6 +46,12 @@ PLACEHOLDER_SLOPES = {"auc": 0.015, "logloss": 0.03}
 
 @dataclass(frozen=True)
 class Calibration:
+    """The accuracy model the planner reads (:func:`load_calibration`): per strategy and
+    metric, the slope of accuracy loss against PLS (``slopes``; ``upper``: the upper end of its 95%
+    CI), ``calibrated`` (False: a placeholder, not measured), ``provenance``, and ``raw`` (the
+    calibration.toml document: ``[fit]``, ``[points]``, ``[model]``). ``accuracy_loss(pls)`` and
+    ``max_pls(bound)`` use the slopes; the planner uses the richer model (:func:`pls_bound`)."""
+
     slopes: dict[str, dict[str, float]]  #: strategy -> metric -> slope (loss per unit PLS)
     calibrated: bool
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -87,6 +93,8 @@ class Calibration:
 
 
 def placeholder() -> Calibration:
+    """The labelled stand-in used when no calibration file exists: :data:`PLACEHOLDER_SLOPES` for
+    vanilla CPR, ``calibrated`` False."""
     sl = {VANILLA: dict(PLACEHOLDER_SLOPES)}
     return Calibration(
         sl,
@@ -100,6 +108,7 @@ def placeholder() -> Calibration:
 
 
 def default_path() -> Path | None:
+    """The packaged ``cprsim/data/calibration.toml``, or None if the package ships none."""
     p = resources.files("cprsim") / "data" / "calibration.toml"
     return Path(str(p)) if p.is_file() else None
 

@@ -44,6 +44,9 @@ _LATENT = 4
 
 @dataclass(frozen=True)
 class Dataset:
+    """Samples as arrays: ``dense`` float32 ``(n, n_dense)``, ``cat`` int64 ``(n, n_cat)`` (rows
+    within each table), ``label`` float32 ``(n,)`` in {0, 1}."""
+
     dense: np.ndarray
     cat: np.ndarray
     label: np.ndarray
@@ -52,6 +55,7 @@ class Dataset:
         return len(self.label)
 
     def slice(self, a: int, b: int) -> Dataset:
+        """Samples ``a`` to ``b`` (numpy views, not copies)."""
         return Dataset(self.dense[a:b], self.cat[a:b], self.label[a:b])
 
 
@@ -261,6 +265,8 @@ def auc(label: np.ndarray, score: np.ndarray) -> float:
 
 
 def logloss(label: np.ndarray, prob: np.ndarray) -> float:
+    """Mean binary cross-entropy (nats) of the probabilities ``prob`` against ``label``
+    (probabilities clipped to [1e-7, 1 - 1e-7])."""
     p = np.clip(np.asarray(prob, float), 1e-7, 1 - 1e-7)
     y = np.asarray(label, float)
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))

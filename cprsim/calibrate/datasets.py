@@ -90,10 +90,12 @@ class Split:
 
     @property
     def n_cat(self) -> int:
+        """Categorical columns (one embedding table each)."""
         return len(self.tables)
 
     @property
     def n_dense(self) -> int:
+        """Dense columns."""
         return len(self.dense_names)
 
 
@@ -115,6 +117,7 @@ class DataSpec:
 
     @property
     def name(self) -> str:
+        """A short name for the data: the source for MovieLens, else the file's name."""
         return self.source if self.source == "movielens-100k" else Path(self.path).name
 
     def fingerprint(self) -> dict[str, str]:
@@ -260,6 +263,8 @@ def synthetic_split(
 
 
 def synthetic_description(scale: float) -> str:
+    """The provenance line of the synthetic data at table ``scale``: its tables, rows and Zipf
+    exponent."""
     tables = D.scaled_tables(scale)
     return (
         f"synthetic Criteo-like (cprsim.calibrate.data): 26 tables = Criteo Kaggle / "
@@ -619,6 +624,9 @@ _SCHEMA_KEYS = (
 
 @dataclass(frozen=True)
 class Column:
+    """One column of a table's schema: its name, the schema key that names it, and its encoding
+    (categorical: hashed into ``buckets`` rows, else a vocabulary; dense: ``transform``)."""
+
     name: str
     key: str  #: where the schema names it, e.g. "dense[2]"
     buckets: int | None = None  #: categorical: hash into this many rows (else a vocabulary)

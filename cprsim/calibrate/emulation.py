@@ -57,6 +57,8 @@ Action = tuple[str, int]
 
 
 def shard_of_rows(n_rows: int, n_shards: int) -> torch.Tensor:
+    """Each global embedding row's virtual server (0 .. ``n_shards`` - 1): Knuth's multiplicative
+    hash (module docstring)."""
     g = torch.arange(n_rows, dtype=torch.int64)
     return ((g * 2654435761) % (1 << 32)) % n_shards
 
@@ -89,6 +91,10 @@ def periodic_actions(
 
 
 class Emulator:
+    """Emulated embedding servers around one training run of the DLRM (module docstring): its saves
+    and failures, and the PLS they cause, driven by the training loop's hooks (:meth:`before`,
+    :meth:`count_batch`)."""
+
     def __init__(
         self,
         model: DLRM,
@@ -128,6 +134,8 @@ class Emulator:
 
     # -- hooks called by the training loop -----------------------------------------------------
     def before(self, k: int) -> None:
+        """Before batch ``k`` trains: the saves and failures the setting schedules at iteration
+        ``k``, in order."""
         for kind, j in self.s.actions.get(k, ()):
             if kind == FAIL:
                 self.fail(j, k)
@@ -135,6 +143,9 @@ class Emulator:
                 self.save(kind, k)
 
     def count_batch(self, grows: torch.Tensor) -> None:
+        """Count a trained batch's accesses (``grows``: global rows, ``(B, n_cat)``): every access
+        for the loss bookkeeping, and the ranking counters (``mfu``: every sample; ``ssu``: a
+        Bernoulli sub-sample of the samples)."""
         flat = grows.reshape(-1)
         ones = torch.ones_like(flat)
         self.unsaved.index_add_(0, flat, ones)
@@ -149,6 +160,9 @@ class Emulator:
 
     # -- actions -------------------------------------------------------------------------------
     def save(self, kind: str, k: int) -> None:
+        """Save at iteration ``k``: every row (a full save, or any save of vanilla ``partial``),
+        else the top ``top_fraction`` of the rows by the strategy's ranking; the ranking counters
+        start over."""
         m = self.m
         if kind == SAVE_FULL or self.s.strategy == PARTIAL:
             self.saved_emb.copy_(m.emb)
@@ -179,6 +193,9 @@ class Emulator:
         self.count.zero_()
 
     def fail(self, j: int, k: int) -> None:
+        """Shard ``j`` fails at iteration ``k``: its rows (and their Adagrad state) revert to their
+        saved copies, and the updates lost are booked in the ledger (``nominal`` or ``measured``:
+        module docstring)."""
         m = self.m
         rows = self.rows_of[j]
         if self.mode == "nominal":
@@ -196,6 +213,7 @@ class Emulator:
 
     @property
     def pls(self) -> float:
+        """PLS so far: the ledger's lost updates over the run's ``n_iters`` iterations."""
         return self.ledger.pls(float(self.n_iters))
 
     @property

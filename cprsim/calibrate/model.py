@@ -39,6 +39,10 @@ from cprsim.calibrate.data import N_DENSE
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The calibration DLRM's sizes and optimizers: the embedding dimension, the hidden units of the
+    bottom and top MLPs, the embedding rows' optimizer (``rowwise_adagrad`` or ``sgd``) and learning
+    rate, the dense learning rate and the initial scale of the embedding rows."""
+
     dim: int = 16
     bottom_hidden: int = 64
     top_hidden: int = 64
@@ -81,6 +85,7 @@ class FlatAdagrad:
 
     @torch.no_grad()
     def step(self) -> None:
+        """One Adagrad update of every parameter from the flat gradient (``torch.no_grad``)."""
         if any(p.grad is not g for p, g in zip(self.params, self.views)):
             raise RuntimeError("FlatAdagrad: a gradient was replaced; call FlatAdagrad.zero_grad()")
         self.sum.addcmul_(self.grad, self.grad, value=1)
@@ -88,6 +93,9 @@ class FlatAdagrad:
 
 
 class DLRM(nn.Module):
+    """The calibration DLRM (module docstring): embedding rows and their row-wise Adagrad state as
+    plain tensors (``emb``, ``emb_state``), the dense MLPs trained by :class:`FlatAdagrad`."""
+
     def __init__(
         self,
         tables: tuple[int, ...],
@@ -136,6 +144,7 @@ class DLRM(nn.Module):
 
     @property
     def n_rows(self) -> int:
+        """Embedding rows of all the tables."""
         return self.emb.shape[0]
 
     def global_rows(self, cat: torch.Tensor) -> torch.Tensor:
@@ -180,6 +189,7 @@ class DLRM(nn.Module):
 
     @torch.no_grad()
     def predict(self, dense: torch.Tensor, grows: torch.Tensor, batch: int = 8192) -> np.ndarray:
+        """Click probabilities (float64) of the samples, ``batch`` at a time, without gradients."""
         out = []
         for a in range(0, dense.shape[0], batch):
             g = grows[a : a + batch]

@@ -149,6 +149,8 @@ def configuration(
 
 
 def fingerprint(config: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a calibration's configuration as canonical JSON (sorted keys): what
+    ``--resume`` compares."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -47,6 +47,10 @@ from cprsim.names import CALIBRATION_DEFAULT, EMULATED, PARTIAL
 
 @dataclass(frozen=True)
 class Preset:
+    """A calibration's settings: training and held-out samples, seeds, checkpoint budgets (vanilla
+    intervals, fractions of the run), strategies, batch, table scale, shards, failures per run, the
+    MFU/SSU parameters, the model, and the data (``None``: synthetic)."""
+
     name: str
     train_samples: int
     test_samples: int
@@ -133,10 +137,12 @@ class Prepared:
 
     @property
     def n_iters(self) -> int:
+        """Training iterations: whole batches of the training samples."""
         return self.label.shape[0] // self.batch
 
     @property
     def n_dense(self) -> int:
+        """Dense features per sample."""
         return self.dense.shape[1]
 
     def unique(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,6 +158,8 @@ class Prepared:
 
 
 def prepare(train: D.Dataset, test: D.Dataset, tables: tuple[int, ...], batch: int) -> Prepared:
+    """A training and a held-out split as tensors, categorical ids made global rows (the tables'
+    offsets), trained ``batch`` samples an iteration."""
     off = np.concatenate([[0], np.cumsum(tables)[:-1]]).astype(np.int64)
     return Prepared(
         torch.from_numpy(train.dense),
@@ -166,6 +174,7 @@ def prepare(train: D.Dataset, test: D.Dataset, tables: tuple[int, ...], batch: i
 
 
 def synthetic_prepared(p: Preset, seed: int) -> Prepared:
+    """Seed ``seed``'s synthetic data at the preset's sample counts and table scale, prepared."""
     s = DS.synthetic_split(p.train_samples, p.test_samples, seed, p.scale)
     return prepare(s.train, s.test, s.tables, p.batch)
 
@@ -179,6 +188,8 @@ def prepared(p: Preset, seed: int) -> Prepared:
 
 
 def new_model(prep: Prepared, cfg: ModelConfig, seed: int) -> DLRM:
+    """A fresh DLRM for the prepared data's tables and dense features, initialised from ``seed``
+    (torch's global seed is set too)."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     return DLRM(prep.tables, cfg, gen, n_dense=prep.n_dense)
@@ -191,6 +202,10 @@ def train(
     emu_factory: Callable[[DLRM], Emulator] | None = None,
     on_iter: Callable[[int, DLRM], None] | None = None,
 ) -> tuple[DLRM, Emulator | None]:
+    """Train a fresh model (initialised from ``seed``) on every batch once, in order; an emulator
+    from ``emu_factory`` acts before each batch (saves, failures) and counts its accesses after it,
+    and ``on_iter(k, model)`` is called before batch ``k``. Returns the model and the emulator (None
+    without a factory)."""
     model = new_model(prep, cfg, seed)
     emu = emu_factory(model) if emu_factory else None
     B = prep.batch
@@ -230,6 +245,7 @@ def emulated_pls(
 
 
 def evaluate(model: DLRM, prep: Prepared) -> tuple[float, float]:
+    """Held-out AUC and log-loss of ``model``."""
     p = model.predict(prep.test_dense, prep.test_grows)
     return D.auc(prep.test_label, p), D.logloss(prep.test_label, p)
 
@@ -288,6 +304,10 @@ def settings_for(p: Preset, n_iters: int, seed: int) -> list[tuple[float, Settin
 
 @dataclass(frozen=True)
 class Point:
+    """One calibration point: a failed run's strategy, budget, seed and PLS, its accuracy loss
+    against the seed's baseline (``d_auc``: AUC drop, ``d_logloss``: log-loss rise, positive is
+    worse), its own AUC and log-loss, and when and how old the loss was."""
+
     strategy: str
     budget: float
     seed: int
@@ -315,17 +335,21 @@ class Run:
 
     @property
     def strategy(self) -> str:
+        """The strategy of the run's setting, or ``baseline``."""
         return BASELINE if self.setting is None else self.setting.strategy
 
     @property
     def label(self) -> str:
+        """The setting's label (e.g. ``mfu@0.5``), or ``baseline``."""
         return BASELINE if self.setting is None else self.setting.label
 
     @property
     def key(self) -> tuple[int, int]:
+        """``(seed, run)``: the run's identity and sort key."""
         return (self.seed, self.run)
 
     def describe(self) -> str:
+        """One line naming the run: its seed and label."""
         return f"seed {self.seed} {self.label}"
 
 
@@ -346,10 +370,12 @@ class RunResult:
 
     @property
     def key(self) -> tuple[int, int]:
+        """``(seed, run)``: the run's identity and sort key."""
         return (self.seed, self.run)
 
 
 def n_iters_of(p: Preset) -> int:
+    """Training iterations of a preset: whole batches of its training samples."""
     return p.train_samples // p.batch
 
 
@@ -531,12 +557,16 @@ def run_preset(
 
 
 def n_steps(p: Preset) -> int:
+    """Runs of a preset: per seed, a baseline and one per budget and strategy."""
     return len(p.seeds) * (1 + len(p.budgets) * len(p.strategies))
 
 
 # -- fit -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fit:
+    """``loss = slope x PLS`` fitted through the origin: the slope (loss per unit PLS), its 95% CI
+    (``lo``, ``hi``), R² (centred) and the points ``n``."""
+
     slope: float
     lo: float
     hi: float
@@ -545,6 +575,8 @@ class Fit:
 
 
 def fit_origin(x: np.ndarray, y: np.ndarray) -> Fit:
+    """Least squares ``y = b x`` through the origin: the slope, its 95% Student-t CI (``n - 1``
+    degrees of freedom; infinite for one point), R² and ``n`` (NaN if ``x`` is empty or all 0)."""
     from scipy import stats
 
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -566,6 +598,8 @@ def fit_origin(x: np.ndarray, y: np.ndarray) -> Fit:
 
 
 def fits(points: list[Point]) -> dict[str, dict[str, Fit]]:
+    """Per strategy (in order of first appearance), the ``auc`` and ``logloss`` fits of its points
+    (:func:`fit_origin`)."""
     out: dict[str, dict[str, Fit]] = {}
     for st in dict.fromkeys(pt.strategy for pt in points):
         ps = [pt for pt in points if pt.strategy == st]
@@ -578,6 +612,7 @@ def fits(points: list[Point]) -> dict[str, dict[str, Fit]]:
 
 
 def preset_dict(p: Preset) -> dict:
+    """The preset as plain data (tuples as lists) for the provenance and the fingerprint."""
     d = asdict(p)
     d["seeds"] = list(p.seeds)
     d["budgets"] = list(p.budgets)

@@ -101,7 +101,9 @@ class _Group(click.Group):
         except FileNotFoundError as e:
             raise UserError(f"{short(e.filename)}: no such file") from None
         except BrokenPipeError:  # the reader went away (`cprsim scenarios | head -1`): stop quietly
-            _quiet_stdout()
+            from cprsim.io import silence_stdout
+
+            silence_stdout()
             raise SystemExit(141) from None  # 128 + SIGPIPE, as a shell pipeline reports it
         except OSError as e:  # read-only or full disk, name too long, a device, permissions
             where = short(e.filename) if e.filename else "output"
@@ -133,17 +135,6 @@ class _Group(click.Group):
             for p in cmd.params
             if isinstance(p, click.Option) and p.name
         }
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so that flushing it at exit raises no second BrokenPipeError."""
-    import sys
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # pragma: no cover - stdout without a descriptor
-        pass
 
 
 def _one_line(text: str) -> str:

@@ -98,6 +98,8 @@ class Distribution:
     # -- scipy view -------------------------------------------------------------------------
     @property
     def scipy(self):
+        """The frozen ``scipy.stats`` distribution, in seconds (a point mass at ``scale`` for the
+        constant)."""
         from scipy import (
             stats,  # here, not at import: scipy.stats costs ~0.5 s of every command's start
         )
@@ -116,6 +118,7 @@ class Distribution:
         return stats.uniform(loc=s, scale=0.0)  # degenerate: point mass at s
 
     def mean(self) -> float:
+        """The mean (s); ``math.inf`` for a log-logistic with shape <= 1."""
         f, s, k = self.family, self.scale, self.shape
         if f in ("exponential", "constant"):
             return s
@@ -132,11 +135,13 @@ class Distribution:
         return s * b / math.sin(b)
 
     def sf(self, t: np.ndarray | float) -> np.ndarray:
+        """The survival ``S(t) = P(X > t)`` at ``t`` seconds."""
         if self.family == "constant":
             return np.where(np.asarray(t) < self.scale, 1.0, 0.0)
         return self.scipy.sf(t)
 
     def cdf(self, t: np.ndarray | float) -> np.ndarray:
+        """``P(X <= t)`` at ``t`` seconds."""
         return 1.0 - self.sf(t)
 
     # -- sampling ---------------------------------------------------------------------------
@@ -179,6 +184,8 @@ class Distribution:
         return float(r) if size is None else r
 
     def describe(self, unit: str = "h") -> str:
+        """One line: the family, scale, shape and mean in ``unit`` (``"h"``: hours; any other unit
+        is taken as seconds)."""
         div = 3600.0 if unit == "h" else 1.0
         extra = f", {SHAPED[self.family]}={self.shape:.4g}" if self.family in SHAPED else ""
         return f"{self.family}(scale={self.scale / div:.4g} {unit}{extra}; mean {self.mean() / div:.4g} {unit})"

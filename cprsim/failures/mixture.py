@@ -317,10 +317,13 @@ class BadNodeReport:
 
     @property
     def lr(self) -> float:
+        """The likelihood-ratio statistic of the mixture against one rate, ``2 (log L - log L_one)``
+        (at least 0)."""
         return max(0.0, 2.0 * (self.loglik - self.loglik_one))
 
     @property
     def n_nodes(self) -> int:
+        """Nodes in the counts."""
         return len(self.counts.nodes)
 
     def ranked(self) -> np.ndarray:

@@ -14,6 +14,9 @@ from cprsim.scenario import Scenario
 
 @dataclass(frozen=True)
 class Rates:
+    """A scenario's long-run failure-event rates (per second) by what they interrupt, the mean
+    embedding servers per embedding event, and whether every lifetime is exponential."""
+
     total: float  #: every event that interrupts the job (node and job-level), per second
     nodes: float  #: node failure events (trainers and embedding servers), per second
     embedding: float  #: events that take down embedding servers, per second

@@ -58,6 +58,9 @@ HEADER = ["node", "node_type", "event", "time_h", "cause"]
 
 @dataclass
 class NodeHistory:
+    """One node of a failure log: its type, its observation window (``start``, ``end`` in hours;
+    None: the log's) and its events ``(time_h, fail|repair|other, cause)``."""
+
     node: str
     node_type: str
     start: float | None = None
@@ -77,12 +80,19 @@ INTERARRIVALS = ("repair-to-failure", "failure-to-failure")
 
 @dataclass
 class Trace:
+    """A failure log in one schema (:func:`read_trace`): ``nodes`` (each node's observation
+    window and its fail/repair events, hours), ``source``, ``counts`` (what the source reports).
+    ``lifetimes()`` / ``intervals(...)``: the durations (hours) and observed flags :func:`fit`
+    fits; ``repairs()``: repair times; ``horizon()``: the last time in the log (hours);
+    ``n_failures()``."""
+
     nodes: dict[str, NodeHistory]
     source: str
     counts: dict[str, Any] = field(default_factory=dict)
 
     # -- derived samples ----------------------------------------------------------------------
     def horizon(self) -> float:
+        """The last time in the log (hours): the latest event or window end (0 for an empty log)."""
         ts = [t for h in self.nodes.values() for t, _, _ in h.events]
         ts += [h.end for h in self.nodes.values() if h.end is not None]
         return max(ts, default=0.0)
@@ -176,13 +186,18 @@ class Trace:
         )
 
     def node_types(self) -> list[str]:
+        """The node types in the log, sorted."""
         return sorted({h.node_type for h in self.nodes.values()})
 
     def n_failures(self) -> int:
+        """Failures of the causes kept (``fail`` events; not those of excluded causes)."""
         return sum(1 for h in self.nodes.values() for _, ev, _ in h.events if ev == "fail")
 
     # -- writing --------------------------------------------------------------------------------
     def to_rows(self) -> list[list[Any]]:
+        """The log as rows of cprsim's CSV schema (node, node_type, event, time_h, cause), node by
+        node in name order: window start, events (a failure of an excluded cause as ``fail``),
+        window end."""
         rows: list[list[Any]] = []
         for name in sorted(self.nodes):
             h = self.nodes[name]
@@ -269,6 +284,7 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
 
 
 def write_csv(trace: Trace) -> str:
+    """The trace as CSV text in cprsim's schema (:data:`HEADER`; times as exact floats)."""
     import io
 
     buf = io.StringIO()

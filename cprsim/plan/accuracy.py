@@ -33,20 +33,34 @@ from cprsim.quantiles import t_ppf
 
 
 class AccuracyModel(Protocol):
+    """What the planner asks of an accuracy model without calibration points (e.g.
+    :class:`cprsim.calibrate.calibration.Calibration`): the loss at a PLS and the largest PLS within
+    a bound."""
+
     # read-only: a frozen dataclass (cprsim.calibrate.calibration.Calibration) satisfies it
     @property
-    def calibrated(self) -> bool: ...
+    def calibrated(self) -> bool:
+        """False for a placeholder (not measured)."""
+        ...
 
     @property
-    def provenance(self) -> dict[str, Any]: ...
+    def provenance(self) -> dict[str, Any]:
+        """Where the model comes from (the calibration's ``[provenance]``)."""
+        ...
 
-    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = VANILLA) -> float: ...
+    def accuracy_loss(self, pls: float, metric: str = "auc", strategy: str = VANILLA) -> float:
+        """Expected accuracy loss (AUC drop, or log-loss rise) at this PLS."""
+        ...
 
-    def max_pls(self, bound: float, metric: str = "auc", strategy: str = VANILLA) -> float: ...
+    def max_pls(self, bound: float, metric: str = "auc", strategy: str = VANILLA) -> float:
+        """The largest PLS whose expected loss stays within ``bound``."""
+        ...
 
 
 @dataclass(frozen=True)
 class SlopeFit:
+    """Loss per unit PLS: the slope, its 95% CI (``lo``, ``hi``) and the runs ``n`` it rests on."""
+
     slope: float
     lo: float
     hi: float
@@ -89,6 +103,8 @@ class PlanAccuracy:
         return self.slopes.get(strategy, self.slopes.get(VANILLA))
 
     def slope_hi(self, strategy: str) -> float:
+        """The upper end of the 95% CI of the loss per unit PLS for ``strategy`` (vanilla CPR's when
+        it has none); a model without points: its loss at PLS 1."""
         f = self._fit(strategy)
         if f is not None:
             return f.hi
@@ -151,6 +167,8 @@ class PlanAccuracy:
         return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
 
     def measured_range(self, strategy: str) -> float | None:
+        """The largest PLS the calibration measured for ``strategy`` (else for vanilla CPR); None
+        for a model without points."""
         if not self.ranges:
             return None
         return self.ranges.get(strategy, self.ranges.get(VANILLA))

@@ -27,6 +27,8 @@ MAX_EVENTS = 1e7
 
 
 def dur_text(sec: float) -> str:
+    """A duration in seconds as text, 3 significant digits: seconds under 2 min, minutes under 2 h,
+    else hours."""
     if sec < 120:
         return f"{sec:.3g} s"
     if sec < 2 * HOUR:

@@ -12,6 +12,12 @@ from cprsim.sim.replicate import Estimate
 
 @dataclass(frozen=True)
 class Option:
+    """One option of a :class:`Plan`: a strategy (``strategy``, ``params``) at a
+    checkpoint interval (``interval_s``, seconds; ``full_interval_s`` between full checkpoints),
+    confirmed on fresh replications: ``overhead``, ``ckpt_overhead``, ``pls``, ``ettr``
+    (:class:`Estimate`, fractions), ``pls_bound`` (inf: loses no update), ``accuracy_loss`` at the
+    mean PLS, ``within`` (share of runs within the bound) and ``meets_bound``."""
+
     label: str
     strategy: str
     interval_s: float  #: checkpoint interval (for MFU/SSU: the partial-save interval)
@@ -42,6 +48,8 @@ class Option:
     overhead_p90_ci: tuple[float, float] = (math.nan, math.nan)
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain data: every field, the estimates as dicts, the intervals also in hours
+        (``interval_h``, ``full_interval_h``); inf and NaN left as they are."""
         d = asdict(self)
         for k in ("overhead", "ckpt_overhead", "pls", "ettr"):
             e = getattr(self, k)
@@ -55,6 +63,10 @@ class Option:
 
 @dataclass(frozen=True)
 class Plan:
+    """A plan as the planner makes it: its options (each confirmed on fresh replications), the
+    recommendation and why, and the settings it was made with (:class:`cprsim.api.Plan` adds
+    conveniences)."""
+
     scenario: str
     metric: str
     accuracy_bound: float
@@ -81,9 +93,12 @@ class Plan:
     precision: float | None = None
 
     def option(self, label: str) -> Option:
+        """The option labelled ``label`` (StopIteration when there is none)."""
         return next(o for o in self.options if o.label == label)
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain data (JSON): every field and option, the full-checkpoint interval also in hours,
+        inf and NaN as None."""
         d = {k: v for k, v in asdict(self).items() if k != "options"}
         d["options"] = [o.as_dict() for o in self.options]
         d["notes"] = list(self.notes)

@@ -101,6 +101,9 @@ def min_replications(q: float, level: float = LEVEL) -> int:
 
 @dataclass(frozen=True)
 class Verdict:
+    """Whether one interval's runs pass the PLS bound, and the evidence: the share within it, its
+    lower confidence bound, and the statistic compared."""
+
     passed: bool
     within: float  #: share of runs with PLS <= bound
     within_lo: float  #: its Clopper-Pearson lower bound
@@ -108,6 +111,9 @@ class Verdict:
 
 
 def judge(pls: Sequence[float] | np.ndarray, bound: float, q: float | None) -> Verdict:
+    """The verdict of runs with these PLS (or scores) against ``bound``: at least the share ``q`` of
+    runs within it, proved at :data:`LEVEL` by a one-sided Clopper-Pearson bound
+    (:func:`min_successes`); with ``q`` None, their mean within it."""
     x = np.asarray(pls, dtype=float)
     n = x.size
     k = int(np.sum(x <= bound * (1 + 1e-12)))
@@ -123,6 +129,8 @@ def judge(pls: Sequence[float] | np.ndarray, bound: float, q: float | None) -> V
 def simulate(
     s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: int, block: str = "search"
 ) -> list[ReplicationResult]:
+    """``n`` replications (block ``block``'s, from its first) of ``strategy`` with ``params`` at
+    interval ``tau`` (s of progress, at most ``W``)."""
     upd = {
         "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
         "strategy": {"name": strategy, **params},
@@ -150,6 +158,7 @@ class Runs:
         return len(self.results)
 
     def upto(self, n: int) -> list[ReplicationResult]:
+        """The first ``n`` replications, running those not run yet."""
         if n > len(self.results):
             more, _ = run_replications(
                 self.s, n - len(self.results), first=self.first + len(self.results)
@@ -158,6 +167,7 @@ class Runs:
         return self.results[:n]
 
     def values(self, n: int, metric: str = "overhead") -> np.ndarray:
+        """``metric`` of each of the first ``n`` replications."""
         return np.array([getattr(r, metric) for r in self.upto(n)], dtype=float)
 
 
@@ -264,6 +274,7 @@ class PlsSearch:
         return self.score(res) if self.score is not None else np.array([r.pls for r in res])
 
     def ok(self, tau: float) -> Verdict:
+        """The verdict at interval ``tau`` (s): computed once (curtailed if adaptive), ticked."""
         if tau not in self.cache:
             if self.runs_of is not None:
                 v, _ = curtailed(

@@ -37,6 +37,7 @@ def single_tier(s: Scenario) -> Scenario:
 
 
 def with_persist(s: Scenario, k: int) -> Scenario:
+    """``s`` persisting every ``k``-th snapshot to storage (``checkpoint.tiers.persist_every``)."""
     return s.with_updates(
         {"checkpoint.tiers.persist_every": k}, source=f"{s.name} (persist every {k})"
     )

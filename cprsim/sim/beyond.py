@@ -47,6 +47,10 @@ QUANT_BITS = (32, 16, 8, 4)
 
 
 class ECRMParams(BaseModel):
+    """ECRM's parameters: the stripe (``k`` data + ``m`` parity servers), the parity-update slowdown
+    (a fraction of throughput, given or derived), the training speed while a server is rebuilt, the
+    fallback when a stripe is lost, the stripes' placement and ``trainer_degraded``."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     k: int = Field(4, ge=1, description="data servers per stripe")
     m: int = Field(
@@ -104,6 +108,10 @@ def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:
 
 @register
 class ECRM(DegradedTrainers, Strategy):
+    """ECRM (module docstring): a failed embedding server is rebuilt from its stripe's parity while
+    training goes on; only more than ``m`` servers of one stripe down at once fall back to the last
+    checkpoint (or to partial recovery of the lost shards)."""
+
     name = "ecrm"
     colour = "#ff7f0e"
     summary = "ECRM: erasure-coded embedding servers; rebuild from parity while training continues"
@@ -115,6 +123,7 @@ class ECRM(DegradedTrainers, Strategy):
 
     @classmethod
     def plan_variants(cls, s) -> list[dict]:
+        """Stripes of 4 + 1, 4 + 2 and 2 + 2 servers."""
         return [{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}]
 
     def __init__(self, params: ECRMParams, setup: RunSetup) -> None:
@@ -141,6 +150,9 @@ class ECRM(DegradedTrainers, Strategy):
 
     @classmethod
     def check(cls, params: ECRMParams, s) -> None:
+        """The stripe must fit the embedding servers (``m < N_e``, ``k + m <= N_e``; domain-aware:
+        ``k + m`` distinct fixed domains), and a derived parity slowdown needs
+        ``job.samples_per_s``."""
         ne = s.cluster.embedding_servers
         if params.m >= ne:
             raise ValueError(
@@ -173,10 +185,12 @@ class ECRM(DegradedTrainers, Strategy):
                 )
 
     def stripe(self, run: RunView, node: int) -> int:
+        """The stripe of embedding server ``node`` (a node id, not a shard index)."""
         return self.stripe_of[node]
 
     @classmethod
     def plan_note(cls, s, costs) -> str:
+        """The parity's extra memory and training slowdown, and a server's rebuild time."""
         f = cls.describe(s, costs)
         return (
             f"parity takes {100 * f['memory_overhead']:.3g}% extra memory and slows training by "
@@ -211,6 +225,10 @@ class ECRM(DegradedTrainers, Strategy):
         }
 
     def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
+        """Rebuild each failed embedding server from parity once it is back, without stalling the
+        job; more than ``m`` servers of one stripe down or rebuilding lose the stripe: back to the
+        last checkpoint, or (``stripe_loss = "partial"``) its shards' updates since their last save
+        lost. Trainers, and a lost dense part (a rollback), as under partial recovery."""
         now = run.now
         if self._dense_lost(run, nodes):  # no trainer holds the dense part: the last checkpoint
             self.fallback = True
@@ -256,6 +274,8 @@ class ECRM(DegradedTrainers, Strategy):
         )
 
     def load_s(self, run: RunView, nodes: set[int]) -> float:
+        """After a rollback, the full load; else the shards of a lost stripe restored partially, and
+        at least a waited-for trainer's dense copy (s)."""
         if self.fallback:
             self.fallback = False
             return self.costs.load_s
@@ -266,15 +286,19 @@ class ECRM(DegradedTrainers, Strategy):
         return t
 
     def on_node_back(self, run: RunView, n: int, up: float) -> bool:
+        """A server being rebuilt starts its rebuild from parity at ``up`` (``rebuild_s`` long);
+        degraded trainers as under partial recovery."""
         if n in self.rebuild_end:  # the rebuild from parity starts once the server is back
             self.rebuild_end[n] = up + self.rebuild_s
         return super().on_node_back(run, n, up)
 
     def on_rollback(self, run: RunView) -> None:
+        """Every node reloads the checkpoint: no rebuild goes on and no trainer is degraded."""
         self.rebuild_end.clear()  # every node reloads the checkpoint: no rebuild from parity goes on
         self.degraded.clear()  # nor is any trainer degraded (a job-level rollback keeps those still down)
 
     def on_job_failure(self, run: RunView) -> None:
+        """Roll back; trainers still down stay degraded (they copy the dense part once back)."""
         degraded = dict(self.degraded)
         super().on_job_failure(run)
         self.degraded = degraded
@@ -284,19 +308,28 @@ class ECRM(DegradedTrainers, Strategy):
         return any(t > now for t in self.rebuild_end.values())
 
     def rate_at(self, run: RunView, now: float) -> float:
+        """The parity-slowed rate, times ``rebuild_throughput`` while a server is rebuilt and the
+        share of trainers at work."""
         r = self.rate * (self.params.rebuild_throughput if self._rebuilding(now) else 1.0)
         return r * self._trainer_share(run, now)
 
     def next_rate_change(self, run: RunView, now: float) -> float:
+        """The end of the next rebuild or of the first degraded trainer's window (wall s; ``inf``:
+        none)."""
         ends = [t for t in self.rebuild_end.values() if t > now]
         return min(min(ends) if ends else float("inf"), self._next_trainer_back(now))
 
     @property
     def memory_overhead(self) -> float:
+        """The parity's extra memory, a fraction of the embedding tables': ``m/k``."""
         return self.params.m / self.params.k
 
 
 class CheckNRunParams(BaseModel):
+    """Check-N-Run's parameters: the quantization ``bits``, the baseline period ``full_every``, the
+    increment ``policy`` and its re-baselining rule, and the dequantization bandwidth (GB/s per
+    server)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     bits: int = Field(32, description="quantization of saved rows: 32 (none), 16, 8 or 4 bits")
     full_every: int = Field(
@@ -361,6 +394,7 @@ class CheckNRun(Strategy):
 
     @classmethod
     def plan_variants(cls, s) -> list[dict]:
+        """Unquantized and 8-bit increments, a baseline at least every 8 checkpoints."""
         return [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}]
 
     def __init__(self, params: CheckNRunParams, setup: RunSetup) -> None:
@@ -371,6 +405,7 @@ class CheckNRun(Strategy):
         self.next_baseline = True
 
     def make_ledger(self, setup: RunSetup) -> None:
+        """No ledger: full recovery loses no update."""
         return None  # full recovery: no update is lost
 
     def _setup(self, s, tau: float, params: CheckNRunParams, shared: dict | None = None) -> None:
@@ -421,9 +456,14 @@ class CheckNRun(Strategy):
         return 1.0 + (j * self.dirty(1) if self.policy == "consecutive" else self.dirty(j))
 
     def save_time(self, share: float) -> float:
+        """Seconds to save ``share`` of the embedding rows (quantized to ``bits``) with the dense
+        part whole."""
         return self.costs.save_fraction_s(self.q * share)
 
     def load_time(self, share: float) -> float:
+        """Seconds to read ``share`` of the embedding rows (quantized; above 1 for a baseline and
+        its increments) and the dense part once, at the full load's bandwidth, plus the
+        dequantization of the rows read."""
         c = self.costs
         t = c.latency_s + self.s_per_byte * (self.q * share * self.E + self.D)
         if self.q < 1.0:
@@ -451,6 +491,7 @@ class CheckNRun(Strategy):
 
     # -- the strategy ------------------------------------------------------------------------------
     def save_s(self, run: RunView) -> float:
+        """A baseline when one is due, else the next increment (s)."""
         self.next_baseline = not self.has_baseline or self.baseline_next(self.since)
         return (
             self.save_time(1.0)
@@ -459,18 +500,25 @@ class CheckNRun(Strategy):
         )
 
     def on_commit(self, run: RunView, progress: float) -> None:
+        """Count the increment (or start a new baseline cycle), then commit in full: every
+        Check-N-Run checkpoint is a consistent one."""
         self.since = 0 if self.next_baseline else self.since + 1
         self.has_baseline = True
         super().on_commit(run, progress)
 
     def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
+        """Roll back to the last checkpoint, as full recovery does; the job waits for every failed
+        node."""
         run.rollback()
         return None
 
     def load_s(self, run: RunView, nodes: set[int]) -> float:
+        """Seconds to read the baseline and the increments the last checkpoint needs
+        (:meth:`restore_share`)."""
         return self.load_time(self.restore_share(self.since))
 
     def full_load_s(self, run: RunView) -> float:
+        """As :meth:`load_s`: every restore reads the last checkpoint in full."""
         return self.load_s(run, set())
 
     # -- what it saves against full checkpoints --------------------------------------------------------
@@ -505,6 +553,7 @@ class CheckNRun(Strategy):
 
     @classmethod
     def plan_note(cls, s, costs) -> str:
+        """How much less it writes and stores than full checkpoints at the scenario's interval."""
         f = cls.describe(s, costs)
         return (
             f"writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
@@ -527,6 +576,9 @@ class CheckNRun(Strategy):
 
 
 class LookaheadParams(MFUParams):
+    """Lookahead's parameters: MFU's without counters (``counter_overhead`` 0), and the trainer-side
+    cache: ``cache_fraction`` of the rows, written back every ``writeback_s`` s of progress."""
+
     counter_overhead: float | None = Field(
         0.0,
         ge=0,
@@ -571,6 +623,8 @@ class Lookahead(MFU):
 
     @classmethod
     def protected_share(cls, s, params, tau: float) -> float:
+        """Access share of an interval's updates that its partial save writes: out of sample (rows
+        ranked by the next window's accesses)."""
         return access.of(s).ranked_share(params.top_fraction, tau * s.job.throughput).out_of_sample
 
     @classmethod
@@ -583,6 +637,7 @@ class Lookahead(MFU):
 
     @classmethod
     def plan_note(cls, s, costs) -> str:
+        """MFU's note, after the protection that ranking by the next window gives up."""
         return (
             "ranked by the next window's accesses (no counters): protects less of the past interval than "
             "MFU would; " + super().plan_note(s, costs)
@@ -597,6 +652,9 @@ class Lookahead(MFU):
         )
 
     def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
+        """Partial recovery as MFU's; each failed trainer also loses its cache's dirty rows since
+        the last write-back, booked as PLS:
+        ``(progress mod writeback_s) x coverage(cache_fraction) / N_t``."""
         stall = super().on_failure(
             run, nodes
         )  # the nodes partial recovery waits for (not degraded trainers)

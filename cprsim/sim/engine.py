@@ -298,6 +298,10 @@ class Run:
 
     # -- failure side -------------------------------------------------------------------------------
     def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
+        """``nodes`` fail now, each back ``rhos`` seconds later (with a lifecycle, once the fleet
+        finds it a machine; a job-level interruption once detected and restarted); nodes already
+        down are skipped. Counts the failures, loses what their memory held (tiered), and interrupts
+        the job with the new ones (beyond :data:`MAX_FAILURE_EVENTS` events, :class:`Runaway`)."""
         now = self.env.now
         up_at, nt, fleet = self.up_at, self.n_trainers, self.fleet
         new = []
@@ -398,6 +402,8 @@ class Run:
         return False
 
     def job_process(self) -> Generator[simpy.Event, Any, None]:
+        """The job's SimPy process: compute to the next checkpoint or the end, save, recover after
+        each failure, until progress reaches ``W``."""
         env, strat = self.env, self.strategy
         two_phase = self.scenario.checkpoint.mode == "two-phase"
         tiers = (
@@ -552,6 +558,8 @@ class Run:
         return r
 
     def next_rate_change(self, now: float) -> float:
+        """The next wall time (s) the rate may change: the strategy's, or the end of a persist that
+        slows training."""
         t = self.strategy.next_rate_change(self, now)
         if self.persist_slowdown:
             if self.tiers is not None:
@@ -601,6 +609,9 @@ class Run:
 
     # -- result ---------------------------------------------------------------------------------------
     def result(self, rep: int) -> ReplicationResult:
+        """The replication's :class:`ReplicationResult` (number ``rep``): wall, useful, save, load,
+        lost, reschedule and degraded seconds, the failure counts, PLS and the ratios derived from
+        them."""
         wall = self.env.now
         useful = self.W
         rate = self.strategy.rate
@@ -725,6 +736,9 @@ def _schedule_process(run: Run, schedule: list[Scheduled]) -> Generator[simpy.Ev
 
 
 def injected_schedule(s: Scenario, rep: int) -> list[Scheduled]:
+    """Replication ``rep``'s injected failures: per ``[[failures.injected]]`` entry, ``count``
+    failures at uniform wall times in ``[0, W)`` (s), each of ``nodes`` random nodes of its type
+    with their rescheduling draws (s)."""
     out: list[Scheduled] = []
     resched = s.reschedule.dist
     for i, inj in enumerate(s.failures.injected):

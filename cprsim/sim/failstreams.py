@@ -56,6 +56,7 @@ class Units:
 
     @property
     def n_units(self) -> int:
+        """Units: ``ceil(count / k)``."""
         return -(-self.count // self.k)
 
     @property
@@ -65,6 +66,7 @@ class Units:
 
     @property
     def n_blocks(self) -> int:
+        """Blocks of :attr:`width` units: ``ceil(n_units / width)``."""
         return -(-self.n_units // self.width)
 
     def rate(self) -> float:

@@ -99,6 +99,9 @@ class MFUParams(PartialParams):
 
 
 class SSUParams(MFUParams):
+    """CPR-SSU's parameters: MFU's, and the share ``sample_rate`` of samples whose accesses are
+    counted."""
+
     sample_rate: float = Field(
         0.01, gt=0, le=1, description="share s of samples whose accesses are counted"
     )
@@ -106,6 +109,9 @@ class SSUParams(MFUParams):
 
 @register
 class MFU(Partial):
+    """CPR-MFU (module docstring): partial recovery with partial saves of the top ``top_fraction``
+    of the rows by exact access counts, a full save every ``full_every``."""
+
     supports_tiers = False  #: its partial saves are not modelled on the tiers
     name = "mfu"
     colour = "#2ca02c"
@@ -119,10 +125,12 @@ class MFU(Partial):
 
     @classmethod
     def plan_variants(cls, s) -> list[dict]:
+        """One variant per saved fraction of :attr:`plan_top_fractions`."""
         return [{"top_fraction": r} for r in cls.plan_top_fractions]
 
     @classmethod
     def plan_with_full_interval(cls, params, tau, full_interval) -> dict:
+        """``full_every``: the most saves every ``tau`` within ``full_interval`` (1 .. 10,000)."""
         return {
             **params,
             "full_every": max(1, min(10_000, int(math.floor(full_interval / tau * (1 + 1e-9))))),
@@ -130,6 +138,7 @@ class MFU(Partial):
 
     @classmethod
     def plan_full_interval(cls, params, tau) -> float:
+        """``full_every x tau``: progress between two full saves (s)."""
         return tau * params.get("full_every", MFUParams.model_fields["full_every"].default)
 
     # -- the model of what a partial save protects and costs (shared by the engine and the planner)
@@ -184,12 +193,16 @@ class MFU(Partial):
 
     @classmethod
     def partial_save_cost(cls, s, params, tau: float, costs) -> float:
+        """Seconds a partial save blocks: select the top rows among those scanned, gather them and
+        write them with their ids (and the dense part)."""
         return cls._rows_save_s(
             s, params, params.top_fraction, costs, cls.selected_from(s, params, tau)
         )
 
     @classmethod
     def full_save_cost(cls, s, params, tau: float, costs) -> float:
+        """Seconds a full save blocks: a full checkpoint, or (``differential``) the rows modified
+        since the last full save, with their ids."""
         if not params.differential:
             return costs.save_s
         # rows modified since the last full save, K intervals ago (written with their ids)
@@ -208,6 +221,8 @@ class MFU(Partial):
 
     @classmethod
     def plan_expected_pls(cls, s, params, tau, rates) -> float:
+        """First-order E[PLS] with partial saves every ``tau`` that protect :meth:`protected_share`
+        and a full save every ``full_every`` (:func:`cprsim.analytic.expected_pls_prioritized`)."""
         p = cls._params(params)
         cov = cls.protected_share(s, p, tau)
         return analytic.expected_pls_prioritized(
@@ -222,6 +237,9 @@ class MFU(Partial):
 
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
+        """First-order E[wall]/W - 1: partial recovery at the mean save cost, each restore reading
+        on average half of the ``full_every - 1`` partial saves, slowed by counting, plus job-level
+        rollbacks to the last full save."""
         p = cls._params(params)
         K = p.full_every
         counter = cls.counter_slowdown(s, p)
@@ -243,6 +261,8 @@ class MFU(Partial):
 
     @classmethod
     def plan_note(cls, s, costs) -> str:
+        """The share of rows a partial save writes and of the updates it protects, what it and a
+        full save cost (s), and the counting slowdown."""
         p, tau = cls.Params(**s.strategy.params), s.interval_s
         share = cls.protected_share(s, p, tau)
         return (
@@ -268,6 +288,7 @@ class MFU(Partial):
         return ShardLedger(setup.n_embedding, tiers=(self.coverage, 1.0 - self.coverage))
 
     def save_s(self, run: RunView) -> float:
+        """Every ``full_every``-th save is full, the others partial (s)."""
         return self.full_save_s if (self.saves + 1) % self.K == 0 else self.partial_save_s
 
     def shard_extra_s(self, run: RunView, k: int) -> float:
@@ -280,6 +301,7 @@ class MFU(Partial):
         return j * self._overlay[k]
 
     def on_commit(self, run: RunView, progress: float) -> None:
+        """A full save commits in full; a partial one marks only the saved rows' ledger tier."""
         self.saves += 1
         if self.saves % self.K == 0:
             super().on_commit(run, progress)
@@ -288,11 +310,15 @@ class MFU(Partial):
             run.ledger.saved(progress, tier=0)
 
     def on_rollback(self, run: RunView) -> None:
+        """Back at the last full save: the saves count from it again."""
         self.saves -= self.saves % self.K  # back at a full save: the next K - 1 saves are partial
 
 
 @register
 class SSU(MFU):
+    """CPR-SSU: as MFU, but rows ranked by access counts over a sub-sample (``sample_rate``) of the
+    samples."""
+
     name = "ssu"
     colour = "#9467bd"
     summary = "CPR-SSU: as MFU, but rows ranked by counts from a sub-sample (rate s) of the inputs"
@@ -302,10 +328,12 @@ class SSU(MFU):
 
     @classmethod
     def plan_variants(cls, s) -> list[dict]:
+        """MFU's variants, each counting 1% of the samples."""
         return [{**v, "sample_rate": 0.01} for v in super().plan_variants(s)]
 
     @classmethod
     def ranking_rate(cls, params) -> float:
+        """``sample_rate``: the share of samples whose accesses are counted."""
         return params.sample_rate
 
     @classmethod

@@ -41,12 +41,15 @@ class Estimate:
 
     @property
     def half_width(self) -> float:
+        """Half the width of the 95% CI of the mean (in the metric's unit)."""
         return (self.hi - self.lo) / 2.0
 
     def percentile(self, q: int) -> float:
+        """The P50, P90 or P99 of single replications (``q``: 50, 90 or 99)."""
         return {50: self.p50, 90: self.p90, 99: self.p99}[q]
 
     def as_dict(self) -> dict[str, float | list[float] | int]:
+        """Plain data: the mean, ``ci95`` as [lo, hi], sd, n and the percentiles."""
         return {
             "mean": self.mean,
             "ci95": [self.lo, self.hi],
@@ -83,6 +86,8 @@ def estimate(
 
 
 def summarize(results: Sequence[ReplicationResult]) -> dict[str, Estimate]:
+    """Every metric's :class:`Estimate` over the replications (ETTR's CI capped at 1: useful time
+    is at most the wall time)."""
     out = {k: estimate([getattr(r, k) for r in results]) for k in METRICS}
     e = out["ettr"]
     if e.hi > 1.0:  # a ratio of useful to wall time is at most 1: so is its interval
@@ -165,6 +170,7 @@ class Precision:
 
     @property
     def first_look(self) -> int:
+        """The first look: ``min_n`` replications, at most ``cap``."""
         return min(self.min_n, self.cap)
 
     def looks(self) -> Iterator[int]:
@@ -204,12 +210,14 @@ class Precision:
         return None  # pragma: no cover - looks() always ends at cap
 
     def describe(self) -> str:
+        """One line stating the rule."""
         return (
             f"adaptive: until the 95% CI of the mean {self.metric} is within {100 * self.rel:g}% of it "
             f"(checked after {self.first_look} replications and every {self.batch} more, at most {self.cap})"
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The rule as plain data for a sweep's manifest (what :meth:`from_dict` reads)."""
         return {
             "precision": self.rel,
             "metric": self.metric,

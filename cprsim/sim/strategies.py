@@ -65,6 +65,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class NoParams(BaseModel):
+    """Parameters of a strategy that takes none: its ``[strategy]`` table holds only ``name``."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -233,6 +235,8 @@ class Strategy:
 
     # job-level interruptions: every strategy rolls back to its last full (consistent) checkpoint
     def on_job_failure(self, run: RunView) -> None:
+        """A job-level interruption: back to the last full checkpoint (:meth:`on_rollback` resets
+        the strategy's counters)."""
         run.rollback()
         self.on_rollback(run)
 
@@ -247,6 +251,9 @@ class Strategy:
 
 @register
 class Full(Strategy):
+    """Full recovery (the base class's defaults): any failure rolls the job back to the last
+    checkpoint, and every node reloads it; nothing is lost, the work since it is re-executed."""
+
     name = "full"
     summary = "any failure: reschedule, every node reloads the last checkpoint, re-execute since it"
     label = plan_label = "full"
@@ -256,6 +263,7 @@ class Full(Strategy):
     supports_tiers = True
 
     def make_ledger(self, setup: RunSetup) -> None:
+        """No ledger: a rollback loses no update."""
         return None  # a rollback loses no update
 
 
@@ -298,6 +306,8 @@ class DegradedTrainers:
         )
 
     def on_node_back(self, run: RunView, n: int, up: float) -> bool:
+        """A degraded trainer's window now ends ``dense_copy_s`` after ``up``; True for one (the
+        rate changes)."""
         if n in self.degraded:
             self.degraded[n] = up + self.costs.dense_copy_s
             return True
@@ -358,6 +368,9 @@ class Partial(DegradedTrainers, Strategy):
 
     @classmethod
     def plan_expected_pls(cls, s, params, tau, rates) -> float:
+        """First-order E[PLS] of vanilla partial recovery: each embedding failure loses its shards'
+        updates since their last save, the stalls of the failures the job waits for included
+        (:func:`cprsim.analytic.expected_pls`)."""
         from cprsim import analytic
         from cprsim.costs import costs_of
 
@@ -379,6 +392,9 @@ class Partial(DegradedTrainers, Strategy):
 
     @classmethod
     def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
+        """First-order E[wall]/W - 1: node failures recovered partially
+        (:func:`partial_node_overhead`) plus job-level rollbacks to the last full checkpoint
+        (:func:`job_level_overhead`)."""
         return partial_node_overhead(
             s, tau, costs.save_s, rates, costs, degraded=degraded_trainers(s, params)
         ) + job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
@@ -394,6 +410,10 @@ class Partial(DegradedTrainers, Strategy):
         self._init_degraded(params, setup)
 
     def on_failure(self, run: RunView, nodes: list[int]) -> set[int] | None:
+        """Restore only the failed nodes: an embedding server's shard loses its updates since its
+        last save (tiered: since the newest snapshot a peer or storage holds) and the job waits for
+        it; a failed trainer degrades the job (``trainer_degraded``) or is waited for; a failure
+        that leaves no trainer with the dense part rolls back (:meth:`restore_all`)."""
         if self._dense_lost(
             run, nodes
         ):  # no surviving replica of the dense part: back to the last full checkpoint
@@ -443,6 +463,8 @@ class Partial(DegradedTrainers, Strategy):
         return r * self._trainer_share(run, now) if self.degraded else r
 
     def next_rate_change(self, run: RunView, now: float) -> float:
+        """The strategy's own next rate change, or the end of the first degraded trainer's window if
+        sooner (wall s)."""
         t = super().next_rate_change(run, now)
         return min(t, self._next_trainer_back(now)) if self.degraded else t
 
@@ -451,6 +473,9 @@ class Partial(DegradedTrainers, Strategy):
         return 0.0
 
     def load_s(self, run: RunView, nodes: set[int]) -> float:
+        """After a rollback, the full load; else the failed shards' restore (tiered: from the tier
+        that held them; else their last save plus :meth:`shard_extra_s`), and at least a waited-for
+        trainer's dense copy (s)."""
         if self.full_restore:
             self.full_restore = False
             return self.full_load_s(run)

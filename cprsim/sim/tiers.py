@@ -100,6 +100,7 @@ class TierSpec:
 
     @property
     def n(self) -> int:
+        """Nodes, of every type."""
         return len(self.bytes_per_node)
 
     @cached_property

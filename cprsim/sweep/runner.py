@@ -71,6 +71,8 @@ def _cell(v: Any) -> Any:
 
 
 def header(sweep: Sweep) -> list[str]:
+    """results.csv's columns: point, strategy, the grid keys, interval_h, replication, and every
+    metric of a replication."""
     return ["point", "strategy", *sweep.keys, "interval_h", "replication", *RESULT_METRICS]
 
 
@@ -441,12 +443,16 @@ class LocalWorkers(_Backend):
             raise
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` in a worker; returns its future (a dead worker raises
+        :class:`SweepError`)."""
         try:
             return self.ex.submit(fn, *args)
         except BrokenProcessPool:
             raise self._broken() from None
 
     def wait(self, handles: list[Any]) -> list[tuple[Any, Any]]:
+        """Wait until at least one of ``handles`` is done (in one-second slices); returns the done
+        ones with their results."""
         while True:  # in slices: a signal is handled within a second whatever thread receives it
             done, _ = futures_wait(handles, timeout=1.0, return_when=FIRST_COMPLETED)
             if done:
@@ -464,6 +470,8 @@ class LocalWorkers(_Backend):
         )
 
     def close(self, abort: bool = False) -> None:
+        """Cancel the chunks not started and wait for the running ones (``abort``: kill the workers
+        first)."""
         if abort:
             self._kill()
         self.ex.shutdown(wait=True, cancel_futures=True)
@@ -573,6 +581,9 @@ def _dask_connect(
 # -- the journal --------------------------------------------------------------------------------
 @dataclass
 class Journal:
+    """The results table of a sweep under way (results.csv): read back by a resume, rewritten, and
+    appended to a point's rows at a time."""
+
     path: Path
     head: list[str]
     replications: int  #: a point's replications (with ``rule``: the most)
@@ -608,9 +619,11 @@ class Journal:
         return complete, [i for i in order if i in complete]
 
     def rewrite(self, points: dict[int, list[list[str]]], order: Sequence[int]) -> None:
+        """Replace the file atomically with the rows of ``points``, in ``order``."""
         atomic_write_text(self.path, csv_text(self.head, (r for i in order for r in points[i])))
 
     def append(self, text: str) -> None:
+        """Append ``text`` (whole rows) to the file and fsync it."""
         data = text.encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         try:
@@ -625,6 +638,9 @@ class Journal:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What :func:`run_sweep` did: the output folder, its points and how many this call ran, the
+    tables written, and what a resume repaired."""
+
     out: Path
     points: int
     ran: int  #: points run by this call (the others were already in the journal)
@@ -903,6 +919,8 @@ SUMMARY_STATS = ("mean", "lo", "hi", "p50", "p90", "p99")
 
 
 def summary_header(sweep: Sweep) -> list[str]:
+    """summary.csv's columns: point, strategy, the grid keys, interval_h, n, then
+    ``<metric>_<stat>`` for every metric and :data:`SUMMARY_STATS`."""
     cols = ["point", "strategy", *sweep.keys, "interval_h", "n"]
     for m in METRICS:
         cols += [f"{m}_{s}" for s in SUMMARY_STATS]

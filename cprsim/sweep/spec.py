@@ -64,6 +64,9 @@ class _Model(BaseModel):
 
 
 class PlanSpec(_Model):
+    """A sweep's ``[plan]`` table: plan every point for this accuracy bound, with the options of
+    ``cprsim plan``."""
+
     max_accuracy_loss: float = Field(
         ..., gt=0, lt=0.5, description="accuracy loss accepted (AUC or log-loss)"
     )
@@ -94,6 +97,9 @@ class PlanSpec(_Model):
 
 
 class SweepFile(_Model):
+    """A sweep file as written, validated: the scenario, ``[set]`` overrides, the ``[grid]`` axes,
+    the strategies, fixed or adaptive replication, and an optional ``[plan]``."""
+
     name: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9._-]{1,100}$",
@@ -150,6 +156,9 @@ class Point:
 
 @dataclass(frozen=True)
 class Sweep:
+    """A sweep expanded into its points (grid x strategies), each validated, with the fingerprint a
+    resume checks."""
+
     name: str
     description: str
     source: str
@@ -218,6 +227,9 @@ def expand(
     overrides: dict[str, Any] | None = None,
     max_events: float | None = None,
 ) -> Sweep:
+    """Expand a validated sweep file (at ``path``, which relative scenario paths are relative to)
+    into its points: the base scenario with ``[set]`` and ``overrides`` applied, one point per grid
+    combination and strategy, each validated and within ``max_events`` events a replication."""
     from cprsim.plan import feasibility
 
     budget = feasibility.MAX_EVENTS if max_events is None else max_events
