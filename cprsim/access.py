@@ -210,7 +210,16 @@ class AccessModel:
                     raise InputError(f"{p}: line {line}: count must be a finite number >= 0")
                 counts.setdefault(row["table"], []).append(c)
                 if row.get("rows"):
-                    sizes[row["table"]] = int(row["rows"])
+                    try:
+                        n = int(row["rows"])
+                    except ValueError:
+                        n = 0
+                    if n < 1:
+                        raise InputError(
+                            f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not a whole "
+                            "number >= 1"
+                        )
+                    sizes[row["table"]] = n
         if not counts:
             raise InputError(f"{p}: no rows")
         ranked = [np.sort(np.asarray(v))[::-1] for v in counts.values()]

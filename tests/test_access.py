@@ -120,6 +120,16 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         AccessModel.fit_counts(tmp_path / "d.csv")
 
 
+@pytest.mark.parametrize("rows", ["abc", "1.5", "-3", "0"])
+def test_a_bad_rows_value_is_one_line_naming_the_file_and_line(tmp_path, cli, one_line_error, rows):
+    """``cprsim access --counts``: a table size that is not a whole number >= 1 is the reader's
+    one-line error (exit 2, file and line named), like a bad count, never an internal error."""
+    f = tmp_path / "counts.csv"
+    f.write_text(f"table,count,rows\nt,5,10\nt,3,{rows}\n")
+    line = one_line_error(cli("access", "--counts", f))
+    assert f"counts.csv: line 3: rows {rows!r} is not a whole number >= 1" in line
+
+
 # -- in-sample coverage: what MFU's and SSU's partial saves protect -------------------------------------
 _MC_TABLES = (20_000, 5_000, 50_000)
 

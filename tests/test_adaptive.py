@@ -81,9 +81,30 @@ def test_stopping_rule_looks_cap_and_constant_metrics():
         dict(rel=0.1, cap=0),
         dict(rel=0.1, cap=10, min_n=1),
         dict(rel=0.1, cap=10, metric="nope"),
+        dict(rel=0.1, cap=10, level=1.0),
+        dict(rel=0.1, cap=10, level=0.0),
     ):
         with pytest.raises(InputError):
             Precision(**bad)
+
+
+def test_a_confidence_level_round_trips_through_the_manifest_and_is_described():
+    """A level other than 95% survives as_dict/from_dict (a sweep's manifest) and is the one the
+    rule states; the default level is not written, so the manifests and the fingerprints of
+    existing adaptive sweeps (which hash as_dict) are unchanged and they still resume."""
+    rule = Precision(0.05, cap=200, min_n=30, batch=5, metric="wall_s", level=0.9)
+    assert Precision.from_dict(json.loads(json.dumps(rule.as_dict()))) == rule
+    assert "the 90% CI of the mean wall_s" in rule.describe()
+    default = Precision(0.05, cap=200)
+    assert default.as_dict() == {
+        "precision": 0.05,
+        "metric": "overhead",
+        "min_replications": 20,
+        "batch": 10,
+        "max_replications": 200,
+    }
+    assert Precision.from_dict(default.as_dict()) == default
+    assert "the 95% CI" in default.describe()
 
 
 def test_run_adaptive_stops_where_the_rule_says_on_a_prefix_of_the_fixed_replications():

@@ -644,6 +644,22 @@ def test_dlrm_takes_its_shapes_from_the_data(tmp_path, torch):
     assert 0.5 < auc <= 1 and np.isfinite(ll)
 
 
+@pytest.mark.dlrm
+def test_emulated_pls_without_prepared_data_reads_the_presets_own(tmp_path, torch):
+    """``emulated_pls(p, seed)`` without ``prep`` emulates on the preset's data (``p.data``), as
+    the calibration runs do, never on the synthetic generator's."""
+    from cprsim.calibrate import runner as R
+
+    spec = S.resolve(str(_write_csv(tmp_path / "log.csv", _rows(3000))), _schema(tmp_path))
+    p = S.sized(
+        dataclasses.replace(R.PRESETS["quick"], batch=64, n_shards=2, failures_per_run=4), spec
+    )
+    own = R.emulated_pls(p, 0, R.prepared(p, 0))
+    synthetic = R.emulated_pls(p, 0, R.synthetic_prepared(p, 0))
+    assert own != synthetic  # the test can tell the two data apart
+    assert R.emulated_pls(p, 0) == own
+
+
 # -- the CLI end to end ---------------------------------------------------------------------------------
 def _cli(*args):
     from click.testing import CliRunner

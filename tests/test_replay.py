@@ -268,3 +268,41 @@ def test_a_replicated_run_sees_the_bursts(tmp_path):
     assert any(size == BURST_SIZE for size, _ in _groups(fails))
     r2, ev2 = simulate_one(s, 2, record=True)
     assert r2 == r and [(e.time_s, e.node) for e in ev2] == [(e.time_s, e.node) for e in ev]
+
+
+# -- the planner's rates of a replayed trace ------------------------------------------------------------
+def test_a_replayed_traces_rates_count_trainer_and_embedding_events_apart(tmp_path):
+    """The planner's rates of a replayed trace mean what they mean for parametric failures: 4
+    trainers, each failing every 100 h (at distinct instants), and 6 embedding servers failing all
+    together every 200 h give trainer events at 0.04/h and embedding events at 0.005/h, each taking
+    k = 6 servers (exactly: the simultaneous failures stay together). The counts (rates x the wall
+    time of the same 20 replications) lie within their 99% Poisson intervals around the trace's
+    rates (conservative: a periodic trace varies less than Poisson)."""
+    from scipy import stats
+
+    from cprsim.plan.rates import failure_rates
+    from cprsim.sim.replicate import run_replications
+
+    rows, nodes = [], {}
+    for i in range(4):
+        nodes[f"t{i}"] = ("trainer", 0.0, 1000.0)
+        for t in (10.0 + i + 100.0 * j for j in range(10)):
+            rows += [(f"t{i}", "trainer", "fail", t), (f"t{i}", "trainer", "repair", t + 0.01)]
+    for i in range(6):
+        nodes[f"e{i}"] = ("embedding", 0.0, 1000.0)
+        for t in (15.0 + 200.0 * j for j in range(5)):
+            rows += [(f"e{i}", "embedding", "fail", t), (f"e{i}", "embedding", "repair", t + 0.01)]
+    s = _scenario(
+        _write(tmp_path / "t.csv", rows, nodes), trainers=4, embedding=6, duration_h=1000.0
+    )
+    r = failure_rates(s)
+    wall = sum(x.wall_s for x in run_replications(s, 20)[0])  # the replications the rates measure
+    n_emb, n_trainer = r.embedding * wall, (r.nodes - r.embedding) * wall
+    assert r.k == pytest.approx(6.0, rel=1e-12)
+    assert r.job == 0 and r.total == r.nodes and not r.exponential
+    for n, rate_h in ((n_trainer, 4 * 10 / 1000.0), (n_emb, 5 / 1000.0)):
+        assert n == pytest.approx(round(n), abs=1e-6) and n > 0  # whole events
+        lo = stats.chi2.ppf(0.005, 2 * round(n)) / 2
+        hi = stats.chi2.ppf(0.995, 2 * round(n) + 2) / 2
+        print(f"\n{round(n)} events, expected {rate_h * wall / HOUR:.1f} [{lo:.1f}, {hi:.1f}]")
+        assert lo <= rate_h * wall / HOUR <= hi

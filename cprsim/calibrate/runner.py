@@ -228,8 +228,10 @@ def emulated_pls(
     """Each setting's ``(strategy, budget, PLS, position, age)`` for one seed, without training:
     the measured PLS depends only on the accesses, the ranking counters and the schedule, never on
     the trained values, so emulating the saves and failures over the batches gives exactly what
-    the calibration run will measure (in a fraction of its time)."""
-    prep = prep or synthetic_prepared(p, seed)
+    the calibration run will measure (in a fraction of its time). ``prep``: the seed's prepared
+    data (default :func:`prepared`: the preset's own, ``p.data`` or synthetic, as the runs use)."""
+    if prep is None:
+        prep = prepared(p, seed)
     n, B = prep.n_iters, prep.batch
     future = prep.grows[: n * B].reshape(n, -1)
     model = new_model(prep, p.model, seed)

@@ -26,10 +26,13 @@ class Rates:
 
 
 def failure_rates(
-    s: Scenario, replayed: Callable[[Scenario], tuple[float, float]] | None = None
+    s: Scenario, replayed: Callable[[Scenario], tuple[float, float, float]] | None = None
 ) -> Rates:
-    """The scenario's rates; ``replayed(s)`` gives a replayed trace's (node events, embedding-server
-    failures) per second (:func:`cprsim.plan.rates.failure_rates` passes a simulation)."""
+    """The scenario's rates; ``replayed(s)`` gives, for a scenario with a replayed trace, its node
+    failure events, the events among them that take down embedding servers, and the embedding
+    servers those take down, per second, counted as for parametric failures (an event: the nodes
+    that fail together), the scenario's own failure processes included
+    (:func:`cprsim.plan.rates.failure_rates` measures them by simulation)."""
     f, c = s.failures, s.cluster
     nodes = emb = emb_nodes = job = 0.0
     expo = True
@@ -68,7 +71,6 @@ def failure_rates(
                 "cprsim.plan.rates.failure_rates"
             )
         expo = False
-        nodes, emb_nodes = replayed(s)
-        emb = nodes
+        nodes, emb, emb_nodes = replayed(s)
     k = emb_nodes / emb if emb > 0 else 1.0
     return Rates(nodes + job, nodes, emb, k, job, expo)

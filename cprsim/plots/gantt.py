@@ -1,4 +1,5 @@
-"""A Gantt chart of one replication: the job's phases and each failed node's downtime."""
+"""A Gantt chart of one replication: the job's phases, its job-level interruptions and each failed
+node's downtime."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from cprsim.errors import InputError
 from cprsim.plots import new_axes
 from cprsim.plots.style import PHASE_COLOURS
 from cprsim.sim.records import Event
-from cprsim.timeline import spans
+from cprsim.timeline import spans, track_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -50,8 +51,8 @@ def plot_timeline(
     **kwargs: Any,
 ) -> Figure:
     """A Gantt chart of one replication against wall-clock time (hours): the job's phases
-    (compute, re-executed work, saves, rescheduling, loads) on one track, each failed node's
-    downtime on its own, lost updates (PLS) marked.
+    (compute, re-executed work, saves, rescheduling, loads) on one track, job-level interruptions
+    on another, each failed node's downtime on its own, lost updates (PLS) marked.
 
     ``events``: a ``cprsim.Runs`` (then ``replication``, default its first, is re-run with event
     recording, and ``n_trainers`` and the title come from its scenario) or the events of one
@@ -85,10 +86,7 @@ def plot_timeline(
             "plot_timeline needs n_trainers (the scenario's cluster.trainers) with a list of events"
         )
     sp, marks = spans(events, n_trainers)
-    tracks = ["job"] + sorted(
-        {s.track for s in sp if s.track != "job"},
-        key=lambda t: (t.split()[0] != "trainer", int(t.split()[1])),
-    )
+    tracks = sorted({"job"} | {s.track for s in sp}, key=track_order)
     fig, ax = new_axes(ax, (12, max(2.6, 1.4 + 0.3 * len(tracks))))
     row = {t: i for i, t in enumerate(reversed(tracks))}
     seen: set[str] = set()

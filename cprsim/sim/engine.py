@@ -325,7 +325,11 @@ class Run:
             else:
                 self.fails_embedding += 1
             if self.record:
-                self.log("fail", n, r)
+                # a job-level interruption concerns no node (-1); the value: how long it is down,
+                # as known now (with a lifecycle a node waits for a machine, inf: `back` says when)
+                self.log(
+                    "fail", -1 if n == self.job_node else n, r if fleet is None else up_at[n] - now
+                )
         if new and self.job is not None and self.job.is_alive:
             self.fail_events += 1
             if self.fail_events > MAX_FAILURE_EVENTS:
@@ -353,6 +357,8 @@ class Run:
     def node_back(self, n: int, up: float) -> None:
         """The lifecycle chose a machine for failed node ``n``: it is back at ``up``. A job waiting
         for it (or training at a rate that depends on it) is interrupted to take the news."""
+        if self.record:
+            self.log("back", n, up)
         self.up_at[n] = up
         if n in self.down:
             self.down[n] = up

@@ -13,7 +13,11 @@ if TYPE_CHECKING:  # pragma: no cover
 class Event(NamedTuple):
     """One thing that happened in a replication. ``node`` is -1 when no node is concerned.
 
-    kinds: ``fail`` (value = rescheduling time drawn), ``restore`` (partial recovery: value =
+    kinds: ``fail`` (node -1: a job-level interruption; value = seconds until the node, or the
+    job, is back, as known at the failure: the rescheduling draw, or the job's restart; with a node
+    lifecycle, detection + restart for the job, and ``inf`` for a node, whose return ``back``
+    gives once a machine is chosen), ``back`` (a node lifecycle chose failed node ``node`` a
+    machine: value = the wall time in seconds it is back in service), ``restore`` (partial recovery: value =
     progress in seconds at which shard ``node`` was restored from its last save), ``save_start``/``save_end``/``save_abort``
     (value = progress), ``persist_end`` (two-phase: the checkpoint became durable), ``rollback``
     (value = seconds of work to re-execute), ``pls`` (value = portion of samples lost),

@@ -119,6 +119,10 @@ def run_replications(
 
 
 # -- adaptive replication ----------------------------------------------------------------------------
+#: the confidence level of :class:`Precision`'s interval unless it says otherwise
+DEFAULT_LEVEL = 0.95
+
+
 @functools.lru_cache(maxsize=4096)
 def _t_quantile(df: int, level: float) -> float:
     """The two-sided Student-t quantile (scipy.stats is imported when first needed: it is slow to import)."""
@@ -131,27 +135,28 @@ class Precision:
     """Adaptive replication: as many replications as the mean of ``metric`` needs.
 
     **The rule** (a fixed-relative-width sequential confidence interval, Chow & Robbins 1965;
-    Nádas 1969): run replications ``0, 1, 2, ...`` in index order and look at the 95% Student-t
-    CI of the metric's mean after ``min_n`` replications and then after every ``batch`` more;
-    stop at the first look where its half-width is at most ``rel x |mean|``, or at ``cap``.
+    Nádas 1969): run replications ``0, 1, 2, ...`` in index order and look at the Student-t CI
+    (of confidence ``level``, default 95%) of the metric's mean after ``min_n`` replications and
+    then after every ``batch`` more; stop at the first look where its half-width is at most
+    ``rel x |mean|``, or at ``cap``.
     The looks fall on replication counts fixed in advance and each one reads only the
     replications before it, in index order, so the number of replications is a function of the
     seed alone: whoever runs them, in whatever order they complete, stops at the same count
     (:meth:`stop_at` recomputes it from the values).
 
-    **Validity.** As ``rel`` goes to 0 the stopped interval's coverage tends to 95% and the
+    **Validity.** As ``rel`` goes to 0 the stopped interval's coverage tends to ``level`` and the
     number of replications to ``(t sd / (rel mean))^2`` (the theorem of Chow and Robbins); for a
-    finite ``rel`` it can fall a little short of 95%, chiefly when a few early replications agree
+    finite ``rel`` it can fall a little short of it, chiefly when a few early replications agree
     by chance: ``min_n`` (default 20) guards against that. A metric that is constant (every
     value equal) stops at ``min_n``; one whose mean is 0 with some spread runs to ``cap``.
     """
 
-    rel: float  #: target half-width of the 95% CI, relative to |mean|
+    rel: float  #: target half-width of the CI (of confidence ``level``), relative to |mean|
     cap: int  #: never more replications than this
     min_n: int = 20  #: the first look (at most ``cap``)
     batch: int = 10  #: replications between two looks
     metric: str = "overhead"
-    level: float = 0.95
+    level: float = DEFAULT_LEVEL  #: the CI's confidence level, in (0, 1)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.rel, (int, float)) and math.isfinite(self.rel) and self.rel > 0):
@@ -166,6 +171,10 @@ class Precision:
         if self.metric not in METRICS:
             raise InputError(
                 f"the precision's metric must be one of {', '.join(METRICS)}, got {self.metric!r}"
+            )
+        if not (isinstance(self.level, (int, float)) and 0 < self.level < 1):
+            raise InputError(
+                f"the precision's confidence level must be in (0, 1) (e.g. 0.95), got {self.level!r}"
             )
 
     @property
@@ -212,19 +221,27 @@ class Precision:
     def describe(self) -> str:
         """One line stating the rule."""
         return (
-            f"adaptive: until the 95% CI of the mean {self.metric} is within {100 * self.rel:g}% of it "
+            f"adaptive: until the {100 * self.level:g}% CI of the mean {self.metric} is within {100 * self.rel:g}% of it "
             f"(checked after {self.first_look} replications and every {self.batch} more, at most {self.cap})"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """The rule as plain data for a sweep's manifest (what :meth:`from_dict` reads)."""
-        return {
+        """The rule as plain data for a sweep's manifest (what :meth:`from_dict` reads).
+
+        ``level`` only when it is not the default (95%): a sweep's fingerprint hashes this dict
+        (:func:`cprsim.sweep.spec.expand`) and its manifest holds it, so the adaptive sweeps
+        made before the level was written keep their fingerprint (and resume) and their manifest.
+        """
+        d: dict[str, Any] = {
             "precision": self.rel,
             "metric": self.metric,
             "min_replications": self.min_n,
             "batch": self.batch,
             "max_replications": self.cap,
         }
+        if self.level != DEFAULT_LEVEL:
+            d["level"] = self.level
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Precision:
@@ -235,6 +252,7 @@ class Precision:
             int(d["min_replications"]),
             int(d["batch"]),
             str(d["metric"]),
+            float(d.get("level", DEFAULT_LEVEL)),  # absent: the default (see as_dict)
         )
 
 
