@@ -19,7 +19,7 @@ from cprsim.plan import make_plan
 from cprsim.plan.search import GRID_RATIO, cp_lower, curtailed, judge, min_successes, p_pass
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import Precision, _t_quantile, run_adaptive, run_replications
-from cprsim.sim.streams import REPLICATION_BLOCKS
+from cprsim.streams import REPLICATION_BLOCKS
 from cprsim.sweep import load_results, load_sweep, run_sweep
 
 #: why the Dask-backend tests skip when the distributed extra is absent

@@ -25,7 +25,7 @@ from cprsim.failures.distributions import Distribution
 from cprsim.sim import engine
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.failstreams import BulkFailures, Units
-from cprsim.sim.streams import stream
+from cprsim.streams import stream
 
 
 def scaled(ne: int, **upd) -> sc.Scenario:

@@ -24,7 +24,7 @@ def test_every_metric_is_a_field_of_the_replication_record_and_named_once():
 
 def test_the_terminal_table_shows_each_metric_once_and_only_where_it_applies():
     plain = sc.load("toy")
-    full = sc.load("dlrm-spares").with_updates({"checkpoint.mode": "blocking"})
+    full = sc.load("dlrm-spares")  # a node lifecycle, blocking checkpoints
     shown = [k for k, _, _ in rows(plain)]
     assert shown == [m.name for m in metrics.ALL if m.table == "core"]
     with_lifecycle = [k for k, _, _ in rows(full)]

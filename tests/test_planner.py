@@ -18,7 +18,7 @@ from cprsim.scenario import HOUR
 from cprsim.sim import strategies
 from cprsim.sim.prioritized import coverage_of
 from cprsim.sim.replicate import estimate, run_replications
-from cprsim.sim.streams import REPLICATION_BLOCKS
+from cprsim.streams import REPLICATION_BLOCKS
 
 BOUND = 0.001
 

@@ -134,16 +134,16 @@ def progress_bar(
 PIPED_WIDTH = 100
 
 
-def console(*, honour_columns: bool = True):
+def console():
     """A rich console on stdout: a terminal's width; when output is not a terminal, the ``COLUMNS``
     environment variable's when it is set (``COLUMNS=80 cprsim plan ... | less``), else
-    :data:`PIPED_WIDTH` columns. ``honour_columns=False``: ignore ``COLUMNS``."""
+    :data:`PIPED_WIDTH` columns."""
     from rich.console import Console
 
     if sys.stdout.isatty():
         return Console()
     columns = os.environ.get("COLUMNS", "").strip()
-    if honour_columns and columns.isdigit() and int(columns) > 0:
+    if columns.isdigit() and int(columns) > 0:
         return Console(width=int(columns))
     return Console(width=PIPED_WIDTH)
 

@@ -314,7 +314,7 @@ def command(
         return
     from rich.markup import escape
 
-    con = console(honour_columns=True)
+    con = console()
     table, dropped = plan_table(plan, con.width)
     con.print(table)
     if dropped:

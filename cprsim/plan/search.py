@@ -54,7 +54,7 @@ from cprsim.quantiles import beta_ppf, betabinom_sf
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import run_replications
-from cprsim.sim.streams import REPLICATION_BLOCKS
+from cprsim.streams import REPLICATION_BLOCKS
 
 GRID_RATIO = 2.0**0.25
 LEVEL = 0.95  #: one-sided confidence of the Clopper-Pearson bound

@@ -55,8 +55,8 @@ from cprsim.sim import strategies
 from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.records import Event, ReplicationResult
-from cprsim.sim.streams import stream
 from cprsim.sim.tiers import TierSpec, TierState
+from cprsim.streams import stream
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.protocol import RunSetup, RunView
@@ -986,7 +986,7 @@ def simulate_one(
     ``schedule`` adds failures at given times (trace replay); the scenario's own failure
     processes run as well. ``streams``: ``"bulk"`` (node and fixed-domain failures sampled in
     blocks, one process) or ``"per-node"`` (the former layout, one process and stream per node:
-    statistically identical, different draws; see :mod:`cprsim.sim.streams`).
+    statistically identical, different draws; see :mod:`cprsim.streams`).
     """
     if streams not in STREAMS:
         raise ValueError(f"streams must be one of {', '.join(STREAMS)}, got {streams!r}")

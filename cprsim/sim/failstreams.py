@@ -10,7 +10,7 @@ groups of 4): unit ``u`` is column ``u % w`` of block ``u // w``, and each block
 own stream in whole rounds (round ``j``: the ``j``-th lifetime of every column, then the ``j``-th
 rescheduling times of every member of every column), always ``w`` columns wide.
 So the draws a unit gets depend only on the seed, the replication, its name and its index: not
-on the number of units, nor on how far the job runs (see :mod:`cprsim.sim.streams`).
+on the number of units, nor on how far the job runs (see :mod:`cprsim.streams`).
 
 :class:`BulkFailures` hands out the failures window by window: all failures before the horizon
 ``H`` are known once every unit's current lifetime started at or after ``H`` (a block draws

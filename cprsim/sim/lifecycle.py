@@ -58,7 +58,7 @@ import simpy
 
 from cprsim.errors import InputError
 from cprsim.failures.distributions import Distribution
-from cprsim.sim.streams import stream
+from cprsim.streams import stream
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.scenario import Scenario
