@@ -99,8 +99,9 @@ def footprint(s: Scenario) -> dict[str, float] | None:
     return describe(s, costs_of(s)) if describe is not None else None
 
 
-def _versions() -> dict[str, str]:
-    """The Python and package versions behind a result (read from the installed metadata, nothing imported)."""
+def versions() -> dict[str, str]:
+    """The Python and package versions behind a result, for ``summary.json`` and a sweep's
+    ``manifest.json`` (read from the installed metadata, nothing imported)."""
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
@@ -119,7 +120,7 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
     est = summarize(results)
     return {
         "cprsim_version": __version__,
-        "versions": _versions(),
+        "versions": versions(),
         "scenario": s.name,
         "strategy": s.strategy.name,
         "interval_h": s.checkpoint.interval_h,

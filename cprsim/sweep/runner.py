@@ -56,6 +56,7 @@ from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, short
+from cprsim.report import versions
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import METRICS, Precision, estimate, run_replications
 from cprsim.sweep.results import point_complete
@@ -785,20 +786,6 @@ OWN_FILES = (
 
 #: ``output_format`` values: the CSV tables always, Parquet copies in addition
 FORMATS = ("csv", "parquet")
-
-
-def versions() -> dict[str, str]:
-    """The versions a sweep ran with (manifest.json): Python and the packages its numbers depend on."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "cprsim": __version__}
-    for name in ("numpy", "scipy", "simpy"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:  # pragma: no cover - a dependency installed without metadata
-            out[name] = "unknown"
-    return out
 
 
 def check_format(output_format: str) -> None:
