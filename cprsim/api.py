@@ -297,18 +297,9 @@ class Runs:
         estimate (``metrics``: mean, ``ci95``, sd, n, p50/p90/p99), the badput by cause (seconds),
         the accuracy loss implied by the PLS (shipped calibration), the strategy's footprint, and
         ``adaptive`` with a precision rule. NaNs become null in JSON (``cprsim.io.dumps_json``)."""
-        from cprsim.report import summary_dict
+        from cprsim.runfiles import run_summary
 
-        d = summary_dict(self.scenario, self.results)
-        rule = self.precision
-        if rule is not None:
-            d["adaptive"] = {
-                **rule.as_dict(),
-                "replications": len(self.results),
-                "reached": len(self.results) < rule.cap
-                or rule.met([getattr(r, rule.metric) for r in self.results]),
-            }
-        return d
+        return run_summary(self.scenario, self.results, self.precision)
 
     def to_frame(self) -> pandas.DataFrame:
         """A pandas DataFrame, one row per replication (the columns of ``replications.csv``: times
@@ -381,20 +372,10 @@ def simulate(
         s = load_scenario(s, set=upd)
     if first < 0:
         raise InputError(f"first must be >= 0, got {first}")
-    from cprsim.plan import feasibility
+    from cprsim.runfiles import preflight
     from cprsim.sim.replicate import run_adaptive, run_replications
 
-    feasibility.check_budget(s, max_events)
-    f = s.failures
-    if not (f.trainer or f.embedding or f.domains or f.injected or f.job or f.replay):
-        warnings.warn(
-            f"{s.name}: no failure source ([failures] is empty or missing): nothing will fail",
-            stacklevel=2,
-        )
-    if not force and not f.replay:
-        from cprsim.sim import strategies as registry
-
-        feasibility.check(s, registry.get(s.strategy.name).plan_kind)
+    preflight(s, max_events, force, warn=lambda m: warnings.warn(m, stacklevel=4))
     rule = (
         Precision(precision, s.replications, min_replications, metric=precision_metric)
         if precision is not None
