@@ -1,23 +1,35 @@
 # The two commands of the README, and make test-fast. Each creates .venv on first use (Python >= 3.11).
 PYTHON ?= python3
-VENV   ?= .venv
+# one venv per interpreter: `PYTHON=python3.13 make test` builds and tests in .venv-python3.13
+VENV   ?= $(if $(filter python3,$(PYTHON)),.venv,.venv-$(notdir $(PYTHON)))
 PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 # torch is pinned (a CPU wheel on these machines; an unpinned torch pulls GBs of CUDA wheels)
 CONSTRAINTS = .ci/constraints.txt
 
-.PHONY: run test test-fast lint fuzz figures bench clean
+.PHONY: run test test-fast lint fuzz figures docs bench clean
 
+# pip shows what it installs (no -q): the test install brings torch (a ~200 MB CPU wheel for Python
+# 3.11 here; on Python 3.12/3.13 PyPI's build, several GB with its CUDA libraries) and the extras;
+# each step says what it does first, so a long download is not mistaken for a hang.
 $(VENV)/.installed-run: pyproject.toml
+	@echo "== cprsim: creating $(VENV) with $$($(PYTHON) --version) and installing cprsim (numpy, scipy, simpy, matplotlib, ...)"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c $(CONSTRAINTS) -e .
+	$(PIP) install --progress-bar on --upgrade pip
+	$(PIP) install --progress-bar on -c $(CONSTRAINTS) -e .
 	touch $@
 
+# the MovieLens-100k files of `cprsim calibrate --data movielens-100k` come in recbole's wheel, which
+# is installed without its dependencies (recbole is never imported; its ray pin caps Python at 3.11)
 $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS)
+	@echo "== cprsim: creating $(VENV) with $$($(PYTHON) --version); installing cprsim with the test extras:"
+	@echo "   torch (dlrm), dask (distributed), jupyter (notebooks), pyarrow, pandas, ruff, mypy; several minutes"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,movielens,parquet,pandas,lint]'
+	$(PIP) install --progress-bar on --upgrade pip
+	$(PIP) install --progress-bar on -c $(CONSTRAINTS) -e '.[test,dlrm,distributed,notebooks,parquet,pandas,lint]'
+	@echo "== cprsim: the MovieLens-100k files (recbole's wheel, 2 MB, without its dependencies)"
+	$(PIP) install --progress-bar on --no-deps -c $(CONSTRAINTS) recbole
+	@echo "== cprsim: installed in $(VENV)"
 	touch $@ $(VENV)/.installed-run
 
 ## make run: simulate the built-in default scenario (cpr-production) and print the breakdown
@@ -47,6 +59,13 @@ fuzz: $(VENV)/.installed-test
 ## make figures: regenerate every experiment's figures into experiments/*/out/
 figures: $(VENV)/.installed-test
 	@for d in experiments/*/; do if [ -x $$d/run.sh ]; then echo "== $$d"; $$d/run.sh || exit 1; fi; done
+
+## make docs: regenerate the generated docs: the CLI and API references and every pasted output
+## (docs/gen_outputs.py reruns each marked command; a test fails on a stale one)
+docs: $(VENV)/.installed-test
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) docs/gen_cli.py
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) docs/gen_api.py
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) docs/gen_outputs.py --write
 
 ## make bench: the benchmarks (ratios against a baseline measured in the same run)
 bench: $(VENV)/.installed-test

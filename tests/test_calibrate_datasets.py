@@ -553,15 +553,16 @@ def test_movielens_reader_rejects_bad_files_naming_file_and_line(tmp_path, inter
     assert "\n" not in str(e.value)
 
 
-def test_movielens_missing_package_names_the_extra(monkeypatch):
+def test_movielens_missing_package_says_how_to_install_it(monkeypatch):
     from importlib import metadata
 
     def missing(name):
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "distribution", missing)
+    monkeypatch.delenv(S.MOVIELENS_ENV, raising=False)
     with pytest.raises(
-        InputError, match=r"pip install 'cprsim\[movielens\]' \(recbole is not installed\)"
+        InputError, match=r"pip install --no-deps recbole==1.2.1 .*\(recbole is not installed\)"
     ):
         S.resolve("movielens-100k")
 
@@ -735,3 +736,43 @@ def test_cli_on_a_movielens_slice_reports_a_slope_with_its_ci(tmp_path, torch):
     # the synthetic default has no data key in its configuration (its fingerprints are unchanged)
     r = _cli("--limit-samples", 12_000, 3_000, "--no-costs", "--jobs", 1, "--out", out, "--resume")
     assert r.exit_code == 2 and "differs in data" in r.stderr
+
+
+# -- MovieLens-100k on any Python: recbole's files without recbole, or CPRSIM_MOVIELENS_DIR -----------
+@pytest.mark.skipif(bool(NO_MOVIELENS), reason=NO_MOVIELENS)
+def test_movielens_from_a_folder_named_by_the_environment(tmp_path, monkeypatch):
+    """A copy of the three files named by CPRSIM_MOVIELENS_DIR is the data (same fingerprint)."""
+    import shutil
+
+    src = S.movielens_root()
+    for f in S.MOVIELENS_FILES:
+        shutil.copy(src / f, tmp_path / f)
+    before = S._movielens_digest(src)
+    monkeypatch.setenv(S.MOVIELENS_ENV, str(tmp_path))
+    assert S.movielens_root() == tmp_path
+    assert S._movielens_digest(S.movielens_root()) == before
+
+
+@pytest.mark.skipif(bool(NO_MOVIELENS), reason=NO_MOVIELENS)
+def test_movielens_files_that_are_not_recbole_1_2_1s_are_refused(tmp_path, monkeypatch):
+    import shutil
+
+    src = S.movielens_root()
+    for f in S.MOVIELENS_FILES:
+        shutil.copy(src / f, tmp_path / f)
+    with open(tmp_path / "ml-100k.user", "a") as fh:
+        fh.write("944\t30\tM\tother\t00000\n")
+    monkeypatch.setenv(S.MOVIELENS_ENV, str(tmp_path))
+    with pytest.raises(InputError) as e:
+        S.movielens_root()
+    msg = str(e.value)
+    assert "ml-100k.user" in msg and "SHA-256" in msg and "\n" not in msg
+
+
+def test_movielens_missing_says_how_to_get_it_on_any_python(tmp_path, monkeypatch):
+    monkeypatch.setenv(S.MOVIELENS_ENV, str(tmp_path))
+    with pytest.raises(InputError) as e:
+        S.movielens_root()
+    msg = str(e.value)
+    assert "pip install --no-deps recbole==1.2.1" in msg and "ml-100k.inter" in msg
+    assert S.MOVIELENS_ENV in msg and "\n" not in msg

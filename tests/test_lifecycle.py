@@ -28,17 +28,73 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 # -- 1. without [lifecycle], the engine is the one before it --------------------------------------
-def test_every_builtin_without_a_lifecycle_gives_the_bytes_it_gave_before_the_lifecycle_existed():
-    """Digests of results and event logs made at 50ea55a (tests/golden/make_lifecycle_off.py)."""
+def _golden():
     sys.path.insert(0, str(GOLDEN))
     try:
-        from make_lifecycle_off import cases, digest
+        import make_lifecycle_off
     finally:
         sys.path.remove(str(GOLDEN))
-    want = json.loads((GOLDEN / "lifecycle_off.json").read_text())
-    got = {k: digest(s) for k, s in cases()}
+    return make_lifecycle_off
+
+
+def _mismatches(want: dict, got: dict, rtol: float) -> list[str]:
+    """Where ``got`` differs from ``want``: integers and strings exactly, floats beyond ``rtol``."""
+    out = []
+    for part in ("rows", "events"):
+        w, g = want[part], got[part]
+        if len(w) != len(g):
+            out.append(f"{part}: {len(g)} entries, want {len(w)}")
+            continue
+        for i, (a, b) in enumerate(zip(w, g)):
+            if len(a) != len(b):
+                out.append(f"{part}[{i}]: {b!r}, want {a!r}")
+                continue
+            for x, y in zip(a, b):
+                if isinstance(x, float) or isinstance(y, float):
+                    if not math.isclose(x, y, rel_tol=rtol, abs_tol=rtol):
+                        out.append(f"{part}[{i}]: {y!r}, want {x!r}")
+                elif x != y:
+                    out.append(f"{part}[{i}]: {b!r}, want {a!r}")
+    return out
+
+
+def test_every_builtin_without_a_lifecycle_gives_the_results_it_gave_before_the_lifecycle_existed():
+    """Results and event logs of the engine at 50ea55a (tests/golden/make_lifecycle_off.py), compared
+    at the file's relative tolerance: floats may differ in their last bits between CPUs (NumPy's
+    kernels), event kinds, nodes and counts may not."""
+    g = _golden()
+    golden = json.loads((GOLDEN / "lifecycle_off.json").read_text())
+    assert golden["fields"] == g.FIELDS and golden["rtol"] == g.RTOL <= 1e-9
+    want = golden["cases"]
+    got = {k: g.values(s) for k, s in g.cases()}
     assert set(got) == set(want)
-    assert [k for k in want if got[k] != want[k]] == []
+    bad = {k: m[:3] for k in want if (m := _mismatches(want[k], got[k], g.RTOL))}
+    assert bad == {}
+
+
+def test_the_golden_comparison_fails_on_a_change_of_the_model():
+    """The tolerance is far below any real change: a job 1e-7 longer (18 ms of 50 h) is caught."""
+    g = _golden()
+    golden = json.loads((GOLDEN / "lifecycle_off.json").read_text())
+    key, s = next((k, s) for k, s in g.cases() if k == "toy/full/blocking")
+    assert _mismatches(golden["cases"][key], g.values(s), g.RTOL) == []
+    longer = s.with_updates({"job.duration_h": s.job.duration_h * (1 + 1e-7)})
+    assert _mismatches(golden["cases"][key], g.values(longer), g.RTOL) != []
+
+
+def test_same_seed_gives_identical_bytes_on_one_machine(tmp_path):
+    """On one machine the promise is bytes: the same case run here and in a fresh process."""
+    import subprocess
+
+    g = _golden()
+    key, s = next((k, s) for k, s in g.cases() if k == "toy/mfu/blocking")
+    here = g.digest(g.values(s))
+    code = (
+        f"import sys; sys.path.insert(0, {str(GOLDEN)!r}); import make_lifecycle_off as g;"
+        f"print(g.digest(g.values(dict(g.cases())[{key!r}])))"
+    )
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert there.stdout.strip() == here == g.digest(g.values(s))
 
 
 BASE = {

@@ -15,7 +15,11 @@ Sources (``cprsim calibrate --data``):
 * ``movielens-100k``: the GroupLens MovieLens-100k ratings, read from the files that the
   ``recbole`` package ships inside its wheel (``recbole/dataset_example/ml-100k``), located with
   :mod:`importlib.metadata` and read as text: recbole is never imported and nothing is
-  downloaded (``pip install 'cprsim[movielens]'``). Features: :func:`read_movielens_100k`.
+  downloaded. recbole's own dependencies cap Python at 3.11 (ray), so it is installed without
+  them, on any Python: ``pip install --no-deps recbole==1.2.1`` (``make test`` does). Or the
+  folder named by ``CPRSIM_MOVIELENS_DIR`` holding the same three files. Either way the files'
+  SHA-256 must be those of recbole 1.2.1's (``MOVIELENS_SHA256``). Features:
+  :func:`read_movielens_100k`.
 * a Criteo Kaggle/Terabyte ``.tsv`` (or ``.txt``) file: :func:`cprsim.calibrate.data.read_criteo_tsv`
   (hashed rows over the preset's scaled Criteo tables); the last 20% of the lines are held out.
 * a ``.csv`` (or ``.tsv`` with a schema) or ``.parquet`` file with ``--schema schema.toml``:
@@ -73,6 +77,14 @@ HELD_OUT = 0.2
 MOVIELENS_PACKAGE = "recbole"
 MOVIELENS_DIR = "recbole/dataset_example/ml-100k"
 MOVIELENS_FILES = ("ml-100k.inter", "ml-100k.user", "ml-100k.item")
+#: the SHA-256 of each file as recbole 1.2.1's wheel ships it (the data the calibration stands for)
+MOVIELENS_SHA256 = {
+    "ml-100k.inter": "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
+    "ml-100k.user": "4f670007d9cfbeb9807e757209af1555b9bcc186bde25e767f67cb67c6dd5972",
+    "ml-100k.item": "51d7cdf777ce5c0f5b32c1d947a4a81fe07d75e78abbe761e0cd4d0756064532",
+}
+#: a folder holding the three files, used instead of the installed recbole's
+MOVIELENS_ENV = "CPRSIM_MOVIELENS_DIR"
 #: a hashed categorical column has at most this many buckets (an embedding table of 10 M rows)
 MAX_BUCKETS = 10_000_000
 
@@ -359,23 +371,36 @@ def _version(dist: str) -> str:
 
 
 def movielens_root() -> Path:
-    """The folder of the MovieLens-100k files of the installed recbole (not imported)."""
+    """The folder of the MovieLens-100k files: ``$CPRSIM_MOVIELENS_DIR``, else the installed
+    recbole's (not imported); each file's SHA-256 checked against recbole 1.2.1's."""
+    import os
     from importlib import metadata
 
     need = (
-        "movielens-100k reads the MovieLens-100k files that the recbole package ships: "
-        "pip install 'cprsim[movielens]'"
+        "movielens-100k reads the MovieLens-100k files that recbole's wheel ships: "
+        "pip install --no-deps recbole==1.2.1 (any Python; recbole is never imported), "
+        f"or set {MOVIELENS_ENV} to a folder with {', '.join(MOVIELENS_FILES)}"
     )
-    try:
-        dist = metadata.distribution(MOVIELENS_PACKAGE)
-    except metadata.PackageNotFoundError:
-        raise ParameterError("data", f"{need} (recbole is not installed)") from None
-    root = Path(str(dist.locate_file(MOVIELENS_DIR)))
+    env = os.environ.get(MOVIELENS_ENV)
+    if env:
+        root, where = Path(env), f"{MOVIELENS_ENV}={env}"
+    else:
+        try:
+            dist = metadata.distribution(MOVIELENS_PACKAGE)
+        except metadata.PackageNotFoundError:
+            raise ParameterError("data", f"{need} (recbole is not installed)") from None
+        root = Path(str(dist.locate_file(MOVIELENS_DIR)))
+        where = f"recbole {dist.version}"
     missing = [f for f in MOVIELENS_FILES if not (root / f).is_file()]
     if missing:
-        raise ParameterError(
-            "data", f"{need} (recbole {dist.version} has no {MOVIELENS_DIR}/{missing[0]})"
-        )
+        raise ParameterError("data", f"{need} ({where} has no {missing[0]})")
+    for f in MOVIELENS_FILES:
+        got = _sha256(check_input_file(root / f, "MovieLens-100k file"))
+        if got != MOVIELENS_SHA256[f]:
+            raise InputError(
+                f"{short(root / f)}: SHA-256 {got[:12]}…, expected {MOVIELENS_SHA256[f][:12]}… "
+                "(the MovieLens-100k file of recbole 1.2.1): not the data the calibration reads"
+            )
     return root
 
 
