@@ -44,6 +44,7 @@ CONCERNS = {
     "lifecycle": 9,  # node lifecycle: 0 the machines' health, 1 detection, repair and replacement draws
     "slot": 10,  # node lifecycle: the lifetimes of the machines serving node slot n after its first
     "slot-block": 11,  # node lifecycle: the first machines' lifetimes, per block of 1,024 slots
+    "training": 12,  # the planner: a run's training outcome (its accuracy loss, predictive draw)
 }
 
 #: replication numbers are the first part of every stream name. The planner searches on

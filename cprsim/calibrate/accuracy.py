@@ -31,8 +31,20 @@ held-out squared error is within one standard error of the best's (the one-stand
 with the standard error of the per-run paired difference): a richer model is used only when the
 held-out data support it.
 
-**Uncertainty.** Coefficients carry their covariance ``s^2 (X'X)^-1``; a prediction's 95% CI is
-``x'b +- t(0.975, dof) sqrt(x' C x)``. The planner bounds the upper end.
+**Admissible fits only.** A loss that falls as more updates are lost, or is negative, is not a
+model of lost updates: a candidate whose fitted mean loss is negative or decreasing in PLS
+anywhere in the measured box (PLS in ``(0, max measured]``, position and age over their measured
+ranges) is not eligible (``inadmissible`` in the model table says why), and the chosen model's
+mean loss is positive at the largest measured PLS. (A curvature fit with a negative linear term,
+which makes small PLS cost nothing, is the case this rules out.)
+
+**Uncertainty: the mean and a single run.** Coefficients carry their covariance ``C = s^2
+(X'X)^-1``; the 95% CI of the *mean* loss at ``x`` is ``x'b +- t(0.975, dof) sqrt(x' C x)``. A
+single training run scatters around that mean: its *predictive* distribution is ``x'b + t_dof
+sqrt(v(PLS) + x' C x)``, with ``v`` the residual variance: ``s^2``, or ``v0 + v1 PLS^2`` where
+the data say the scatter grows with PLS (a one-sided t-test, at 5%, of the squared residuals'
+regression on ``PLS^2``: heteroscedastic). The planner's per-run promise is judged on the
+predictive distribution (:meth:`Coef.predictive`), never on the CI of the mean.
 """
 
 from __future__ import annotations
@@ -99,6 +111,33 @@ class Coef:
     dof: int
     rss: float
     n: int
+    #: residual variance ``v0 + v1 PLS^2`` of a single run around the mean (None: ``rss / dof``)
+    resid_var: tuple[float, float] | None = None
+
+    def residual_variance(self, pls: Any) -> np.ndarray:
+        """The variance of a single run's loss around the model's mean at these PLS."""
+        pls = np.asarray(pls, float)
+        if self.resid_var is None:
+            v = self.rss / self.dof if self.dof > 0 else math.inf
+            return np.full(pls.shape, v)
+        v0, v1 = self.resid_var
+        return v0 + v1 * pls * pls
+
+    def predictive(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The mean and the scale of a single run's loss for each row of ``X`` (its first column is
+        PLS): the run's loss is ``mean + scale x T``, T Student-t with :attr:`dof` degrees of
+        freedom (residual scatter plus the coefficients' uncertainty)."""
+        X = np.atleast_2d(np.asarray(X, float))
+        m = X @ self.b
+        var = np.einsum("ij,jk,ik->i", X, self.cov, X)
+        return m, np.sqrt(np.maximum(var, 0.0) + self.residual_variance(X[:, 0]))
+
+    def predictive_quantile(self, X: np.ndarray, q: float) -> np.ndarray:
+        """The ``q``-quantile of a single run's loss for each row of ``X`` (:meth:`predictive`)."""
+        m, sd = self.predictive(X)
+        t = t_ppf(q, self.dof) if self.dof > 0 else math.inf
+        with np.errstate(invalid="ignore"):
+            return m + t * sd
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean prediction and its 95% CI (lower, upper) for each row of ``X``."""
@@ -112,13 +151,16 @@ class Coef:
     def to_dict(self) -> dict[str, Any]:
         """Plain floats and ints for calibration.toml's ``coef`` tables (what :meth:`from_dict`
         reads)."""
-        return {
+        out: dict[str, Any] = {
             "b": [float(x) for x in self.b],
             "cov": [[float(x) for x in r] for r in self.cov],
             "dof": int(self.dof),
             "rss": float(self.rss),
             "n": int(self.n),
         }
+        if self.resid_var is not None:
+            out["resid_var"] = [float(x) for x in self.resid_var]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> Coef:
@@ -144,10 +186,27 @@ class Coef:
                 f"{where}: b must be finite numbers and cov a finite {b.size}x{b.size} array "
                 f"(infinite only when dof <= 0)"
             )
-        return cls(b, cov, dof, rss, n)
+        if not (math.isfinite(rss) and rss >= 0 and n >= 1):
+            raise InputError(f"{where}: rss must be a finite number >= 0 and n >= 1")
+        rv = d.get("resid_var")
+        resid_var = None
+        if rv is not None:
+            try:
+                v0, v1 = (float(x) for x in rv)
+            except (TypeError, ValueError):
+                raise InputError(f"{where}.resid_var: expected [v0, v1], two numbers") from None
+            if not (
+                math.isfinite(v0) and math.isfinite(v1) and v0 >= 0 and v1 >= 0 and v0 + v1 > 0
+            ):
+                raise InputError(
+                    f"{where}.resid_var: expected finite v0, v1 >= 0 (residual variance "
+                    f"v0 + v1 PLS^2), got {list(rv)!r}"
+                )
+            resid_var = (v0, v1)
+        return cls(b, cov, dof, rss, n, resid_var)
 
 
-def ols(X: np.ndarray, y: np.ndarray) -> Coef:
+def ols(X: np.ndarray, y: np.ndarray, scatter: bool = True) -> Coef:
     """Least squares of ``y`` on the columns of ``X`` without an intercept: the coefficients, their
     covariance ``s^2 (X'X)^-1`` (infinite with no residual degree of freedom), the RSS and the
     degrees of freedom."""
@@ -160,7 +219,30 @@ def ols(X: np.ndarray, y: np.ndarray) -> Coef:
     xtx_inv = np.linalg.pinv(X.T @ X)
     s2 = rss / dof if dof > 0 else math.inf
     cov = s2 * xtx_inv if math.isfinite(s2) else np.full((p, p), math.inf)
-    return Coef(b, cov, dof, rss, n)
+    return Coef(b, cov, dof, rss, n, residual_model(X[:, 0], res, dof) if scatter else None)
+
+
+def residual_model(pls: np.ndarray, res: np.ndarray, dof: int) -> tuple[float, float] | None:
+    """Whether a single run's scatter grows with PLS: the squared residuals regressed on ``[1,
+    PLS^2]``; when the slope is positive at one-sided 5% (Student t), the variance ``(v0, v1)``
+    scaled so that it averages to ``rss / dof`` over the runs (else None: constant ``rss / dof``).
+    """
+    n = res.size
+    if dof <= 0 or n < 4:
+        return None
+    r2 = res * res
+    Z = np.column_stack([np.ones(n), pls * pls])
+    g, *_ = np.linalg.lstsq(Z, r2, rcond=None)
+    e = r2 - Z @ g
+    s2 = float(e @ e) / (n - 2)
+    zz = np.linalg.pinv(Z.T @ Z)
+    se = math.sqrt(max(s2 * float(zz[1, 1]), 0.0))
+    if not (g[1] > 0 and se > 0 and g[1] / se > t_ppf(0.95, n - 2)):
+        return None
+    v0, v1 = max(float(g[0]), 0.0), float(g[1])
+    mean_v = float(np.mean(v0 + v1 * pls * pls))
+    k = (float(r2.sum()) / dof) / mean_v if mean_v > 0 else 1.0  # unbiased like rss / dof
+    return v0 * k, v1 * k
 
 
 @dataclass(frozen=True)
@@ -244,12 +326,65 @@ class Fitted:
         age = np.broadcast_to(np.asarray(age, float), pls.shape)
         return self.coef_for(strategy).predict(design(self.terms, pls, position, age))
 
+    def predictive_quantile(
+        self,
+        strategy: str,
+        q: float,
+        pls: Any,
+        position: Any = REFERENCE["position"],
+        age: Any = REFERENCE["age"],
+    ) -> np.ndarray:
+        """The ``q``-quantile of a single run's loss at these PLS (position and age broadcast)."""
+        pls = np.atleast_1d(np.asarray(pls, float))
+        position = np.broadcast_to(np.asarray(position, float), pls.shape)
+        age = np.broadcast_to(np.asarray(age, float), pls.shape)
+        X = design(self.terms, pls, position, age)
+        return self.coef_for(strategy).predictive_quantile(X, q)
 
-def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str, Coef]]:
-    """p-value of "one coefficient vector for all strategies", the pooled fit, the separate fits."""
-    pooled = ols(d.X(terms), d.y)
+    def predictive(
+        self, strategy: str, pls: Any, position: Any, age: Any
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Each run's mean loss, the scale of its single-run scatter and the Student-t degrees of
+        freedom (:meth:`Coef.predictive`)."""
+        pls = np.atleast_1d(np.asarray(pls, float))
+        position = np.broadcast_to(np.asarray(position, float), pls.shape)
+        age = np.broadcast_to(np.asarray(age, float), pls.shape)
+        c = self.coef_for(strategy)
+        m, sd = c.predictive(design(self.terms, pls, position, age))
+        return m, sd, c.dof
+
+    def inadmissible(self, ranges: Mapping[str, Mapping[str, Sequence[float]]]) -> str | None:
+        """Why this fit is not a model of lost updates (None: it is): its mean loss is negative,
+        or falls as PLS grows, somewhere in the measured box of a strategy (PLS in ``(0, max]``,
+        position and age over their measured ranges), or is not positive at the largest PLS."""
+        for st, r in ranges.items():
+            top = float(r["pls"][1])
+            if not top > 0:
+                continue
+            grid = np.linspace(0.0, top, 65)[1:]
+            for pos in {float(r["position"][0]), float(r["position"][1])}:
+                for age in {float(r["age"][0]), float(r["age"][1])}:
+                    pa = np.full(grid.shape, pos)
+                    m = design(self.terms, grid, pa, np.full(grid.shape, age)) @ self.coef_for(st).b
+                    where = f"{st} at position {pos:.3g}, age {age:.3g}"
+                    if np.any(m < 0):
+                        x = float(grid[np.flatnonzero(m < 0)[0]])
+                        return f"negative mean loss at PLS {x:.3g} ({where})"
+                    if np.any(np.diff(m) < -1e-12 * max(1.0, float(np.max(np.abs(m))))):
+                        return f"mean loss falls as PLS grows ({where})"
+                    if not m[-1] > 0:
+                        return f"no loss at the largest measured PLS {top:.3g} ({where})"
+        return None
+
+
+def f_test(
+    d: Data, terms: Sequence[str], scatter: bool = True
+) -> tuple[float | None, Coef, dict[str, Coef]]:
+    """p-value of "one coefficient vector for all strategies", the pooled fit, the separate fits
+    (``scatter``: with their single-run residual model, :func:`residual_model`)."""
+    pooled = ols(d.X(terms), d.y, scatter)
     sep = {
-        st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y)
+        st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y, scatter)
         for st in d.strategies
     }
     k, p, n = len(sep), 1 + len(terms), d.y.size
@@ -260,11 +395,14 @@ def f_test(d: Data, terms: Sequence[str]) -> tuple[float | None, Coef, dict[str,
     return f_sf(F, (k - 1) * p, n - k * p), pooled, sep
 
 
-def fit_candidate(d: Data, name: str, significance: float = SIGNIFICANCE) -> Fitted:
+def fit_candidate(
+    d: Data, name: str, significance: float = SIGNIFICANCE, scatter: bool = True
+) -> Fitted:
     """Fit candidate ``name``: one coefficient per strategy when the F-test rejects pooling at
-    ``significance`` (or there is only one strategy), else pooled (``coef["*"]``)."""
+    ``significance`` (or there is only one strategy), else pooled (``coef["*"]``); ``scatter``:
+    with the single-run residual model (not needed for the means of cross-validation)."""
     terms = CANDIDATES[name]
-    p_value, pooled, sep = f_test(d, terms)
+    p_value, pooled, sep = f_test(d, terms, scatter)
     if len(sep) >= 2 and p_value is not None and p_value < significance:
         return Fitted(name, terms, False, sep, p_value)
     if len(sep) == 1:
@@ -282,7 +420,7 @@ def held_out_errors(d: Data, name: str, significance: float = SIGNIFICANCE) -> n
         train = d.take(~test)
         if train.y.size == 0:
             continue
-        f = fit_candidate(train, name, significance)
+        f = fit_candidate(train, name, significance, scatter=False)
         held = d.take(test)
         pred = np.empty(held.y.size)
         for st in np.unique(held.strategy):
@@ -305,6 +443,8 @@ class Selection:
     ranges: dict[str, dict[str, tuple[float, float]]]  #: strategy -> covariate -> (min, max)
     rule: str = "leave-one-seed-out cross-validation, one-standard-error rule"
     candidates: dict[str, Fitted] = field(default_factory=dict)
+    #: candidate -> why its fit is not a model of lost updates (not eligible)
+    inadmissible: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         """One line naming the chosen model, its pooling and the held-out evidence."""
@@ -340,6 +480,8 @@ class Selection:
             k: (float(c.f_p_value) if c.f_p_value is not None else float("nan"))
             for k, c in self.candidates.items()
         }
+        if self.inadmissible:
+            out["inadmissible"] = dict(self.inadmissible)
         out["coef"] = {k: c.to_dict() for k, c in f.coef.items()}
         return out
 
@@ -348,13 +490,26 @@ def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selectio
     """Fit every candidate supported by the data and choose one (module doc)."""
     varies = {"pls": True, "position": bool(np.ptp(d.position) > 0), "age": bool(np.ptp(d.age) > 0)}
     fitted = {
-        nm: fit_candidate(d, nm, significance)
+        nm: fit_candidate(d, nm, significance, scatter=False)
         for nm, terms in CANDIDATES.items()
         if all(varies[t] for t in terms)
     }  # files without position/age: slope and curvature
+    ranges = {
+        st: {
+            "pls": _span(d.pls[d.strategy == st]),
+            "position": _span(d.position[d.strategy == st]),
+            "age": _span(d.age[d.strategy == st]),
+        }
+        for st in d.strategies
+    }
+    # an inadmissible fit (negative or falling loss) is no candidate (the slope model stays, as the
+    # fallback: a calibration whose slope is not positive is refused when it is read)
+    inadmissible = {nm: why for nm, f in fitted.items() if (why := f.inadmissible(ranges))}
     # a candidate needs residual degrees of freedom (a CI) to be chosen; the slope model is always there
     names = [
-        nm for nm, f in fitted.items() if nm == "slope" or all(c.dof >= 1 for c in f.coef.values())
+        nm
+        for nm, f in fitted.items()
+        if nm == "slope" or (all(c.dof >= 1 for c in f.coef.values()) and nm not in inadmissible)
     ]
     errs = {nm: held_out_errors(d, nm, significance) for nm in names}
     cv = {
@@ -376,15 +531,80 @@ def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selectio
     chosen = min(ok or ["slope"], key=lambda nm: (size(nm), cv[nm]))
     cv = {nm: cv[nm] for nm in names}
     fitted = {nm: fitted[nm] for nm in names}
-    ranges = {
-        st: {
-            "pls": _span(d.pls[d.strategy == st]),
-            "position": _span(d.position[d.strategy == st]),
-            "age": _span(d.age[d.strategy == st]),
+    fitted[chosen] = fit_candidate(d, chosen, significance)  # with its single-run scatter
+    return Selection(
+        metric,
+        fitted[chosen],
+        cv,
+        se,
+        best,
+        int(d.y.size),
+        ranges,
+        candidates=fitted,
+        inadmissible=inadmissible,
+    )
+
+
+#: the planner's interval grid step (``1 h x 2^(j/4)``): a PLS bound that moves by less than this
+#: factor moves the planned interval by at most about one grid step
+GRID_STEP = 2.0**0.25
+#: the loss bound at which a refit's PLS bound is compared (a unit of the metric; for a slope model
+#: with scatter proportional to PLS the ratio does not depend on it)
+STABILITY_BOUND = 0.001
+
+
+def stability(d: Data, metric: str, significance: float = SIGNIFICANCE) -> dict[str, Any]:
+    """Whether one run, or one seed, could flip the model choice or move the plan: the selection
+    refitted with each run left out, and with each seed left out; for each, the share of refits that
+    keep the chosen model (name and pooling), the other choices made, and the largest ratio between
+    a refit's PLS bound (each strategy's, a single run's predictive 90% quantile at the reference
+    covariates, for a loss of :data:`STABILITY_BOUND`) and the full fit's. ``stable``: every refit
+    keeps the choice and every PLS bound within one grid step (:data:`GRID_STEP`)."""
+    full = select(d, metric, significance)
+    chosen = (full.chosen.name, full.chosen.pooled)
+    strategies = d.strategies
+
+    def bounds(sel: Selection) -> dict[str, float]:
+        fit = AccuracyFit.from_selection(sel)
+        return {st: fit.max_pls(STABILITY_BOUND, st, q=0.9) for st in strategies}
+
+    ref = bounds(full)
+    out: dict[str, Any] = {"chosen": full.chosen.name, "pooled": full.chosen.pooled}
+    ok = True
+    groups = {"leave_one_run_out": np.arange(d.y.size), "leave_one_seed_out": d.seed}
+    for key, g in groups.items():
+        ids = np.unique(g)
+        if ids.size < 2:
+            continue
+        kept, worst = 0, 1.0
+        other: dict[str, int] = {}
+        for i in ids:
+            sub = d.take(g != i)
+            if any(np.sum(sub.strategy == st) < 2 for st in strategies):
+                continue
+            sel = select(sub, metric, significance)
+            c = (sel.chosen.name, sel.chosen.pooled)
+            if c == chosen:
+                kept += 1
+            else:
+                label = f"{c[0]} ({'pooled' if c[1] else 'per strategy'})"
+                other[label] = other.get(label, 0) + 1
+            for st, b in bounds(sel).items():
+                a = ref[st]
+                if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0:
+                    worst = max(worst, a / b, b / a)
+                elif a != b:
+                    worst = math.inf
+        n = int(ids.size)
+        out[key] = {
+            "kept": kept,
+            "refits": n,
+            "other_choices": other,
+            "max_pls_bound_ratio": float(worst),
         }
-        for st in d.strategies
-    }
-    return Selection(metric, fitted[chosen], cv, se, best, int(d.y.size), ranges, candidates=fitted)
+        ok = ok and kept == n and worst <= GRID_STEP
+    out["stable"] = ok
+    return out
 
 
 def _span(x: np.ndarray) -> tuple[float, float]:
@@ -395,14 +615,19 @@ def model_table(
     points: Mapping[str, Mapping[str, Any]],
     metrics: Iterable[str] = ("auc", "logloss"),
     significance: float = SIGNIFICANCE,
+    check_stability: bool = False,
 ) -> dict[str, Any]:
     """calibration.toml's ``[model]`` table: per metric the chosen model and its evidence, and the
-    measured ranges per strategy."""
+    measured ranges per strategy; with ``check_stability`` (``cprsim calibrate`` and ``--refit``),
+    each metric's :func:`stability` (one refit per run and per seed: seconds)."""
     out: dict[str, Any] = {}
     ranges: dict[str, Any] = {}
     for m in metrics:
-        sel = select(Data.from_points(points, m), m, significance)
+        d = Data.from_points(points, m)
+        sel = select(d, m, significance)
         out[m] = sel.to_dict()
+        if check_stability:
+            out[m]["stability"] = stability(d, m, significance)
         ranges = sel.ranges
     out["range"] = {st: {k: list(v) for k, v in r.items()} for st, r in ranges.items()}
     return out
@@ -435,16 +660,29 @@ class AccuracyFit(Fitted):
         position: float = REFERENCE["position"],
         age: float = REFERENCE["age"],
         limit: float = 1.0,
+        q: float | None = None,
     ) -> float:
-        """The largest PLS in ``[0, limit]`` whose loss's upper 95% end stays within ``bound`` at
-        these covariates, scanning up from 0 (``inf`` when even ``limit`` stays within: the
-        model allows any PLS; 0 when the smallest PLS already exceeds it)."""
+        """The largest PLS in ``[0, limit]`` whose loss stays within ``bound`` at these covariates:
+        a single run's predictive ``q``-quantile (``q`` given), else the upper 95% end of the mean;
+        scanning up from 0 (``inf`` when even ``limit`` stays within: the model allows any PLS; 0
+        when the smallest PLS already exceeds it)."""
+
+        def upper(x: Any) -> np.ndarray:
+            if q is None:
+                return self.predict(strategy, x, position, age)[2]
+            return self.predictive_quantile(strategy, q, x, position, age)
+
         grid = np.linspace(0.0, limit, 4001)[1:]
-        hi = self.predict(strategy, grid, position, age)[2]
+        hi = upper(grid)
         bad = np.flatnonzero(hi > bound)
         if bad.size == 0:
-            if "pls" not in self.terms:  # linear in PLS: the exact crossing, possibly beyond limit
-                s = self.slope_at(strategy, position, age, 1.0)[2]
+            # linear in PLS (the mean's CI, or a scatter proportional to PLS): the exact crossing,
+            # possibly beyond limit
+            c = self.coef_for(strategy)
+            if "pls" not in self.terms and (
+                q is None or (c.resid_var is not None and c.resid_var[0] == 0)
+            ):
+                s = float(upper(1.0)[0])
                 return math.inf if s <= 0 else bound / s
             return math.inf
         i = int(bad[0])
@@ -454,7 +692,7 @@ class AccuracyFit(Fitted):
             lo_x, hi_x = float(grid[i - 1]), float(grid[i])
         for _ in range(60):  # bisect the first crossing
             mid = 0.5 * (lo_x + hi_x)
-            if float(self.predict(strategy, mid, position, age)[2][0]) > bound:
+            if float(upper(mid)[0]) > bound:
                 hi_x = mid
             else:
                 lo_x = mid
@@ -544,7 +782,18 @@ class AccuracyFit(Fitted):
             runs if isinstance(runs, int) else None,
             cv if isinstance(cv, dict) else {},
         )
-        return cls(name, CANDIDATES[name], pooled, coef, p_value, metric, rng, desc)
+        fit = cls(name, CANDIDATES[name], pooled, coef, p_value, metric, rng, desc)
+        box = rng or {
+            st: {"pls": (0.0, 1.0), "position": (0.5, 0.5), "age": (0.0, 0.0)}
+            for st in (coef if not pooled else {VANILLA: None})
+        }
+        why = fit.inadmissible(box)
+        if why:
+            raise InputError(
+                f"{where}.coef: not a model of lost updates ({why}); expected a loss that is "
+                "positive and grows with PLS over the measured range: recalibrate"
+            )
+        return fit
 
 
 def _describe(

@@ -159,3 +159,34 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
 def to_toml(doc: dict[str, Any], header: str = "") -> str:
     """The calibration file's TOML (see :func:`cprsim.io.dumps_toml`), ``header`` as comments."""
     return dumps_toml(doc, header)
+
+
+def refit(path: Any) -> dict[str, Any]:
+    """Rewrite the ``[model]`` table of the calibration file ``path`` from its ``[points]`` with
+    today's model selection (:func:`cprsim.calibrate.accuracy.model_table`: admissible fits only,
+    the residual-variance model of single runs), atomically; no training. Returns the document.
+    A file without points raises :class:`~cprsim.errors.InputError`."""
+    from pathlib import Path
+
+    from cprsim.calibrate.accuracy import model_table
+    from cprsim.errors import InputError
+    from cprsim.io import atomic_write_text
+
+    path = Path(path)
+    doc = read_toml(path, "calibration file")
+    points = doc.get("points")
+    if not isinstance(points, dict) or not points:
+        raise InputError(f"{path}: [points]: expected the calibration's measured runs to refit")
+    try:
+        doc["model"] = model_table(points, check_stability=True)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{path}: [points]: cannot be refitted ({e})") from None
+    atomic_write_text(
+        path,
+        to_toml(
+            doc,
+            "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim "
+            "calibrate`; [model] refitted by `cprsim calibrate --refit`)",
+        ),
+    )
+    return doc

@@ -459,7 +459,7 @@ def calibrate(
         }
     from cprsim.calibrate.accuracy import model_table
 
-    doc["model"] = model_table(doc["points"])
+    doc["model"] = model_table(doc["points"], check_stability=True)
     costs_s = 0.0
     if measure_costs:
         from cprsim.calibrate.costs import e2e_repeats, end_to_end, measure_shard_io

@@ -168,6 +168,13 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     help="schema.toml of a --data .csv/.parquet file: its label, categorical and dense columns.",
 )
 @click.option(
+    "--refit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Train nothing: rewrite this calibration.toml's [model] from its measured points with "
+    "the current model selection (admissible fits, a single run's scatter).",
+)
+@click.option(
     "--limit-samples",
     "limit",
     nargs=2,
@@ -187,7 +194,14 @@ def command(
     data: str,
     schema: Path | None,
     limit: tuple[int, int] | None,
+    refit: Path | None,
 ) -> None:
+    if refit is not None:
+        from cprsim.calibrate.calibration import refit as refit_file
+
+        _print_models(refit_file(refit))
+        click.echo(f"refitted the [model] of {refit}")
+        return
     # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, torch with 2
     # threads spinning on a core another process holds was 25x slower than with 1 thread (the
     # costs step's 2 threads); read once, when torch loads OpenMP (a value already set is kept)
@@ -244,6 +258,11 @@ def command(
             f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] R²={f['auc_r2']:.2f}; "
             f"log-loss +{f['logloss_slope']:.4g} x PLS; mean PLS {f['mean_pls']:.4f}"
         )
+    _print_models(doc)
+    _wrote(out, t0, jobs, threads)
+
+
+def _print_models(doc: dict) -> None:
     rng = doc.get("model", {}).get("range", {})
     if rng:
         click.echo(
@@ -259,6 +278,37 @@ def command(
                 f"planner's {metric} model: {m['formula']} ({pool}, F-test p = {pv:.3g}; chosen by "
                 f"{m['selection']} among {', '.join(m['cv_mse'])})"
             )
+            stab = m.get("stability")
+            if isinstance(stab, dict):
+                for key, what in (("leave_one_seed_out", "seed"), ("leave_one_run_out", "run")):
+                    r = stab.get(key)
+                    if isinstance(r, dict):
+                        click.echo(
+                            f"  {metric} stability, one {what} left out: {r['kept']} of "
+                            f"{r['refits']} refits keep the choice; PLS bounds move up to "
+                            f"{r['max_pls_bound_ratio']:.3g}x"
+                        )
+                click.echo(
+                    f"  {metric} model choice "
+                    + (
+                        "stable"
+                        if stab.get("stable")
+                        else "NOT stable (a refit flips it or moves the plan by more than one "
+                        "grid step): calibrate with more seeds"
+                    )
+                )
+            for name, why in m.get("inadmissible", {}).items():
+                click.echo(f"  {metric} candidate '{name}' not eligible: {why}")
+            for k, c in m.get("coef", {}).items():
+                rv = c.get("resid_var")
+                if rv is not None:
+                    click.echo(
+                        f"  {metric} {k}: a single run's scatter grows with PLS (residual variance "
+                        f"{rv[0]:.3g} + {rv[1]:.3g} PLS^2)"
+                    )
+
+
+def _wrote(out: Path, t0: float, jobs: int, threads: int) -> None:
     click.echo(
         f"wrote {out / 'calibration.toml'} ({_fmt(time.perf_counter() - t0)} on {jobs} "
         f"job{'s' if jobs > 1 else ''} x {threads} thread{'s' if threads > 1 else ''})"

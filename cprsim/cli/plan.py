@@ -354,7 +354,7 @@ _COLUMNS = (
     ("pls", "PLS mean / P90", "PLS mean\n/ P90", 4, True),
     ("pls_bound", "PLS bound", "PLS\nbound", 2, True),
     ("within", "runs within (lo)", "runs within\n(lo)", 6, True),
-    ("loss", "{m} loss", "{m}\nloss", 7, True),
+    ("loss", "{m} loss mean / run", "{m} loss\nmean / run", 7, True),
     ("meets", "meets", "meets", 0, False),
 )
 #: an option's label wraps (at spaces) down to this many characters before columns are dropped
@@ -381,7 +381,15 @@ def _cells(plan: Plan) -> list[dict[str, str]]:
                 "pls": f"{o.pls.mean:.3f} / {o.pls.p90:.3f}" if pls_part else "0",
                 "pls_bound": f"{o.pls_bound:.4g}" if pls_part else "-",
                 "within": f"{100 * o.within:.1f}% ({100 * o.within_lo:.1f}%)" if pls_part else "-",
-                "loss": f"{o.accuracy_loss:.2g}" if pls_part else "0",
+                "loss": (
+                    (
+                        f"{o.accuracy_loss:.2g}"
+                        if plan.confidence is None
+                        else f"{o.accuracy_loss:.2g} / {o.accuracy_loss_tail:.2g}"
+                    )
+                    if pls_part
+                    else "0"
+                ),
                 "meets": ("yes" if o.meets_bound else "NO") + (" (!)" if o.extrapolation else ""),
             }
         )
@@ -446,12 +454,28 @@ def plan_table(plan: Plan, width: int = 160) -> tuple[Table, list[str]]:
     )
     loses = any(o.pls_bound < float("inf") for o in plan.options)
     caption = ["* recommended, = tied with it within the 95% CIs"]
-    caption += ["(!) PLS beyond the calibrated range"] if loses else []
+    caption += (
+        ["(!) beyond the calibrated range (PLS or a covariate: warnings below)"] if loses else []
+    )
     caption += ["P90: of single runs"]
     if "within" in keys:
         caption += [
-            "runs within: share of fresh runs whose loss (upper 95% end) <= the bound "
-            "(its 95% lower bound)"
+            "runs within: share of fresh runs whose loss <= the bound (its 95% lower bound); "
+            + (
+                "a run's loss: the upper end of the mean's 95% CI at its PLS"
+                if plan.confidence is None
+                else "a run's loss: one draw from the predictive distribution of a single "
+                "training run (its scatter and the model's uncertainty) at its PLS"
+            )
+        ]
+    if "loss" in keys and loses:
+        caption += [
+            f"{plan.metric} loss: the mean"
+            + (
+                ""
+                if plan.confidence is None
+                else f" / the P{100 * plan.confidence:g} of a single run's loss (predictive)"
+            )
         ]
     if not loses:
         caption += ["no option loses updates (no PLS or accuracy-loss columns)"]

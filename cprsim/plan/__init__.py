@@ -267,14 +267,14 @@ def make_plan(
         if o is not None:
             options.append(o)
     options, rec, tied, message = recommend(
-        options, ctx.bound, metric, objective, allow_extrapolation
+        options, ctx.bound, metric, objective, allow_extrapolation, ctx.q
     )
     if max_checkpoint_age_h is not None:
         notes.append(
             f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
             "(the maximum checkpoint age asked for)"
         )
-    pls_bound = acc.pls_bound(accuracy_bound, VANILLA) if VANILLA in strategies else math.nan
+    pls_bound = acc.pls_bound(accuracy_bound, VANILLA, ctx.q) if VANILLA in strategies else math.nan
     if s.cluster.embedding_servers == 0:
         pls_bound = math.nan
     return Plan(
@@ -337,6 +337,29 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
         )
         return notes
     notes.append(f"accuracy model: {acc.description}")
+    st = acc.stability
+    if st and not st.get("stable", True):
+        parts = []
+        for key, what in (
+            ("leave_one_seed_out", "seed"),
+            ("leave_one_run_out", "run"),
+        ):
+            r = st.get(key)
+            if not isinstance(r, dict):
+                continue
+            other = ", ".join(f"{k} {v}" for k, v in (r.get("other_choices") or {}).items())
+            parts.append(
+                f"with one {what} left out, {r.get('kept')} of {r.get('refits')} refits keep "
+                f"it"
+                + (f" ({other})" if other else "")
+                + f" and the PLS bounds move up to {r.get('max_pls_bound_ratio', math.nan):.3g}x"
+            )
+        notes.append(
+            f"WARNING: the {metric} model's choice is not stable ("
+            + "; ".join(parts)
+            + "; more than one interval grid step, 1.19x): the calibration rests on too few "
+            "runs; recalibrate with more seeds (at least 8) before trusting the intervals"
+        )
     weak = [f"{st} [{f.lo:.2g}, {f.hi:.2g}]" for st, f in acc.slopes.items() if f.lo <= 0]
     if weak:
         preset = acc.provenance.get("preset", "?")
@@ -461,13 +484,13 @@ def _confirm(
     )
     # the PLS the promise is about: the mean, or the confidence-quantile of single runs
     bounded = pls.mean if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
-    if (
-        cls.plan_kind == "pls"
-    ):  # the loss bounded: the mean's upper end, or the runs' upper ends' quantile
+    if cls.plan_kind == "pls":
+        # the loss bounded: the mean's upper end, or the q-quantile of single training runs' losses
+        # (each run's predictive draw: scatter of training plus the model's uncertainty)
         tail = (
             loss_hi
             if ctx.q is None
-            else float(np.quantile(ctx.acc.run_losses(res, strat)[1], ctx.q))
+            else float(np.quantile(ctx.acc.run_draws(res, strat, ctx.s.seed), ctx.q))
         )
     else:
         tail = 0.0
@@ -480,6 +503,8 @@ def _confirm(
             f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
             f"(up to {rng:.3g})"
         )
+    if cls.plan_kind == "pls":
+        extrap = "; ".join(x for x in (extrap, *_covariate_warnings(ctx, res, strat)) if x)
     if stepped:
         note += (
             f"; the confirmation stepped the interval down {stepped} grid step(s) "
@@ -526,20 +551,58 @@ def _confirm(
     )
 
 
+#: what the covariates a plan range-checks mean, for its warnings
+_COVARIATE_WORDS = {
+    "age": "restored-state age (fraction of the run)",
+    "position": "failure position (fraction of training done)",
+}
+
+
+def _covariate_warnings(ctx: _Context, res: Sequence[Any], strategy: str) -> list[str]:
+    """The covariates of the runs that lose updates beyond the range the calibration measured
+    (:meth:`PlanAccuracy.covariate_checks`): the plan's quantile (or mean) of each, against the
+    measured maximum (and minimum, for position); "beyond twice" keeps the option from being
+    recommended unless extrapolation is allowed, as for PLS."""
+    out: list[str] = []
+    lossy = [r for r in res if r.pls > 0]
+    if not lossy:
+        return out
+    for name, (lo, hi) in ctx.acc.covariate_checks(strategy).items():
+        x = np.array([getattr(r, f"pls_{name}", 0.0) for r in lossy], dtype=float)
+        stat = float(np.mean(x)) if ctx.q is None else float(np.quantile(x, ctx.q))
+        label = "mean" if ctx.q is None else f"P{100 * ctx.q:g}"
+        words = _COVARIATE_WORDS.get(name, name)
+        if stat > hi:
+            how = "beyond twice" if stat > 2 * hi else "beyond"
+            out.append(
+                f"{label} {words} {stat:.3g} is {how} the range the calibration measured for "
+                f"{strategy} (up to {hi:.3g}): its loss per unit PLS is not known there"
+            )
+        elif name == "position":
+            low = float(np.quantile(x, 1 - ctx.q)) if ctx.q is not None else stat
+            if low < lo:
+                out.append(
+                    f"{words} {low:.3g} (P{100 * (1 - (ctx.q or 0.5)):g}) is below the range the "
+                    f"calibration measured for {strategy} (from {lo:.3g})"
+                )
+    return out
+
+
 def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[Any]], np.ndarray]:
-    """Runs -> each run's upper accuracy loss over the accuracy bound, or its PLS over the PLS cap
-    when that is larger: a run passes when its score is <= 1. With the slope model and the cap at
-    the PLS bound this is exactly ``PLS / PLS bound``."""
+    """Runs -> each run's accuracy loss over the accuracy bound, or its PLS over the PLS cap when
+    that is larger: a run passes when its score is <= 1. A per-run promise scores the run's
+    training loss drawn from the predictive distribution (:meth:`PlanAccuracy.run_draws`); a
+    promise on the mean scores the upper end of the mean's 95% CI."""
 
     def score(res: Sequence[Any]) -> np.ndarray:
         pls = np.array([r.pls for r in res], dtype=float)
         over_cap = pls / pls_cap if pls_cap > 0 else np.where(pls > 0, math.inf, 0.0)
-        hi = ctx.acc.run_losses(res, strategy)[1]
-        if (
-            ctx.q is None
-        ):  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
-            hi = hi - float(np.mean(hi)) + ctx.acc.mean_loss(res, strategy)[2]
-        return np.maximum(hi / ctx.bound, over_cap)
+        if ctx.q is not None:
+            loss = ctx.acc.run_draws(res, strategy, ctx.s.seed)
+        else:  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
+            hi = ctx.acc.run_losses(res, strategy)[1]
+            loss = hi - float(np.mean(hi)) + ctx.acc.mean_loss(res, strategy)[2]
+        return np.maximum(loss / ctx.bound, over_cap)
 
     return score
 
@@ -692,7 +755,7 @@ def _pls_option(
 ) -> Option | None:
     s, c, rates = ctx.s, ctx.c, ctx.rates
     label = cls.plan_label or cls.name
-    bound = ctx.acc.pls_bound(ctx.bound, cls.name)
+    bound = ctx.acc.pls_bound(ctx.bound, cls.name, ctx.q)
     if not (bound > 0):
         ctx.notes.append(f"{label}: the accuracy model allows no lost samples at this bound")
         return None

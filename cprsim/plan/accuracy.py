@@ -8,8 +8,16 @@
   only: ``slope``).
 * **One pooled set of coefficients unless the data say otherwise**: an F-test of "one for all
   strategies" against "one per strategy" (``p < 0.05``: per strategy). The plan says which.
-* **Conservative.** A bound promised to a user must also hold for the calibration's noise: each
-  run's loss is taken at the upper end of its prediction's 95% CI.
+* **Per run, on the predictive distribution.** The promise "P(a run's loss <= bound) >= q" is
+  about single training runs, which scatter around the mean loss far more than the mean is
+  uncertain. Each simulated run therefore gets one draw of its training run's loss from the
+  predictive distribution at its own PLS, position and age (the mean, plus Student-t scatter with
+  the residual variance and the coefficients' uncertainty, :meth:`~cprsim.calibrate.accuracy.
+  Coef.predictive`), from its own random stream (``("training", replication)``: common random
+  numbers across intervals and strategies); the share of runs whose draw is within the bound
+  estimates that probability without bias, and the planner proves it with the same
+  Clopper-Pearson bound as for PLS. A promise on the mean (``confidence="mean"``) uses the upper
+  end of the mean's 95% CI instead.
 * **Within the measured range.** The model is only known on the PLS range the calibration
   measured for that strategy (``[0, max measured PLS]``): beyond it the plan warns, and beyond
   twice it the planner does not go unless asked (``allow_extrapolation``).
@@ -30,6 +38,7 @@ import numpy as np
 from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select
 from cprsim.names import VANILLA
 from cprsim.quantiles import t_ppf
+from cprsim.streams import stream
 
 
 class AccuracyModel(Protocol):
@@ -98,6 +107,8 @@ class PlanAccuracy:
     fallback: Any = field(default=None, repr=False)  #: a model without points: asked directly
     fit: AccuracyFit | None = field(default=None, repr=False)
     model: str = "slope"  #: the chosen model's name ('external' for a model without points)
+    #: the calibration's leave-one-run/seed-out check of the choice (``[model.<metric>.stability]``)
+    stability: dict[str, Any] = field(default_factory=dict)
 
     def _fit(self, strategy: str) -> SlopeFit | None:
         return self.slopes.get(strategy, self.slopes.get(VANILLA))
@@ -110,15 +121,15 @@ class PlanAccuracy:
             return f.hi
         return self.fallback.accuracy_loss(1.0, self.metric, strategy)
 
-    def pls_bound(self, bound: float, strategy: str) -> float:
-        """The largest PLS whose loss stays within ``bound`` at the upper 95% end, at the reference
-        covariates (a failure mid-training restoring a fresh state; the search then checks each
-        run at its own)."""
+    def pls_bound(self, bound: float, strategy: str, q: float | None = 0.9) -> float:
+        """The largest PLS whose loss stays within ``bound`` at the reference covariates (a failure
+        mid-training restoring a fresh state; the search then checks each run at its own): a
+        single run's predictive ``q``-quantile, or (``q`` None) the upper 95% end of the mean."""
         if self.fit is not None:
-            if self.fit.name == "slope":
+            if self.fit.name == "slope" and q is None:
                 s = self.fit.slope_at(strategy, pls=1.0)[2]
                 return math.inf if s <= 0 else bound / s
-            return self.fit.max_pls(bound, strategy)
+            return self.fit.max_pls(bound, strategy, q=q)
         if self._fit(strategy) is None:
             return float(self.fallback.max_pls(bound, self.metric, strategy))
         s = self.slope_hi(strategy)
@@ -155,6 +166,26 @@ class PlanAccuracy:
             return v, v
         return np.maximum(f.slope * pls, 0.0), np.maximum(f.hi * pls, 0.0)
 
+    def run_draws(self, results: Sequence[Any], strategy: str, seed: int) -> np.ndarray:
+        """One draw of each run's training loss from its predictive distribution (module doc), from
+        the stream ``("training", replication)`` of ``seed``: the same replication gets the same
+        quantile whatever the interval or strategy. A model without points: its own loss."""
+        if self.fit is None:
+            return self.run_losses(results, strategy)[1]
+        pls, pos, age = _covariates(results)
+        m, sd, dof = self.fit.predictive(strategy, pls, pos, age)
+        u = np.array(
+            [
+                stream(seed, int(getattr(r, "replication", i)), "training").random()
+                for i, r in enumerate(results)
+            ]
+        )
+        if dof <= 0:
+            return np.where(pls > 0, math.inf, 0.0)
+        from scipy import stats
+
+        return m + sd * stats.t.ppf(u, dof)
+
     def mean_loss(self, results: Sequence[Any], strategy: str) -> tuple[float, float, float]:
         """The runs' mean expected loss and its 95% range (the model is linear in its columns, so
         this is the prediction at the runs' mean column)."""
@@ -165,6 +196,19 @@ class PlanAccuracy:
         x = design(self.fit.terms, *_covariates(results)).mean(axis=0)
         m, lo, hi = self.fit.coef_for(strategy).predict(x[None, :])
         return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
+
+    def covariate_checks(self, strategy: str) -> dict[str, tuple[float, float]]:
+        """The covariates a plan range-checks for ``strategy``, with the range the calibration
+        measured: the restored state's ``age`` always (a shard restored from an old state loses
+        more per unit PLS than the calibration saw), and ``position`` when the model uses it.
+        Empty for a model without measured ranges."""
+        if self.fit is None:
+            return {}
+        r = self.fit.ranges.get(strategy, self.fit.ranges.get(VANILLA))
+        if not r:
+            return {}
+        names = ["age"] + (["position"] if "position" in self.fit.terms else [])
+        return {k: (float(r[k][0]), float(r[k][1])) for k in names if k in r}
 
     def measured_range(self, strategy: str) -> float | None:
         """The largest PLS the calibration measured for ``strategy`` (else for vanilla CPR); None
@@ -233,6 +277,8 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
         slopes[st] = SlopeFit(m, lo, hi, fit.coef_for(st).n)
     ranges = {st: r["pls"][1] for st, r in fit.ranges.items()}
     k = len(fit.ranges)
+    table = (raw.get("model") or {}).get(metric) if isinstance(raw, dict) else None
+    stab = table.get("stability") if isinstance(table, dict) else None
     return PlanAccuracy(
         metric,
         calibrated,
@@ -244,4 +290,5 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
         fit.description,
         fit=fit,
         model=fit.name,
+        stability=dict(stab) if isinstance(stab, dict) else {},
     )

@@ -34,10 +34,13 @@ class Option:
     pls_bound: float = math.inf  #: this option's PLS bound; inf: loses no update
     full_interval_s: float = math.nan  #: progress between two full (consistent) checkpoints
     ettr: Estimate | None = None
-    within: float = 1.0  #: share of confirmation runs within the bound (loss at its upper 95% end, and PLS <= the cap)
+    #: share of confirmation runs within the bound (a per-run promise: each run's training loss drawn
+    #: from the predictive distribution; on the mean: the mean's upper 95% end), and PLS <= the cap
+    within: float = 1.0
     within_lo: float = 1.0  #: its one-sided 95% Clopper-Pearson lower bound
-    accuracy_loss_ci: tuple[float, float] = (0.0, 0.0)  #: from the slope's 95% CI
-    #: at the PLS quantile the plan bounds (its confidence), upper slope
+    accuracy_loss_ci: tuple[float, float] = (0.0, 0.0)  #: the 95% CI of the mean loss
+    #: the confidence-quantile of a single training run's loss (predictive draws of the confirmation
+    #: runs); with a promise on the mean, the mean's upper 95% end
     accuracy_loss_tail: float = 0.0
     oracle: bool = False  #: knows the future: never recommended
     extrapolation: str = ""  #: "", "beyond the calibrated range", ...

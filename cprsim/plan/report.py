@@ -36,6 +36,7 @@ def recommend(
     metric: str,
     objective: str,
     allow_extrapolation: bool = False,
+    confidence: float | None = 0.9,
 ) -> tuple[list[Option], Option, tuple[str, ...], str]:
     """Mark ties, pick the recommended option and say why (oracles never; options beyond twice
     the calibrated PLS range only when extrapolation is allowed)."""
@@ -85,14 +86,20 @@ def recommend(
             if rec.full_interval_s > rec.interval_s * (1 + 1e-9)
             else ""
         )
-        if math.isfinite(rec.pls_bound):
+        if math.isfinite(rec.pls_bound) and confidence is None:
             guarantee = (
-                f"; {metric} loss <= {bound:g} (each run at the upper end of its 95% CI) in "
-                f"{100 * rec.within:.1f}% of fresh runs (95% lower bound {100 * rec.within_lo:.1f}%; "
-                f"PLS <= {rec.pls_bound:.3g} for a fresh restore mid-training); expected {metric} loss "
-                f"{rec.accuracy_loss:.2g} "
-                f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (<= {bound:g} at the bounded "
-                f"quantile: {rec.accuracy_loss_tail:.2g})"
+                f"; mean {metric} loss <= {bound:g} (the upper end of its 95% CI; single runs "
+                f"scatter beyond it): {rec.accuracy_loss:.2g} "
+                f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (95% CI of the mean)"
+            )
+        elif math.isfinite(rec.pls_bound) and confidence is not None:
+            guarantee = (
+                f"; a single training run's {metric} loss <= {bound:g} in "
+                f"{100 * rec.within:.1f}% of fresh runs (predictive: training scatter and the "
+                f"model's uncertainty; 95% lower bound {100 * rec.within_lo:.1f}%; PLS <= "
+                f"{rec.pls_bound:.3g} for a fresh restore mid-training); P{100 * confidence:g} of a "
+                f"run's {metric} loss {rec.accuracy_loss_tail:.2g}; mean {rec.accuracy_loss:.2g} "
+                f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (95% CI of the mean)"
             )
         else:  # a strategy that loses no update (ECRM, Check-N-Run): no PLS bound to promise
             guarantee = "; no update is lost (no PLS bound applies)"
