@@ -41,10 +41,11 @@ which makes small PLS cost nothing, is the case this rules out.)
 **Uncertainty: the mean and a single run.** Coefficients carry their covariance ``C = s^2
 (X'X)^-1``; the 95% CI of the *mean* loss at ``x`` is ``x'b +- t(0.975, dof) sqrt(x' C x)``. A
 single training run scatters around that mean: its *predictive* distribution is ``x'b + t_dof
-sqrt(v(PLS) + x' C x)``, with ``v`` the residual variance: ``s^2``, or ``v0 + v1 PLS^2`` where
-the data say the scatter grows with PLS (a one-sided t-test, at 5%, of the squared residuals'
-regression on ``PLS^2``: heteroscedastic). The planner's per-run promise is judged on the
-predictive distribution (:meth:`Coef.predictive`), never on the CI of the mean.
+sqrt(v(PLS) + x' C x)``, with ``v(PLS) = v0 PLS + v1 PLS^2`` the residual variance, which vanishes
+at PLS 0 (no lost update: the very run without failures) and grows with PLS; fitted to the squared
+residuals by non-negative least squares and scaled to average ``s^2`` (:func:`residual_model`).
+The planner's per-run promise is judged on the predictive distribution (:meth:`Coef.predictive`),
+never on the CI of the mean.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class Coef:
     dof: int
     rss: float
     n: int
-    #: residual variance ``v0 + v1 PLS^2`` of a single run around the mean (None: ``rss / dof``)
+    #: residual variance ``v0 PLS + v1 PLS^2`` of a single run around the mean (None: ``rss / dof``
+    #: at every PLS, files written before it)
     resid_var: tuple[float, float] | None = None
 
     def residual_variance(self, pls: Any) -> np.ndarray:
@@ -121,7 +123,7 @@ class Coef:
             v = self.rss / self.dof if self.dof > 0 else math.inf
             return np.full(pls.shape, v)
         v0, v1 = self.resid_var
-        return v0 + v1 * pls * pls
+        return v0 * pls + v1 * pls * pls
 
     def predictive(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mean and the scale of a single run's loss for each row of ``X`` (its first column is
@@ -200,7 +202,7 @@ class Coef:
             ):
                 raise InputError(
                     f"{where}.resid_var: expected finite v0, v1 >= 0 (residual variance "
-                    f"v0 + v1 PLS^2), got {list(rv)!r}"
+                    f"v0 PLS + v1 PLS^2), got {list(rv)!r}"
                 )
             resid_var = (v0, v1)
         return cls(b, cov, dof, rss, n, resid_var)
@@ -223,25 +225,30 @@ def ols(X: np.ndarray, y: np.ndarray, scatter: bool = True) -> Coef:
 
 
 def residual_model(pls: np.ndarray, res: np.ndarray, dof: int) -> tuple[float, float] | None:
-    """Whether a single run's scatter grows with PLS: the squared residuals regressed on ``[1,
-    PLS^2]``; when the slope is positive at one-sided 5% (Student t), the variance ``(v0, v1)``
-    scaled so that it averages to ``rss / dof`` over the runs (else None: constant ``rss / dof``).
-    """
+    """A single run's scatter around the mean as a function of PLS: the variance ``v0 PLS + v1
+    PLS^2``, which vanishes with PLS (no lost update: the very run without failures, the same
+    seed, data and batch order) and grows with it; fitted to the squared residuals by
+    non-negative least squares, then scaled so that it averages to ``rss / dof`` over the runs
+    (unbiased as ``s^2`` is). None without residual degrees of freedom."""
+    from scipy.optimize import nnls
+
     n = res.size
-    if dof <= 0 or n < 4:
+    if dof <= 0 or n < 3:
         return None
-    r2 = res * res
-    Z = np.column_stack([np.ones(n), pls * pls])
-    g, *_ = np.linalg.lstsq(Z, r2, rcond=None)
-    e = r2 - Z @ g
-    s2 = float(e @ e) / (n - 2)
-    zz = np.linalg.pinv(Z.T @ Z)
-    se = math.sqrt(max(s2 * float(zz[1, 1]), 0.0))
-    if not (g[1] > 0 and se > 0 and g[1] / se > t_ppf(0.95, n - 2)):
-        return None
-    v0, v1 = max(float(g[0]), 0.0), float(g[1])
-    mean_v = float(np.mean(v0 + v1 * pls * pls))
-    k = (float(r2.sum()) / dof) / mean_v if mean_v > 0 else 1.0  # unbiased like rss / dof
+    s2 = float(res @ res) / dof
+    Z = np.column_stack([pls, pls * pls])
+    try:
+        g, _ = nnls(Z, res * res)
+    except (ValueError, RuntimeError):  # pragma: no cover - degenerate columns
+        g = np.zeros(2)
+    v0, v1 = float(g[0]), float(g[1])
+    mean_v = float(np.mean(v0 * pls + v1 * pls * pls))
+    if not mean_v > 0:  # no fit: a scatter proportional to PLS with the runs' variance
+        v0, v1 = 0.0, 1.0
+        mean_v = float(np.mean(pls * pls))
+        if not mean_v > 0:
+            return None
+    k = s2 / mean_v
     return v0 * k, v1 * k
 
 
@@ -681,7 +688,7 @@ class AccuracyFit(Fitted):
             c = self.coef_for(strategy)
             if "pls" not in self.terms and (
                 q is None or (c.resid_var is not None and c.resid_var[0] == 0)
-            ):
+            ):  # the scatter proportional to PLS too
                 s = float(upper(1.0)[0])
                 return math.inf if s <= 0 else bound / s
             return math.inf
