@@ -564,12 +564,15 @@ def pls_bound(
     strategy: str = names.VANILLA,
     metric: str = "auc",
     calibration: Calibration | str | os.PathLike[str] | None = None,
+    confidence: float | None = 0.9,
 ) -> float:
     """The PLS bound the planner derives from an accuracy bound: the largest PLS (a fraction of
-    the job's samples) whose ``metric`` loss stays within ``max_accuracy_loss`` at the upper end of
-    the calibration's 95% CI, for a failure mid-training restoring a fresh state (``plan(...)``'s
-    ``pls_bound`` for CPR-vanilla, ``strategy="partial"``). ``calibration``: a Calibration or
-    calibration.toml (default: the shipped one). ``inf`` when the loss does not grow with PLS."""
+    the job's samples) whose ``metric`` loss stays within ``max_accuracy_loss`` for a failure
+    mid-training restoring a fresh state: a single training run's loss at its predictive
+    ``confidence``-quantile (the plan's per-run promise), or with ``confidence=None`` the upper
+    end of the mean's 95% CI (a promise on the mean) (``plan(...)``'s ``pls_bound`` for
+    CPR-vanilla, ``strategy="partial"``). ``calibration``: a Calibration or calibration.toml
+    (default: the shipped one). ``inf`` when the loss does not grow with PLS."""
     from cprsim.plan.accuracy import plan_accuracy
 
     if not (
@@ -584,7 +587,14 @@ def pls_bound(
         cal = calibration
     else:
         cal = load_calibration(None if calibration is None else Path(calibration))
-    return float(plan_accuracy(cal, metric).pls_bound(float(max_accuracy_loss), strategy))
+    if confidence is not None and not (
+        isinstance(confidence, (int, float)) and 0.5 <= confidence < 1
+    ):
+        raise InputError(
+            f"confidence must be a probability in [0.5, 1) or None, got {confidence!r}"
+        )
+    q = None if confidence is None else float(confidence)
+    return float(plan_accuracy(cal, metric).pls_bound(float(max_accuracy_loss), strategy, q))
 
 
 def run_calibration(

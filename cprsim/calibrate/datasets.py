@@ -85,6 +85,8 @@ MOVIELENS_SHA256 = {
 }
 #: a folder holding the three files, used instead of the installed recbole's
 MOVIELENS_ENV = "CPRSIM_MOVIELENS_DIR"
+#: how to get the files on any Python (pip's own option, not one of cprsim's)
+MOVIELENS_INSTALL = "pip install --no-deps recbole==1.2.1"
 #: a hashed categorical column has at most this many buckets (an embedding table of 10 M rows)
 MAX_BUCKETS = 10_000_000
 
@@ -378,7 +380,7 @@ def movielens_root() -> Path:
 
     need = (
         "movielens-100k reads the MovieLens-100k files that recbole's wheel ships: "
-        "pip install --no-deps recbole==1.2.1 (any Python; recbole is never imported), "
+        f"{MOVIELENS_INSTALL} (any Python; recbole is never imported), "
         f"or set {MOVIELENS_ENV} to a folder with {', '.join(MOVIELENS_FILES)}"
     )
     env = os.environ.get(MOVIELENS_ENV)

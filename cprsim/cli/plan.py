@@ -354,7 +354,7 @@ _COLUMNS = (
     ("pls", "PLS mean / P90", "PLS mean\n/ P90", 4, True),
     ("pls_bound", "PLS bound", "PLS\nbound", 2, True),
     ("within", "runs within (lo)", "runs within\n(lo)", 6, True),
-    ("loss", "{m} loss mean / run", "{m} loss\nmean / run", 7, True),
+    ("loss", "{m} loss", "{m}\nloss", 7, True),
     ("meets", "meets", "meets", 0, False),
 )
 #: an option's label wraps (at spaces) down to this many characters before columns are dropped
@@ -385,7 +385,7 @@ def _cells(plan: Plan) -> list[dict[str, str]]:
                     (
                         f"{o.accuracy_loss:.2g}"
                         if plan.confidence is None
-                        else f"{o.accuracy_loss:.2g} / {o.accuracy_loss_tail:.2g}"
+                        else f"{o.accuracy_loss:.2g}/{o.accuracy_loss_tail:.2g}"
                     )
                     if pls_part
                     else "0"
@@ -474,7 +474,7 @@ def plan_table(plan: Plan, width: int = 160) -> tuple[Table, list[str]]:
             + (
                 ""
                 if plan.confidence is None
-                else f" / the P{100 * plan.confidence:g} of a single run's loss (predictive)"
+                else f"/the P{100 * plan.confidence:g} of a single run's loss (predictive)"
             )
         ]
     if not loses:

@@ -349,7 +349,7 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
                 continue
             other = ", ".join(f"{k} {v}" for k, v in (r.get("other_choices") or {}).items())
             parts.append(
-                f"with one {what} left out, {r.get('kept')} of {r.get('refits')} refits keep "
+                f"refitted without one {what}, {r.get('kept')} of {r.get('refits')} refits keep "
                 f"it"
                 + (f" ({other})" if other else "")
                 + f" and the PLS bounds move up to {r.get('max_pls_bound_ratio', math.nan):.3g}x"
