@@ -56,7 +56,8 @@ fuzz: $(VENV)/.installed-test
 	@mkdir -p out
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} FUZZ_REPORT=out/fuzz.json $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py
 
-## make figures: regenerate every experiment's figures into experiments/*/out/
+## make figures: regenerate every experiment's figures into experiments/*/out/ and the tables its README pastes
+## (QUICK=1 make figures: the same pipeline on tiny sizes, README left alone; tests/test_experiments.py)
 figures: $(VENV)/.installed-test
 	@for d in experiments/*/; do if [ -x $$d/run.sh ]; then echo "== $$d"; $$d/run.sh || exit 1; fi; done
 

@@ -478,3 +478,24 @@ def test_refit_rewrites_the_model_of_a_calibration_file(tmp_path):
         ],
     )
     assert r.exit_code == 0, r.output
+
+
+def test_runs_within_judges_fresh_runs_as_the_planner_judged_its_confirmation():
+    """`cprsim.plan.runs_within` on the confirmation block reproduces each option's `within`
+    exactly: a user re-checking a plan on other replications uses the planner's own verdict."""
+    from cprsim import scenario as sc
+    from cprsim.plan import make_plan, runs_within
+    from cprsim.plan.search import simulate
+
+    s = sc.load("toy")
+    plan = make_plan(
+        s, 0.001, "auc", replications=100, search_replications=60, strategies=("partial", "mfu")
+    )
+    checked = []
+    for o in plan.options:
+        if o.strategy == "full" or not o.meets_bound:  # a failed verdict may be curtailed early
+            continue
+        res = simulate(s, o.interval_s, o.strategy, o.params, 100, block="confirm")
+        assert float(np.mean(runs_within(res, o, plan))) == pytest.approx(o.within)
+        checked.append(o.within)
+    assert checked and min(checked) < 1.0  # not a trivial all-within comparison

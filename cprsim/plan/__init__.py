@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +87,7 @@ __all__ = [
     "LABELS",
     "finite",
     "AccuracyModel",
+    "runs_within",
 ]
 
 
@@ -522,7 +523,7 @@ def _confirm(
                 f"{100 * ctx.precision:g}% of it)"
             )
     full_int = cls.plan_full_interval(params, tau)
-    return Option(
+    o = Option(
         label,
         strat,
         tau,
@@ -549,6 +550,9 @@ def _confirm(
         cls.plan_rank,
         quantile_ci([r.overhead for r in res], 0.9),
     )
+    if cls.plan_kind == "pls":
+        o = replace(o, pls_cap=bound if cap is None else cap)
+    return o
 
 
 #: what the covariates a plan range-checks mean, for its warnings
@@ -586,6 +590,36 @@ def _covariate_warnings(ctx: _Context, res: Sequence[Any], strategy: str) -> lis
                     f"calibration measured for {strategy} (from {lo:.3g})"
                 )
     return out
+
+
+def runs_within(
+    results: Sequence[Any],
+    option: Option,
+    plan: Plan,
+    calibration: Any = None,
+) -> np.ndarray:
+    """Which of ``results`` (replications of ``option``'s strategy, interval and parameters, e.g.
+    of a block the plan never saw) keep ``plan``'s promise, judged exactly as the planner judges
+    its confirmation runs: a per-run promise draws each run's training loss from the predictive
+    distribution (its ``("training", replication)`` stream of the plan's seed) and compares it
+    with the accuracy bound; a promise on the mean compares the upper end of the mean's 95% CI;
+    and no run may exceed the option's PLS cap. ``calibration``: the plan's (default: the shipped
+    one). Options that lose no update: every run is within."""
+    from cprsim.calibrate.calibration import load_calibration
+
+    if not math.isfinite(option.pls_bound):
+        return np.ones(len(results), dtype=bool)
+    cal = calibration if hasattr(calibration, "raw") else load_calibration(calibration)
+    acc = plan_accuracy(cal, plan.metric)
+    pls = np.array([r.pls for r in results], dtype=float)
+    cap = option.pls_cap
+    over_cap = pls / cap if cap > 0 else np.where(pls > 0, math.inf, 0.0)
+    if plan.confidence is not None:
+        loss = acc.run_draws(results, option.strategy, plan.seed)
+    else:
+        hi = acc.run_losses(results, option.strategy)[1]
+        loss = hi - float(np.mean(hi)) + acc.mean_loss(results, option.strategy)[2]
+    return np.maximum(loss / plan.accuracy_bound, over_cap) <= 1.0
 
 
 def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[Any]], np.ndarray]:

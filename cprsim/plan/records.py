@@ -49,6 +49,8 @@ class Option:
     rank: int = 50  #: simplicity (ties go to the lowest)
     #: order-statistic 95% CI of the P90
     overhead_p90_ci: tuple[float, float] = (math.nan, math.nan)
+    #: the PLS no run may exceed to count as within (the extrapolation limit; inf: none)
+    pls_cap: float = math.inf
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: every field, the estimates as dicts, the intervals also in hours

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Regenerate the CPR headline (table + figure) and the interval trade-off sweep into out/
-# (a few minutes on 2 cores). Extra arguments go to reproduce.py.
-set -euo pipefail
-cd "$(dirname "$0")"
-PY="${PYTHON:-../../.venv/bin/python}"
-CPRSIM=("$PY" -m cprsim)
-"$PY" reproduce.py "$@"
-rm -rf out/sweep
-"${CPRSIM[@]}" sweep sweep.toml --out out/sweep --jobs "${JOBS:-2}"
-"${CPRSIM[@]}" plot overhead out/sweep --out out/overhead_vs_interval.png
-"${CPRSIM[@]}" plot overhead out/sweep --metric ckpt_overhead --out out/ckpt_overhead_vs_interval.png
-"${CPRSIM[@]}" plot pls out/sweep --out out/pls_vs_interval.png
-"${CPRSIM[@]}" plot breakdown out/sweep --where checkpoint.interval_h=0.7 --out out/breakdown_0.7h.png
+# Regenerate the CPR headline (tables + figure) and the interval trade-off sweep into out/, then
+# splice the tables into README.md (about a minute on 2 cores). Extra arguments go to reproduce.py.
+# QUICK=1: the same steps on tiny sizes (seconds; README untouched); OUT=DIR: outputs there;
+# JOBS=N: sweep processes (default 2). See ../common.sh.
+. "$(dirname "$0")/../common.sh"
+if quick; then
+  "$PY" reproduce.py --out "$OUT" --replications 30 --search-replications 30 --validate 30 --stability 30 "$@"
+else
+  "$PY" reproduce.py --out "$OUT" "$@"
+fi
+SWEEP=$(quick_sweep sweep.toml replications=4 checkpoint.interval_h=0.25,0.7,2.0 plan.replications=30)
+rm -rf "$OUT/sweep"
+"${CPRSIM[@]}" sweep "$SWEEP" --out "$OUT/sweep" --jobs "$JOBS"
+"$PY" tables.py --out "$OUT"
+"${CPRSIM[@]}" plot overhead "$OUT/sweep" --out "$OUT/overhead_vs_interval.png"
+"${CPRSIM[@]}" plot overhead "$OUT/sweep" --metric ckpt_overhead --out "$OUT/ckpt_overhead_vs_interval.png"
+"${CPRSIM[@]}" plot pls "$OUT/sweep" --out "$OUT/pls_vs_interval.png"
+"${CPRSIM[@]}" plot breakdown "$OUT/sweep" --where checkpoint.interval_h=0.7 --out "$OUT/breakdown_0.7h.png"
+finish

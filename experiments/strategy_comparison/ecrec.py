@@ -33,7 +33,8 @@ B'. ECRec's recovery protocol: a server killed at 15 min of a 75 min run (determ
 A'. Criteo-8S: the failure-free reduction against the checkpoint write bandwidth and throughput.
 C. throughput during recovery: ``rebuild_throughput`` (an input).
 
-Writes out/ecrec.csv (one row per replication and configuration), out/ecrec.md (the tables) and
+Writes out/ecrec.csv (one row per replication and configuration), out/ecrec.md (the tables),
+out/tables/ecrec.md (the same tables for README.md: headings two levels down, no title) and
 out/ecrec/ (each configuration's effective scenario). About 15 s on 2 shared cores.
 Usage: python ecrec.py [--replications 1000] [--models Criteo,Criteo-8S] [--out DIR]
 """
@@ -56,7 +57,13 @@ from cprsim.sim.replicate import Estimate, estimate
 HOUR = 3600.0
 BASE_ROWS = 197_767_405  # EMB_DIMENSION of ECRec's criteo_training.py
 #: model -> (row multiple, width): EXP_CONFIGS.md's Criteo, Criteo-2S, Criteo-2S-2D, Criteo-4S, Criteo-8S
-MODELS = {"Criteo": (1, 32), "Criteo-2S": (2, 32), "Criteo-2S-2D": (2, 64), "Criteo-4S": (4, 32), "Criteo-8S": (8, 32)}
+MODELS = {
+    "Criteo": (1, 32),
+    "Criteo-2S": (2, 32),
+    "Criteo-2S-2D": (2, 64),
+    "Criteo-4S": (4, 32),
+    "Criteo-8S": (8, 32),
+}
 SAMPLES_PER_S = 15 * 2048 * 62_208 / (4 * HOUR)  # 15 workers x batch x the script's steps per 4 h
 CKPT_INTERVALS_H = (0.5, 1.0)  # Ckpt-30, Ckpt-60
 ECRM_K = (2, 4)  # ECRM-k2, ECRM-k4 (m = 1)
@@ -66,17 +73,39 @@ STEADY_H = 24.0  # measurement A: long enough for the steady-state overhead
 RECOVERY_H = 2.0  # measurement B: the paper's normal-mode run length
 
 
-def raw_scenario(model: str, duration_h: float, failure: bool, *, write_gbps: float = 3.75,
-                 reschedule_s: float = RESCHEDULE_S, samples_per_s: float = SAMPLES_PER_S) -> dict:
+def raw_scenario(
+    model: str,
+    duration_h: float,
+    failure: bool,
+    *,
+    write_gbps: float = 3.75,
+    reschedule_s: float = RESCHEDULE_S,
+    samples_per_s: float = SAMPLES_PER_S,
+) -> dict:
+    """The raw scenario of one model: ECRec's cluster, one injected server failure or none."""
     mult, dim = MODELS[model]
     raw: dict = {
-        "name": f"ecrec-{model.lower()}", "seed": 2021, "replications": 1,
-        "cluster": {"trainers": 15, "embedding_servers": 5,
-                    "embedding_gb": BASE_ROWS * mult * dim * 4 / 1e9, "dense_gb": 0.01, "optimizer_multiplier": 1.0},
+        "name": f"ecrec-{model.lower()}",
+        "seed": 2021,
+        "replications": 1,
+        "cluster": {
+            "trainers": 15,
+            "embedding_servers": 5,
+            "embedding_gb": BASE_ROWS * mult * dim * 4 / 1e9,
+            "dense_gb": 0.01,
+            "optimizer_multiplier": 1.0,
+        },
         "job": {"duration_h": duration_h, "samples_per_s": samples_per_s},
-        "storage": {"write_gbps": write_gbps, "read_gbps": write_gbps, "latency_s": 5.0, "node_gbps": 12.5},
+        "storage": {
+            "write_gbps": write_gbps,
+            "read_gbps": write_gbps,
+            "latency_s": 5.0,
+            "node_gbps": 12.5,
+        },
         "reschedule": {"family": "constant", "mean_s": reschedule_s},
-        "failures": {"injected": [{"count": 1, "nodes": 1, "node_type": "embedding"}] if failure else []},
+        "failures": {
+            "injected": [{"count": 1, "nodes": 1, "node_type": "embedding"}] if failure else []
+        },
         "checkpoint": {"interval_h": 1.0},
         "access": {"dim": dim},
     }
@@ -92,7 +121,12 @@ def configured(raw: dict, config: str) -> sc.Scenario:
         r["strategy"] = {"name": "full"}
     else:
         r["checkpoint"]["interval_h"] = r["job"]["duration_h"]
-        r["strategy"] = {"name": "ecrm", "k": int(config[6:]), "m": 1, "rebuild_throughput": REBUILD_THROUGHPUT}
+        r["strategy"] = {
+            "name": "ecrm",
+            "k": int(config[6:]),
+            "m": 1,
+            "rebuild_throughput": REBUILD_THROUGHPUT,
+        }
     return sc.validate(r, f"ecrec.py {r['name']} {config}")
 
 
@@ -106,6 +140,8 @@ def ecrm_facts(s: sc.Scenario) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Rep:
+    """One replication's figures (seconds; overhead a fraction of W)."""
+
     wall_s: float
     overhead: float
     recovery_s: float  #: full: reschedule + load + re-executed; ECRM: failure -> end of the rebuild
@@ -114,6 +150,7 @@ class Rep:
 
 
 def failure_free_overhead(s: sc.Scenario) -> float:
+    """Overhead of one failure-free run (deterministic)."""
     res, _ = simulate_one(s, 0)
     return res.overhead
 
@@ -152,8 +189,14 @@ RHO_SWEEP_S = (10.0, 60.0, 100.0, 300.0)
 
 def protocol_ratio_vs_rho(model: str) -> list[tuple[float, float]]:
     """ECRec's protocol: recovery-time ratio Ckpt-30 vs ECRM-k4 against the replacement time."""
-    return [(r, paper_protocol(model, "ckpt-30", r).recovery_s / paper_protocol(model, "ecrm-k4", r).recovery_s)
-            for r in RHO_SWEEP_S]
+    return [
+        (
+            r,
+            paper_protocol(model, "ckpt-30", r).recovery_s
+            / paper_protocol(model, "ecrm-k4", r).recovery_s,
+        )
+        for r in RHO_SWEEP_S
+    ]
 
 
 def sensitivity(model: str = "Criteo-8S") -> list[tuple[float, float, float, float]]:
@@ -162,24 +205,37 @@ def sensitivity(model: str = "Criteo-8S") -> list[tuple[float, float, float, flo
     out = []
     for w in (1.25, 3.75, 12.5):
         for f in (0.5, 1.0, 2.0):
-            ov = {c: failure_free_overhead(configured(raw_scenario(model, STEADY_H, False, write_gbps=w,
-                                                                   samples_per_s=f * SAMPLES_PER_S), c))
-                  for c in ("ckpt-30", "ckpt-60", "ecrm-k4")}
+            ov = {
+                c: failure_free_overhead(
+                    configured(
+                        raw_scenario(
+                            model, STEADY_H, False, write_gbps=w, samples_per_s=f * SAMPLES_PER_S
+                        ),
+                        c,
+                    )
+                )
+                for c in ("ckpt-30", "ckpt-60", "ecrm-k4")
+            }
             out.append((w, f, 1 - ov["ecrm-k4"] / ov["ckpt-30"], 1 - ov["ecrm-k4"] / ov["ckpt-60"]))
     return out
 
 
 def ratio_estimate(num: list[float], den: list[float]) -> Estimate:
+    """The estimate of the per-replication ratios num / den."""
     return estimate([a / b for a, b in zip(num, den)])
 
 
 def fmt(e: Estimate, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
+    """An estimate as "mean [lo, hi], P50 x, P90 y"."""
     f = f"{{:.{digits}f}}"
-    return (f"{f.format(scale * e.mean)}{unit} [{f.format(scale * e.lo)}, {f.format(scale * e.hi)}], "
-            f"P50 {f.format(scale * e.p50)}, P90 {f.format(scale * e.p90)}")
+    return (
+        f"{f.format(scale * e.mean)}{unit} [{f.format(scale * e.lo)}, {f.format(scale * e.hi)}], "
+        f"P50 {f.format(scale * e.p50)}, P90 {f.format(scale * e.p90)}"
+    )
 
 
 def run(models: list[str], n: int, out: Path) -> dict:
+    """Measurements A, B, B' and A' for ``models`` (``n`` replications); writes ecrec.csv and ecrec/."""
     rows: list[list] = []
     result: dict = {"A": {}, "B": {}, "P": {}, "R": {}, "facts": {}}
     for model in models:
@@ -187,12 +243,18 @@ def run(models: list[str], n: int, out: Path) -> dict:
         fail = {c: configured(raw_scenario(model, RECOVERY_H, True), c) for c in CONFIGS}
         free = {c: configured(raw_scenario(model, RECOVERY_H, False), c) for c in CONFIGS}
         for c in CONFIGS:
-            atomic_write_text(out / "ecrec" / f"{model}-{c}.toml",
-                              f"# ecrec.py (cprsim {__version__}): measurement B, seed {fail[c].seed}\n"
-                              + sc.to_toml(sc.effective_dict(fail[c])))
+            atomic_write_text(
+                out / "ecrec" / f"{model}-{c}.toml",
+                f"# ecrec.py (cprsim {__version__}): measurement B, seed {fail[c].seed}\n"
+                + sc.to_toml(sc.effective_dict(fail[c])),
+            )
         c0 = costs_of(fail["ckpt-30"])
-        result["facts"][model] = {"save_s": c0.save_s, "load_s": c0.load_s, "gb": c0.embedding_bytes / 1e9,
-                                  **{f"k{k}": ecrm_facts(fail[f"ecrm-k{k}"]) for k in ECRM_K}}
+        result["facts"][model] = {
+            "save_s": c0.save_s,
+            "load_s": c0.load_s,
+            "gb": c0.embedding_bytes / 1e9,
+            **{f"k{k}": ecrm_facts(fail[f"ecrm-k{k}"]) for k in ECRM_K},
+        }
         a = {c: failure_free_overhead(steady[c]) for c in CONFIGS}
         result["A"][model] = a
         reps = {c: recovery_reps(fail[c], free[c], n) for c in CONFIGS}
@@ -201,91 +263,162 @@ def run(models: list[str], n: int, out: Path) -> dict:
             for ec in CONFIGS[2:]:
                 f, e = reps[ck], reps[ec]
                 b[(ck, ec)] = {
-                    "recovery_ratio": ratio_estimate([x.recovery_s for x in f], [y.recovery_s for y in e]),
-                    "lost_ratio": ratio_estimate([x.lost_wall_s for x in f], [y.lost_wall_s for y in e]),
-                    "reduction": estimate([1 - y.overhead / x.overhead for x, y in zip(f, e)], non_negative=False),
-                    "resume_ratio": ratio_estimate([x.resume_s for x in f], [y.recovery_s for y in e]),
+                    "recovery_ratio": ratio_estimate(
+                        [x.recovery_s for x in f], [y.recovery_s for y in e]
+                    ),
+                    "lost_ratio": ratio_estimate(
+                        [x.lost_wall_s for x in f], [y.lost_wall_s for y in e]
+                    ),
+                    "reduction": estimate(
+                        [1 - y.overhead / x.overhead for x, y in zip(f, e)], non_negative=False
+                    ),
+                    "resume_ratio": ratio_estimate(
+                        [x.resume_s for x in f], [y.recovery_s for y in e]
+                    ),
                 }
         for c in CONFIGS:
-            b[c] = {"recovery_s": estimate([x.recovery_s for x in reps[c]]),
-                    "lost_wall_s": estimate([x.lost_wall_s for x in reps[c]]),
-                    "overhead": estimate([x.overhead for x in reps[c]])}
-            rows += [[model, c, i, x.wall_s, x.overhead, x.recovery_s, x.lost_wall_s] for i, x in enumerate(reps[c])]
+            b[c] = {
+                "recovery_s": estimate([x.recovery_s for x in reps[c]]),
+                "lost_wall_s": estimate([x.lost_wall_s for x in reps[c]]),
+                "overhead": estimate([x.overhead for x in reps[c]]),
+            }
+            rows += [
+                [model, c, i, x.wall_s, x.overhead, x.recovery_s, x.lost_wall_s]
+                for i, x in enumerate(reps[c])
+            ]
         result["B"][model] = b
         result["P"][model] = {c: paper_protocol(model, c) for c in CONFIGS}
         result["R"][model] = protocol_ratio_vs_rho(model)
         print(f"{model}: done", flush=True)
     result["S"] = sensitivity()
-    atomic_write_csv(out / "ecrec.csv", ["model", "config", "replication", "wall_s", "overhead", "recovery_s",
-                                         "lost_wall_s"], rows)
+    atomic_write_csv(
+        out / "ecrec.csv",
+        ["model", "config", "replication", "wall_s", "overhead", "recovery_s", "lost_wall_s"],
+        rows,
+    )
     return result
 
 
 def report(res: dict, models: list[str], n: int) -> str:
-    md = [f"# ECRM/ECRec vs checkpointing in cprsim (ecrec.py, cprsim {__version__}, {n} replications)", "",
-          "## Costs of the setting", "",
-          "| model | embedding GB | save (s) | full load (s) | parity slowdown | rebuild k=2 / k=4 (s) |",
-          "|---|---|---|---|---|---|"]
+    """The tables of ecrec.md from :func:`run`'s result."""
+    md = [
+        f"# ECRM/ECRec vs checkpointing in cprsim (ecrec.py, cprsim {__version__}, {n} replications)",
+        "",
+        "## Costs of the setting",
+        "",
+        "| model | embedding GB | save (s) | full load (s) | parity slowdown | rebuild k=2 / k=4 (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for m in models:
         f = res["facts"][m]
-        md.append(f"| {m} | {f['gb']:.1f} | {f['save_s']:.1f} | {f['load_s']:.1f} | "
-                  f"{100 * f['k4']['parity_slowdown']:.2f}% | "
-                  f"{f['k2']['rebuild_s']:.1f} / {f['k4']['rebuild_s']:.1f} |")
-    md += ["", f"## A. Failure-free overhead ({STEADY_H:g} h of training; deterministic)", "",
-           "| model | Ckpt-30 | Ckpt-60 | ECRM-k2 | ECRM-k4 | reduction vs Ckpt-30 | reduction vs Ckpt-60 |",
-           "|---|---|---|---|---|---|---|"]
+        md.append(
+            f"| {m} | {f['gb']:.1f} | {f['save_s']:.1f} | {f['load_s']:.1f} | "
+            f"{100 * f['k4']['parity_slowdown']:.2f}% | "
+            f"{f['k2']['rebuild_s']:.1f} / {f['k4']['rebuild_s']:.1f} |"
+        )
+    md += [
+        "",
+        f"## A. Failure-free overhead ({STEADY_H:g} h of training; deterministic)",
+        "",
+        "| model | Ckpt-30 | Ckpt-60 | ECRM-k2 | ECRM-k4 | reduction vs Ckpt-30 | reduction vs Ckpt-60 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for m in models:
         a = res["A"][m]
         red = [1 - a["ecrm-k4"] / a[c] for c in CONFIGS[:2]]
-        md.append(f"| {m} | {100 * a['ckpt-30']:.2f}% | {100 * a['ckpt-60']:.2f}% | {100 * a['ecrm-k2']:.2f}% | "
-                  f"{100 * a['ecrm-k4']:.2f}% | {100 * red[0]:.0f}% | {100 * red[1]:.0f}% |")
-    md += ["", f"## B. One embedding server killed at a random time of a {RECOVERY_H:g} h job "
-           "(mean [95% CI], P50, P90 over replications)", "",
-           "| model | config | recovery time (s) | time lost to the failure (s) | total overhead (%) |",
-           "|---|---|---|---|---|"]
+        md.append(
+            f"| {m} | {100 * a['ckpt-30']:.2f}% | {100 * a['ckpt-60']:.2f}% | {100 * a['ecrm-k2']:.2f}% | "
+            f"{100 * a['ecrm-k4']:.2f}% | {100 * red[0]:.0f}% | {100 * red[1]:.0f}% |"
+        )
+    md += [
+        "",
+        f"## B. One embedding server killed at a random time of a {RECOVERY_H:g} h job "
+        "(mean [95% CI], P50, P90 over replications)",
+        "",
+        "| model | config | recovery time (s) | time lost to the failure (s) | total overhead (%) |",
+        "|---|---|---|---|---|",
+    ]
     for m in models:
         for c in CONFIGS:
             b = res["B"][m][c]
-            md.append(f"| {m} | {c} | {fmt(b['recovery_s'], digits=0)} | {fmt(b['lost_wall_s'], digits=0)} | "
-                      f"{fmt(b['overhead'], 100, 2)} |")
-    md += ["", "Paired ratios (per replication, same failure time):", "",
-           "| model | checkpointing vs ECRM | recovery-time ratio | time-lost ratio | overhead reduction (%) |",
-           "|---|---|---|---|---|"]
+            md.append(
+                f"| {m} | {c} | {fmt(b['recovery_s'], digits=0)} | {fmt(b['lost_wall_s'], digits=0)} | "
+                f"{fmt(b['overhead'], 100, 2)} |"
+            )
+    md += [
+        "",
+        "Paired ratios (per replication, same failure time):",
+        "",
+        "| model | checkpointing vs ECRM | recovery-time ratio | time-lost ratio | overhead reduction (%) |",
+        "|---|---|---|---|---|",
+    ]
     for m in models:
         for (ck, ec), v in ((k, v) for k, v in res["B"][m].items() if isinstance(k, tuple)):
-            md.append(f"| {m} | {ck} vs {ec} | {fmt(v['recovery_ratio'])} | {fmt(v['lost_ratio'], digits=0)} | "
-                      f"{fmt(v['reduction'], 100, 0)} |")
-    md += ["", "Without the re-executed work (full recovery: rescheduling + load, until training runs again) "
-           "against ECRM's rebuild:", "", "| model | Ckpt-30 vs ECRM-k2 | Ckpt-30 vs ECRM-k4 |", "|---|---|---|"]
+            md.append(
+                f"| {m} | {ck} vs {ec} | {fmt(v['recovery_ratio'])} | {fmt(v['lost_ratio'], digits=0)} | "
+                f"{fmt(v['reduction'], 100, 0)} |"
+            )
+    md += [
+        "",
+        "Without the re-executed work (full recovery: rescheduling + load, until training runs again) "
+        "against ECRM's rebuild:",
+        "",
+        "| model | Ckpt-30 vs ECRM-k2 | Ckpt-30 vs ECRM-k4 |",
+        "|---|---|---|",
+    ]
     for m in models:
         b = res["B"][m]
-        md.append(f"| {m} | {b[('ckpt-30', 'ecrm-k2')]['resume_ratio'].mean:.2f}x | "
-                  f"{b[('ckpt-30', 'ecrm-k4')]['resume_ratio'].mean:.2f}x |")
-    md += ["", "## B'. ECRec's recovery protocol: a server killed 15 min into a 75 min run (deterministic)", "",
-           "| model | recovery time Ckpt-30 / Ckpt-60 / ECRM-k2 / ECRM-k4 (s) | ratio Ckpt-30 vs ECRM-k2 / k4 | "
-           "time lost Ckpt-30 / ECRM-k4 (s) |", "|---|---|---|---|"]
+        md.append(
+            f"| {m} | {b[('ckpt-30', 'ecrm-k2')]['resume_ratio'].mean:.2f}x | "
+            f"{b[('ckpt-30', 'ecrm-k4')]['resume_ratio'].mean:.2f}x |"
+        )
+    md += [
+        "",
+        "## B'. ECRec's recovery protocol: a server killed 15 min into a 75 min run (deterministic)",
+        "",
+        "| model | recovery time Ckpt-30 / Ckpt-60 / ECRM-k2 / ECRM-k4 (s) | ratio Ckpt-30 vs ECRM-k2 / k4 | "
+        "time lost Ckpt-30 / ECRM-k4 (s) |",
+        "|---|---|---|---|",
+    ]
     for m in models:
         p = res["P"][m]
-        md.append(f"| {m} | {' / '.join(f'{p[c].recovery_s:.0f}' for c in CONFIGS)} | "
-                  f"{p['ckpt-30'].recovery_s / p['ecrm-k2'].recovery_s:.1f}x / "
-                  f"{p['ckpt-30'].recovery_s / p['ecrm-k4'].recovery_s:.1f}x | "
-                  f"{p['ckpt-30'].lost_wall_s:.0f} / {p['ecrm-k4'].lost_wall_s:.1f} |")
-    md += ["", "The same ratio (Ckpt-30 vs ECRM-k4) against the time to replace the killed server "
-           f"(assumed {RESCHEDULE_S:g} s above):", "",
-           "| model | " + " | ".join(f"{r:g} s" for r in RHO_SWEEP_S) + " |", "|---|" + "---|" * len(RHO_SWEEP_S)]
+        md.append(
+            f"| {m} | {' / '.join(f'{p[c].recovery_s:.0f}' for c in CONFIGS)} | "
+            f"{p['ckpt-30'].recovery_s / p['ecrm-k2'].recovery_s:.1f}x / "
+            f"{p['ckpt-30'].recovery_s / p['ecrm-k4'].recovery_s:.1f}x | "
+            f"{p['ckpt-30'].lost_wall_s:.0f} / {p['ecrm-k4'].lost_wall_s:.1f} |"
+        )
+    md += [
+        "",
+        "The same ratio (Ckpt-30 vs ECRM-k4) against the time to replace the killed server "
+        f"(assumed {RESCHEDULE_S:g} s above):",
+        "",
+        "| model | " + " | ".join(f"{r:g} s" for r in RHO_SWEEP_S) + " |",
+        "|---|" + "---|" * len(RHO_SWEEP_S),
+    ]
     for m in models:
         md.append(f"| {m} | " + " | ".join(f"{v:.1f}x" for _, v in res["R"][m]) + " |")
-    md += ["", "## A'. Criteo-8S, failure-free reduction (ECRM-k4 vs Ckpt-30 / Ckpt-60) against the assumptions",
-           "", "| checkpoint write GB/s (5 servers) | throughput x 0.5 | x 1 | x 2 |", "|---|---|---|---|"]
+    md += [
+        "",
+        "## A'. Criteo-8S, failure-free reduction (ECRM-k4 vs Ckpt-30 / Ckpt-60) against the assumptions",
+        "",
+        "| checkpoint write GB/s (5 servers) | throughput x 0.5 | x 1 | x 2 |",
+        "|---|---|---|---|",
+    ]
     for w in sorted({r[0] for r in res["S"]}):
         cells = [f"{100 * r[2]:.0f}% / {100 * r[3]:.0f}%" for r in res["S"] if r[0] == w]
         md.append(f"| {w:g} | " + " | ".join(cells) + " |")
-    md += ["", f"## C. Throughput during a rebuild: {100 * REBUILD_THROUGHPUT:.0f}% of ECRM's steady rate "
-           f"(an input: strategy.rebuild_throughput, from ECRec's 7-13% drop)", ""]
+    md += [
+        "",
+        f"## C. Throughput during a rebuild: {100 * REBUILD_THROUGHPUT:.0f}% of ECRM's steady rate "
+        f"(an input: strategy.rebuild_throughput, from ECRec's 7-13% drop)",
+        "",
+    ]
     return "\n".join(md) + "\n"
 
 
 def main() -> None:
+    """Run the measurements, write ecrec.md (and the README's copy), print it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replications", type=int, default=1000)
     ap.add_argument("--models", default=",".join(MODELS))
@@ -298,7 +431,15 @@ def main() -> None:
     res = run(models, a.replications, a.out)
     text = report(res, models, a.replications)
     atomic_write_text(a.out / "ecrec.md", text)
+    atomic_write_text(a.out / "tables" / "ecrec.md", for_readme(text))
     print(text)
+
+
+def for_readme(text: str) -> str:
+    """The report as a README section's body: the title dropped, each heading two levels down."""
+    lines = [ln for ln in text.splitlines() if not ln.startswith("# ")]
+    lines = ["##" + ln if ln.startswith("## ") else ln for ln in lines]
+    return "\n".join(lines).strip() + "\n"
 
 
 if __name__ == "__main__":
