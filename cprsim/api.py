@@ -502,6 +502,7 @@ def plan(
     allow_extrapolation: bool = False,
     allow_no_full_checkpoint: bool = False,
     progress: Callable[[int], None] | None = None,
+    sensitivity: Sequence[float] = (),
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (``cprsim plan``).
 
@@ -517,6 +518,8 @@ def plan(
     accuracy bound even beyond twice the PLS range the calibration measured;
     ``allow_no_full_checkpoint``: without job-level interruptions or an age cap, allow plans that
     take no full checkpoint. ``progress(n)`` is called as the planner advances.
+    ``sensitivity``: factors k (e.g. ``(2, 4, 10)``): the plan again as if the user's model lost k
+    times the calibrated accuracy per unit PLS; ``plan.sensitivity`` holds a row per factor.
 
     Returns a :class:`Plan`: ``plan.recommended_option``, ``plan.to_frame()``,
     ``plan.scenario_for()`` (the scenario running the recommendation). Intervals in seconds
@@ -555,6 +558,7 @@ def plan(
         allow_no_full_checkpoint=allow_no_full_checkpoint,
         progress=progress,
         precision=precision,
+        sensitivity=tuple(sensitivity),
     )
     return Plan._of(record, s)
 

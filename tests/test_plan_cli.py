@@ -104,3 +104,52 @@ def test_access_prints_and_plots(tmp_path):
 )
 def test_access_bad_input(args, one_line_error):
     one_line_error(CliRunner().invoke(main, ["access", *args]))
+
+
+def test_the_sensitivity_table_is_the_plan_of_a_model_that_loses_k_times_more(tmp_path):
+    """`--sensitivity 4`: the row for k = 4 is the plan the planner makes with a calibration whose
+    loss per unit PLS is 4x the shipped one (coefficients x4, their covariance and the single-run
+    variance x16, measured losses x4): same recommendation, same intervals."""
+    import json
+    import tomllib
+
+    from cprsim.calibrate.calibration import default_path, to_toml
+
+    path = default_path()
+    assert path is not None
+    doc = tomllib.loads(path.read_text())
+    k = 4.0
+    for metric in ("auc", "logloss"):
+        for c in doc["model"][metric]["coef"].values():
+            c["b"] = [k * x for x in c["b"]]
+            c["cov"] = [[k * k * x for x in row] for row in c["cov"]]
+            c["rss"] *= k * k
+            if "resid_var" in c:
+                c["resid_var"] = [k * k * x for x in c["resid_var"]]
+        for p in doc["points"].values():
+            p[f"d_{metric}"] = [k * x for x in p[f"d_{metric}"]]
+    scaled = tmp_path / "scaled.toml"
+    scaled.write_text(to_toml(doc))
+    common = ["plan", "toy", "-n", "40", "--search-replications", "40", "--json"]
+    r = CliRunner().invoke(main, [*common, "--max-accuracy-loss", "0.001", "--sensitivity", "4"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.output)["sensitivity"][0]
+    assert row["factor"] == 4.0 and row["accuracy_bound"] == pytest.approx(0.00025)
+    r = CliRunner().invoke(
+        main, [*common, "--max-accuracy-loss", "0.001", "--calibration", str(scaled)]
+    )
+    assert r.exit_code == 0, r.output
+    other = json.loads(r.output)
+    assert other["recommended"] == row["recommended"]
+    mine = {o["label"]: o for o in other["options"] if o["pls_bound"] is not None}
+    assert set(mine) == {o["label"] for o in row["options"]}
+    for o in row["options"]:
+        assert mine[o["label"]]["interval_h"] == pytest.approx(o["interval_h"])
+        assert mine[o["label"]]["meets_bound"] == o["meets_bound"]
+
+
+def test_sensitivity_factors_must_be_positive():
+    r = CliRunner().invoke(
+        main, ["plan", "toy", "--max-accuracy-loss", "0.001", "--sensitivity", "2,-1"]
+    )
+    assert r.exit_code == 2 and "--sensitivity" in r.output and "'-1'" in r.output

@@ -150,6 +150,16 @@ def _accuracy_bound(ctx, param, value):
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="calibration.toml from `cprsim calibrate` (default: the one shipped).",
 )
+@click.option(
+    "--sensitivity",
+    "sensitivity",
+    default="none",
+    show_default=True,
+    metavar="K,K,...|none",
+    help="Also plan as if your model lost K times the calibrated accuracy per unit PLS (e.g. "
+    "2,4,10: the calibration's small DLRM may lose less than yours): a table of the recommendation "
+    "per factor (one more plan each).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option(
     "--out",
@@ -228,6 +238,7 @@ def command(
     precision: float | None,
     strategies: str,
     calibration: Path | None,
+    sensitivity: str,
     as_json: bool,
     out: Path | None,
     embedding_servers: int | None,
@@ -290,6 +301,7 @@ def command(
 
         cal = load_calibration(calibration)
     strats = plan_strategies(strategies)
+    factors = _factors(sensitivity)
     with progress_bar(40, f"planning {s.name}") as advance:
         plan = make_plan(
             s,
@@ -306,6 +318,7 @@ def command(
             allow_no_full_checkpoint=allow_no_full_checkpoint,
             progress=advance,
             precision=precision,
+            sensitivity=factors,
         )
     if out is not None:
         write_plan(out, plan)
@@ -328,6 +341,78 @@ def command(
     for o in plan.options:
         if o.extrapolation:
             con.print(f"[yellow]warning:[/yellow] {escape(o.label)}: {escape(o.extrapolation)}")
+    if plan.sensitivity:
+        con.print(sensitivity_table(plan))
+
+
+def _factors(text: str) -> tuple[float, ...]:
+    """``--sensitivity``: ``none`` or comma-separated factors > 0."""
+    if text.strip().lower() in ("", "none", "off"):
+        return ()
+    out = []
+    for part in text.split(","):
+        try:
+            k = float(part)
+        except ValueError:
+            k = math.nan
+        if not (math.isfinite(k) and k > 0):
+            raise click.BadParameter(
+                f"expected comma-separated factors > 0 (e.g. 2,4,10) or none, got {part.strip()!r}",
+                param_hint="'--sensitivity'",
+            )
+        out.append(k)
+    return tuple(out)
+
+
+def sensitivity_table(plan: Plan) -> Any:
+    """The plan's sensitivity rows as a rich table: per factor the bound it amounts to, the
+    recommendation with its intervals and overhead, and each partial-recovery option's intervals."""
+    from rich.table import Table
+
+    labels = [o.label for o in plan.options if math.isfinite(o.pls_bound)]
+    t = Table(
+        title=f"if your model lost k x the calibrated {plan.metric} per unit PLS "
+        f"(= the bound / k with the calibrated model)"
+    )
+    for h in ("k", "bound", "recommended", "overhead", *labels):
+        t.add_column(h, justify="left" if h == "recommended" else "right")
+    base = {
+        "factor": 1.0,
+        "accuracy_bound": plan.accuracy_bound,
+        "recommended": plan.recommended,
+        "overhead": plan.option(plan.recommended).overhead.mean,
+        "options": [
+            {
+                "label": o.label,
+                "interval_h": o.interval_s / HOUR,
+                "full_interval_h": o.full_interval_s / HOUR,
+                "meets_bound": o.meets_bound,
+            }
+            for o in plan.options
+            if math.isfinite(o.pls_bound)
+        ],
+    }
+    for r in (base, *plan.sensitivity):
+        by = {o["label"]: o for o in r["options"]}
+
+        def cell(label: str) -> str:
+            o = by.get(label)
+            if o is None:
+                return "-"
+            iv = f"{o['interval_h']:.3g}"
+            if o["full_interval_h"] > o["interval_h"] * (1 + 1e-9):
+                iv += f"/{o['full_interval_h']:.3g}"
+            return iv + " h" + ("" if o["meets_bound"] else " NO")
+
+        t.add_row(
+            f"{r['factor']:g}",
+            f"{r['accuracy_bound']:.3g}",
+            r["recommended"],
+            f"{100 * r['overhead']:.2f}%",
+            *(cell(lab) for lab in labels),
+        )
+    t.caption = "intervals: saves/full saves; NO: does not meet the bound on fresh replications"
+    return t
 
 
 #: the planner's settings its notes name (``allow_extrapolation``) that are this command's options

@@ -159,7 +159,61 @@ class _Context:
         return self.runs[key]
 
 
+#: the factors of the sensitivity table: the true loss per unit PLS k times the calibrated one
+SENSITIVITY = (2.0, 4.0, 10.0)
+
+
 def make_plan(
+    s: Scenario,
+    accuracy_bound: float,
+    metric: str = "auc",
+    *,
+    sensitivity: Sequence[float] = (),
+    **kw: Any,
+) -> Plan:
+    """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module
+    doc; the keyword arguments are :func:`_make_plan`'s). ``sensitivity``: factors ``k`` (e.g.
+    :data:`SENSITIVITY`): the plan again as if the user's model lost ``k`` times the calibrated
+    accuracy per unit PLS (mean and scatter alike, so: the bound divided by ``k``), one row per
+    factor in :attr:`Plan.sensitivity` (the recommendation, and each partial-recovery option's
+    intervals and whether it still meets the bound)."""
+    plan = _make_plan(s, accuracy_bound, metric, **kw)
+    if not sensitivity:
+        return plan
+    rows = []
+    for k in sensitivity:
+        if not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
+            raise InputError(f"sensitivity factors must be finite numbers > 0, got {k!r}")
+        p = _make_plan(s, accuracy_bound / k, metric, **{**kw, "progress": None})
+        rec = p.option(p.recommended)
+        rows.append(
+            {
+                "factor": float(k),
+                "accuracy_bound": accuracy_bound / k,
+                "recommended": p.recommended,
+                "strategy": rec.strategy,
+                "interval_h": rec.interval_s / HOUR,
+                "full_interval_h": rec.full_interval_s / HOUR,
+                "overhead": rec.overhead.mean,
+                "overhead_ci": [rec.overhead.lo, rec.overhead.hi],
+                "options": [
+                    {
+                        "label": o.label,
+                        "interval_h": o.interval_s / HOUR,
+                        "full_interval_h": o.full_interval_s / HOUR,
+                        "overhead": o.overhead.mean,
+                        "meets_bound": o.meets_bound,
+                        "pls_bound": o.pls_bound,
+                    }
+                    for o in p.options
+                    if math.isfinite(o.pls_bound)
+                ],
+            }
+        )
+    return dataclasses.replace(plan, sensitivity=tuple(rows))
+
+
+def _make_plan(
     s: Scenario,
     accuracy_bound: float,
     metric: str = "auc",

@@ -96,6 +96,9 @@ class Plan:
     #: adaptive replication: grids and no-loss confirmations to this relative precision of the mean
     #: overhead, per-run promises curtailed (None: every evaluation on all its replications)
     precision: float | None = None
+    #: the plan again if the true loss per unit PLS were k times the calibrated one (``factor``):
+    #: the recommendation and each partial-recovery option per factor (``make_plan(sensitivity=)``)
+    sensitivity: tuple[dict[str, Any], ...] = ()
 
     def option(self, label: str) -> Option:
         """The option labelled ``label`` (StopIteration when there is none)."""
@@ -108,6 +111,7 @@ class Plan:
         d["options"] = [o.as_dict() for o in self.options]
         d["notes"] = list(self.notes)
         d["tied"] = list(self.tied)
+        d["sensitivity"] = [dict(r) for r in self.sensitivity]
         d["full_interval_h"] = self.full_interval_s / HOUR
         return finite(d)
 
