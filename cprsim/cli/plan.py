@@ -395,7 +395,7 @@ def sensitivity_table(plan: Plan) -> Any:
     for r in (base, *plan.sensitivity):
         by = {o["label"]: o for o in r["options"]}
 
-        def cell(label: str) -> str:
+        def cell(label: str, by: dict[str, Any] = by) -> str:
             o = by.get(label)
             if o is None:
                 return "-"
