@@ -143,11 +143,15 @@ def dumps_toml(doc: dict[str, Any], header: str = "") -> str:
 
     text = tomli_w.dumps(_plain(doc, ""))
     if header:  # a comment may not hold control characters: they are written escaped
-        clean = "".join(
-            c if c == "\t" or not (ord(c) < 32 or ord(c) == 127) else f"\\x{ord(c):02x}"
-            for c in header.replace("\r\n", "\n").replace("\r", "\n")
-        )
-        text = "".join(f"# {h}\n" if h else "#\n" for h in clean.split("\n")) + "\n" + text
+        lines = header.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        clean = [  # each line's other control characters escaped; the newlines make new lines
+            "".join(
+                c if c == "\t" or not (ord(c) < 32 or ord(c) == 127) else f"\\x{ord(c):02x}"
+                for c in line
+            )
+            for line in lines
+        ]
+        text = "".join(f"# {h}\n" if h else "#\n" for h in clean) + "\n" + text
     return text
 
 

@@ -120,3 +120,14 @@ def test_calibration_and_fitted_model_tables_read_back_equal(slopes, source):
         for v in back["fit"]["auc"].values()
         for x in v["ci"]
     )
+
+
+def test_a_multi_line_header_becomes_comment_lines_and_other_control_characters_are_escaped():
+    """`fit --out` headers: each line of the header a `#` line (no literal \\x0a), a bell escaped."""
+    import tomllib
+
+    from cprsim.io import dumps_toml
+
+    text = dumps_toml({"a": 1}, "first line\nsecond\x07 line\r\nthird")
+    assert text.splitlines()[:3] == ["# first line", "# second\\x07 line", "# third"]
+    assert "\\x0a" not in text and tomllib.loads(text) == {"a": 1}
