@@ -424,9 +424,12 @@ class Scratch:
     def __init__(self) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="cprsim-docs-"))
         for entry in sorted(REPO.iterdir()):
-            if entry.name in {".git", "out"}:
+            if entry.name in {".git", "out", ".venv"}:
                 continue
             (self.path / entry.name).symlink_to(entry)
+        # `.venv` in the docs is the venv that runs this (make test's, whatever its folder:
+        # PYTHON=python3.13 make test builds .venv-python3.13)
+        (self.path / ".venv").symlink_to(Path(sys.prefix))
         env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "CLICOLOR_FORCE"}}
         bindir = str(Path(sys.executable).parent)  # not resolved: the venv's bin, not /usr/bin
         env.update(

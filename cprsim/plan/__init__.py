@@ -168,15 +168,38 @@ def make_plan(
     accuracy_bound: float,
     metric: str = "auc",
     *,
+    calibration: AccuracyModel | None = None,
+    replications: int | None = None,
+    search_replications: int | None = None,
+    strategies: Sequence[str] = PLAN_DEFAULT,
+    confidence: float | None = 0.9,
+    objective: str = "mean",
+    max_checkpoint_age_h: float | None = None,
+    allow_extrapolation: bool = False,
+    allow_no_full_checkpoint: bool = False,
+    progress: Callable[[int], None] | None = None,
+    precision: float | None = DEFAULT_PRECISION,
     sensitivity: Sequence[float] = (),
-    **kw: Any,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module
-    doc; the keyword arguments are :func:`_make_plan`'s). ``sensitivity``: factors ``k`` (e.g.
+    doc). ``sensitivity``: factors ``k`` (e.g.
     :data:`SENSITIVITY`): the plan again as if the user's model lost ``k`` times the calibrated
     accuracy per unit PLS (mean and scatter alike, so: the bound divided by ``k``), one row per
     factor in :attr:`Plan.sensitivity` (the recommendation, and each partial-recovery option's
     intervals and whether it still meets the bound)."""
+    kw: dict[str, Any] = {
+        "calibration": calibration,
+        "replications": replications,
+        "search_replications": search_replications,
+        "strategies": strategies,
+        "confidence": confidence,
+        "objective": objective,
+        "max_checkpoint_age_h": max_checkpoint_age_h,
+        "allow_extrapolation": allow_extrapolation,
+        "allow_no_full_checkpoint": allow_no_full_checkpoint,
+        "progress": progress,
+        "precision": precision,
+    }
     plan = _make_plan(s, accuracy_bound, metric, **kw)
     if not sensitivity:
         return plan
@@ -230,7 +253,7 @@ def _make_plan(
     progress: Callable[[int], None] | None = None,
     precision: float | None = DEFAULT_PRECISION,
 ) -> Plan:
-    """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module doc)."""
+    """:func:`make_plan` for one accuracy bound (no sensitivity rows)."""
     _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
     if precision is not None and not (
         isinstance(precision, (int, float)) and math.isfinite(precision) and 0 < precision < 1
