@@ -157,8 +157,8 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     default="synthetic",
     show_default=True,
     metavar="synthetic|movielens-100k|FILE",
-    help="Training data: the synthetic Criteo-like generator; MovieLens-100k (the movielens "
-    "extra); a Criteo .tsv; or a .csv/.parquet file with --schema. Real data is trained "
+    help="Training data: the synthetic Criteo-like generator; MovieLens-100k (pip install "
+    "--no-deps recbole==1.2.1); a Criteo .tsv; or a .csv/.parquet file with --schema. Real data is trained "
     "one epoch, at its own size (docs/calibration.md, Data).",
 )
 @click.option(
@@ -173,6 +173,24 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     default=None,
     help="Train nothing: rewrite this calibration.toml's [model] from its measured points with "
     "the current model selection (admissible fits, a single run's scatter).",
+)
+@click.option(
+    "--validate",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="PLAN.json",
+    help="Check this plan's promise on held-out runs: simulate --runs fresh replications of its "
+    "scenario with the recommended option, replay each on a DLRM of a fresh seed (baseline and "
+    "failed run), count the runs within the bound; writes validation.json and validation.csv to "
+    "--out (default out/validate; --preset default: the plan's calibration's).",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=40,
+    show_default=True,
+    help="With --validate: validation runs (each trains a baseline and a failed run).",
 )
 @click.option(
     "--limit-samples",
@@ -195,7 +213,14 @@ def command(
     schema: Path | None,
     limit: tuple[int, int] | None,
     refit: Path | None,
+    plan_file: Path | None,
+    runs: int,
 ) -> None:
+    if plan_file is not None:
+        _validate(
+            plan_file, preset, jobs, threads, resume, scenario, out, data, schema, limit, runs
+        )
+        return
     if refit is not None:
         from cprsim.calibrate.calibration import refit as refit_file
 
@@ -262,6 +287,63 @@ def command(
     _wrote(out, t0, jobs, threads)
 
 
+def _validate(
+    plan_file: Path,
+    preset: str,
+    jobs: int | None,
+    threads: int,
+    resume: bool,
+    scenario: str | None,
+    out: Path,
+    data: str,
+    schema: Path | None,
+    limit: tuple[int, int] | None,
+    runs: int,
+) -> None:
+    """``--validate``: the plan's recommended option on held-out runs (cprsim.calibrate.validate)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as calibrate (above)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise click.ClickException("calibrate needs torch: pip install 'cprsim[dlrm]'") from None
+    from cprsim.calibrate import validate as V
+    from cprsim.calibrate.datasets import resolve, sized
+    from cprsim.calibrate.runner import PRESETS
+
+    plan = V.read_plan(plan_file)
+    if ctx.get_parameter_source("preset") is not ParameterSource.COMMANDLINE:
+        cal_preset = (plan.get("calibration") or {}).get("preset")
+        preset = cal_preset if cal_preset in PRESETS else preset
+    if ctx.get_parameter_source("out") is not ParameterSource.COMMANDLINE:
+        out = Path("out/validate")
+    t = V.target_of(plan, plan_file, load_scenario(scenario, ()) if scenario else None)
+    p = sized(PRESETS[preset], resolve(data, schema), limit)
+    jobs = jobs if jobs is not None else _cores()
+    label = f"validate {t.label} ({preset})"
+    t0 = time.perf_counter()
+    try:
+        if sys.stderr.isatty():
+            bar = _Bar(runs, label)
+            with bar.prog:
+                doc = V.validate(t, p, out, runs, bar, jobs, threads, resume)
+        else:
+            doc = V.validate(t, p, out, runs, _Lines(runs, label), jobs, threads, resume)
+    except KeyboardInterrupt:
+        raise click.ClickException(
+            f"interrupted: the finished runs are in {out / 'validation.csv'}; finish with --resume"
+        ) from None
+    for line in V.summary_lines(doc):
+        click.echo(line)
+    click.echo(
+        f"wrote {out / 'validation.json'} and {out / 'validation.csv'} "
+        f"({_fmt(time.perf_counter() - t0)} on {jobs} job{'s' if jobs > 1 else ''})"
+    )
+
+
 def _print_models(doc: dict) -> None:
     rng = doc.get("model", {}).get("range", {})
     if rng:
@@ -303,8 +385,8 @@ def _print_models(doc: dict) -> None:
                 rv = c.get("resid_var")
                 if rv is not None:
                     click.echo(
-                        f"  {metric} {k}: a single run's scatter grows with PLS (residual variance "
-                        f"{rv[0]:.3g} + {rv[1]:.3g} PLS^2)"
+                        f"  {metric} {k}: a single run's scatter around the mean: variance "
+                        f"{rv[0]:.3g} PLS + {rv[1]:.3g} PLS^2"
                     )
 
 
