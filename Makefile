@@ -36,9 +36,11 @@ $(VENV)/.installed-test: pyproject.toml $(CONSTRAINTS)
 run: $(VENV)/.installed-run
 	$(VENV)/bin/cprsim simulate cpr-production --out out/cpr-production
 
-## make test: the whole test suite
+## make test: the whole test suite, on every core (pytest-xdist; each test file stays on one
+## worker: TEST_JOBS=1 make test runs it in one process)
+TEST_JOBS ?= auto
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile
 
 ## make lint: ruff (the rule set in pyproject.toml), ruff format and mypy (with the pydantic plugin)
 LINTED = cprsim tests examples docs benchmarks

@@ -21,6 +21,7 @@ Markers (``pytest -m "not slow"`` is ``make test-fast``):
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,10 @@ MARKERS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The CLI tests read tables laid out for output that is not a terminal (cprsim.cli.common's
+    # PIPED_WIDTH columns); COLUMNS would change that width: pytest-xdist sets it to 80 in its
+    # workers, and a user's shell may export it. Tests that want a width pass COLUMNS themselves.
+    os.environ.pop("COLUMNS", None)
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
 
