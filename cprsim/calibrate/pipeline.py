@@ -336,6 +336,47 @@ def _n_dense(p: R.Preset) -> int:
 
 
 # -- the use case ----------------------------------------------------------------------------------------
+
+
+def calibration_doc(points: list[R.Point], provenance: dict[str, Any]) -> dict[str, Any]:
+    """A calibration document from measured points: ``[provenance]`` (as given), ``[fit]`` (loss =
+    slope x PLS per strategy, with its CI), ``[points]`` (per strategy: budget, seed, pls, position,
+    age, d_auc, d_logloss) and ``[model]``, the planner's model with its stability check
+    (:func:`cprsim.calibrate.accuracy.model_table`). ``cprsim calibrate`` and the user-model API
+    (:mod:`cprsim.calibrate.user`) both write it; ``load_calibration`` reads it."""
+    from cprsim.calibrate.accuracy import model_table
+
+    doc: dict[str, Any] = {"provenance": provenance, "fit": {}, "points": {}}
+    for st, f in R.fits(points).items():
+        d: dict[str, Any] = {}
+        for metric, ft in f.items():
+            d.update(
+                {
+                    f"{metric}_slope": ft.slope,
+                    f"{metric}_slope_lo": ft.lo,
+                    f"{metric}_slope_hi": ft.hi,
+                    f"{metric}_r2": ft.r2,
+                }
+            )
+        d["n_points"] = f["auc"].n
+        ps = [pt for pt in points if pt.strategy == st]
+        d["mean_pls"] = float(np.mean([pt.pls for pt in ps]))
+        d["mean_d_auc"] = float(np.mean([pt.d_auc for pt in ps]))
+        d["mean_d_logloss"] = float(np.mean([pt.d_logloss for pt in ps]))
+        doc["fit"][st] = d
+        doc["points"][st] = {
+            "budget": [pt.budget for pt in ps],
+            "seed": [pt.seed for pt in ps],
+            "pls": [pt.pls for pt in ps],
+            "position": [pt.position for pt in ps],
+            "age": [pt.age for pt in ps],
+            "d_auc": [pt.d_auc for pt in ps],
+            "d_logloss": [pt.d_logloss for pt in ps],
+        }
+    doc["model"] = model_table(doc["points"], check_stability=True)
+    return doc
+
+
 def calibrate(
     p: R.Preset,
     out: Path,
@@ -395,7 +436,6 @@ def calibrate(
     runs_s = time.perf_counter() - t0
 
     points, facts = R.points_from(done)
-    fits = R.fits(points)
     m = p.model
     prov = {
         "calibrated": True,
@@ -430,36 +470,7 @@ def calibrate(
     }
     if sim_info:
         prov["from_sim"] = sim_info
-    doc: dict = {"provenance": prov, "fit": {}, "points": {}}
-    for st, f in fits.items():
-        d = {}
-        for metric, ft in f.items():
-            d.update(
-                {
-                    f"{metric}_slope": ft.slope,
-                    f"{metric}_slope_lo": ft.lo,
-                    f"{metric}_slope_hi": ft.hi,
-                    f"{metric}_r2": ft.r2,
-                }
-            )
-        d["n_points"] = f["auc"].n
-        ps = [pt for pt in points if pt.strategy == st]
-        d["mean_pls"] = float(np.mean([pt.pls for pt in ps]))
-        d["mean_d_auc"] = float(np.mean([pt.d_auc for pt in ps]))
-        d["mean_d_logloss"] = float(np.mean([pt.d_logloss for pt in ps]))
-        doc["fit"][st] = d
-        doc["points"][st] = {
-            "budget": [pt.budget for pt in ps],
-            "seed": [pt.seed for pt in ps],
-            "pls": [pt.pls for pt in ps],
-            "position": [pt.position for pt in ps],
-            "age": [pt.age for pt in ps],
-            "d_auc": [pt.d_auc for pt in ps],
-            "d_logloss": [pt.d_logloss for pt in ps],
-        }
-    from cprsim.calibrate.accuracy import model_table
-
-    doc["model"] = model_table(doc["points"], check_stability=True)
+    doc = calibration_doc(points, prov)
     costs_s = 0.0
     if measure_costs:
         from cprsim.calibrate.costs import e2e_repeats, end_to_end, measure_shard_io
