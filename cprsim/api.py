@@ -503,6 +503,8 @@ def plan(
     allow_no_full_checkpoint: bool = False,
     progress: Callable[[int], None] | None = None,
     sensitivity: Sequence[float] = (),
+    model_rows: int | None = None,
+    loss_scale: float | None = None,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (``cprsim plan``).
 
@@ -519,7 +521,11 @@ def plan(
     ``allow_no_full_checkpoint``: without job-level interruptions or an age cap, allow plans that
     take no full checkpoint. ``progress(n)`` is called as the planner advances.
     ``sensitivity``: factors k (e.g. ``(2, 4, 10)``): the plan again as if the user's model lost k
-    times the calibrated accuracy per unit PLS; ``plan.sensitivity`` holds a row per factor.
+    times the accuracy per unit PLS the plan assumes; ``plan.sensitivity`` holds a row per factor.
+    ``model_rows``: your model's embedding rows (default: the scenario's) and ``loss_scale``: its
+    loss per unit PLS as a multiple of the calibration's (default: the calibration's scale ladder's
+    choice for those rows); ``plan.scale`` says which factor the plan assumed, why, and whether
+    your model lies outside the sizes measured.
 
     Returns a :class:`Plan`: ``plan.recommended_option``, ``plan.to_frame()``,
     ``plan.scenario_for()`` (the scenario running the recommendation). Intervals in seconds
@@ -559,6 +565,8 @@ def plan(
         progress=progress,
         precision=precision,
         sensitivity=tuple(sensitivity),
+        model_rows=model_rows,
+        loss_scale=loss_scale,
     )
     return Plan._of(record, s)
 

@@ -342,6 +342,14 @@ def seed_data(
     return train, test, s.tables
 
 
+def table_rows(p: Any) -> int:
+    """The embedding rows (all tables) of a calibration of preset ``p``: the synthetic tables at
+    its scale, or the real data's own."""
+    spec = getattr(p, "data", None)
+    tables = D.scaled_tables(p.scale) if spec is None else load(spec, p.scale).tables
+    return int(sum(tables))
+
+
 def describe(p: Any) -> str:
     """The provenance's ``data`` line of a calibration of preset ``p``."""
     spec = getattr(p, "data", None)

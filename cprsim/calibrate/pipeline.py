@@ -34,6 +34,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from cprsim import __version__
+from cprsim.calibrate import datasets as DS
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import to_toml
 from cprsim.calibrate.datasets import describe as describe_data
@@ -134,6 +136,7 @@ def configuration(
 
     preset = R.preset_dict(p)
     preset.pop("runtime", None)  # documentation, not configuration
+    preset.pop("rungs", None)  # the ladder's rungs are calibrations of their own (OUT/rungs/NAME)
     preset.pop("data", None)  # where the files lie is not configuration: their digests are (below)
     config = {
         "preset": preset,
@@ -377,6 +380,64 @@ def calibration_doc(points: list[R.Point], provenance: dict[str, Any]) -> dict[s
     return doc
 
 
+def _slope_row(fit: dict[str, Any]) -> dict[str, float]:
+    return {
+        "auc_slope": fit["auc_slope"],
+        "auc_slope_lo": fit["auc_slope_lo"],
+        "auc_slope_hi": fit["auc_slope_hi"],
+        "logloss_slope": fit["logloss_slope"],
+        "logloss_slope_lo": fit["logloss_slope_lo"],
+        "logloss_slope_hi": fit["logloss_slope_hi"],
+        "n_points": fit["n_points"],
+    }
+
+
+def scale_table(
+    p: R.Preset, doc: dict[str, Any], rungs: dict[str, tuple[R.Preset, dict[str, Any]]]
+) -> dict[str, Any]:
+    """``[scale]``: the loss per unit PLS of vanilla CPR on each rung of the ladder beside the
+    reference (this calibration), and its ratio to the reference's. ``ratio_lo``/``ratio_hi`` take
+    the ends of both 95% CIs (the rung's low over the reference's high, and the reverse): a range
+    at least as wide as the ratio's own CI."""
+    ref = doc["fit"][PARTIAL]
+    table: dict[str, Any] = {
+        "note": (
+            "vanilla CPR's loss per unit PLS (slope through the origin, 95% CI) on each rung; "
+            "ratio = rung / reference, ratio_lo/hi from the ends of both CIs. MFU/SSU/lookahead "
+            "were measured on the reference only: the planner scales them by vanilla's ratio "
+            "(an assumption)"
+        ),
+        "reference": {
+            "preset": p.name,
+            "data": doc["provenance"]["data"],
+            "embedding_rows": doc["provenance"]["embedding_rows"],
+            "train_samples": p.train_samples,
+            "real_data": p.data is not None,
+            "seeds": list(p.seeds),
+            **_slope_row(ref),
+        },
+    }
+    for name, (rp, rd) in rungs.items():
+        f = rd["fit"][PARTIAL]
+        row = {
+            "preset": rp.name,
+            "data": rd["provenance"]["data"],
+            "embedding_rows": rd["provenance"]["embedding_rows"],
+            "train_samples": rp.train_samples,
+            "real_data": rp.data is not None,
+            "seeds": list(rp.seeds),
+            **_slope_row(f),
+        }
+        for metric in ("auc", "logloss"):
+            s0, lo0, hi0 = (ref[f"{metric}_slope{k}"] for k in ("", "_lo", "_hi"))
+            s1, lo1, hi1 = (f[f"{metric}_slope{k}"] for k in ("", "_lo", "_hi"))
+            row[f"{metric}_ratio"] = s1 / s0 if s0 > 0 else math.inf
+            row[f"{metric}_ratio_lo"] = max(0.0, lo1) / hi0 if hi0 > 0 else math.inf
+            row[f"{metric}_ratio_hi"] = hi1 / lo0 if lo0 > 0 else math.inf
+        table[name] = row
+    return table
+
+
 def calibrate(
     p: R.Preset,
     out: Path,
@@ -394,6 +455,23 @@ def calibrate(
     if jobs < 1 or threads < 1:
         raise InputError(f"jobs and threads per job must be >= 1, got {jobs} and {threads}")
     started, t0 = _now(), time.perf_counter()
+    rung_docs = {}
+    offset = 0  # runs of the rungs before this one (a resumed rung's count starts there)
+    for name in p.rungs:  # the scale ladder first: each rung a calibration of its own
+        rp, data = R.RUNGS[name]
+        if data is not None:
+            rp = DS.sized(rp, DS.resolve(data))
+
+        def rung_progress(n: int = 1, what: str = "", resumed: bool = False, at=offset) -> None:
+            progress(n + at if resumed else n, what, resumed)
+
+        rung_docs[name] = (
+            rp,
+            calibrate(
+                rp, out / "rungs" / name, rung_progress, None, False, jobs, threads, resume=resume
+            ),
+        )
+        offset += R.n_steps(rp)
     fn, sim_info = None, None
     if scenario is not None:
         p, fn, sim_info = from_sim_settings(p, scenario)
@@ -424,7 +502,11 @@ def calibrate(
         atomic_write_text(journal, csv_text(POINTS_HEADER, []))
         done = []
     if done:
-        progress(len(done), f"{len(done)} of {len(runs)} runs already in {journal}", resumed=True)
+        progress(
+            len(done) + offset,
+            f"{len(done)} of {len(runs)} runs already in {journal}",
+            resumed=True,
+        )
     have = {r.key for r in done}
     todo = [r for r in runs if r.key not in have]
     run_s: list[list[Any]] = []
@@ -465,12 +547,15 @@ def calibrate(
         "baseline_auc": facts["baseline_auc"],
         "baseline_logloss": facts["baseline_logloss"],
         "iterations": R.n_iters_of(p),
+        "embedding_rows": DS.table_rows(p),
         "torch_threads_per_run": threads,
         "fingerprint": manifest["fingerprint"],
     }
     if sim_info:
         prov["from_sim"] = sim_info
     doc = calibration_doc(points, prov)
+    if rung_docs:
+        doc["scale"] = scale_table(p, doc, rung_docs)
     costs_s = 0.0
     if measure_costs:
         from cprsim.calibrate.costs import e2e_repeats, end_to_end, measure_shard_io

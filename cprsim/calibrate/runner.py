@@ -69,6 +69,9 @@ class Preset:
     #: real data (``cprsim calibrate --data``; ``datasets.sized`` sets the sample counts to the
     #: data's own); ``None``: the synthetic generator at ``scale``
     data: DS.DataSpec | None = None
+    #: names in :data:`RUNGS`: the scale ladder calibrated beside this preset (each into
+    #: ``OUT/rungs/NAME``), written to ``[scale]`` (not part of the fingerprint: not this preset's runs)
+    rungs: tuple[str, ...] = ()
 
 
 #: measured wall time of ``cprsim calibrate --preset P --jobs 2`` on the 2-core development machine
@@ -78,6 +81,7 @@ RUNTIMES = {
     "quick": "93 s measured at load 3 (runs 57 s, costs and the end-to-end check 35 s); not measured idle",
     "standard": "16 min 20 s measured at load 3 (runs 13 min 39 s, costs and end-to-end check 2 min 41 s); not measured idle",
     "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
+    "shipped": "~75 min, estimated from the standard preset's runs (8 seeds and 4 rungs); not measured idle",
 }
 
 #: budgets from "no save in the run" (2: MFU/SSU save partially once, never fully) down to
@@ -117,6 +121,62 @@ PRESETS = {
         runtime=RUNTIMES["paper"],
     ),
 }
+
+
+#: The scale ladder of the shipped calibration: how the loss per unit PLS moves with the table
+#: size, the training length and the data, each rung against the ``shipped`` preset's reference
+#: (synthetic Criteo-like data, 1/1000 of Criteo Kaggle's rows, 1M samples). Vanilla CPR only
+#: (the MFU/SSU and lookahead slopes are scaled by vanilla's ratio: an assumption, written beside
+#: the ratios), 3 seeds each, the reference's budgets and failures. ``name -> (preset, data)``:
+#: ``data`` is a ``--data`` name (resolved when the rung runs; the samples become the data's own)
+#: or None (synthetic).
+RUNGS: dict[str, tuple[Preset, str | None]] = {
+    "rows-x10": (
+        Preset(
+            "rows-x10",
+            1_000_000,
+            200_000,
+            (0, 1, 2),
+            BUDGETS,
+            (PARTIAL,),
+            scale=100.0,
+            failures_per_run=8,
+        ),
+        None,
+    ),
+    "rows-x100": (
+        Preset(
+            "rows-x100",
+            1_000_000,
+            200_000,
+            (0, 1, 2),
+            BUDGETS,
+            (PARTIAL,),
+            scale=10.0,
+            failures_per_run=8,
+        ),
+        None,
+    ),
+    "half-length": (
+        Preset("half-length", 500_000, 200_000, (0, 1, 2), BUDGETS, (PARTIAL,), failures_per_run=8),
+        None,
+    ),
+    "movielens-100k": (
+        Preset("movielens-100k", 1, 1, (0, 1, 2), BUDGETS, (PARTIAL,), failures_per_run=8),
+        "movielens-100k",
+    ),
+}
+PRESETS["shipped"] = Preset(
+    "shipped",
+    1_000_000,
+    200_000,
+    tuple(range(8)),
+    BUDGETS,
+    EMULATED,
+    failures_per_run=8,
+    runtime=RUNTIMES["shipped"],
+    rungs=tuple(RUNGS),
+)
 
 
 @dataclass
@@ -559,8 +619,10 @@ def run_preset(
 
 
 def n_steps(p: Preset) -> int:
-    """Runs of a preset: per seed, a baseline and one per budget and strategy."""
-    return len(p.seeds) * (1 + len(p.budgets) * len(p.strategies))
+    """Runs of a preset: per seed, a baseline and one per budget and strategy (and its ladder's
+    rungs' runs)."""
+    own = len(p.seeds) * (1 + len(p.budgets) * len(p.strategies))
+    return own + sum(n_steps(RUNGS[name][0]) for name in p.rungs)
 
 
 # -- fit -------------------------------------------------------------------------------------------

@@ -160,6 +160,20 @@ def _accuracy_bound(ctx, param, value):
     "2,4,10: the calibration's small DLRM may lose less than yours): a table of the recommendation "
     "per factor (one more plan each).",
 )
+@click.option(
+    "--model-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Your model's embedding rows (default: the scenario's, from access and "
+    "cluster.embedding_gb): matched to the calibration's scale ladder for the loss per unit PLS.",
+)
+@click.option(
+    "--loss-scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Your model's loss per unit PLS as a multiple of the calibration's (e.g. measured with "
+    "docs/howto-calibrate-your-model.md) [default: the scale ladder's choice for your rows].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option(
     "--out",
@@ -239,6 +253,8 @@ def command(
     strategies: str,
     calibration: Path | None,
     sensitivity: str,
+    model_rows: int | None,
+    loss_scale: float | None,
     as_json: bool,
     out: Path | None,
     embedding_servers: int | None,
@@ -319,6 +335,8 @@ def command(
             progress=advance,
             precision=precision,
             sensitivity=factors,
+            model_rows=model_rows,
+            loss_scale=loss_scale,
         )
     if out is not None:
         write_plan(out, plan)
@@ -336,6 +354,9 @@ def command(
             "(--json has them all)"
         )
     con.print(f"[bold]Recommendation:[/bold] {escape(plan.message)}")
+    assumed = scale_line(plan)
+    if assumed:
+        con.print(f"[bold]Accuracy:[/bold] {escape(assumed)}")
     for n in plan.notes:
         con.print(f"[yellow]note:[/yellow] {escape(_with_options(n))}")
     for o in plan.options:
@@ -343,6 +364,32 @@ def command(
             con.print(f"[yellow]warning:[/yellow] {escape(o.label)}: {escape(o.extrapolation)}")
     if plan.sensitivity:
         con.print(sensitivity_table(plan))
+
+
+def scale_line(plan: Plan) -> str:
+    """One line beside the recommendation: the loss per unit PLS the accuracy figures assume, and
+    whether the user's model lies outside what the calibration measured ('' when the plan has no
+    partial-recovery accuracy figures)."""
+    sc = plan.scale or {}
+    if not sc or not plan.calibrated or not any(math.isfinite(o.pls_bound) for o in plan.options):
+        return ""
+    k, rows = sc.get("factor", 1.0), sc.get("rows")
+    lo, hi = sc.get("measured_rows", [None, None])
+    basis = sc.get("basis", "reference")
+    what = {"user": "given", "reference": "as calibrated"}.get(basis, f"rung {basis}")
+    text = f"figures assume {k:.3g}x the calibrated loss per unit PLS ({what})"
+    if rows is None:
+        return text + "; your model's rows are unknown (--model-rows)"
+    if hi is None or lo is None:
+        return text + f"; your model: {rows:,} rows (the calibration does not record its own size)"
+    if sc.get("outside") == "above" and hi:
+        return (
+            text + f"; your model ({rows:,} rows) is {rows / hi:.3g}x larger than any measured "
+            f"({hi:,} rows): OUTSIDE what was measured (notes, --sensitivity)"
+        )
+    if sc.get("outside") == "below" and lo:
+        return text + f"; your model ({rows:,} rows) is smaller than any measured ({lo:,} rows)"
+    return text + f"; your model: {rows:,} rows, within the measured {lo:,} to {hi:,}"
 
 
 def _factors(text: str) -> tuple[float, ...]:
@@ -370,9 +417,11 @@ def sensitivity_table(plan: Plan) -> Any:
     from rich.table import Table
 
     labels = [o.label for o in plan.options if math.isfinite(o.pls_bound)]
+    k0 = float((plan.scale or {}).get("factor", 1.0))
+    assumed = "the calibrated" if k0 == 1.0 else f"the assumed ({k0:.3g}x the calibrated)"
     t = Table(
-        title=f"if your model lost k x the calibrated {plan.metric} per unit PLS "
-        f"(= the bound / k with the calibrated model)"
+        title=f"if your model lost k x {assumed} {plan.metric} per unit PLS "
+        f"(= the bound / k with the plan's model)"
     )
     for h in ("k", "bound", "recommended", "overhead", *labels):
         t.add_column(h, justify="left" if h == "recommended" else "right")

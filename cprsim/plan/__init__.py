@@ -180,13 +180,19 @@ def make_plan(
     progress: Callable[[int], None] | None = None,
     precision: float | None = DEFAULT_PRECISION,
     sensitivity: Sequence[float] = (),
+    model_rows: int | None = None,
+    loss_scale: float | None = None,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module
     doc). ``sensitivity``: factors ``k`` (e.g.
     :data:`SENSITIVITY`): the plan again as if the user's model lost ``k`` times the calibrated
     accuracy per unit PLS (mean and scatter alike, so: the bound divided by ``k``), one row per
     factor in :attr:`Plan.sensitivity` (the recommendation, and each partial-recovery option's
-    intervals and whether it still meets the bound)."""
+    intervals and whether it still meets the bound), relative to the loss per unit PLS the plan
+    assumes. ``model_rows``: the user's embedding rows (default: the scenario's, from ``access``
+    and ``cluster.embedding_gb``) and ``loss_scale``: the loss per unit PLS as a multiple of the
+    calibration's (default: the calibration's scale ladder's choice for those rows,
+    :func:`cprsim.plan.accuracy.ladder_scale`; :attr:`Plan.scale` records it)."""
     kw: dict[str, Any] = {
         "calibration": calibration,
         "replications": replications,
@@ -199,6 +205,8 @@ def make_plan(
         "allow_no_full_checkpoint": allow_no_full_checkpoint,
         "progress": progress,
         "precision": precision,
+        "model_rows": model_rows,
+        "loss_scale": loss_scale,
     }
     plan = _make_plan(s, accuracy_bound, metric, **kw)
     if not sensitivity:
@@ -252,6 +260,8 @@ def _make_plan(
     allow_no_full_checkpoint: bool = False,
     progress: Callable[[int], None] | None = None,
     precision: float | None = DEFAULT_PRECISION,
+    model_rows: int | None = None,
+    loss_scale: float | None = None,
 ) -> Plan:
     """:func:`make_plan` for one accuracy bound (no sensitivity rows)."""
     _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
@@ -266,6 +276,8 @@ def _make_plan(
 
         calibration = load_calibration()
     acc = plan_accuracy(calibration, metric)
+    scale = _scale(s, calibration, metric, model_rows, loss_scale)
+    acc = dataclasses.replace(acc, scale=scale["factor"])
     n = replications or s.replications
     ns = search_replications or max(200, n // 2)
     if confidence is not None:
@@ -284,6 +296,8 @@ def _make_plan(
             f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)"
         )
     notes = _accuracy_notes(acc, metric)
+    if s.cluster.embedding_servers > 0 and acc.calibrated:
+        notes += _scale_notes(scale, metric, acc.provenance)
     notes += _failure_notes(s, rates)
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
     ctx = _Context(
@@ -378,6 +392,7 @@ def _make_plan(
         s.failures.start,
         tied,
         precision,
+        scale=scale,
     )
 
 
@@ -405,6 +420,105 @@ def _check_inputs(
         raise InputError(
             f"the maximum checkpoint age must be a finite number of hours > 0, got {age!r}"
         )
+
+
+def _scenario_rows(s: Scenario) -> int | None:
+    """The scenario's embedding rows (``access`` and ``cluster.embedding_gb``), None without
+    embeddings or when the scenario does not give them."""
+    if s.cluster.embedding_servers == 0 or s.cluster.embedding_gb <= 0:
+        return None
+    from cprsim.access import layout
+
+    try:
+        return int(layout(s).rows)
+    except (InputError, ValueError, OverflowError):
+        return None
+
+
+def _scale(
+    s: Scenario,
+    calibration: Any,
+    metric: str,
+    model_rows: int | None,
+    loss_scale: float | None,
+) -> dict[str, Any]:
+    """The plan's loss-per-PLS factor (:func:`cprsim.plan.accuracy.ladder_scale`), with where the
+    rows came from."""
+    from cprsim.plan.accuracy import ladder_scale
+
+    if model_rows is not None and not (
+        isinstance(model_rows, int) and not isinstance(model_rows, bool) and model_rows >= 1
+    ):
+        raise InputError(
+            f"the model's embedding rows must be a whole number >= 1, got {model_rows!r}"
+        )
+    if loss_scale is not None and not (
+        isinstance(loss_scale, (int, float)) and math.isfinite(loss_scale) and loss_scale > 0
+    ):
+        raise InputError(
+            f"the loss scale must be a finite number > 0 (a multiple of the calibrated loss per "
+            f"unit PLS), got {loss_scale!r}"
+        )
+    rows = model_rows if model_rows is not None else _scenario_rows(s)
+    out = ladder_scale(getattr(calibration, "raw", {}) or {}, metric, rows, loss_scale)
+    out["rows_from"] = (
+        "given" if model_rows is not None else "scenario" if rows is not None else "unknown"
+    )
+    return out
+
+
+def _scale_notes(scale: dict[str, Any], metric: str, prov: dict[str, Any]) -> list[str]:
+    """What the calibration stands for, the factor the plan assumes and why, and whether the
+    user's model lies outside what was measured: said plainly."""
+    k, basis, rows = scale["factor"], scale["basis"], scale["rows"]
+    lo, hi = scale["measured_rows"]
+    by_name = {r["name"]: r for r in scale["rungs"]}
+    notes = [f"the calibration stands for: {prov.get('model', '?')}; data: {prov.get('data', '?')}"]
+    if basis == "user":
+        why = "given by the user"
+    elif basis == "reference":
+        why = "the calibration as measured" + (
+            ""
+            if len(by_name) > 1
+            else "; it has no scale ladder: only its own model was measured, check that its loss "
+            "per unit PLS holds for yours before trusting a long partial-recovery interval"
+        )
+    else:
+        r = by_name[basis]
+        why = (
+            f"the largest ratio measured on a model no larger than yours: rung {basis} "
+            f"({r['rows']:,} rows, {'real' if r['real_data'] else 'synthetic'} data; ratio "
+            f"{r['ratio']:.3g}, range [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}])"
+        )
+    ladder = "; ".join(f"{r['name']} {r['rows']:,} rows {r['ratio']:.3g}x" for r in scale["rungs"])
+    notes.append(
+        f"loss per unit PLS assumed: {k:.3g}x the calibration's ({why})"
+        + (f"; measured ladder ({metric}): {ladder}" if len(by_name) > 1 else "")
+    )
+    where = "the scenario's" if scale.get("rows_from") == "scenario" else "given"
+    if lo is None:
+        notes.append(
+            "the calibration does not record the size of the model it measured (recalibrate with "
+            "this version to match your model's rows to a scale ladder)"
+        )
+    elif rows is None:
+        notes.append(
+            "WARNING: the model's embedding rows are unknown (give --model-rows): the loss per "
+            "unit PLS could not be matched to the ladder"
+        )
+    elif scale["outside"] == "above" and hi:
+        notes.append(
+            f"WARNING: your model ({rows:,} embedding rows, {where}) is {rows / hi:.3g}x larger than "
+            f"the largest model measured ({hi:,} rows): its loss per unit PLS was NOT measured and may "
+            f"be higher than the {k:.3g}x assumed; see the sensitivity table (--sensitivity), or "
+            "calibrate your own model (docs/howto-calibrate-your-model.md)"
+        )
+    elif scale["outside"] == "below" and lo:
+        notes.append(
+            f"your model ({rows:,} embedding rows, {where}) is smaller than every model measured "
+            f"(from {lo:,} rows): the factor is the reference's, not measured at your size"
+        )
+    return notes
 
 
 def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
@@ -452,11 +566,6 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
             f"{', '.join(sorted(set(weak)))} (95% CIs; preset {preset}): the plan uses the upper ends"
             + (f"; a calibration with preset {bigger} measures more precisely" if bigger else "")
         )
-    notes.append(
-        "the accuracy model was measured by `cprsim calibrate` on a small DLRM "
-        f"({acc.provenance.get('preset', '?')} preset): check that its loss per unit PLS holds for your "
-        "model before trusting a long partial-recovery interval"
-    )
     return notes
 
 
@@ -687,7 +796,9 @@ def runs_within(
     if not math.isfinite(option.pls_bound):
         return np.ones(len(results), dtype=bool)
     cal = calibration if hasattr(calibration, "raw") else load_calibration(calibration)
-    acc = plan_accuracy(cal, plan.metric)
+    acc = dataclasses.replace(
+        plan_accuracy(cal, plan.metric), scale=float((plan.scale or {}).get("factor", 1.0))
+    )
     pls = np.array([r.pls for r in results], dtype=float)
     cap = option.pls_cap
     over_cap = pls / cap if cap > 0 else np.where(pls > 0, math.inf, 0.0)

@@ -109,6 +109,9 @@ class PlanAccuracy:
     model: str = "slope"  #: the chosen model's name ('external' for a model without points)
     #: the calibration's leave-one-run/seed-out check of the choice (``[model.<metric>.stability]``)
     stability: dict[str, Any] = field(default_factory=dict)
+    #: the loss per unit PLS the plan assumes, as a multiple of the calibration's (mean and scatter
+    #: alike): the scale ladder's choice for the user's model (:func:`ladder_scale`); 1 as measured
+    scale: float = 1.0
 
     def _fit(self, strategy: str) -> SlopeFit | None:
         return self.slopes.get(strategy, self.slopes.get(VANILLA))
@@ -118,20 +121,21 @@ class PlanAccuracy:
         it has none); a model without points: its loss at PLS 1."""
         f = self._fit(strategy)
         if f is not None:
-            return f.hi
-        return self.fallback.accuracy_loss(1.0, self.metric, strategy)
+            return self.scale * f.hi
+        return self.scale * self.fallback.accuracy_loss(1.0, self.metric, strategy)
 
     def pls_bound(self, bound: float, strategy: str, q: float | None = 0.9) -> float:
         """The largest PLS whose loss stays within ``bound`` at the reference covariates (a failure
         mid-training restoring a fresh state; the search then checks each run at its own): a
-        single run's predictive ``q``-quantile, or (``q`` None) the upper 95% end of the mean."""
+        single run's predictive ``q``-quantile, or (``q`` None) the upper 95% end of the mean
+        (the loss scaled by :attr:`scale`: the bound divided by it)."""
         if self.fit is not None:
             if self.fit.name == "slope" and q is None:
-                s = self.fit.slope_at(strategy, pls=1.0)[2]
+                s = self.scale * self.fit.slope_at(strategy, pls=1.0)[2]
                 return math.inf if s <= 0 else bound / s
-            return self.fit.max_pls(bound, strategy, q=q)
+            return self.fit.max_pls(bound / self.scale, strategy, q=q)
         if self._fit(strategy) is None:
-            return float(self.fallback.max_pls(bound, self.metric, strategy))
+            return float(self.fallback.max_pls(bound / self.scale, self.metric, strategy))
         s = self.slope_hi(strategy)
         return math.inf if s <= 0 else bound / s
 
@@ -139,32 +143,38 @@ class PlanAccuracy:
         self, pls: float, strategy: str, position: float = 0.5, age: float = 0.0
     ) -> tuple[float, float, float]:
         """Expected loss at this PLS (and covariates) and its 95% range (never negative)."""
+        k = self.scale
         if self.fit is not None:
             m, lo, hi = self.fit.predict(strategy, pls, position, age)
-            return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
+            return (
+                max(0.0, k * float(m[0])),
+                max(0.0, k * float(lo[0])),
+                max(0.0, k * float(hi[0])),
+            )
         f = self._fit(strategy)
         if f is None:
-            v = max(0.0, float(self.fallback.accuracy_loss(pls, self.metric, strategy)))
+            v = max(0.0, k * float(self.fallback.accuracy_loss(pls, self.metric, strategy)))
             return v, v, v
-        return max(0.0, f.slope * pls), max(0.0, f.lo * pls), max(0.0, f.hi * pls)
+        return max(0.0, k * f.slope * pls), max(0.0, k * f.lo * pls), max(0.0, k * f.hi * pls)
 
     def run_losses(self, results: Sequence[Any], strategy: str) -> tuple[np.ndarray, np.ndarray]:
         """Each run's expected loss and the upper end of its 95% CI, at the run's own PLS,
         failure position and restored-state age (``pls``, ``pls_position``, ``pls_age``)."""
         pls, pos, age = _covariates(results)
+        k = self.scale
         if self.fit is not None:
             m, _, hi = self.fit.predict(strategy, pls, pos, age)
-            return np.maximum(m, 0.0), np.maximum(hi, 0.0)
+            return np.maximum(k * m, 0.0), np.maximum(k * hi, 0.0)
         f = self._fit(strategy)
         if f is None:
             v = np.array(
                 [
-                    max(0.0, float(self.fallback.accuracy_loss(x, self.metric, strategy)))
+                    max(0.0, k * float(self.fallback.accuracy_loss(x, self.metric, strategy)))
                     for x in pls
                 ]
             )
             return v, v
-        return np.maximum(f.slope * pls, 0.0), np.maximum(f.hi * pls, 0.0)
+        return np.maximum(k * f.slope * pls, 0.0), np.maximum(k * f.hi * pls, 0.0)
 
     def run_draws(self, results: Sequence[Any], strategy: str, seed: int) -> np.ndarray:
         """One draw of each run's training loss from its predictive distribution (module doc), from
@@ -184,7 +194,7 @@ class PlanAccuracy:
             return np.where(pls > 0, math.inf, 0.0)
         from scipy import stats
 
-        return m + sd * stats.t.ppf(u, dof)
+        return self.scale * (m + sd * stats.t.ppf(u, dof))
 
     def mean_loss(self, results: Sequence[Any], strategy: str) -> tuple[float, float, float]:
         """The runs' mean expected loss and its 95% range (the model is linear in its columns, so
@@ -195,7 +205,8 @@ class PlanAccuracy:
             return self.loss(float(np.mean([r.pls for r in results])), strategy)
         x = design(self.fit.terms, *_covariates(results)).mean(axis=0)
         m, lo, hi = self.fit.coef_for(strategy).predict(x[None, :])
-        return max(0.0, float(m[0])), max(0.0, float(lo[0])), max(0.0, float(hi[0]))
+        k = self.scale
+        return max(0.0, k * float(m[0])), max(0.0, k * float(lo[0])), max(0.0, k * float(hi[0]))
 
     def covariate_checks(self, strategy: str) -> dict[str, tuple[float, float]]:
         """The covariates a plan range-checks for ``strategy``, with the range the calibration
@@ -292,3 +303,78 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
         model=fit.name,
         stability=dict(stab) if isinstance(stab, dict) else {},
     )
+
+
+def ladder_scale(
+    raw: Any, metric: str, rows: int | None = None, override: float | None = None
+) -> dict[str, Any]:
+    """The loss per unit PLS a plan assumes for the user's model, as a multiple (``factor``) of the
+    calibration's, from the calibration's scale ladder (``[scale]``: :func:`cprsim.calibrate.pipeline.
+    scale_table`) and the user's embedding ``rows``.
+
+    The rule (conservative, and no extrapolation): the largest ratio measured on any rung no larger
+    than the user's model (its rows at most ``rows``; the reference always counts), and never below 1:
+    loss per unit PLS grew with the table size on the ladder, and real data lost more than the
+    synthetic generator, so a model at least as large as a rung is taken to lose at least as much.
+    ``override``: the user's own factor. ``outside``: the user's model is larger (or smaller) than
+    every model measured, stated beside the number by the plan; the sensitivity table shows what
+    larger factors would change. Returns ``factor``, ``basis`` (the rung or ``user``/``reference``),
+    ``rows``, ``measured_rows`` ``[min, max]``, ``outside`` (``above``/``below``/``""``) and
+    ``rungs`` (each measured rung's name, rows, real data or not, ratio and its range)."""
+    table = raw.get("scale") if isinstance(raw, dict) else None
+    prov = raw.get("provenance", {}) if isinstance(raw, dict) else {}
+    rungs: list[dict[str, Any]] = []
+    if isinstance(table, dict):
+        for name, r in table.items():
+            if not isinstance(r, dict) or "embedding_rows" not in r:
+                continue
+            ratio = 1.0 if name == "reference" else r.get(f"{metric}_ratio")
+            if not isinstance(ratio, (int, float)) or not math.isfinite(ratio):
+                continue
+            rungs.append(
+                {
+                    "name": name,
+                    "rows": int(r["embedding_rows"]),
+                    "real_data": bool(r.get("real_data", False)),
+                    "data": str(r.get("data", "")),
+                    "ratio": float(ratio),
+                    "ratio_lo": float(r.get(f"{metric}_ratio_lo", ratio)),
+                    "ratio_hi": float(r.get(f"{metric}_ratio_hi", ratio)),
+                }
+            )
+    elif isinstance(prov, dict) and isinstance(prov.get("embedding_rows"), int):
+        rungs.append(
+            {
+                "name": "reference",
+                "rows": int(prov["embedding_rows"]),
+                "real_data": False,
+                "data": str(prov.get("data", "")),
+                "ratio": 1.0,
+                "ratio_lo": 1.0,
+                "ratio_hi": 1.0,
+            }
+        )
+    measured = [r["rows"] for r in rungs]
+    lo_rows, hi_rows = (min(measured), max(measured)) if measured else (None, None)
+    outside = ""
+    if rows is not None and hi_rows is not None and lo_rows is not None:
+        outside = "above" if rows > hi_rows else "below" if rows < lo_rows else ""
+    if override is not None:
+        factor, basis = float(override), "user"
+    else:
+        eligible = [
+            r for r in rungs if rows is None or r["rows"] <= rows or r["name"] == "reference"
+        ]
+        best = max(eligible, key=lambda r: r["ratio"], default=None)
+        if best is None or best["ratio"] <= 1.0:
+            factor, basis = 1.0, "reference"
+        else:
+            factor, basis = best["ratio"], best["name"]
+    return {
+        "factor": factor,
+        "basis": basis,
+        "rows": rows,
+        "measured_rows": [lo_rows, hi_rows],
+        "outside": outside,
+        "rungs": rungs,
+    }

@@ -99,6 +99,10 @@ class Plan:
     #: the plan again if the true loss per unit PLS were k times the calibrated one (``factor``):
     #: the recommendation and each partial-recovery option per factor (``make_plan(sensitivity=)``)
     sensitivity: tuple[dict[str, Any], ...] = ()
+    #: the loss per unit PLS the plan assumes for the user's model, as a multiple (``factor``) of
+    #: the calibration's, and why (:func:`cprsim.plan.accuracy.ladder_scale`: the rung it rests on,
+    #: the model's rows, whether they lie outside what was measured)
+    scale: dict[str, Any] = field(default_factory=dict)
 
     def option(self, label: str) -> Option:
         """The option labelled ``label`` (StopIteration when there is none)."""

@@ -1,0 +1,165 @@
+"""The calibration's scale ladder in the plan: which loss per unit PLS a plan assumes for the user's
+model (``cprsim.plan.accuracy.ladder_scale``), what the factor does to the accuracy model, and the
+plan's statement of it (``--model-rows``, ``--loss-scale``, ``plan.scale``, the notes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from cprsim.calibrate.calibration import load_calibration, to_toml
+from cprsim.plan.accuracy import ladder_scale, plan_accuracy
+
+REF_ROWS = 33_798
+
+
+def _rung(rows: int, ratio: float, real: bool = False) -> dict:
+    return {
+        "embedding_rows": rows,
+        "real_data": real,
+        "data": "d",
+        "auc_ratio": ratio,
+        "auc_ratio_lo": ratio / 2,
+        "auc_ratio_hi": ratio * 2,
+    }
+
+
+def _ladder(**rungs: dict) -> dict:
+    return {"scale": {"reference": {"embedding_rows": REF_ROWS, "data": "ref"}, **rungs}}
+
+
+LADDER = _ladder(
+    **{
+        "rows-x10": _rung(10 * REF_ROWS, 2.0),
+        "rows-x100": _rung(100 * REF_ROWS, 1.5),
+        "movielens-100k": _rung(2_625, 4.0, real=True),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("rows", "factor", "basis", "outside"),
+    [
+        (10_000, 4.0, "movielens-100k", ""),  # the real-data rung is smaller: it counts
+        (10**9, 4.0, "movielens-100k", "above"),  # beyond every rung: the largest ratio, said so
+        (1_000, 1.0, "reference", "below"),  # only the reference counts below every rung
+        (None, 4.0, "movielens-100k", ""),  # rows unknown: every rung counts
+    ],
+)
+def test_the_largest_ratio_on_a_model_no_larger_than_yours(rows, factor, basis, outside):
+    sc = ladder_scale(LADDER, "auc", rows)
+    assert (sc["factor"], sc["basis"], sc["outside"]) == (factor, basis, outside)
+    assert sc["measured_rows"] == [2_625, 100 * REF_ROWS]
+
+
+def test_the_synthetic_ladder_alone_follows_the_rows():
+    raw = _ladder(
+        **{"rows-x10": _rung(10 * REF_ROWS, 2.0), "rows-x100": _rung(100 * REF_ROWS, 3.0)}
+    )
+    assert ladder_scale(raw, "auc", 5 * REF_ROWS)["factor"] == 1.0
+    assert ladder_scale(raw, "auc", 10 * REF_ROWS)["basis"] == "rows-x10"
+    assert ladder_scale(raw, "auc", 100 * REF_ROWS)["factor"] == 3.0
+
+
+def test_never_below_the_calibration_and_the_users_factor_wins():
+    raw = _ladder(**{"rows-x10": _rung(10 * REF_ROWS, 0.5)})
+    assert ladder_scale(raw, "auc", 10**9)[("factor")] == 1.0
+    sc = ladder_scale(raw, "auc", 10**9, override=3.0)
+    assert (sc["factor"], sc["basis"], sc["outside"]) == (3.0, "user", "above")
+
+
+def test_a_calibration_without_a_ladder_is_taken_as_measured():
+    sc = ladder_scale({"provenance": {}}, "auc", 10**9)
+    assert (sc["factor"], sc["basis"], sc["measured_rows"], sc["outside"]) == (
+        1.0,
+        "reference",
+        [None, None],
+        "",
+    )
+    sc = ladder_scale({"provenance": {"embedding_rows": 100}}, "auc", 10**9)
+    assert sc["measured_rows"] == [100, 100] and sc["outside"] == "above"
+
+
+def test_a_scaled_model_is_the_calibrated_one_at_the_bound_divided():
+    acc = plan_accuracy(load_calibration(), "auc")
+    k = 3.0
+    big = dataclasses.replace(acc, scale=k)
+    for st in ("partial", "mfu"):
+        for q in (0.9, None):
+            assert math.isclose(big.pls_bound(0.003, st, q), acc.pls_bound(0.001, st, q))
+        m0, lo0, hi0 = acc.loss(0.1, st)
+        assert np.allclose(big.loss(0.1, st), (k * m0, k * lo0, k * hi0))
+    runs = [SimpleNamespace(pls=p, replication=i) for i, p in enumerate((0.0, 0.05, 0.2))]
+    assert np.allclose(big.run_draws(runs, "partial", 7), k * acc.run_draws(runs, "partial", 7))
+    assert np.allclose(big.mean_loss(runs, "partial"), k * np.array(acc.mean_loss(runs, "partial")))
+    assert np.allclose(
+        big.run_losses(runs, "partial"), k * np.array(acc.run_losses(runs, "partial"))
+    )
+
+
+@pytest.fixture(scope="module")
+def laddered(tmp_path_factory):
+    """The shipped calibration with a scale ladder whose smallest rung is 4x its loss per PLS."""
+    raw = dict(load_calibration().raw)
+    raw["scale"] = _ladder(**{"rows-x10": _rung(10 * REF_ROWS, 4.0)})["scale"]
+    path = tmp_path_factory.mktemp("cal") / "calibration.toml"
+    path.write_text(to_toml(raw))
+    return path
+
+
+QUICK = ("--strategies", "partial", "--replications", "40", "--search-replications", "40")
+
+
+@pytest.mark.slow
+def test_the_plan_assumes_the_ladders_factor_and_says_so(cli, laddered):
+    r = cli("plan", "toy", "--max-accuracy-loss", "0.001", "--calibration", laddered, *QUICK)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    # the toy scenario's model is far larger than the ladder's largest rung: outside, said plainly
+    assert "figures assume 4x the calibrated loss per unit PLS (rung rows-x10)" in text
+    assert "OUTSIDE what was measured" in text and "WARNING: your model" in text
+    r = cli(
+        "plan", "toy", "--max-accuracy-loss", "0.001", "--calibration", laddered, *QUICK,
+        "--model-rows", str(REF_ROWS), "--json",
+    )  # fmt: skip
+    plan = json.loads(r.output)
+    assert plan["scale"]["factor"] == 1.0 and plan["scale"]["rows_from"] == "given"
+    acc = plan_accuracy(load_calibration(laddered), "auc")
+    assert math.isclose(plan["pls_bound"], acc.pls_bound(0.001, "partial", 0.9))
+
+
+@pytest.mark.slow
+def test_a_loss_scale_is_the_bound_divided(cli):
+    """--loss-scale k plans as the calibrated model would for the bound / k: the same PLS bounds
+    (an oracle computed from the model) and the same recommendation."""
+    r = cli("plan", "toy", "--max-accuracy-loss", "0.002", "--loss-scale", "2", *QUICK, "--json")
+    assert r.exit_code == 0, r.output
+    scaled = json.loads(r.output)
+    r = cli("plan", "toy", "--max-accuracy-loss", "0.001", *QUICK, "--json")
+    plain = json.loads(r.output)
+    assert scaled["scale"]["factor"] == 2.0 and scaled["scale"]["basis"] == "user"
+    acc = plan_accuracy(load_calibration(), "auc")
+    assert math.isclose(scaled["pls_bound"], acc.pls_bound(0.001, "partial", 0.9))
+    assert scaled["pls_bound"] == plain["pls_bound"]
+    assert [o["interval_h"] for o in scaled["options"]] == [
+        o["interval_h"] for o in plain["options"]
+    ]
+    assert scaled["recommended"] == plain["recommended"]
+
+
+def test_bad_model_characteristics_are_refused(cli, one_line_error):
+    one_line_error(cli("plan", "toy", "--max-accuracy-loss", "0.001", "--loss-scale", "0"))
+    one_line_error(cli("plan", "toy", "--max-accuracy-loss", "0.001", "--model-rows", "-3"))
+    from cprsim.api import load_scenario
+    from cprsim.errors import InputError
+    from cprsim.plan import make_plan
+
+    s = load_scenario("toy")
+    for kw in ({"loss_scale": math.nan}, {"loss_scale": -1.0}, {"model_rows": 0}):
+        with pytest.raises(InputError):
+            make_plan(s, 0.001, **kw)
