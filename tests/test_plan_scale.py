@@ -19,10 +19,17 @@ REF_ROWS = 33_798
 
 
 def _rung(rows: int, ratio: float, real: bool = False) -> dict:
+    """A rung as ``cprsim.calibrate.pipeline.scale_table`` writes it."""
     return {
+        "preset": "p",
         "embedding_rows": rows,
+        "train_samples": 1_000_000,
         "real_data": real,
         "data": "d",
+        "seeds": [0, 1, 2],
+        "auc_slope": 0.01 * ratio,
+        "auc_slope_lo": 0.005 * ratio,
+        "auc_slope_hi": 0.015 * ratio,
         "auc_ratio": ratio,
         "auc_ratio_lo": ratio / 2,
         "auc_ratio_hi": ratio * 2,
@@ -30,7 +37,10 @@ def _rung(rows: int, ratio: float, real: bool = False) -> dict:
 
 
 def _ladder(**rungs: dict) -> dict:
-    return {"scale": {"reference": {"embedding_rows": REF_ROWS, "data": "ref"}, **rungs}}
+    ref = {**_rung(REF_ROWS, 1.0), "data": "ref"}
+    for k in ("auc_ratio", "auc_ratio_lo", "auc_ratio_hi"):
+        del ref[k]
+    return {"scale": {"reference": ref, **rungs}}
 
 
 LADDER = _ladder(
@@ -163,3 +173,35 @@ def test_bad_model_characteristics_are_refused(cli, one_line_error):
     for kw in ({"loss_scale": math.nan}, {"loss_scale": -1.0}, {"model_rows": 0}):
         with pytest.raises(InputError):
             make_plan(s, 0.001, **kw)
+
+
+@pytest.mark.parametrize("n", [29, 40, 60, 100, 200, 400])
+def test_the_search_proves_the_share_a_small_confirmation_needs(n):
+    """search_share: a search whose runs within the bound are at the share it asks for passes a
+    confirmation of n fresh runs at least half the time (binomial oracle), one run fewer does not
+    (unless proving q itself asks for more); a large confirmation asks no more than q."""
+    from scipy import stats
+
+    from cprsim.plan.search import min_successes, search_share
+
+    ns = max(200, n // 2)
+    q = search_share(0.9, n, ns)
+    k = min_successes(ns, q)
+    need = min_successes(n, 0.9)
+    assert k is not None and need is not None and q >= 0.9
+    assert stats.binom.sf(need - 1, n, k / ns) >= 0.5
+    if k > min_successes(ns, 0.9):
+        assert stats.binom.sf(need - 1, n, (k - 1) / ns) < 0.5
+    if n >= 400:
+        assert q == 0.9
+
+
+def test_calibrate_show_prints_the_fits_and_the_ladder(cli, laddered, one_line_error):
+    r = cli("calibrate", "--show", laddered)
+    assert r.exit_code == 0, r.output
+    assert "planner's auc model" in r.output and "scale ladder" in r.output
+    rung = next(line for line in r.output.splitlines() if line.strip().startswith("rows-x10"))
+    assert f"{10 * REF_ROWS:,} rows" in rung and "ratio 4 [2, 8]" in rung
+    r = cli("calibrate", "--show", "shipped")
+    assert r.exit_code == 0 and "preset" in r.output, r.output
+    one_line_error(cli("calibrate", "--show", laddered.parent / "missing.toml"))

@@ -178,6 +178,14 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     "the current model selection (admissible fits, a single run's scatter).",
 )
 @click.option(
+    "--show",
+    "show_file",
+    metavar="FILE|shipped",
+    default=None,
+    help="Train nothing: print a calibration's fits, the planner's model, its stability and its "
+    "scale ladder ('shipped': the calibration cprsim ships).",
+)
+@click.option(
     "--validate",
     "plan_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -216,6 +224,7 @@ def command(
     schema: Path | None,
     limit: tuple[int, int] | None,
     refit: Path | None,
+    show_file: str | None,
     plan_file: Path | None,
     runs: int,
 ) -> None:
@@ -223,6 +232,24 @@ def command(
         _validate(
             plan_file, preset, jobs, threads, resume, scenario, out, data, schema, limit, runs
         )
+        return
+    if show_file is not None:
+        from cprsim.calibrate.calibration import default_path, load_calibration
+
+        path = default_path() if show_file == "shipped" else Path(show_file)
+        if path is None:
+            raise click.ClickException("this installation ships no calibration")
+        cal = load_calibration(path)
+        prov = cal.provenance
+        click.echo(f"{path}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
+        click.echo(f"model: {prov.get('model', '?')}")
+        click.echo(f"data: {prov.get('data', '?')}")
+        for st, f in cal.raw.get("fit", {}).items():
+            click.echo(
+                f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
+                f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] over {f['n_points']} runs"
+            )
+        _print_models(cal.raw)
         return
     if refit is not None:
         from cprsim.calibrate.calibration import refit as refit_file
@@ -391,6 +418,32 @@ def _print_models(doc: dict) -> None:
                         f"  {metric} {k}: a single run's scatter around the mean: variance "
                         f"{rv[0]:.3g} PLS + {rv[1]:.3g} PLS^2"
                     )
+    sc = doc.get("scale")
+    if isinstance(sc, dict):
+        click.echo(
+            "scale ladder: CPR-vanilla's AUC loss per unit PLS [95% CI], and its ratio to the "
+            "reference [from the ends of both CIs]:"
+        )
+
+        def num(v: object, fmt: str) -> str:
+            return format(v, fmt) if isinstance(v, (int, float)) else "?"
+
+        for name, r in sc.items():
+            if not isinstance(r, dict) or "embedding_rows" not in r:
+                continue
+            ratio = (
+                "reference"
+                if name == "reference"
+                else f"ratio {num(r.get('auc_ratio'), '.3g')} [{num(r.get('auc_ratio_lo'), '.3g')}, "
+                f"{num(r.get('auc_ratio_hi'), '.3g')}]"
+            )
+            click.echo(
+                f"  {name:15s} {num(r['embedding_rows'], '>10,')} rows, "
+                f"{num(r.get('train_samples'), '>9,')} samples, "
+                f"{'real' if r.get('real_data') else 'synthetic'}, {len(r.get('seeds', []))} seeds: "
+                f"{num(r.get('auc_slope'), '.4g')} [{num(r.get('auc_slope_lo'), '.3g')}, "
+                f"{num(r.get('auc_slope_hi'), '.3g')}]; {ratio}"
+            )
 
 
 def _wrote(out: Path, t0: float, jobs: int, threads: int) -> None:

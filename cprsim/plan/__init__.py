@@ -71,6 +71,7 @@ from cprsim.plan.search import (
     grid_below,
     judge,
     min_replications,
+    search_share,
     simulate,
 )
 from cprsim.scenario import HOUR, Scenario
@@ -1054,12 +1055,13 @@ def _pls_option(
         if ctx.precision is not None
         else None
     )
+    q_search = None if ctx.q is None else search_share(ctx.q, ctx.n, ctx.ns)
     search = PlsSearch(
         s,
         cls.name,
         params_at,
         1.0,
-        ctx.q,
+        q_search,
         ctx.ns,
         ctx.tick,
         score=_score(ctx, cls.name, cap),
@@ -1075,7 +1077,18 @@ def _pls_option(
     tau = found
     i = cands.index(tau)
     steps = list(reversed(cands[max(0, i - 3) : i]))
-    crit = "mean loss" if ctx.q is None else f"loss in {100 * ctx.q:g}% of runs (95% lower bound)"
+    crit = (
+        "mean loss"
+        if ctx.q is None or q_search is None
+        else f"loss in {100 * ctx.q:g}% of runs (95% lower bound"
+        + (
+            ""
+            if q_search <= ctx.q
+            else f"; and so many runs within that {ctx.n} fresh ones confirm it at least half the "
+            f"time: {100 * q_search:.3g}% proved"
+        )
+        + ")"
+    )
     note = (
         f"largest grid interval whose {crit} meets the bound on {ctx.ns} search replications"
         + (" (curtailed)" if ctx.precision is not None else "")

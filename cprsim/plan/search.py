@@ -94,6 +94,28 @@ def min_successes(n: int, q: float, level: float = LEVEL) -> int | None:
     return lo
 
 
+@functools.lru_cache(maxsize=64)
+def search_share(q: float, n_confirm: int, n_search: int, level: float = LEVEL) -> float:
+    """The ``q`` a search on ``n_search`` replications proves (by Clopper-Pearson, as
+    :func:`judge`) so that its runs within the bound are also at least the share with which the
+    confirmation on ``n_confirm`` fresh ones (needing ``min_successes(n_confirm, q)`` within)
+    passes half the time: ``q`` itself for a large confirmation; more for a small one (40 fresh
+    runs prove 90% only if all 40 are within: a share of 0.5^(1/40) = 98.3% passes half the time,
+    where a search proving 90% on 200 runs admits 94%). ``judge(x, b, search_share(...))`` then
+    asks for ``ceil(share x n_search)`` runs within, or what proving ``q`` asks if more."""
+    need = min_successes(n_confirm, q, level)
+    if need is None:
+        return q
+    from scipy import optimize, stats
+
+    def pass_prob(p: float) -> float:
+        return float(stats.binom.sf(need - 1, n_confirm, p)) - 0.5
+
+    half = 1.0 if pass_prob(1.0 - 1e-12) < 0 else float(optimize.brentq(pass_prob, 1e-9, 1 - 1e-12))
+    k = min(n_search, math.ceil(half * n_search - 1e-9))
+    return max(q, cp_lower(k, n_search, level))
+
+
 def min_replications(q: float, level: float = LEVEL) -> int:
     """Replications needed for a perfect record to prove q: (1 - level)^(1/n) >= q."""
     return max(2, math.ceil(math.log(1.0 - level) / math.log(q)))

@@ -115,13 +115,23 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
     seeds = prov.get("seeds", [])
     set_title(
         ax,
-        f"accuracy loss vs PLS: DLRM, {prov.get('preset', '?')} preset, {len(seeds)} seeds"
+        f"accuracy loss vs PLS: {_model_name(prov)}, {len(seeds)} seeds"
         + ("" if prov.get("calibrated", True) else " (placeholder, not measured)")
         + _model_line(doc, metric),
         fontsize=10,
     )
     ax.legend(fontsize=6)
     return fig
+
+
+def _model_name(prov: dict) -> str:
+    """The title's model: the built-in DLRM's preset, or a user model's own description (its first
+    clause: ``cprsim.calibrate.user`` writes what the user said)."""
+    preset = prov.get("preset", "?")
+    model = str(prov.get("model", ""))
+    if model and not model.startswith("DLRM:"):
+        return model.split(";")[0][:60]
+    return f"DLRM, {preset} preset"
 
 
 def _model_line(doc: dict[str, Any], metric: str) -> str:
