@@ -102,9 +102,12 @@ class DLRM(nn.Module):
         cfg: ModelConfig,
         gen: torch.Generator,
         n_dense: int = N_DENSE,
+        device: str | torch.device = "cpu",
     ) -> None:
         """``tables``: rows per categorical table (one table per categorical column);
-        ``n_dense``: dense features per sample (13 is the synthetic and Criteo data's)."""
+        ``n_dense``: dense features per sample (13 is the synthetic and Criteo data's);
+        ``device``: where the model trains (initialised on the CPU from ``gen`` whatever the
+        device, so a seed starts from the same values everywhere, then moved)."""
         super().__init__()
         if cfg.emb_optimizer not in ("rowwise_adagrad", "sgd"):
             raise ValueError(
@@ -140,6 +143,12 @@ class DLRM(nn.Module):
                     bound = (6.0 / (m.in_features + m.out_features)) ** 0.5
                     m.weight.copy_((torch.rand(m.weight.shape, generator=gen) * 2 - 1) * bound)
                     m.bias.zero_()
+        dev = torch.device(device)
+        if dev.type != "cpu":
+            self.emb, self.emb_state = self.emb.to(dev), self.emb_state.to(dev)
+            self.offsets, self.tri_flat = self.offsets.to(dev), self.tri_flat.to(dev)
+            self.bottom.to(dev)
+            self.top.to(dev)
         self.opt = FlatAdagrad(self.parameters(), lr=cfg.dense_lr)
 
     @property
@@ -191,11 +200,13 @@ class DLRM(nn.Module):
     def predict(self, dense: torch.Tensor, grows: torch.Tensor, batch: int = 8192) -> np.ndarray:
         """Click probabilities (float64) of the samples, ``batch`` at a time, without gradients."""
         out = []
+        dev = self.emb.device
         for a in range(0, dense.shape[0], batch):
-            g = grows[a : a + batch]
+            g = grows[a : a + batch].to(dev)
             uniq, inv = torch.unique(g, return_inverse=True)
-            out.append(torch.sigmoid(self._forward(dense[a : a + batch], inv, self.emb[uniq])))
-        return torch.cat(out).numpy().astype(np.float64)
+            x = dense[a : a + batch].to(dev)
+            out.append(torch.sigmoid(self._forward(x, inv, self.emb[uniq])))
+        return torch.cat(out).cpu().numpy().astype(np.float64)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """Every trained value (for exact comparisons)."""

@@ -137,6 +137,8 @@ def configuration(
     preset = R.preset_dict(p)
     preset.pop("runtime", None)  # documentation, not configuration
     preset.pop("rungs", None)  # the ladder's rungs are calibrations of their own (OUT/rungs/NAME)
+    if preset.get("device") == "cpu":  # the CPU's fingerprints are those of before --device
+        preset.pop("device")
     preset.pop("data", None)  # where the files lie is not configuration: their digests are (below)
     config = {
         "preset": preset,
@@ -459,6 +461,7 @@ def calibrate(
     offset = 0  # runs of the rungs before this one (a resumed rung's count starts there)
     for name in p.rungs:  # the scale ladder first: each rung a calibration of its own
         rp, data = R.RUNGS[name]
+        rp = dataclasses.replace(rp, device=p.device)
         if data is not None:
             rp = DS.sized(rp, DS.resolve(data))
 
@@ -549,6 +552,7 @@ def calibrate(
         "iterations": R.n_iters_of(p),
         "embedding_rows": DS.table_rows(p),
         "torch_threads_per_run": threads,
+        "device": p.device,
         "fingerprint": manifest["fingerprint"],
     }
     if sim_info:

@@ -72,6 +72,9 @@ class Preset:
     #: names in :data:`RUNGS`: the scale ladder calibrated beside this preset (each into
     #: ``OUT/rungs/NAME``), written to ``[scale]`` (not part of the fingerprint: not this preset's runs)
     rungs: tuple[str, ...] = ()
+    #: where the runs train: "cpu" or a torch device ("cuda", "cuda:1"; ``cprsim calibrate
+    #: --device``); part of the fingerprint only when not "cpu" (floating point may differ)
+    device: str = "cpu"
 
 
 #: measured wall time of ``cprsim calibrate --preset P --jobs 2`` on the 2-core development machine
@@ -247,12 +250,12 @@ def prepared(p: Preset, seed: int) -> Prepared:
     return prepare(train, test, tables, p.batch)
 
 
-def new_model(prep: Prepared, cfg: ModelConfig, seed: int) -> DLRM:
+def new_model(prep: Prepared, cfg: ModelConfig, seed: int, device: str = "cpu") -> DLRM:
     """A fresh DLRM for the prepared data's tables and dense features, initialised from ``seed``
-    (torch's global seed is set too)."""
+    (torch's global seed is set too) on the CPU, on ``device``."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    return DLRM(prep.tables, cfg, gen, n_dense=prep.n_dense)
+    return DLRM(prep.tables, cfg, gen, n_dense=prep.n_dense, device=device)
 
 
 def train(
@@ -261,14 +264,17 @@ def train(
     seed: int,
     emu_factory: Callable[[DLRM], Emulator] | None = None,
     on_iter: Callable[[int, DLRM], None] | None = None,
+    device: str = "cpu",
 ) -> tuple[DLRM, Emulator | None]:
     """Train a fresh model (initialised from ``seed``) on every batch once, in order; an emulator
     from ``emu_factory`` acts before each batch (saves, failures) and counts its accesses after it,
     and ``on_iter(k, model)`` is called before batch ``k``. Returns the model and the emulator (None
-    without a factory)."""
-    model = new_model(prep, cfg, seed)
+    without a factory). ``device``: where the model trains; the data stay on the CPU and each
+    batch is copied over, and the emulator's bookkeeping stays on the CPU."""
+    model = new_model(prep, cfg, seed, device)
     emu = emu_factory(model) if emu_factory else None
     B = prep.batch
+    on_cpu = torch.device(device).type == "cpu"
     for k in range(prep.n_iters):
         if emu is not None:
             emu.before(k)
@@ -276,7 +282,15 @@ def train(
             on_iter(k, model)
         sl = slice(k * B, (k + 1) * B)
         uniq, inv = prep.unique(k)
-        model.train_step_unique(prep.dense[sl], uniq, inv, prep.label[sl])
+        if on_cpu:
+            model.train_step_unique(prep.dense[sl], uniq, inv, prep.label[sl])
+        else:
+            model.train_step_unique(
+                prep.dense[sl].to(device),
+                uniq.to(device),
+                inv.to(device),
+                prep.label[sl].to(device),
+            )
         if emu is not None:
             emu.count_batch(prep.grows[sl])
     return model, emu
@@ -474,7 +488,7 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
     prep = _prepared(p, run.seed)
     n = prep.n_iters
     if run.setting is None:
-        model, _ = train(prep, p.model, run.seed)
+        model, _ = train(prep, p.model, run.seed, device=p.device)
         pls, position, age = 0.0, 0.0, 0.0
     else:
         st = run.setting
@@ -482,7 +496,7 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
         fac = lambda m: Emulator(
             m, p.n_shards, st, n, "measured", run.seed, future_rows=future, batch=p.batch
         )
-        model, emu = train(prep, p.model, run.seed, fac)
+        model, emu = train(prep, p.model, run.seed, fac, device=p.device)
         assert emu is not None  # train made one with fac
         pls = emu.pls
         position, age = emu.timing
@@ -682,3 +696,33 @@ def preset_dict(p: Preset) -> dict:
     d["budgets"] = list(p.budgets)
     d["strategies"] = list(p.strategies)
     return d
+
+
+def resolve_device(device: str) -> str:
+    """``cprsim calibrate --device``: ``auto`` is ``cuda`` where torch sees a GPU, else ``cpu``;
+    ``cuda`` (or ``cuda:N``) without one is a one-line error."""
+    from cprsim.errors import InputError
+
+    d = device.strip().lower()
+    if d == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if d == "cpu":
+        return "cpu"
+    if d.startswith("cuda"):
+        try:
+            dev = torch.device(d)
+        except (RuntimeError, ValueError):
+            raise InputError(
+                f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}"
+            ) from None
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}; "
+                "a CPU-only build, or no driver): use --device cpu or auto"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(
+                f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+        return d
+    raise InputError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -178,6 +179,15 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     "the current model selection (admissible fits, a single run's scatter).",
 )
 @click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    metavar="auto|cpu|cuda[:N]",
+    help="Where the training runs: auto takes a CUDA GPU when torch sees one. The data stay on "
+    "the CPU (each batch is copied over) and so does the PLS bookkeeping; a GPU run's numbers may "
+    "differ from the CPU's in the last bits (the device is part of the fingerprint).",
+)
+@click.option(
     "--show",
     "show_file",
     metavar="FILE|shipped",
@@ -225,6 +235,7 @@ def command(
     limit: tuple[int, int] | None,
     refit: Path | None,
     show_file: str | None,
+    device: str,
     plan_file: Path | None,
     runs: int,
 ) -> None:
@@ -268,9 +279,10 @@ def command(
         raise click.ClickException("calibrate needs torch: pip install 'cprsim[dlrm]'") from None
     from cprsim.calibrate.datasets import resolve, sized
     from cprsim.calibrate.pipeline import calibrate
-    from cprsim.calibrate.runner import PRESETS, n_steps
+    from cprsim.calibrate.runner import PRESETS, n_steps, resolve_device
 
     p = sized(PRESETS[preset], resolve(data, schema), limit)
+    p = dataclasses.replace(p, device=resolve_device(device))
     jobs = jobs if jobs is not None else _cores()
     scen = load_scenario(scenario, ()) if scenario else None
     total = n_steps(p) + (0 if no_costs else 1)
