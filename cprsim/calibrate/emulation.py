@@ -1,13 +1,22 @@
-"""Emulated embedding servers around the calibration DLRM: sharding, checkpoints, failures, PLS.
+"""Emulated embedding servers around a training run: sharding, checkpoints, failures, PLS.
+
+**Row stores.** The emulator sees the embedding rows through a :class:`RowStore`: something that
+holds every row (its weights and its optimizer state) under one global row numbering, keeps a
+saved copy, and copies any set of rows into that copy (a save) or back from it (a restore). The
+calibration DLRM is one (:class:`DLRMRows`: its ``emb`` and row-wise Adagrad ``emb_state``); a
+user's own ``torch.nn.Embedding``/``EmbeddingBag`` tables with their optimizer's per-row state are
+another (:class:`cprsim.calibrate.user.TableRows`). The schedule, the counters, the ranking and
+the PLS bookkeeping below are the emulator's, one code path for both: a user's model is
+calibrated exactly as the DLRM is.
 
 **Sharding.** Global embedding row ``g`` (tables concatenated) lives on virtual embedding server
 ``(g * 2654435761 mod 2^32) mod N_e`` (Knuth's multiplicative hash): rows of every table are
 spread over all servers, as row-wise sharding does, so each server holds about ``1/N_e`` of the
 rows and, with hot rows scattered, about ``1/N_e`` of the accesses.
 
-**Checkpoints.** The emulator keeps a saved copy of every row (weights *and* row-wise Adagrad
-accumulator). A *full* save copies all rows; a *partial* save (MFU/SSU/lookahead) copies the top
-``r`` fraction of all rows ranked by
+**Checkpoints.** The row store keeps a saved copy of every row (weights *and* optimizer state,
+e.g. the DLRM's row-wise Adagrad accumulator). A *full* save copies all rows; a *partial* save
+(MFU/SSU/lookahead) copies the top ``r`` fraction of all rows ranked by
 
 * ``mfu``: exact per-row access counts since the last save;
 * ``ssu``: counts over a Bernoulli sub-sample of the samples at rate ``s``;
@@ -27,11 +36,13 @@ untouched.
 * ``measured`` (the calibration): what was really lost. Each shard has two ledger columns: its
   rows saved by the latest partial save ("hot") and the rest. Per row the emulator counts the
   accesses since the row was last saved or restored; at a failure each column is booked with
-  ``weight = (its rows' unsaved accesses / tables per sample) / (iterations since the column's
+  ``weight = (its rows' unsaved accesses / accesses per sample) / (iterations since the column's
   marker)``, so ``ledger.lost`` is exactly the number of lost sample-updates (in samples: one
-  sample updates one row per table) and PLS = lost / training samples. For MFU/SSU this weights the loss by
-  the access share of the rows that were and were not saved; with uniform access it reduces to
-  the nominal ``1/N_e``.
+  DLRM sample updates one row per table; where samples look up different numbers of rows, each
+  access counts ``1 / (its sample's accesses)`` of a sample, :meth:`Emulator.count_accesses`)
+  and PLS = lost / training samples. For MFU/SSU this weights the loss by the access share of
+  the rows that were and were not saved; with uniform access it reduces to the nominal
+  ``1/N_e``.
 
 **When and how old** (:attr:`Emulator.timing`): the ledger's loss-weighted failure position and
 restored-state age, as fractions of the run (:meth:`cprsim.pls.ShardLedger.timing`): the
@@ -41,6 +52,7 @@ covariates of the accuracy model beside PLS.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -90,14 +102,79 @@ def periodic_actions(
     return {k: tuple(v) for k, v in acts.items()}
 
 
+class RowStore(Protocol):
+    """The embedding rows an :class:`Emulator` saves and restores (module docstring): ``n_rows``
+    rows under one global numbering (tables concatenated), a saved copy of every row taken when the
+    store is made, and copies between the live rows and that saved copy. ``rows`` are global row
+    ids (an int64 CPU tensor); a store copies *every* per-row tensor it holds (weights and
+    optimizer state) for those rows. ``units_per_sample``: what one sample's accesses add up to in
+    the emulator's access counters (:meth:`Emulator.count_accesses`; the DLRM: one access per
+    table)."""
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of every table."""
+        ...
+
+    @property
+    def units_per_sample(self) -> int:
+        """One sample's accesses, in the access counters' unit."""
+        ...
+
+    def save(self, rows: torch.Tensor | None) -> None:
+        """Copy the live ``rows`` (``None``: every row) into the saved copy."""
+        ...
+
+    def restore(self, rows: torch.Tensor) -> None:
+        """Copy the saved ``rows`` back into the live ones."""
+        ...
+
+
+class DLRMRows:
+    """The calibration DLRM as a :class:`RowStore`: its ``emb`` rows and their row-wise Adagrad
+    accumulators ``emb_state``, one row per table per sample."""
+
+    def __init__(self, model: DLRM) -> None:
+        self.m = model
+        self.saved_emb = model.emb.clone()
+        self.saved_state = model.emb_state.clone()
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of every table."""
+        return self.m.n_rows
+
+    @property
+    def units_per_sample(self) -> int:
+        """One access per table: a DLRM sample has one id per table."""
+        return len(self.m.tables)
+
+    def save(self, rows: torch.Tensor | None) -> None:
+        """Copy the live ``rows`` (``None``: every row) and their accumulators into the saved copy."""
+        m = self.m
+        if rows is None:
+            self.saved_emb.copy_(m.emb)
+            self.saved_state.copy_(m.emb_state)
+        else:
+            self.saved_emb[rows] = m.emb[rows]
+            self.saved_state[rows] = m.emb_state[rows]
+
+    def restore(self, rows: torch.Tensor) -> None:
+        """Copy the saved ``rows`` and their accumulators back into the model."""
+        m = self.m
+        m.emb[rows] = self.saved_emb[rows]
+        m.emb_state[rows] = self.saved_state[rows]
+
+
 class Emulator:
-    """Emulated embedding servers around one training run of the DLRM (module docstring): its saves
-    and failures, and the PLS they cause, driven by the training loop's hooks (:meth:`before`,
-    :meth:`count_batch`)."""
+    """Emulated embedding servers around one training run (module docstring): its saves and
+    failures, and the PLS they cause, driven by the training loop's hooks (:meth:`before`, and
+    :meth:`count_batch` or :meth:`count_accesses`). ``model``: the calibration DLRM (its rows are
+    wrapped in a :class:`DLRMRows`) or any :class:`RowStore`."""
 
     def __init__(
         self,
-        model: DLRM,
+        model: DLRM | RowStore,
         n_shards: int,
         setting: Setting,
         n_iters: int,
@@ -108,15 +185,16 @@ class Emulator:
     ) -> None:
         if setting.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {setting.strategy!r}; one of {STRATEGIES}")
-        self.m, self.s, self.mode = model, setting, mode
+        self.store: RowStore = DLRMRows(model) if isinstance(model, DLRM) else model
+        self.s, self.mode = setting, mode
         self.n_shards, self.n_iters, self.batch = n_shards, n_iters, batch
-        n = model.n_rows
+        n = self.store.n_rows
         self.shard = shard_of_rows(n, n_shards)
         self.rows_of = [torch.nonzero(self.shard == j).squeeze(1) for j in range(n_shards)]
-        self.saved_emb = model.emb.clone()
-        self.saved_state = model.emb_state.clone()
         self.count = torch.zeros(n, dtype=torch.int64)  # ranking counter since the last save
-        self.unsaved = torch.zeros(n, dtype=torch.int64)  # accesses since last saved/restored
+        # accesses since last saved/restored, in units of 1/units_per_sample of a sample (float64:
+        # integer counts stay exact up to 2^53; a multi-hot sample's accesses weigh less each)
+        self.unsaved = torch.zeros(n, dtype=torch.float64)
         self.hot = torch.zeros(n, dtype=torch.bool)
         self.future = future_rows  # (n_iters, B*26) global rows, for lookahead
         self.rng = (
@@ -143,19 +221,39 @@ class Emulator:
                 self.save(kind, k)
 
     def count_batch(self, grows: torch.Tensor) -> None:
-        """Count a trained batch's accesses (``grows``: global rows, ``(B, n_cat)``): every access
-        for the loss bookkeeping, and the ranking counters (``mfu``: every sample; ``ssu``: a
-        Bernoulli sub-sample of the samples)."""
-        flat = grows.reshape(-1)
-        ones = torch.ones_like(flat)
-        self.unsaved.index_add_(0, flat, ones)
+        """Count a trained DLRM batch's accesses (``grows``: global rows, ``(B, n_cat)``, one row
+        per table per sample): :meth:`count_accesses` with every access weighing one unit."""
+        self.count_accesses(grows.reshape(-1), grows.shape[0])
+
+    def count_accesses(
+        self,
+        rows: torch.Tensor,
+        n_samples: int,
+        sample: torch.Tensor | None = None,
+        weight: torch.Tensor | None = None,
+    ) -> None:
+        """Count a trained batch's accesses: every access for the loss bookkeeping, and the
+        ranking counters (``mfu``: every sample; ``ssu``: a Bernoulli sub-sample of the samples).
+
+        ``rows``: the batch's accesses as global rows (int64, CPU, flat); ``n_samples``: its
+        samples; ``sample``: each access's sample (0 .. ``n_samples`` - 1; ``None``: the accesses
+        are sample-major, the same number per sample, as a DLRM batch's ``(B, n_cat)`` flattened);
+        ``weight``: each access's share of its sample in units of 1/``units_per_sample`` of a
+        sample, float64 (``None``: one unit each, right when every sample makes
+        ``units_per_sample`` accesses). The ranking counters count accesses, unweighted."""
+        w = torch.ones(rows.shape, dtype=torch.float64) if weight is None else weight
+        self.unsaved.index_add_(0, rows, w)
         st = self.s.strategy
         if st == MFU:
-            self.count.index_add_(0, flat, ones)
+            self.count.index_add_(0, rows, torch.ones_like(rows))
         elif st == SSU:
             assert self.rng is not None, "__init__ made the sampling stream for ssu"
-            keep = torch.from_numpy(self.rng.random(grows.shape[0]) < self.s.sample_rate)
-            sub = grows[keep].reshape(-1)
+            keep = torch.from_numpy(self.rng.random(n_samples) < self.s.sample_rate)
+            if sample is None:
+                kept = keep.repeat_interleave(rows.shape[0] // max(1, n_samples))
+            else:
+                kept = keep[sample]
+            sub = rows[kept]
             self.count.index_add_(0, sub, torch.ones_like(sub))
 
     # -- actions -------------------------------------------------------------------------------
@@ -163,25 +261,23 @@ class Emulator:
         """Save at iteration ``k``: every row (a full save, or any save of vanilla ``partial``),
         else the top ``top_fraction`` of the rows by the strategy's ranking; the ranking counters
         start over."""
-        m = self.m
+        n_rows = self.store.n_rows
         if kind == SAVE_FULL or self.s.strategy == PARTIAL:
-            self.saved_emb.copy_(m.emb)
-            self.saved_state.copy_(m.emb_state)
+            self.store.save(None)
             self.unsaved.zero_()
             self.hot.zero_()
             self.ledger.saved(float(k))
             self.saves[SAVE_FULL] += 1
         else:
-            n_top = max(1, int(round(self.s.top_fraction * m.n_rows)))
+            n_top = max(1, int(round(self.s.top_fraction * n_rows)))
             if self.s.strategy == LOOKAHEAD:
                 assert self.future is not None
                 horizon = self.future[k : k + max(1, self.s.interval)].reshape(-1)
-                score = torch.bincount(horizon, minlength=m.n_rows)
+                score = torch.bincount(horizon, minlength=n_rows)
             else:
                 score = self.count
             rows = torch.topk(score, n_top, sorted=False).indices
-            self.saved_emb[rows] = m.emb[rows]
-            self.saved_state[rows] = m.emb_state[rows]
+            self.store.save(rows)
             self.unsaved[rows] = 0
             self.hot.zero_()
             self.hot[rows] = True
@@ -193,21 +289,19 @@ class Emulator:
         self.count.zero_()
 
     def fail(self, j: int, k: int) -> None:
-        """Shard ``j`` fails at iteration ``k``: its rows (and their Adagrad state) revert to their
-        saved copies, and the updates lost are booked in the ledger (``nominal`` or ``measured``:
-        module docstring)."""
-        m = self.m
+        """Shard ``j`` fails at iteration ``k``: its rows (and their optimizer state) revert to
+        their saved copies, and the updates lost are booked in the ledger (``nominal`` or
+        ``measured``: module docstring)."""
         rows = self.rows_of[j]
         if self.mode == "nominal":
             self.ledger.fail(j, float(k))
         else:
-            per_iter = float(len(m.tables) * self.batch)  # one row per table per sample
+            per_iter = float(self.store.units_per_sample * self.batch)  # a batch's access units
             for col, mask in ((2 * j, self.hot[rows]), (2 * j + 1, ~self.hot[rows])):
                 lost = float(self.unsaved[rows[mask]].sum()) / per_iter  # in iterations
                 age = float(k) - float(self.ledger.markers[0, col])
                 self.ledger.fail(col, float(k), weight=lost / age if age > 0 else 0.0)
-        m.emb[rows] = self.saved_emb[rows]
-        m.emb_state[rows] = self.saved_state[rows]
+        self.store.restore(rows)
         self.unsaved[rows] = 0
         self.failures += 1
 
