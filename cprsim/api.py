@@ -286,7 +286,8 @@ class Runs:
 
     def estimates(self) -> dict[str, Estimate]:
         """Every metric's :class:`Estimate` over the replications: mean, 95% Student-t CI of the
-        mean, P50/P90/P99 of single replications (``runs.estimates()["overhead"].mean``)."""
+        mean, the P50 and the bad tail of single replications (``worst10``, ``worst1``: a cost's
+        P90 and P99, ETTR's P10 and P1) (``runs.estimates()["overhead"].mean``)."""
         from cprsim.sim.replicate import summarize
 
         return summarize(self.results)
@@ -294,7 +295,8 @@ class Runs:
     def summary(self) -> dict[str, Any]:
         """The summary ``cprsim simulate --json`` prints, as a dict: the scenario, strategy,
         interval (hours), seed, replications, W (``failure_free_s``, seconds), every metric's
-        estimate (``metrics``: mean, ``ci95``, sd, n, p50/p90/p99), the badput by cause (seconds),
+        estimate (``metrics``: mean, ``ci95``, sd, n, p50 and the bad tail: p90/p99, ETTR's
+        p10/p1), the badput by cause (seconds),
         the accuracy loss implied by the PLS (shipped calibration), the strategy's footprint, and
         ``adaptive`` with a precision rule. NaNs become null in JSON (``cprsim.io.dumps_json``)."""
         from cprsim.runfiles import run_summary
@@ -443,8 +445,9 @@ class Plan(_PlanRecord):
     def to_frame(self) -> pandas.DataFrame:
         """A pandas DataFrame, one row per option: label, strategy, params, ``interval_h`` and
         ``full_interval_h`` (hours), each estimate flattened to ``<name>_mean``, ``_lo``, ``_hi``
-        (95% CI of the mean), ``_p50``, ``_p90``, ``_p99`` (``overhead``, ``ckpt_overhead``,
-        ``pls``, ``ettr``: fractions), the option's PLS bound, accuracy loss, share of runs within
+        (95% CI of the mean), ``_p50`` and the bad tail ``_p90``, ``_p99`` (``overhead``,
+        ``ckpt_overhead``, ``pls``; ETTR, where higher is better: ``ettr_p10``, ``ettr_p1``;
+        fractions), the option's PLS bound, accuracy loss, share of runs within
         the bound, ``meets_bound``, ``tied`` and ``recommended``. pandas is optional (``pip
         install pandas``)."""
         pd = require_pandas("Plan.to_frame()")
@@ -468,15 +471,11 @@ class Plan(_PlanRecord):
                 ):
                     continue
                 if isinstance(v, dict) and "mean" in v and "ci95" in v:
-                    for stat, x in (
-                        ("mean", v["mean"]),
-                        ("lo", v["ci95"][0]),
-                        ("hi", v["ci95"][1]),
-                        ("p50", v["p50"]),
-                        ("p90", v["p90"]),
-                        ("p99", v["p99"]),
-                    ):
-                        row[f"{k}_{stat}"] = x
+                    row[f"{k}_mean"] = v["mean"]
+                    row[f"{k}_lo"], row[f"{k}_hi"] = v["ci95"]
+                    for stat in ("p50", "p90", "p99", "p10", "p1"):  # the median, the bad tail
+                        if stat in v:
+                            row[f"{k}_{stat}"] = v[stat]
                 elif v is None and k == "ettr":
                     continue
                 else:
@@ -906,6 +905,7 @@ def fit(
     families: Sequence[str] | None = None,
     bootstrap: int | None = None,
     seed: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> FitReport:
     """Fit lifetime families to failure times with right-censoring (``cprsim fit``): exponential,
     Weibull, gamma, lognormal and log-logistic by censored maximum likelihood, ranked by AIC.
@@ -915,7 +915,8 @@ def fit(
     right-censored; default all observed). From a log, ``interarrival`` picks the lifetimes
     (``"repair-to-failure"`` up-times, or ``"failure-to-failure"``) of ``node_type`` (default: all).
     ``bootstrap``: parametric-bootstrap draws for the goodness-of-fit p-value (default: 49, or 0
-    above 5,000 lifetimes); ``seed``: their seed.
+    above 5,000 lifetimes); ``seed``: their seed; ``progress(n)`` is called as bootstrap draws are
+    done (``bootstrap`` per family in all: most of the time a fit takes).
 
     Returns a FitReport: ``report.fits`` ranked by AIC (``scale_`` in hours, ``shape_``, their 95%
     CIs, ``mean_`` hours, ``AIC_``, ``p_value_``), ``report.best``, the Kaplan-Meier curve;
@@ -958,6 +959,7 @@ def fit(
         bootstrap=B,
         seed=seed,
         what=what,
+        progress=progress,
     )
 
 

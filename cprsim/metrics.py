@@ -2,8 +2,9 @@
 
 The summaries (:func:`cprsim.sim.replicate.summarize`), the terminal table and ``summary.json``
 (:mod:`cprsim.report`), the sweep files (:mod:`cprsim.sweep.results`) and the figures
-(:mod:`cprsim.plots`) read their metric names, labels, kinds and definitions from here. The
-metrics are fields of :class:`cprsim.sim.records.ReplicationResult` (a test checks it).
+(:mod:`cprsim.plots`) read their metric names, labels, kinds, definitions and directions (which
+tail is the bad one) from here. The metrics are fields of
+:class:`cprsim.sim.records.ReplicationResult` (a test checks it).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class Metric:
     axis: str = ""
     #: added after the first results tables were written: a table without the column reads 0
     optional: bool = False
+    #: more is better (ETTR): its bad tail, the one reported beside the mean, is the low one (P10,
+    #: P1); every other metric is a cost, reported with its P90 and P99
+    higher_is_better: bool = False
 
     @property
     def row_label(self) -> str:
@@ -80,7 +84,9 @@ ALL: tuple[Metric, ...] = (
         "ettr",
         "ETTR (useful / wall)",
         "frac",
-        definition="effective training time ratio: W / wall",
+        definition="effective training time ratio: W / wall (higher is better: its tail is the "
+        "P10 and P1)",
+        higher_is_better=True,
     ),
     Metric(
         "detection_s",
@@ -111,6 +117,8 @@ BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 NAMES: tuple[str, ...] = tuple(m.name for m in ALL)
 #: the columns a results table written before the lifecycle and the tiers lacks (read as 0)
 OPTIONAL: tuple[str, ...] = tuple(m.name for m in ALL if m.optional)
+#: the metrics where higher is better: their bad tail is the low one (P10, P1)
+HIGHER_IS_BETTER: frozenset[str] = frozenset(m.name for m in ALL if m.higher_is_better)
 #: the metrics a figure plots against the checkpoint interval, with their axis labels
 AXES: dict[str, str] = {m.name: m.axis for m in ALL if m.axis}
 #: the parts of the wall time beyond the useful work, in stacking order (figures)

@@ -18,6 +18,10 @@ ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "c
 LIFECYCLE_ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "lifecycle")
 #: rows shown after "checkpoints completed" with tiered checkpoints
 TIER_ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "tiers")
+#: the headers of the tail columns: the worst 10% and 1% of single runs, whichever side is bad
+TAIL_HEADERS = ("worst 10%", "worst 1%")
+#: what they are, under the table
+TAIL_CAPTION = "worst 10%, 1%: of single runs (P90, P99; ETTR: P10, P1)"
 
 
 def rows(s: Scenario) -> tuple[tuple[str, str, str], ...]:
@@ -137,7 +141,11 @@ def summary_dict(s: Scenario, results: Sequence[ReplicationResult]) -> dict[str,
             "badput": "wall - W by cause (mean seconds, P90 of single runs, share of wall - W): detection and "
             "waiting for a machine (node lifecycle), replacement (swap-in, host selection, or the "
             "[reschedule] time), load, re-execution, save stalls, degraded progress",
-            "p50/p90/p99": "percentiles of single replications (the spread of runs; ci95 is the mean's)",
+            "p50/p90/p99": "percentiles of single replications (the spread of runs; ci95 is the mean's); "
+            "beside the median, each metric's bad tail: p90 and p99 of a cost (the worst 10% and 1% "
+            "of runs are at or above them)",
+            "p10/p1": "the bad tail of a metric where higher is better (ettr): the worst 10% and 1% "
+            "of runs are at or below them",
         },
     }
 
@@ -160,8 +168,9 @@ def summary_table(
     summary: dict[str, Any] | None = None,
 ):
     """The runs as a table (under 100 columns): each metric's mean, 95% CI of the mean, share of
-    the failure-free time W (times) and P50/P90/P99 of single runs; ``summary`` (from
-    ``summary_dict``) spares recomputing the accuracy."""
+    the failure-free time W (times), and the P50 and the worst 10% and 1% of single runs (a cost's
+    P90 and P99, ETTR's P10 and P1: :data:`TAIL_HEADERS`); ``summary`` (from ``summary_dict``)
+    spares recomputing the accuracy."""
     from rich import box
     from rich.table import Table
 
@@ -180,7 +189,7 @@ def summary_table(
     t.add_column("mean", justify="right")
     t.add_column("95% CI", justify="right")
     t.add_column("% of W", justify="right")
-    for q in ("P50", "P90", "P99"):
+    for q in ("P50", *TAIL_HEADERS):
         t.add_column(q, justify="right")
     for key, label, kind in rows(s):
         e = est[key]
@@ -189,12 +198,13 @@ def summary_table(
             _value(e.mean, kind),
             f"[{_value(e.lo, kind)}, {_value(e.hi, kind)}]",
             f"{100 * e.mean / W:.2f}%" if kind == "time" else "",
-            *(_value(e.percentile(q), kind) for q in (50, 90, 99)),
+            *(_value(v, kind) for v in (e.p50, e.worst10, e.worst1)),
         )
     acc = summary["accuracy_loss"] if summary is not None else accuracy(s, est, results=results)
+    t.caption = TAIL_CAPTION
     if acc is not None:
-        t.caption = (
-            "accuracy: the calibration's model at each run's PLS, CI of its slope; (!) P90 PLS "
+        t.caption += (
+            "; accuracy: the calibration's model at each run's PLS, CI of its slope; (!) P90 PLS "
             "unmeasured"
         )
         for metric in ("auc", "logloss"):

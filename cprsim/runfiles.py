@@ -82,8 +82,8 @@ def run_summary(
 ) -> dict[str, Any]:
     """The summary of replications of ``scenario``: what ``cprsim simulate --json`` prints and
     ``summary.json`` holds. Scenario, strategy, interval (hours), seed, replications, W
-    (``failure_free_s``, seconds), every metric's estimate (mean, ``ci95``, sd, n, p50/p90/p99;
-    overheads and PLS as fractions, times in seconds), badput by cause (seconds), the accuracy
+    (``failure_free_s``, seconds), every metric's estimate (mean, ``ci95``, sd, n, p50 and the
+    bad tail: p90/p99, ETTR's p10/p1; overheads and PLS as fractions, times in seconds), badput by cause (seconds), the accuracy
     loss the PLS implies. With ``precision`` (the adaptive rule the replications ran under), also
     ``adaptive``: the rule, the replications run and whether the precision was ``reached``."""
     from cprsim.report import summary_dict

@@ -63,7 +63,8 @@ every top-level entry of the repository (``traces/``, ``experiments/``, ``exampl
 plan.json`` never writes into the repository; the document's steps run in order in that folder
 (a later step may read what an earlier one wrote). The environment: ``PATH`` starts with this
 interpreter's ``bin`` folder (so ``cprsim`` and ``python`` are the venv's), ``COLUMNS=100``,
-``NO_COLOR=1``, ``LC_ALL=C.UTF-8``, ``TZ=UTC``, ``CPRSIM_SHARED`` set to the shared folder;
+``NO_COLOR=1``, ``LC_ALL=C.UTF-8``, ``TZ=UTC``, ``CPRSIM_PROGRESS=off`` (no progress lines: what a
+terminal shows once its progress bar is gone), ``CPRSIM_SHARED`` set to the shared folder;
 stdout and stderr are merged, as a terminal shows them. In the output, the scratch folder's and
 the repository's absolute paths are written as ``/tmp/scratch`` (they differ from machine to
 machine); trailing spaces and trailing blank lines are dropped.
@@ -100,6 +101,7 @@ DOCS = (
     "docs/howto-plan-your-interval.md",
     "docs/howto-model-your-cluster.md",
     "docs/howto-sweep-on-dask.md",
+    "docs/howto-calibrate-your-model.md",
     "docs/calibration.md",
 )
 #: how the scratch folder and the repository are written in the outputs
@@ -440,6 +442,9 @@ class Scratch:
             TZ="UTC",
             CPRSIM_SHARED=str(shared_dir()),
             PYTHONUNBUFFERED="1",
+            # what a terminal keeps once a command ends: its progress bar is gone (off a
+            # terminal, progress lines every few seconds would make a slow step's output vary)
+            CPRSIM_PROGRESS="off",
         )
         env.pop("VIRTUAL_ENV", None)
         self.env = env

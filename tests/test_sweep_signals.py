@@ -99,6 +99,15 @@ def start(args: list, **kw) -> subprocess.Popen:
     )
 
 
+def stop_lines(err: str) -> list[str]:
+    """The lines of a signalled sweep's stderr but its progress (off a terminal: the sweep's
+    description, then a line every few seconds, all before the last line)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    progress = [ln for ln in lines if ln.startswith(("sig: ", "sweep sig: "))]
+    assert lines[: len(progress)] == progress, err  # the stop's line comes last
+    return lines[len(progress) :]
+
+
 def cleanup(proc: subprocess.Popen) -> None:
     """Whatever happened: nothing of the sweep's session survives the test."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -235,7 +244,7 @@ def test_sigterm_stops_the_workers_with_one_line_and_resume_gives_the_same_bytes
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
         assert proc.returncode == 128 + signal.SIGTERM, err
-        lines = [ln for ln in err.splitlines() if ln.strip()]
+        lines = stop_lines(err)
         assert len(lines) == 1 and lines[0].startswith("Error: SIGTERM"), err
         assert "--resume" in lines[0] and "Traceback" not in err
         assert_all_gone(proc, tree)
@@ -273,7 +282,7 @@ def test_ctrl_c_to_the_process_group_stops_the_sweep_quietly(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=15)
         assert proc.returncode == 128 + signal.SIGINT, err
-        lines = [ln for ln in err.splitlines() if ln.strip()]
+        lines = stop_lines(err)
         assert len(lines) == 1 and lines[0].startswith("Error: SIGINT"), err
         assert "Traceback" not in err and "KeyboardInterrupt" not in err
         assert_all_gone(proc, tree)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 
 import click
 
 from cprsim import __version__
+from cprsim.cli import progress
 from cprsim.errors import InputError, ParameterError
 
 #: subcommand -> (its module in cprsim.cli, the first paragraph of its help); a module defines
@@ -92,8 +94,21 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         from cprsim.io import short
 
+        progress.reset()
         try:
-            return super().invoke(ctx)
+            with progress.signals_raise():
+                return super().invoke(ctx)
+        except progress.Signalled as e:  # SIGINT or SIGTERM: one line, exit 128 + the signal
+            raise progress.stopped(
+                progress.stop_message(ctx.invoked_subcommand or "", e.signum), e.signum
+            ) from None
+        except click.ClickException as e:
+            sig = e.__context__
+            if isinstance(sig, progress.Signalled) and not isinstance(e, progress.Interrupted):
+                # a command's own line for a stop (calibrate's): the signal's exit status
+                name = signal.Signals(sig.signum).name
+                raise progress.stopped(f"{name}: {e.format_message()}", sig.signum) from None
+            raise
         except ParameterError as e:  # a library function's parameter: the command's option
             raise UserError(_one_line(e.message(self._options(ctx)))) from None
         except InputError as e:
@@ -108,7 +123,7 @@ class _Group(click.Group):
         except OSError as e:  # read-only or full disk, name too long, a device, permissions
             where = short(e.filename) if e.filename else "output"
             raise UserError(f"{where}: {e.strerror or e}") from None
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except RecursionError:
             raise UserError("an input is nested too deeply") from None
@@ -158,6 +173,10 @@ def main(verbose: int, quiet: bool) -> None:
 
     Failures, checkpoints, full vs partial recovery (CPR), MFU/SSU, erasure coding and more,
     on a SimPy model of trainers and embedding servers.
+
+    Long commands show progress on stderr: a bar on a terminal, else a line every few seconds
+    (CPRSIM_PROGRESS=off|lines|bar overrides). SIGINT or SIGTERM stops a command with one line and
+    exit status 130 or 143.
     """
     # figures are files here: no GUI backend (a library caller, e.g. a notebook, keeps its own)
     os.environ.setdefault("MPLBACKEND", "Agg")

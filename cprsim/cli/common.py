@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -83,51 +82,6 @@ def load_scenario(
         if e.param == "overrides" and e.key in given:
             raise e.replace(param=given[e.key], key=None) from None
         raise
-
-
-@contextmanager
-def progress_bar(
-    total: int, label: str, enabled: bool | None = None
-) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (points done, rate, ETA); silent when stderr is not a TTY."""
-    show = sys.stderr.isatty() if enabled is None else enabled
-    if not show:
-
-        def nothing(n: int = 1) -> None:
-            return None
-
-        yield nothing
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        ProgressColumn,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-    from rich.text import Text
-
-    class Rate(ProgressColumn):
-        def render(self, task):
-            return Text(f"{task.speed:.1f}/s" if task.speed else "-/s")
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        Rate(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as prog:
-        task = prog.add_task(label, total=total)
-
-        def advance(n: int = 1) -> None:
-            prog.advance(task, n)
-
-        yield advance
 
 
 #: the width of output that does not go to a terminal (the tables are laid out to fit it)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cprsim.cli.common import console
+from cprsim.cli.progress import Progress, outputs_at_end, writing
 from cprsim.failures.fit import FitReport
 from cprsim.failures.modelfile import (
     ESTIMATE_ROWS,
@@ -202,55 +203,67 @@ def command(
     """Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."""
     if bad_nodes or nodes is not None:
         _check_bad_nodes_options(bad_nodes, plot, cluster_size)
-        bad = fit_bad_nodes(
-            trace,
-            format,
-            _filters(filters),
-            node_count=node_count,
-            node_type=node_type,
-            nodes=nodes,
-            bootstrap=200 if bootstrap is None else bootstrap,
-            seed=seed,
-        )
+        outputs_at_end()
+        with Progress(None, f"fitting bad nodes of {trace.name}", "bootstrap draws") as bar:
+            bad = fit_bad_nodes(
+                trace,
+                format,
+                _filters(filters),
+                node_count=node_count,
+                node_type=node_type,
+                nodes=nodes,
+                bootstrap=200 if bootstrap is None else bootstrap,
+                seed=seed,
+                progress=bar.update,
+            )
         if report is not None:
-            write_report(report, bad)
+            with writing():
+                write_report(report, bad)
         if as_json:
             click.echo(dumps_json(report_dict(bad)), nl=False)
         else:
             _print_bad_nodes(bad)
         if out is not None:
-            write_bad_nodes_model(out, bad)
+            with writing():
+                write_bad_nodes_model(out, bad)
         return
     if as_type == "job" and out is not None and cluster_size is None:
         raise click.BadParameter(
             "job-level interruptions come from every node of the job: give --cluster-size",
             param_hint="--as job",
         )
-    fit = fit_failure_log(
-        trace,
-        format,
-        _filters(filters),
-        node_count=node_count,
-        node_type=node_type,
-        interarrival=interarrival,
-        cluster_size=cluster_size,
-        bootstrap=bootstrap,
-        seed=seed,
-    )
+    outputs_at_end()
+    with Progress(None, f"fitting {trace.name}", "bootstrap draws") as bar:
+        fit = fit_failure_log(
+            trace,
+            format,
+            _filters(filters),
+            node_count=node_count,
+            node_type=node_type,
+            interarrival=interarrival,
+            cluster_size=cluster_size,
+            bootstrap=bootstrap,
+            seed=seed,
+            progress=bar.update,
+        )
     if report is not None:
-        write_report(report, fit)
+        with writing():
+            write_report(report, fit)
     if as_json:
         click.echo(dumps_json(report_dict(fit)), nl=False)
     else:
         _print_fit(fit)
     if out is not None:
-        write_fitted_model(out, fit, as_type)
+        with writing():
+            write_fitted_model(out, fit, as_type)
     if plot is not None:
         from cprsim.plots import figure_format, save_figure
         from cprsim.plots.fit import plot_fit
 
         figure_format(plot)
-        save_figure(plot_fit(fit.lifetimes, title=f"{trace.name} ({format})"), plot)
+        fig = plot_fit(fit.lifetimes, title=f"{trace.name} ({format})")
+        with writing():
+            save_figure(fig, plot)
 
 
 def _print_fit(fit: LogFit) -> None:

@@ -15,9 +15,9 @@ from cprsim.cli.common import (
     console,
     flag,
     load_scenario,
-    progress_bar,
     set_option,
 )
+from cprsim.cli.progress import Progress, outputs_at_end, writing
 from cprsim.io import dumps_json
 from cprsim.runfiles import write_plan
 from cprsim.scenario import HOUR
@@ -318,7 +318,8 @@ def command(
         cal = load_calibration(calibration)
     strats = plan_strategies(strategies)
     factors = _factors(sensitivity)
-    with progress_bar(40, f"planning {s.name}") as advance:
+    outputs_at_end()
+    with Progress(40, f"planning {s.name}", "steps", estimated=True) as advance:
         plan = make_plan(
             s,
             max_accuracy_loss,
@@ -339,7 +340,8 @@ def command(
             loss_scale=loss_scale,
         )
     if out is not None:
-        write_plan(out, plan)
+        with writing():
+            write_plan(out, plan)
     if as_json:
         click.echo(dumps_json(plan.as_dict()), nl=False)
         return

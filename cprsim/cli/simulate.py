@@ -11,10 +11,10 @@ from cprsim.cli.common import (
     console,
     load_scenario,
     max_events_option,
-    progress_bar,
     scenario_argument,
     set_option,
 )
+from cprsim.cli.progress import Progress, outputs_at_end, writing
 from cprsim.io import dumps_json
 from cprsim.report import summary_table
 from cprsim.runfiles import preflight, run_summary, write_run, write_timeline
@@ -140,16 +140,19 @@ def command(
         if precision is not None
         else None
     )
-    with progress_bar(s.replications, f"simulating {s.name}") as advance:
+    outputs_at_end()
+    unit = "replications" if rule is None else "replications (at most)"
+    with Progress(s.replications, f"simulating {s.name}", unit) as advance:
         if rule is None:
             results, events = run_replications(s, record_first=record, progress=advance)
         else:
             results, events = run_adaptive(s, rule, record_first=record, progress=advance)
     summary = run_summary(s, results, rule)
-    if out is not None:
-        write_run(out, s, results, events, summary)
-    if timeline is not None:
-        write_timeline(timeline, s, events)
+    with writing():
+        if out is not None:
+            write_run(out, s, results, events, summary)
+        if timeline is not None:
+            write_timeline(timeline, s, events)
     if as_json:
         click.echo(dumps_json(summary), nl=False)
         return

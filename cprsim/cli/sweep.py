@@ -3,69 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
-from cprsim.cli.common import console, max_events_option, progress_bar
+from cprsim.cli.common import console, max_events_option
+from cprsim.cli.progress import (
+    Interrupted,
+    Progress,
+    Signalled,
+    Terminated,
+    signals_raise,
+    stopped,
+)
 
-
-class _Signalled(BaseException):
-    """SIGTERM or SIGINT, raised in the main thread (a BaseException: nothing on the way swallows it)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class Interrupted(click.ClickException):
-    """The one line a sweep stopped by SIGINT ends with; exit code 128 + the signal's number (130;
-    SIGTERM: :class:`Terminated`, 143). Make one with :func:`_stopped`."""
-
-    exit_code = 128 + signal.SIGINT
-
-
-class Terminated(Interrupted):
-    """The one line a sweep stopped by SIGTERM ends with; exit code 143 (128 + 15)."""
-
-    exit_code = 128 + signal.SIGTERM
-
-
-def _stopped(message: str, signum: int) -> Interrupted:
-    """The exception for a sweep stopped by ``signum`` (SIGTERM or SIGINT, the signals handled)."""
-    return (Terminated if signum == signal.SIGTERM else Interrupted)(message)
-
-
-@contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`_Signalled` in the main thread (once: a second one exits at
-    once, like ``kill -9``); the previous handlers come back on leaving."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    sigs = (signal.SIGTERM, signal.SIGINT)
-    old = {s: signal.getsignal(s) for s in sigs}
-    state = {"raised": False}
-
-    def handler(signum: int, frame: Any) -> None:
-        if state["raised"]:  # impatient: the workers die with this process (PR_SET_PDEATHSIG)
-            os._exit(128 + signum)
-        state["raised"] = True
-        raise _Signalled(signum)
-
-    for s in sigs:
-        signal.signal(s, handler)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+__all__ = ["Interrupted", "Terminated", "command"]
 
 
 @click.command("sweep")
@@ -194,7 +147,8 @@ def command(
         if dask_local
         else f"{jobs} local process{'es' if jobs > 1 else ''}"
     )
-    if sys.stderr.isatty():
+    bar = Progress(n, f"sweep {sw.name}", "points")
+    if bar.mode != "off":  # with the progress: on a terminal, and in a log
         reps = (
             f"{sw.replications} replications"
             if sw.precision is None
@@ -206,9 +160,8 @@ def command(
             err=True,
         )
     sweep_text = sweep_file.read_bytes()
-    done = [0]
     try:
-        with _signals_raise(), contextlib.ExitStack() as stack:
+        with signals_raise(), contextlib.ExitStack() as stack:
             # local workers start before the progress bar's thread: they can then be forked, warm;
             # leaving on an exception (a signal) kills them
             workers = (
@@ -216,12 +169,7 @@ def command(
                 if jobs > 1 and scheduler is None and dask_local is None
                 else None
             )
-            with progress_bar(n, f"sweep {sw.name}") as advance:
-
-                def progress(k: int = 1) -> None:
-                    done[0] += k
-                    advance(k)
-
+            with bar:
                 res = run_sweep(
                     sw,
                     out,
@@ -229,18 +177,19 @@ def command(
                     scheduler=scheduler,
                     dask_local=dask_local,
                     resume=resume,
-                    progress=progress,
+                    progress=bar.advance,
+                    resumed=bar.resumed,
                     sweep_text=sweep_text,
                     workers=workers,
                     output_format=output_format,
                     connect_timeout=connect_timeout,
                 )
-    except _Signalled as e:
+    except Signalled as e:
         name = signal.Signals(e.signum).name
         if not (out / "manifest.json").exists():
-            raise _stopped(f"{name}: sweep stopped before writing anything", e.signum) from None
-        raise _stopped(
-            f"{name}: sweep stopped, workers ended; {done[0]} of {n} points complete in {out} "
+            raise stopped(f"{name}: sweep stopped before writing anything", e.signum) from None
+        raise stopped(
+            f"{name}: sweep stopped, workers ended; {bar.done} of {n} points complete in {out} "
             f"(finish with --resume)",
             e.signum,
         ) from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,11 +209,13 @@ def fit_family(
     bootstrap: int = 0,
     rng: np.random.Generator | None = None,
     what: str = "fit",
+    progress: Callable[[int], None] | None = None,
 ) -> Fit:
     """Fit ``family`` to durations ``t`` (``observed``: False where right-censored) by censored
     maximum likelihood, with 95% Wald intervals on its parameters and, with ``bootstrap`` draws, the
     Kaplan-Meier distance and its parametric-bootstrap p-value. Bad data raise
-    :class:`~cprsim.errors.InputError` naming ``what``."""
+    :class:`~cprsim.errors.InputError` naming ``what``. ``progress(1)`` is called after each
+    bootstrap draw."""
     t = np.asarray(t, float)
     observed = np.asarray(observed, bool)
     _check(t, observed, what)
@@ -222,7 +225,7 @@ def fit_family(
     sci, shci = _intervals(family, scale, shape, t, observed)
     f = Fit(family, scale, shape, sci, shci, ll, k, int(t.size), int(observed.sum()))
     if bootstrap:
-        ks, p = _gof(f, t, observed, bootstrap, rng or np.random.default_rng(0))
+        ks, p = _gof(f, t, observed, bootstrap, rng or np.random.default_rng(0), progress)
         f = Fit(**{**f.__dict__, "ks_": ks, "p_value_": p, "bootstrap": bootstrap})
     return f
 
@@ -280,7 +283,12 @@ def kaplan_meier(t: np.ndarray, observed: np.ndarray):
 
 
 def _gof(
-    f: Fit, t: np.ndarray, observed: np.ndarray, B: int, rng: np.random.Generator
+    f: Fit,
+    t: np.ndarray,
+    observed: np.ndarray,
+    B: int,
+    rng: np.random.Generator,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[float, float]:
     km_t, km_s, _, _ = kaplan_meier(t, observed)
     stat = float(np.max(np.abs(km_s - f.sf(km_t))))
@@ -291,22 +299,33 @@ def _gof(
     worse = 0
     done = 0
     for _ in range(B):
-        life = dist.sample(rng, n)
-        # censoring times: those of the censored observations (resampled), else the horizon
-        c = rng.choice(cens, n) if cens.size else np.full(n, horizon)
-        obs_b = life <= c
-        tb = np.minimum(life, c)
-        if not obs_b.any() or np.any(tb <= 0):
-            continue
-        try:
-            sc, sh = _mle(f.family, tb, obs_b, guess=(f.scale_, f.shape_))
-        except Exception:
-            continue
-        kt, ks, _, _ = kaplan_meier(tb, obs_b)
-        stat_b = float(np.max(np.abs(ks - _frozen(f.family, sc, sh).sf(kt))))
-        worse += stat_b >= stat
-        done += 1
+        stat_b = _gof_draw(f, dist, cens, horizon, n, rng)
+        if stat_b is not None:
+            worse += stat_b >= stat
+            done += 1
+        if progress is not None:
+            progress(1)
     return stat, (worse + 1) / (done + 1)
+
+
+def _gof_draw(
+    f: Fit, dist: Distribution, cens: np.ndarray, horizon: float, n: int, rng: np.random.Generator
+) -> float | None:
+    """One bootstrap draw of :func:`_gof`: the Kaplan-Meier distance of a refit to a sample of the
+    fitted model (None: a sample that cannot be refitted)."""
+    life = dist.sample(rng, n)
+    # censoring times: those of the censored observations (resampled), else the horizon
+    c = rng.choice(cens, n) if cens.size else np.full(n, horizon)
+    obs_b = life <= c
+    tb = np.minimum(life, c)
+    if not obs_b.any() or np.any(tb <= 0):
+        return None
+    try:
+        sc, sh = _mle(f.family, tb, obs_b, guess=(f.scale_, f.shape_))
+    except Exception:
+        return None
+    kt, ks, _, _ = kaplan_meier(tb, obs_b)
+    return float(np.max(np.abs(ks - _frozen(f.family, sc, sh).sf(kt))))
 
 
 def fit_all(
@@ -317,9 +336,12 @@ def fit_all(
     bootstrap: int = 0,
     seed: int = 0,
     what: str = "fit",
+    progress: Callable[[int], None] | None = None,
 ) -> FitReport:
     """Fit every family of ``families`` that converges (:func:`fit_family`, each bootstrap on its
-    own stream from ``seed``), ranked by AIC, with the Kaplan-Meier curve."""
+    own stream from ``seed``), ranked by AIC, with the Kaplan-Meier curve. ``progress(n)``: called
+    as bootstrap draws are done (``bootstrap`` per family in all, a family that does not converge
+    counted at once)."""
     t = np.asarray(t, float)
     observed = np.asarray(observed, bool)
     _check(t, observed, what)
@@ -328,8 +350,14 @@ def fit_all(
     fits = []
     for fam, rng in zip(families, rngs):
         try:
-            fits.append(fit_family(fam, t, observed, bootstrap=bootstrap, rng=rng, what=what))
+            fits.append(
+                fit_family(
+                    fam, t, observed, bootstrap=bootstrap, rng=rng, what=what, progress=progress
+                )
+            )
         except (ValueError, RuntimeError, FloatingPointError, optimize.OptimizeWarning):
+            if progress is not None and bootstrap:  # its draws will not run
+                progress(bootstrap)
             continue
     if not fits:
         raise InputError(f"{what}: no family could be fitted")

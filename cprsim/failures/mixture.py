@@ -30,13 +30,17 @@ Inference (``analyse``), all by parametric bootstrap with a fixed seed:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 from scipy import optimize, special
 
 from cprsim.errors import InputError, ParameterError
 from cprsim.failures.traces import Trace
+
+_T = TypeVar("_T")
 
 #: a fit with fewer than this many expected bad (or good) nodes is the one-rate model
 MIN_EXPECTED_NODES = 0.5
@@ -333,11 +337,17 @@ class BadNodeReport:
 
 
 def analyse(
-    counts: NodeCounts, *, bootstrap: int = 200, seed: int = 0, level: float = 0.95
+    counts: NodeCounts,
+    *,
+    bootstrap: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+    progress: Callable[[int], None] | None = None,
 ) -> BadNodeReport:
     """Fit the mixture and the one-rate model; with ``bootstrap`` > 0, the p-value of "no bad nodes"
     and (when the mixture is identified) the percentile intervals at ``level``, each from
-    ``bootstrap`` parametric draws seeded by ``seed``."""
+    ``bootstrap`` parametric draws seeded by ``seed``. ``progress(n)``: called as the draws are
+    done (``2 x bootstrap`` in all; the intervals' counted at once when they are not computed)."""
     n, T = counts.failures, counts.exposure_h
     raw, ll = fit_mixture(n, T)
     rate1, ll1 = fit_poisson(n, T)
@@ -348,8 +358,14 @@ def analyse(
     )
     if bootstrap <= 0:
         return rep
-    ci = {} if why else bootstrap_intervals(raw, T, bootstrap, seed=seed, level=level)
-    return replace(rep, ci=ci, p_value=lrt_pvalue(rep.lr, rate1, T, bootstrap, seed=seed))
+    if why:
+        ci: dict[str, tuple[float, float]] = {}
+        if progress is not None:
+            progress(bootstrap)
+    else:
+        ci = bootstrap_intervals(raw, T, bootstrap, seed=seed, level=level, progress=progress)
+    p = lrt_pvalue(rep.lr, rate1, T, bootstrap, seed=seed, progress=progress)
+    return replace(rep, ci=ci, p_value=p)
 
 
 def _refit(n: np.ndarray, T: np.ndarray, start: Mixture | None) -> tuple[Mixture, float]:
@@ -363,14 +379,27 @@ def _refit(n: np.ndarray, T: np.ndarray, start: Mixture | None) -> tuple[Mixture
     return canonical(m, lr, len(n), d.rate0)[0], lr
 
 
+def _counted(x: _T, progress: Callable[[int], None] | None) -> _T:
+    """``x``, after telling ``progress`` that one more draw is done."""
+    if progress is not None:
+        progress(1)
+    return x
+
+
 def bootstrap_intervals(
-    m: Mixture, T: np.ndarray, B: int, *, seed: int = 0, level: float = 0.95
+    m: Mixture,
+    T: np.ndarray,
+    B: int,
+    *,
+    seed: int = 0,
+    level: float = 0.95,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Percentile intervals at ``level`` of pi, k, lam (per hour) and bad_share, from the refits of
     ``B`` count vectors drawn from ``m`` over exposures ``T`` (hours); a degenerate refit counts as
-    pi = 0, k = 1 (see ``canonical``)."""
+    pi = 0, k = 1 (see ``canonical``). ``progress(1)``: called after each draw."""
     rng = np.random.default_rng([seed, 1])
-    draws = [_refit(simulate(m, T, rng), T, m)[0] for _ in range(B)]
+    draws = [_counted(_refit(simulate(m, T, rng), T, m)[0], progress) for _ in range(B)]
     q = [50 * (1 - level), 50 * (1 + level)]
     out = {}
     for key in ("pi", "k", "lam", "bad_share"):
@@ -379,11 +408,20 @@ def bootstrap_intervals(
     return out
 
 
-def lrt_pvalue(lr: float, rate: float, T: np.ndarray, B: int, *, seed: int = 0) -> float:
+def lrt_pvalue(
+    lr: float,
+    rate: float,
+    T: np.ndarray,
+    B: int,
+    *,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> float:
     """The parametric-bootstrap p-value of "no bad nodes": ``(1 + #{LR* >= lr}) / (1 + B)``, LR* the
-    likelihood ratios of ``B`` count vectors drawn from one ``rate`` (per hour) over exposures ``T``."""
+    likelihood ratios of ``B`` count vectors drawn from one ``rate`` (per hour) over exposures
+    ``T``. ``progress(1)``: called after each draw."""
     rng = np.random.default_rng([seed, 2])
     null = Mixture(0.0, rate, 1.0)
-    lrs = [_refit(simulate(null, T, rng), T, None)[1] for _ in range(B)]
+    lrs = [_counted(_refit(simulate(null, T, rng), T, None)[1], progress) for _ in range(B)]
     tol = 1e-9 * max(1.0, lr)
     return (1 + sum(s >= lr - tol for s in lrs)) / (1 + B)

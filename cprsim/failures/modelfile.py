@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ import numpy as np
 
 from cprsim import __version__
 from cprsim.errors import InputError
-from cprsim.failures.fit import Fit, FitReport, cluster_mtbf, fit_all
+from cprsim.failures.fit import FIT_FAMILIES, Fit, FitReport, cluster_mtbf, fit_all
 from cprsim.failures.traces import Trace, check_filters, read_trace
 from cprsim.io import atomic_write_json, atomic_write_text, dumps_toml, short
 
@@ -72,6 +73,20 @@ def _default_bootstrap(bootstrap: int | None, n: int) -> int:
     return bootstrap if bootstrap is not None else (49 if n <= 5000 else 0)
 
 
+def _tally(progress: Callable[[int, int], None] | None, total: int) -> Callable[[int], None] | None:
+    """An advance-by-``n`` callback that tells ``progress(done, total)``."""
+    if progress is None:
+        return None
+    done = [0]
+    progress(0, total)
+
+    def tally(n: int = 1) -> None:
+        done[0] += n
+        progress(done[0], total)
+
+    return tally
+
+
 def fit_failure_log(
     trace: str | os.PathLike[str],
     format: str = "csv",
@@ -83,6 +98,7 @@ def fit_failure_log(
     cluster_size: int | None = None,
     bootstrap: int | None = None,
     seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> LogFit:
     """Read the failure log ``trace`` and fit its lifetimes and repair times (``cprsim fit``).
 
@@ -92,7 +108,9 @@ def fit_failure_log(
     ``interarrival``: ``"repair-to-failure"`` (up-times) or ``"failure-to-failure"``;
     ``cluster_size``: also the mean time to the first failure of this many fresh nodes (hours);
     ``bootstrap``: parametric-bootstrap draws for the goodness-of-fit p-values (default 49, or 0
-    above 5,000 lifetimes); ``seed``: their seed. No lifetime after the filters raises InputError.
+    above 5,000 lifetimes); ``seed``: their seed; ``progress(done, total)``: called as the
+    bootstrap draws (most of the time a fit takes) are done. No lifetime after the filters raises
+    InputError.
     """
     if cluster_size is not None and cluster_size < 1:
         raise InputError(f"cluster_size must be >= 1, got {cluster_size}")
@@ -106,11 +124,15 @@ def fit_failure_log(
             f"{path}: no lifetimes{' of node type ' + node_type if node_type else ''} after the filters"
         )
     b = _default_bootstrap(bootstrap, t.size)
-    rep = fit_all(t, obs, bootstrap=b, seed=seed, what=str(path))
     rt, robs = log.repairs(node_type)
     rb = _default_bootstrap(bootstrap, rt.size)
+    total = len(FIT_FAMILIES) * (b + (rb if robs.any() else 0))
+    tally = _tally(progress, total)
+    rep = fit_all(t, obs, bootstrap=b, seed=seed, what=str(path), progress=tally)
     rrep = (
-        fit_all(rt, robs, bootstrap=rb, seed=seed, what=f"{path} (repairs)") if robs.any() else None
+        fit_all(rt, robs, bootstrap=rb, seed=seed, what=f"{path} (repairs)", progress=tally)
+        if robs.any()
+        else None
     )
     cl = cluster_mtbf(rep.best, cluster_size, seed=seed) if cluster_size else None
     return LogFit(
@@ -281,6 +303,7 @@ def fit_bad_nodes(
     nodes: int | None = None,
     bootstrap: int = 200,
     seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> BadNodesFit:
     """Estimate a population of bad nodes in the failure log ``trace`` (``cprsim fit --bad-nodes``):
     a two-rate Poisson mixture over each node's failure count in its observation window.
@@ -288,7 +311,8 @@ def fit_bad_nodes(
     ``format``, ``filters``, ``node_count``, ``node_type``: as :func:`fit_failure_log`;
     ``nodes``: the cluster's node count when the log lists only failing nodes (the others enter
     with 0 failures over the log's span); ``bootstrap``: parametric draws for the intervals and the
-    test of "no bad nodes" (0: neither); ``seed``: their seed.
+    test of "no bad nodes" (0: neither); ``seed``: their seed; ``progress(done, total)``: called
+    as the bootstrap draws are done.
     """
     from cprsim.failures.mixture import analyse, node_counts
 
@@ -296,8 +320,13 @@ def fit_bad_nodes(
     flt = check_filters(format, dict(filters or {}))
     log = read_trace(path, format, flt, node_count)
     counts = node_counts(log, short(path), nodes=nodes, node_type=node_type)
+    tally = _tally(progress, 2 * max(0, bootstrap))
     return BadNodesFit(
-        path, format, flt, node_type, analyse(counts, bootstrap=bootstrap, seed=seed)
+        path,
+        format,
+        flt,
+        node_type,
+        analyse(counts, bootstrap=bootstrap, seed=seed, progress=tally),
     )
 
 

@@ -15,7 +15,7 @@ class Option:
     """One option of a :class:`Plan`: a strategy (``strategy``, ``params``) at a
     checkpoint interval (``interval_s``, seconds; ``full_interval_s`` between full checkpoints),
     confirmed on fresh replications: ``overhead``, ``ckpt_overhead``, ``pls``, ``ettr``
-    (:class:`Estimate`, fractions), ``pls_bound`` (inf: loses no update), ``accuracy_loss`` at the
+    (:class:`Estimate`, fractions; each with its bad tail: P90/P99, ETTR's P10/P1), ``pls_bound`` (inf: loses no update), ``accuracy_loss`` at the
     mean PLS, ``within`` (share of runs within the bound) and ``meets_bound``."""
 
     label: str
@@ -51,6 +51,11 @@ class Option:
     overhead_p90_ci: tuple[float, float] = (math.nan, math.nan)
     #: the PLS no run may exceed to count as within (the extrapolation limit; inf: none)
     pls_cap: float = math.inf
+
+    def __post_init__(self) -> None:
+        # ETTR's bad tail is its low one (P10, P1), whoever estimated it (cprsim.metrics)
+        if self.ettr is not None and not self.ettr.higher_is_better:
+            object.__setattr__(self, "ettr", self.ettr.oriented(True))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: every field, the estimates as dicts, the intervals also in hours

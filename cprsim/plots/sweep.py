@@ -5,8 +5,9 @@ a ``cprsim.Runs`` (``cprsim.simulate``: one point) or a results folder, ``ax=`` 
 into) and ``**kwargs`` for the main artist (the lines; the bars of the breakdown).
 
 The lines are means over replications; the band around each (``band=``) is either the 95% CI
-of the mean (``"ci"``) or the spread of single runs from their median to their 90th percentile
-(``"p90"``: P50 to P90 of the point's replications, read from results.csv / replications.csv).
+of the mean (``"ci"``) or the spread of single runs from their median to their worst 10%
+(``"p90"``: P50 to P90 of the point's replications, read from results.csv / replications.csv;
+the metrics drawn are costs, whose bad tail is the high one).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ _METRIC_LABEL = metrics.AXES
 _LINESTYLES = ("-", "--", ":", "-.")
 
 #: band kind -> what it shows (legend and title) and the ``Estimate`` fields of its edges
+#: (``worst10``: the P90 of a cost, the metrics these figures draw)
 BANDS = {
     "ci": ("95% CI of the mean", ("lo", "hi")),
-    "p90": ("P50–P90 of single runs", ("p50", "p90")),
+    "p90": ("P50–P90 of single runs", ("p50", "worst10")),
 }
 
 
@@ -51,12 +53,12 @@ def _band_fields(band: str) -> tuple[str, str]:
 def band_edges(
     pts: list[PointSummary], metric: str, band: str = "ci"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper edges of the band (``BANDS``) around a line of points, in metric units."""
+    """Lower and upper edges of the band (``BANDS``) around a line of points, in metric units
+    (``"p90"``: from the median to the worst 10% of single runs, whichever side that is)."""
     lo, hi = _band_fields(band)
-    return (
-        np.array([getattr(p[metric], lo) for p in pts], dtype=float),
-        np.array([getattr(p[metric], hi) for p in pts], dtype=float),
-    )
+    a = np.array([getattr(p[metric], lo) for p in pts], dtype=float)
+    b = np.array([getattr(p[metric], hi) for p in pts], dtype=float)
+    return np.fmin(a, b), np.fmax(a, b)
 
 
 def _legend(ax: Any, band: str | None) -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
-from cprsim.metrics import NAMES
+from cprsim.metrics import BY_NAME, NAMES
 from cprsim.quantiles import t_ppf
 from cprsim.scenario import Scenario
 from cprsim.sim.engine import simulate_one
@@ -22,49 +22,118 @@ from cprsim.sim.records import Event, ReplicationResult
 #: metrics summarized over replications, in report order (:mod:`cprsim.metrics`)
 METRICS = NAMES
 
-#: the percentiles reported beside every mean (the spread of single runs, not of the mean)
-PERCENTILES = (50, 90, 99)
+#: the tails reported beside every mean and its P50: the worst 10% and the worst 1% of single runs,
+#: in the metric's bad direction (docs/concepts.md, "Tails point the user's way")
+TAIL_SHARES = (10, 1)
+
+
+def tail_names(higher_is_better: bool = False) -> tuple[str, str]:
+    """The percentiles that are the worst 10% and the worst 1% of single runs: ``("p90", "p99")``
+    for a cost (higher is worse), ``("p10", "p1")`` for a metric where higher is better (ETTR)."""
+    return ("p10", "p1") if higher_is_better else ("p90", "p99")
 
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """The mean of one metric over replications, its 95% CI, and the spread of single runs."""
+    """The mean of one metric over replications, its 95% CI, and the spread of single runs.
+
+    The spread is the median and the **bad tail**: ``worst10`` and ``worst1``, the values the worst
+    10% and the worst 1% of runs reach or pass. For a cost (overhead, PLS, times, counts) they are
+    the P90 and the P99; for a metric where higher is better (``higher_is_better``: ETTR) the P10
+    and the P1. :meth:`as_dict` names them by their percentile (``p90``/``p99`` or ``p10``/``p1``);
+    the properties ``p10``, ``p90``, ``p1``, ``p99`` are the plain percentiles whatever the
+    direction (the good tail is kept in ``best10``/``best1``, so :meth:`oriented` can turn it).
+    """
 
     mean: float
     lo: float  #: 95% confidence interval of the mean (Student t over replications)
     hi: float
     sd: float
     n: int
-    p50: float = math.nan  #: percentiles of single replications (linear interpolation)
-    p90: float = math.nan
-    p99: float = math.nan
+    p50: float = math.nan  #: median of single replications (percentiles: linear interpolation)
+    #: the worst 10% of single runs are at or beyond it: the P90 (higher is better: the P10)
+    worst10: float = math.nan
+    #: the worst 1% of single runs are at or beyond it: the P99 (higher is better: the P1)
+    worst1: float = math.nan
+    higher_is_better: bool = False  #: ETTR: the bad tail is the low one
+    best10: float = math.nan  #: the good tail: the P10 (higher is better: the P90)
+    best1: float = math.nan  #: the P1 (higher is better: the P99)
 
     @property
     def half_width(self) -> float:
         """Half the width of the 95% CI of the mean (in the metric's unit)."""
         return (self.hi - self.lo) / 2.0
 
+    @property
+    def p90(self) -> float:
+        """The 90th percentile of single replications (a cost's worst 10%)."""
+        return self.best10 if self.higher_is_better else self.worst10
+
+    @property
+    def p99(self) -> float:
+        """The 99th percentile of single replications (a cost's worst 1%)."""
+        return self.best1 if self.higher_is_better else self.worst1
+
+    @property
+    def p10(self) -> float:
+        """The 10th percentile of single replications (ETTR's worst 10%)."""
+        return self.worst10 if self.higher_is_better else self.best10
+
+    @property
+    def p1(self) -> float:
+        """The 1st percentile of single replications (ETTR's worst 1%)."""
+        return self.worst1 if self.higher_is_better else self.best1
+
+    @property
+    def tails(self) -> tuple[str, str]:
+        """The names of the bad tail's percentiles: ``("p90", "p99")``, or ``("p10", "p1")``
+        where higher is better (:func:`tail_names`)."""
+        return tail_names(self.higher_is_better)
+
     def percentile(self, q: int) -> float:
-        """The P50, P90 or P99 of single replications (``q``: 50, 90 or 99)."""
-        return {50: self.p50, 90: self.p90, 99: self.p99}[q]
+        """The P``q`` of single replications, ``q`` one of 1, 10, 50, 90, 99."""
+        return {1: self.p1, 10: self.p10, 50: self.p50, 90: self.p90, 99: self.p99}[q]
+
+    def worst(self, share: int) -> float:
+        """The value the worst ``share`` % of single runs reach or pass (``share``: 10 or 1)."""
+        return {10: self.worst10, 1: self.worst1}[share]
+
+    def oriented(self, higher_is_better: bool) -> Estimate:
+        """The same estimate with its bad tail on the side ``higher_is_better`` says."""
+        if higher_is_better == self.higher_is_better:
+            return self
+        return replace(
+            self,
+            worst10=self.best10,
+            worst1=self.best1,
+            best10=self.worst10,
+            best1=self.worst1,
+            higher_is_better=higher_is_better,
+        )
 
     def as_dict(self) -> dict[str, float | list[float] | int]:
-        """Plain data: the mean, ``ci95`` as [lo, hi], sd, n and the percentiles."""
+        """Plain data: the mean, ``ci95`` as [lo, hi], sd, n, the median ``p50`` and the bad tail
+        by its percentiles: ``p90``, ``p99`` (a cost) or ``p10``, ``p1`` (higher is better)."""
+        t10, t1 = self.tails
         return {
             "mean": self.mean,
             "ci95": [self.lo, self.hi],
             "sd": self.sd,
             "n": self.n,
             "p50": self.p50,
-            "p90": self.p90,
-            "p99": self.p99,
+            t10: self.worst10,
+            t1: self.worst1,
         }
 
 
 def estimate(
-    values: Sequence[float] | np.ndarray, level: float = 0.95, non_negative: bool | None = None
+    values: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+    non_negative: bool | None = None,
+    higher_is_better: bool = False,
 ) -> Estimate:
-    """Mean with a Student-t CI, and P50/P90/P99 of the values.
+    """Mean with a Student-t CI, the median and the tails (P1, P10, P90, P99) of the values; the
+    bad tail (``worst10``, ``worst1``) is the high one, or the low one with ``higher_is_better``.
 
     ``non_negative`` (default: all values are >= 0) clips the CI at 0: a mean of non-negative
     quantities is never negative, and an interval must not say it could be.
@@ -73,26 +142,37 @@ def estimate(
     n = x.size
     m = float(x.mean()) if n else math.nan
     if n == 0:
-        return Estimate(m, m, m, 0.0, 0)
-    p50, p90, p99 = (float(v) for v in np.percentile(x, PERCENTILES))
+        return Estimate(m, m, m, 0.0, 0, higher_is_better=higher_is_better)
+    p1, p10, p50, p90, p99 = (float(v) for v in np.percentile(x, _PERCENTILES))
+    tails = (p10, p1, p90, p99) if higher_is_better else (p90, p99, p10, p1)
     if n < 2:
-        return Estimate(m, m, m, 0.0, n, p50, p90, p99)
+        return Estimate(m, m, m, 0.0, n, p50, tails[0], tails[1], higher_is_better, *tails[2:])
     sd = float(x.std(ddof=1))
     h = _t_quantile(n - 1, level) * sd / math.sqrt(n)
     lo = m - h
     if (non_negative if non_negative is not None else bool(np.all(x >= 0))) and lo < 0:
         lo = 0.0
-    return Estimate(m, lo, m + h, sd, n, p50, p90, p99)
+    return Estimate(m, lo, m + h, sd, n, p50, tails[0], tails[1], higher_is_better, *tails[2:])
+
+
+#: the percentiles :func:`estimate` computes
+_PERCENTILES = (1, 10, 50, 90, 99)
+
+
+def estimate_metric(name: str, values: Sequence[float] | np.ndarray) -> Estimate:
+    """:func:`estimate` of the metric ``name`` (:mod:`cprsim.metrics`): its bad tail on its side,
+    and ETTR's CI capped at 1 (useful time is at most the wall time). Other names: a cost."""
+    m = BY_NAME.get(name)
+    e = estimate(values, higher_is_better=m is not None and m.higher_is_better)
+    if name == "ettr" and e.hi > 1.0:  # a ratio of useful to wall time is at most 1: so is its CI
+        e = replace(e, hi=1.0)
+    return e
 
 
 def summarize(results: Sequence[ReplicationResult]) -> dict[str, Estimate]:
-    """Every metric's :class:`Estimate` over the replications (ETTR's CI capped at 1: useful time
-    is at most the wall time)."""
-    out = {k: estimate([getattr(r, k) for r in results]) for k in METRICS}
-    e = out["ettr"]
-    if e.hi > 1.0:  # a ratio of useful to wall time is at most 1: so is its interval
-        out["ettr"] = Estimate(e.mean, e.lo, 1.0, e.sd, e.n, e.p50, e.p90, e.p99)
-    return out
+    """Every metric's :class:`Estimate` over the replications (:func:`estimate_metric`: each
+    bad tail on its metric's side, ETTR's CI capped at 1)."""
+    return {k: estimate_metric(k, [getattr(r, k) for r in results]) for k in METRICS}
 
 
 def run_replications(

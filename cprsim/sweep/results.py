@@ -4,7 +4,8 @@
 sweep still runs: only complete points are used) and a ``cprsim simulate --out`` folder (its
 ``replications.csv`` becomes one point). Each point is summarized from its replication rows with
 the same estimator as ``cprsim simulate`` and the sweep's ``summary.csv`` (mean, 95% Student-t
-interval over replications, P50/P90/P99 of single replications).
+interval over replications, the P50 and the bad tail of single replications: P90/P99, ETTR's
+P10/P1).
 """
 
 from __future__ import annotations
@@ -21,20 +22,30 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from cprsim import metrics
 from cprsim.errors import InputError, ParameterError
-from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate
+from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate_metric, tail_names
 
 #: summarized per point: the simulator's metrics and the failure-free time W (useful_s)
 SUMMARIZED = (*METRICS, "useful_s")
 #: columns added with the node lifecycle and tiered checkpoints (issue 16): 0 in a table written
 #: before them
 OPTIONAL = metrics.OPTIONAL
+#: summary.csv's columns of each metric: ``<metric>_<stat>``, the ``Estimate`` attribute of that
+#: name; ``p90``, ``p99``: the bad tail, ``p10``, ``p1`` for a metric where higher is better (ETTR)
+SUMMARY_STATS = ("mean", "lo", "hi", "p50", "p90", "p99")
+
+
+def summary_stats(metric: str) -> tuple[str, ...]:
+    """summary.csv's statistics of ``metric``: the mean, its 95% CI, the median and the bad tail
+    (``p90``, ``p99``; ETTR's ``p10``, ``p1``)."""
+    return (*SUMMARY_STATS[:4], *tail_names(metric in metrics.HIGHER_IS_BETTER))
 
 
 @dataclass(frozen=True)
 class PointSummary:
     """One point of a sweep (or a whole ``cprsim simulate`` run): its strategy label, grid values and
     checkpoint interval (hours), and each metric's :class:`~cprsim.sim.replicate.Estimate` over its
-    ``n`` replications (``point["overhead"]``: mean, 95% CI, P50/P90/P99; times in seconds)."""
+    ``n`` replications (``point["overhead"]``: mean, 95% CI, the P50 and the bad tail ``worst10``,
+    ``worst1``; times in seconds)."""
 
     point: int
     strategy: str
@@ -95,21 +106,22 @@ class SweepResults:
             self.source, self.keys, pts, self.name, self.plan, self.failure_free_s, self.manifest
         )
 
-    def to_frame(
-        self, stats: tuple[str, ...] = ("mean", "lo", "hi", "p50", "p90", "p99")
-    ) -> pandas.DataFrame:
+    def to_frame(self, stats: tuple[str, ...] | None = None) -> pandas.DataFrame:
         """A pandas DataFrame with one row per point: ``point``, ``strategy``, the grid keys,
         ``interval_h`` (hours), ``n`` (replications), then ``<metric>_<stat>`` for every summarized
-        metric (``summary.csv``'s columns; ``lo``/``hi``: the 95% CI of the mean; ``p50``..``p99``:
-        percentiles of single replications). Times in seconds, overheads and PLS as fractions.
+        metric: by default ``summary.csv``'s columns (``mean``; ``lo``/``hi``: the 95% CI of the
+        mean; ``p50`` and the bad tail of single replications, ``p90``/``p99``, or ETTR's
+        ``p10``/``p1``), else the :class:`~cprsim.sim.replicate.Estimate` attributes ``stats``
+        (e.g. ``("mean", "worst10")``). Times in seconds, overheads and PLS as fractions.
 
         pandas is optional: without it this raises an ImportError that names ``pip install pandas``."""
         from cprsim.api import require_pandas
 
         pd = require_pandas("SweepResults.to_frame()")
         metrics = list(self.points[0].metrics) if self.points else list(SUMMARIZED)
+        per = {m: summary_stats(m) if stats is None else stats for m in metrics}
         cols = ["point", "strategy", *self.keys, "interval_h", "n"]
-        cols += [f"{m}_{s}" for m in metrics for s in stats]
+        cols += [f"{m}_{s}" for m in metrics for s in per[m]]
         rows = []
         for p in self.points:
             row: list[Any] = [
@@ -119,7 +131,7 @@ class SweepResults:
                 p.interval_h,
                 p.n,
             ]
-            row += [getattr(p.metrics[m], s) for m in metrics for s in stats]
+            row += [getattr(p.metrics[m], s) for m in metrics for s in per[m]]
             rows.append(row)
         return pd.DataFrame(rows, columns=cols)
 
@@ -130,7 +142,7 @@ class SweepResults:
         applies to a ``cprsim simulate --out`` folder: what the sweep figures take."""
         if not results:
             raise InputError("no replications to summarize")
-        ests = {m: estimate([float(getattr(r, m)) for r in results]) for m in SUMMARIZED}
+        ests = {m: estimate_metric(m, [float(getattr(r, m)) for r in results]) for m in SUMMARIZED}
         pt = PointSummary(
             0, scenario.strategy.name, {}, float(scenario.checkpoint.interval_h), len(results), ests
         )
@@ -199,7 +211,7 @@ def _summaries(
         ests = {}
         for m in SUMMARIZED:
             try:
-                ests[m] = estimate([float(r[col[m]]) if m in col else 0.0 for r in g])
+                ests[m] = estimate_metric(m, [float(r[col[m]]) if m in col else 0.0 for r in g])
             except ValueError:
                 raise InputError(f"{path}: column {m}: expected numbers") from None
         out.append(
@@ -238,7 +250,7 @@ def load_results(path: str | Path) -> SweepResults:
     """Read results back without re-running anything: a sweep's output folder (or its
     ``results.csv``, even while the sweep still runs: complete points only) or a ``cprsim simulate
     --out`` folder (one point). Each point summarized like ``cprsim simulate`` (mean, 95% Student-t
-    CI, P50/P90/P99 of single replications; times in seconds)."""
+    CI, the P50 and the bad tail of single replications; times in seconds)."""
     p = Path(path)
     if p.is_file():
         folder = p.parent

@@ -7,8 +7,9 @@
   completion order. When every point is done it is rewritten (temp file + rename) sorted by point
   and replication, so the bytes do not depend on ``--jobs`` or the scheduler.
 * ``summary.csv``: one row per point: for every metric (ETTR included), the mean and its 95% CI
-  (``<metric>_mean``, ``_lo``, ``_hi``) and the P50/P90/P99 of single replications
-  (``_p50``, ``_p90``, ``_p99``: the spread of runs, not of the mean); written at the end.
+  (``<metric>_mean``, ``_lo``, ``_hi``), the P50 and the bad tail of single replications
+  (``_p50``, ``_p90``, ``_p99``; ETTR, where higher is better: ``ettr_p10``, ``ettr_p1``: the
+  spread of runs, not of the mean); written at the end.
 * ``manifest.json``: the sweep's fingerprint, points, seed, the versions of cprsim, Python, numpy,
   scipy and simpy; ``sweep.toml``: the sweep file as given; ``config.toml``: the effective config of
   point 0; ``plan.json`` if the sweep asks.
@@ -58,8 +59,8 @@ from cprsim.errors import InputError, ParameterError
 from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, short
 from cprsim.report import versions
 from cprsim.sim.records import ReplicationResult
-from cprsim.sim.replicate import METRICS, Precision, estimate, run_replications
-from cprsim.sweep.results import point_complete
+from cprsim.sim.replicate import METRICS, Precision, estimate_metric, run_replications
+from cprsim.sweep.results import point_complete, summary_stats
 from cprsim.sweep.spec import Point, Sweep, SweepError
 
 log = logging.getLogger(__name__)
@@ -662,6 +663,7 @@ def run_sweep(
     dask_local: int | None = None,
     resume: bool = False,
     progress: Callable[[int], None] | None = None,
+    resumed: Callable[[int], None] | None = None,
     sweep_text: bytes | None = None,
     workers: LocalWorkers | None = None,
     output_format: str = "csv",
@@ -676,6 +678,8 @@ def run_sweep(
     processes already started (:class:`LocalWorkers`; default: started here for ``jobs > 1``).
     ``output_format="parquet"``: also write results.parquet and summary.parquet (needs pyarrow,
     checked before anything is created). ``connect_timeout``: seconds to reach ``scheduler``.
+    ``progress(n)``: called as points complete; ``resumed(n)``: once, with the points a resume
+    found complete (default: ``progress``).
     An exception while points run (a signal that ``cprsim sweep`` turns into one included) kills
     the workers started here (and a Dask cluster's) and leaves the journal for ``--resume``."""
     check_format(output_format)
@@ -725,8 +729,9 @@ def run_sweep(
         done, order = {}, []
         atomic_write_text(journal.path, csv_text(head, []))
     todo = [p for p in sweep.points if p.index not in done]
-    if progress is not None and done:
-        progress(len(done))
+    tell = resumed if resumed is not None else progress
+    if tell is not None and done:
+        tell(len(done))
     parallel = connection is not None or workers is not None or (jobs > 1 and len(todo) > 0)
     runs = [_PointRun(p, sweep.replications, sweep.precision) for p in todo]
     own = None
@@ -901,16 +906,12 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise SweepError(f"{path}: not a cprsim sweep manifest (invalid JSON)") from None
 
 
-#: summary.csv's columns of each metric: ``<metric>_<stat>``, the ``Estimate`` field of that name
-SUMMARY_STATS = ("mean", "lo", "hi", "p50", "p90", "p99")
-
-
 def summary_header(sweep: Sweep) -> list[str]:
     """summary.csv's columns: point, strategy, the grid keys, interval_h, n, then
-    ``<metric>_<stat>`` for every metric and :data:`SUMMARY_STATS`."""
+    ``<metric>_<stat>`` for every metric and its :func:`summary_stats`."""
     cols = ["point", "strategy", *sweep.keys, "interval_h", "n"]
     for m in METRICS:
-        cols += [f"{m}_{s}" for s in SUMMARY_STATS]
+        cols += [f"{m}_{s}" for s in summary_stats(m)]
     return cols
 
 
@@ -925,8 +926,8 @@ def _write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -
             len(recs),
         ]  # point, strategy, grid values, interval as written
         for m in METRICS:
-            e = estimate([float(r[head.index(m)]) for r in recs])
-            row += [getattr(e, s) for s in SUMMARY_STATS]
+            e = estimate_metric(m, [float(r[head.index(m)]) for r in recs])
+            row += [getattr(e, s) for s in summary_stats(m)]
         rows.append(row)
     atomic_write_text(path, csv_text(summary_header(sweep), rows))
 
