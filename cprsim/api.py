@@ -576,6 +576,7 @@ def pls_bound(
     metric: str = "auc",
     calibration: Calibration | str | os.PathLike[str] | None = None,
     confidence: float | None = 0.9,
+    loss_scale: float = 1.0,
 ) -> float:
     """The PLS bound the planner derives from an accuracy bound: the largest PLS (a fraction of
     the job's samples) whose ``metric`` loss stays within ``max_accuracy_loss`` for a failure
@@ -583,7 +584,12 @@ def pls_bound(
     ``confidence``-quantile (the plan's per-run promise), or with ``confidence=None`` the upper
     end of the mean's 95% CI (a promise on the mean) (``plan(...)``'s ``pls_bound`` for
     CPR-vanilla, ``strategy="partial"``). ``calibration``: a Calibration or calibration.toml
-    (default: the shipped one). ``inf`` when the loss does not grow with PLS."""
+    (default: the shipped one). ``inf`` when the loss does not grow with PLS. ``loss_scale``: the
+    loss per unit PLS as a multiple of the calibration's (default 1: as calibrated); a plan assumes
+    its scale ladder's factor for the scenario's model (``plan.scale["factor"]``): pass it to get
+    the plan's bound."""
+    import dataclasses as _dc
+
     from cprsim.plan.accuracy import plan_accuracy
 
     if not (
@@ -604,8 +610,16 @@ def pls_bound(
         raise InputError(
             f"confidence must be a probability in [0.5, 1) or None, got {confidence!r}"
         )
+    if not (
+        isinstance(loss_scale, (int, float))
+        and not isinstance(loss_scale, bool)
+        and math.isfinite(loss_scale)
+        and loss_scale > 0
+    ):
+        raise InputError(f"loss_scale must be a finite number > 0, got {loss_scale!r}")
     q = None if confidence is None else float(confidence)
-    return float(plan_accuracy(cal, metric).pls_bound(float(max_accuracy_loss), strategy, q))
+    acc = _dc.replace(plan_accuracy(cal, metric), scale=float(loss_scale))
+    return float(acc.pls_bound(float(max_accuracy_loss), strategy, q))
 
 
 def run_calibration(

@@ -84,3 +84,16 @@ def test_a_ladder_calibrates_each_rung_and_writes_the_ratios(tmp_path, monkeypat
     )
     assert again["scale"] == doc["scale"]
     assert all(resumed for _, resumed in seen)
+
+
+def test_a_ladder_takes_no_other_data_or_failure_schedule(cli, tmp_path):
+    for extra in (("--data", "movielens-100k"), ("--limit-samples", "1000", "1000"), ("--from-sim", "toy")):
+        r = cli("calibrate", "--preset", "shipped", "--out", tmp_path / "x", *extra)
+        assert r.exit_code == 2 and "scale ladder" in r.output, r.output
+    assert not (tmp_path / "x").exists()
+    from cprsim.api import load_scenario
+    from cprsim.errors import InputError
+
+    p = dataclasses.replace(TINY, rungs=(RUNG.name,))
+    with pytest.raises(InputError, match="scale ladder"):
+        P.calibrate(p, tmp_path / "y", scenario=load_scenario("toy"), measure_costs=False)

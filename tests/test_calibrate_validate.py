@@ -275,3 +275,19 @@ def test_validate_end_to_end_through_the_cli(tmp_path, cli):
     rows2 = list(csv.DictReader((out / "validation.csv").open()))
     assert rows2[:2] == rows and int(rows2[2]["seed"]) == V.FRESH_SEED + 2
     assert json.loads((out / "validation.json").read_text())["result"]["n"] == 3
+
+
+def test_a_plan_made_for_a_larger_loss_per_pls_is_judged_at_its_bound_over_the_factor(tmp_path):
+    """A plan that assumed the user's model loses k x the calibration's loss per unit PLS promised
+    a loss <= B for that model: on the calibration's own DLRM, a loss <= B / k."""
+    toy = sc.load("toy")
+    plan = _plan("toy", toy.seed, "mfu")
+    plain = V.target_of(plan, _write(tmp_path, plan))
+    assert plain.factor == 1.0 and plain.bound == plan["accuracy_bound"]
+    plan["scale"] = {"factor": 4.0, "basis": "rows-x10"}
+    t = V.target_of(plan, _write(tmp_path, plan))
+    assert t.factor == 4.0 and t.bound == plan["accuracy_bound"] / 4.0
+    for bad in (0, -1.0, "4", True, None):
+        plan["scale"] = {"factor": bad}
+        with pytest.raises(InputError, match=r"scale\.factor"):
+            V.target_of(plan, _write(tmp_path, plan))

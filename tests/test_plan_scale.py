@@ -33,12 +33,15 @@ def _rung(rows: int, ratio: float, real: bool = False) -> dict:
         "auc_ratio": ratio,
         "auc_ratio_lo": ratio / 2,
         "auc_ratio_hi": ratio * 2,
+        "logloss_ratio": ratio,
+        "logloss_ratio_lo": ratio / 2,
+        "logloss_ratio_hi": ratio * 2,
     }
 
 
 def _ladder(**rungs: dict) -> dict:
     ref = {**_rung(REF_ROWS, 1.0), "data": "ref"}
-    for k in ("auc_ratio", "auc_ratio_lo", "auc_ratio_hi"):
+    for k in [k for k in ref if "_ratio" in k]:
         del ref[k]
     return {"scale": {"reference": ref, **rungs}}
 
@@ -57,7 +60,7 @@ LADDER = _ladder(
     [
         (10_000, 4.0, "movielens-100k", ""),  # the real-data rung is smaller: it counts
         (10**9, 4.0, "movielens-100k", "above"),  # beyond every rung: the largest ratio, said so
-        (1_000, 1.0, "reference", "below"),  # only the reference counts below every rung
+        (1_000, 4.0, "movielens-100k", "below"),  # real data counts whatever the size
         (None, 4.0, "movielens-100k", ""),  # rows unknown: every rung counts
     ],
 )
@@ -74,6 +77,19 @@ def test_the_synthetic_ladder_alone_follows_the_rows():
     assert ladder_scale(raw, "auc", 5 * REF_ROWS)["factor"] == 1.0
     assert ladder_scale(raw, "auc", 10 * REF_ROWS)["basis"] == "rows-x10"
     assert ladder_scale(raw, "auc", 100 * REF_ROWS)["factor"] == 3.0
+
+
+def test_a_length_rung_is_reported_not_applied_and_the_factor_never_falls_with_the_rows():
+    half = {**_rung(REF_ROWS, 5.0), "train_samples": 500_000}
+    raw = _ladder(**{"half-length": half, "rows-x10": _rung(10 * REF_ROWS, 2.0)})
+    sc = ladder_scale(raw, "auc", 10**9)
+    assert sc["factor"] == 2.0 and {r["name"]: r["kind"] for r in sc["rungs"]}["half-length"] == (
+        "length"
+    )
+    grid = [10**k for k in range(2, 11)]
+    for ladder in (raw, LADDER):
+        factors = [ladder_scale(ladder, "auc", n)["factor"] for n in grid]
+        assert factors == sorted(factors)
 
 
 def test_never_below_the_calibration_and_the_users_factor_wins():
@@ -205,3 +221,42 @@ def test_calibrate_show_prints_the_fits_and_the_ladder(cli, laddered, one_line_e
     r = cli("calibrate", "--show", "shipped")
     assert r.exit_code == 0 and "preset" in r.output, r.output
     one_line_error(cli("calibrate", "--show", laddered.parent / "missing.toml"))
+
+
+@pytest.mark.parametrize(
+    ("rung", "key", "value"),
+    [
+        ("rows-x10", "embedding_rows", "2.7k"),
+        ("rows-x10", "embedding_rows", 0),
+        ("rows-x10", "auc_ratio", math.nan),
+        ("rows-x10", "auc_ratio", -1.0),
+        ("rows-x10", "logloss_ratio_lo", True),
+        ("reference", "train_samples", 1.5),
+        ("rows-x10", "real_data", "yes"),
+    ],
+)
+def test_a_damaged_ladder_is_a_one_line_error_naming_the_key(
+    cli, one_line_error, laddered, tmp_path, rung, key, value
+):
+    import tomllib
+
+    raw = tomllib.loads(laddered.read_text())
+    raw["scale"][rung][key] = value
+    path = tmp_path / "bad.toml"
+    path.write_text(to_toml(raw))
+    for args in (
+        ("calibrate", "--show", path),
+        ("plan", "toy", "--max-accuracy-loss", "0.001", "--calibration", path),
+    ):
+        line = one_line_error(cli(*args))
+        assert f"scale.{rung}.{key}" in line
+
+
+def test_the_apis_pls_bound_takes_the_plans_factor():
+    from cprsim.api import pls_bound
+    from cprsim.errors import InputError
+
+    assert math.isclose(pls_bound(0.003, loss_scale=3.0), pls_bound(0.001))
+    for bad in (0.0, math.inf, True):
+        with pytest.raises(InputError, match="loss_scale"):
+            pls_bound(0.001, loss_scale=bad)

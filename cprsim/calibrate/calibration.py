@@ -152,7 +152,46 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
                 if not isinstance(table[m], dict):
                     raise InputError(f"{p}: model.{m} must be a table")
                 models[m] = AccuracyFit.from_table(table[m], m, ranges, f"{p}: model.{m}")
+    if "scale" in raw:
+        _check_scale(raw["scale"], p)
     return Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw, models)
+
+
+def _check_scale(table: Any, p: Path) -> None:
+    """``[scale]`` (:func:`cprsim.calibrate.pipeline.scale_table`): a ``reference`` and rungs, each
+    with whole ``embedding_rows`` (and ``train_samples``) >= 1; each rung's ratios finite and >= 0
+    (``*_ratio_hi`` may be inf: a reference CI reaching 0). A one-line error names the key."""
+
+    def bad(key: str, want: str, v: Any) -> InputError:
+        return InputError(f"{p}: scale.{key}: expected {want}, got {v!r}")
+
+    if not isinstance(table, dict) or not isinstance(table.get("reference"), dict):
+        raise InputError(f"{p}: [scale] must be a table with a [scale.reference] table")
+    for name, r in table.items():
+        if name == "note":
+            continue
+        if not isinstance(r, dict):
+            raise bad(name, "a table", r)
+        for key in ("embedding_rows", "train_samples"):
+            v = r.get(key, 1 if key == "train_samples" else None)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise bad(f"{name}.{key}", "a whole number >= 1", v)
+        if not isinstance(r.get("real_data", False), bool):
+            raise bad(f"{name}.real_data", "true or false", r.get("real_data"))
+        if name == "reference":
+            continue
+        for m in METRICS:
+            for suffix in ("", "_lo", "_hi"):
+                key = f"{m}_ratio{suffix}"
+                v = r.get(key)
+                ok = (
+                    isinstance(v, (int, float))
+                    and not isinstance(v, bool)
+                    and v >= 0
+                    and (math.isfinite(v) or suffix == "_hi")
+                )
+                if not ok:
+                    raise bad(f"{name}.{key}", "a finite number >= 0", v)
 
 
 # -- writing (used by the calibrate command) --------------------------------------------------------

@@ -457,13 +457,26 @@ def calibrate(
     if jobs < 1 or threads < 1:
         raise InputError(f"jobs and threads per job must be >= 1, got {jobs} and {threads}")
     started, t0 = _now(), time.perf_counter()
-    rung_docs = {}
-    offset = 0  # runs of the rungs before this one (a resumed rung's count starts there)
-    for name in p.rungs:  # the scale ladder first: each rung a calibration of its own
+    if p.rungs and (scenario is not None or p.data is not None):
+        raise InputError(
+            f"preset {p.name}: a scale ladder's rungs are measured against this preset's own "
+            "runs; it takes neither a scenario's failure schedules nor other data"
+        )
+    fn, sim_info = None, None
+    if scenario is not None:
+        p, fn, sim_info = from_sim_settings(p, scenario)
+    runs = R.plan_runs(p, fn)
+    planned = {r.key: r for r in runs}
+    config = configuration(p, runs, threads, sim_info)
+    resuming = check_out(out, config, resume)  # before any rung trains: a refusal costs nothing
+    rung_presets = []
+    for name in p.rungs:  # every rung's data found before the first one trains
         rp, data = R.RUNGS[name]
         rp = dataclasses.replace(rp, device=p.device)
-        if data is not None:
-            rp = DS.sized(rp, DS.resolve(data))
+        rung_presets.append((name, DS.sized(rp, DS.resolve(data)) if data is not None else rp))
+    rung_docs = {}
+    offset = 0  # runs of the rungs before this one (a resumed rung's count starts there)
+    for name, rp in rung_presets:  # the scale ladder first: each rung a calibration of its own
 
         def rung_progress(n: int = 1, what: str = "", resumed: bool = False, at=offset) -> None:
             progress(n + at if resumed else n, what, resumed)
@@ -475,13 +488,6 @@ def calibrate(
             ),
         )
         offset += R.n_steps(rp)
-    fn, sim_info = None, None
-    if scenario is not None:
-        p, fn, sim_info = from_sim_settings(p, scenario)
-    runs = R.plan_runs(p, fn)
-    planned = {r.key: r for r in runs}
-    config = configuration(p, runs, threads, sim_info)
-    resuming = check_out(out, config, resume)
     journal = out / "points.csv"
     manifest = {
         "what": "cprsim calibrate",

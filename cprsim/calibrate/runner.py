@@ -724,5 +724,5 @@ def resolve_device(device: str) -> str:
             raise InputError(
                 f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
             )
-        return d
+        return "cuda" if d == "cuda:0" else d  # one name per device (the fingerprint's)
     raise InputError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")

@@ -141,6 +141,9 @@ class Target:
     calibration_fingerprint: str | None = None
     top_fraction: float = 1.0  #: share of the rows a partial save writes (the strategy's default)
     sample_rate: float = 1.0  #: SSU: share of the samples counted (the strategy's default)
+    #: the loss per unit PLS the plan assumed, as a multiple of the calibration's (``plan.scale``):
+    #: on the calibration's own DLRM its promise is a loss <= ``bound`` = the plan's bound / factor
+    factor: float = 1.0
 
     def describe(self) -> str:
         """One line: the option, its strategy, intervals (h) and parameters, and the scenario."""
@@ -243,6 +246,15 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
     params = opt.get("params") or {}
     if not isinstance(bound, (int, float)) or not isinstance(tau, (int, float)) or tau <= 0:
         raise InputError(f"{where}: the plan has no accuracy bound or no interval of {label!r}")
+    scale = plan.get("scale") or {}
+    factor = scale.get("factor", 1.0) if isinstance(scale, dict) else None
+    if (
+        not isinstance(factor, (int, float))
+        or isinstance(factor, bool)
+        or not math.isfinite(factor)
+        or factor <= 0
+    ):
+        raise InputError(f"{where}: scale.factor: expected a finite number > 0, got {factor!r}")
     base = _plan_scenario(plan.get("scenario"), where, Path(path).parent, scenario)
     if base.seed != plan.get("seed"):
         raise InputError(
@@ -271,12 +283,13 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
         float(full_iv) if isinstance(full_iv, (int, float)) else float(tau) * K,
         K,
         metric,
-        float(bound),
+        float(bound) / float(factor),  # the promise on the calibration's own DLRM
         float(conf),
         int(base.seed),
         cal.get("fingerprint") if isinstance(cal, dict) else None,
         float(getattr(prm, "top_fraction", 1.0)),
         float(getattr(prm, "sample_rate", 1.0)),
+        float(factor),
     )
 
 
@@ -807,6 +820,13 @@ def summarize(
             "sample_rate": t.sample_rate,
             "metric": t.metric,
             "accuracy_bound": t.bound,
+            "plan_accuracy_bound": t.bound * t.factor,
+            "scale_factor": t.factor,
+            "scale_note": (
+                "the plan assumed the user's model loses scale_factor times the calibration's "
+                "loss per unit PLS; on the calibration's own DLRM its promise is a loss <= "
+                "accuracy_bound = plan_accuracy_bound / scale_factor"
+            ),
             "confidence": t.confidence,
             "description": t.describe(),
         },
@@ -849,7 +869,14 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         f"validated {pl['description']}",
         f"  {res['n']} runs of preset {doc['preset']} ({doc['iterations']} iterations, "
         f"{doc['embedding_servers']} shards), seeds {FRESH_SEED}+i, replications 2^41+i",
-        f"  runs with {pl['metric']} loss <= {pl['accuracy_bound']:g}: {res['within']} of "
+        f"  runs with {pl['metric']} loss <= {pl['accuracy_bound']:g}"
+        + (
+            f" (the plan's bound {pl['plan_accuracy_bound']:g} over the {pl['scale_factor']:.3g}x "
+            "loss per unit PLS it assumed)"
+            if pl.get("scale_factor", 1.0) != 1.0
+            else ""
+        )
+        + f": {res['within']} of "
         f"{res['n']} ({100 * res['share']:.1f}%, 95% CI {100 * lo:.1f}%-{100 * hi:.1f}%); "
         f"promised >= {100 * res['promised']:g}%",
         f"  binomial test of P(within) >= {res['promised']:g}: p = {res['p_value']:.3g}, "

@@ -184,8 +184,10 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     show_default=True,
     metavar="auto|cpu|cuda[:N]",
     help="Where the training runs: auto takes a CUDA GPU when torch sees one. The data stay on "
-    "the CPU (each batch is copied over) and so does the PLS bookkeeping; a GPU run's numbers may "
-    "differ from the CPU's in the last bits (the device is part of the fingerprint).",
+    "the CPU (each batch is copied over) and so does the PLS bookkeeping (exact on any device); a "
+    "GPU's accuracy figures differ from the CPU's in the last bits and are not bit-reproducible "
+    "(atomic adds in the backward pass). The device is part of the fingerprint; --jobs defaults to "
+    "1 on a GPU; the costs step and --validate train on the CPU.",
 )
 @click.option(
     "--show",
@@ -258,7 +260,7 @@ def command(
         for st, f in cal.raw.get("fit", {}).items():
             click.echo(
                 f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
-                f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] over {f['n_points']} runs"
+                f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] over {f.get('n_points', '?')} runs"
             )
         _print_models(cal.raw)
         return
@@ -281,9 +283,14 @@ def command(
     from cprsim.calibrate.pipeline import calibrate
     from cprsim.calibrate.runner import PRESETS, n_steps, resolve_device
 
+    if PRESETS[preset].rungs and (limit is not None or data != "synthetic" or scenario):
+        raise click.UsageError(
+            f"--preset {preset} measures its scale ladder against its own runs: it takes no "
+            "--data, --from-sim or --limit-samples"
+        )
     p = sized(PRESETS[preset], resolve(data, schema), limit)
     p = dataclasses.replace(p, device=resolve_device(device))
-    jobs = jobs if jobs is not None else _cores()
+    jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
     scen = load_scenario(scenario, ()) if scenario else None
     total = n_steps(p) + (0 if no_costs else 1)
     label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
@@ -452,10 +459,15 @@ def _print_models(doc: dict) -> None:
             click.echo(
                 f"  {name:15s} {num(r['embedding_rows'], '>10,')} rows, "
                 f"{num(r.get('train_samples'), '>9,')} samples, "
-                f"{'real' if r.get('real_data') else 'synthetic'}, {len(r.get('seeds', []))} seeds: "
+                f"{'real' if r.get('real_data') else 'synthetic'}, {_count(r.get('seeds'))} seeds: "
                 f"{num(r.get('auc_slope'), '.4g')} [{num(r.get('auc_slope_lo'), '.3g')}, "
                 f"{num(r.get('auc_slope_hi'), '.3g')}]; {ratio}"
             )
+
+
+def _count(v: object) -> str:
+    """How many items a list holds ('?' for anything else: a hand-edited file)."""
+    return str(len(v)) if isinstance(v, list) else "?"
 
 
 def _wrote(out: Path, t0: float, jobs: int, threads: int) -> None:

@@ -156,9 +156,9 @@ def _accuracy_bound(ctx, param, value):
     default="none",
     show_default=True,
     metavar="K,K,...|none",
-    help="Also plan as if your model lost K times the calibrated accuracy per unit PLS (e.g. "
-    "2,4,10: the calibration's small DLRM may lose less than yours): a table of the recommendation "
-    "per factor (one more plan each).",
+    help="Also plan as if your model lost K times the accuracy per unit PLS the plan assumes (the "
+    "calibration's, times the scale factor the plan reports; e.g. 2,4,10: your model may lose "
+    "more): a table of the recommendation per factor (one more plan each).",
 )
 @click.option(
     "--model-rows",

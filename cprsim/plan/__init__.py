@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -71,6 +72,7 @@ from cprsim.plan.search import (
     grid_below,
     judge,
     min_replications,
+    min_successes,
     search_share,
     simulate,
 )
@@ -448,19 +450,34 @@ def _scale(
     from cprsim.plan.accuracy import ladder_scale
 
     if model_rows is not None and not (
-        isinstance(model_rows, int) and not isinstance(model_rows, bool) and model_rows >= 1
+        isinstance(model_rows, numbers.Integral)
+        and not isinstance(model_rows, bool)
+        and model_rows >= 1
     ):
         raise InputError(
             f"the model's embedding rows must be a whole number >= 1, got {model_rows!r}"
         )
     if loss_scale is not None and not (
-        isinstance(loss_scale, (int, float)) and math.isfinite(loss_scale) and loss_scale > 0
+        isinstance(loss_scale, (int, float))
+        and not isinstance(loss_scale, bool)
+        and math.isfinite(loss_scale)
+        and loss_scale > 0
     ):
         raise InputError(
             f"the loss scale must be a finite number > 0 (a multiple of the calibrated loss per "
             f"unit PLS), got {loss_scale!r}"
         )
-    rows = model_rows if model_rows is not None else _scenario_rows(s)
+    if s.cluster.embedding_servers == 0:  # a dense model: no partial recovery, no factor
+        return {
+            "factor": 1.0,
+            "basis": "reference",
+            "rows": None,
+            "measured_rows": [None, None],
+            "outside": "",
+            "rungs": [],
+            "rows_from": "none: no embedding servers",
+        }
+    rows = int(model_rows) if model_rows is not None else _scenario_rows(s)
     out = ladder_scale(getattr(calibration, "raw", {}) or {}, metric, rows, loss_scale)
     out["rows_from"] = (
         "given" if model_rows is not None else "scenario" if rows is not None else "unknown"
@@ -486,12 +503,20 @@ def _scale_notes(scale: dict[str, Any], metric: str, prov: dict[str, Any]) -> li
         )
     else:
         r = by_name[basis]
-        why = (
-            f"the largest ratio measured on a model no larger than yours: rung {basis} "
-            f"({r['rows']:,} rows, {'real' if r['real_data'] else 'synthetic'} data; ratio "
-            f"{r['ratio']:.3g}, range [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}])"
+        what = (
+            f"real data (rung {basis}, {r['rows']:,} rows)"
+            if r["kind"] == "data"
+            else f"a model of {r['rows']:,} rows (rung {basis}), "
+            + ("no larger than yours" if rows is not None else "your rows being unknown")
         )
-    ladder = "; ".join(f"{r['name']} {r['rows']:,} rows {r['ratio']:.3g}x" for r in scale["rungs"])
+        why = (
+            f"the largest loss per unit PLS measured relative to the calibration: {what}; ratio "
+            f"{r['ratio']:.3g}, range [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}], a point "
+            "estimate from 3 seeds"
+        )
+    ladder = "; ".join(
+        f"{r['name']} ({r['kind']}, {r['rows']:,} rows) {r['ratio']:.3g}x" for r in scale["rungs"]
+    )
     notes.append(
         f"loss per unit PLS assumed: {k:.3g}x the calibration's ({why})"
         + (f"; measured ladder ({metric}): {ladder}" if len(by_name) > 1 else "")
@@ -504,8 +529,8 @@ def _scale_notes(scale: dict[str, Any], metric: str, prov: dict[str, Any]) -> li
         )
     elif rows is None:
         notes.append(
-            "WARNING: the model's embedding rows are unknown (give --model-rows): the loss per "
-            "unit PLS could not be matched to the ladder"
+            "WARNING: the model's embedding rows are unknown (give --model-rows): every rung of "
+            "the ladder was taken to be no larger than your model"
         )
     elif scale["outside"] == "above" and hi:
         notes.append(
@@ -1084,8 +1109,8 @@ def _pls_option(
         + (
             ""
             if q_search <= ctx.q
-            else f"; and so many runs within that {ctx.n} fresh ones confirm it at least half the "
-            f"time: {100 * q_search:.3g}% proved"
+            else f"; and at least {min_successes(ctx.ns, q_search)} of {ctx.ns} within: were that "
+            f"share the true one, {ctx.n} fresh runs would confirm it at least half the time"
         )
         + ")"
     )

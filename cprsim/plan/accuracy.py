@@ -312,28 +312,46 @@ def ladder_scale(
     calibration's, from the calibration's scale ladder (``[scale]``: :func:`cprsim.calibrate.pipeline.
     scale_table`) and the user's embedding ``rows``.
 
-    The rule (conservative, and no extrapolation): the largest ratio measured on any rung no larger
-    than the user's model (its rows at most ``rows``; the reference always counts), and never below 1:
-    loss per unit PLS grew with the table size on the ladder, and real data lost more than the
-    synthetic generator, so a model at least as large as a rung is taken to lose at least as much.
-    ``override``: the user's own factor. ``outside``: the user's model is larger (or smaller) than
-    every model measured, stated beside the number by the plan; the sensitivity table shows what
-    larger factors would change. Returns ``factor``, ``basis`` (the rung or ``user``/``reference``),
-    ``rows``, ``measured_rows`` ``[min, max]``, ``outside`` (``above``/``below``/``""``) and
-    ``rungs`` (each measured rung's name, rows, real data or not, ratio and its range)."""
+    Each rung is one of three kinds, by what it changes against the reference: ``size`` (synthetic
+    data, the reference's training samples, other table rows), ``data`` (real data) and ``length``
+    (synthetic, other training samples). The factor is the largest of 1, the ratios of the size
+    rungs no larger than the user's model (all of them when ``rows`` is unknown: a larger model is
+    taken to lose at least what a smaller one lost, so the factor never falls as the rows grow),
+    and the ratios of the data rungs (users train on real data; the scenario cannot say which).
+    Length rungs are reported, not applied: a production job is far longer than any calibration
+    run, and the direction is not known. The ratios are point estimates (3 seeds a rung): their
+    ranges are kept beside them, and ``--sensitivity`` shows larger factors. ``override``: the
+    user's own factor. ``outside``: the user's model is larger (``above``) or smaller (``below``)
+    than every model measured. Returns ``factor``, ``basis`` (the rung, or ``user``/``reference``),
+    ``rows``, ``measured_rows`` ``[min, max]``, ``outside`` and ``rungs`` (each with its ``kind``,
+    rows, ratio and range)."""
     table = raw.get("scale") if isinstance(raw, dict) else None
     prov = raw.get("provenance", {}) if isinstance(raw, dict) else {}
     rungs: list[dict[str, Any]] = []
     if isinstance(table, dict):
+        ref = table.get("reference", {})
+        ref_samples = ref.get("train_samples") if isinstance(ref, dict) else None
+        ref_rows = ref.get("embedding_rows") if isinstance(ref, dict) else None
         for name, r in table.items():
             if not isinstance(r, dict) or "embedding_rows" not in r:
                 continue
             ratio = 1.0 if name == "reference" else r.get(f"{metric}_ratio")
             if not isinstance(ratio, (int, float)) or not math.isfinite(ratio):
                 continue
+            if name == "reference":
+                kind = "reference"
+            elif r.get("real_data", False):
+                kind = "data"
+            elif r.get("train_samples", ref_samples) != ref_samples and (
+                r.get("embedding_rows") == ref_rows
+            ):
+                kind = "length"
+            else:
+                kind = "size"
             rungs.append(
                 {
                     "name": name,
+                    "kind": kind,
                     "rows": int(r["embedding_rows"]),
                     "real_data": bool(r.get("real_data", False)),
                     "data": str(r.get("data", "")),
@@ -346,6 +364,7 @@ def ladder_scale(
         rungs.append(
             {
                 "name": "reference",
+                "kind": "reference",
                 "rows": int(prov["embedding_rows"]),
                 "real_data": False,
                 "data": str(prov.get("data", "")),
@@ -363,7 +382,9 @@ def ladder_scale(
         factor, basis = float(override), "user"
     else:
         eligible = [
-            r for r in rungs if rows is None or r["rows"] <= rows or r["name"] == "reference"
+            r
+            for r in rungs
+            if (r["kind"] == "size" and (rows is None or r["rows"] <= rows)) or r["kind"] == "data"
         ]
         best = max(eligible, key=lambda r: r["ratio"], default=None)
         if best is None or best["ratio"] <= 1.0:

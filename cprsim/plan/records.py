@@ -101,7 +101,8 @@ class Plan:
     #: adaptive replication: grids and no-loss confirmations to this relative precision of the mean
     #: overhead, per-run promises curtailed (None: every evaluation on all its replications)
     precision: float | None = None
-    #: the plan again if the true loss per unit PLS were k times the calibrated one (``factor``):
+    #: the plan again if the true loss per unit PLS were k times the one the plan assumes (the
+    #: calibrated one times ``scale["factor"]``; ``factor`` is k):
     #: the recommendation and each partial-recovery option per factor (``make_plan(sensitivity=)``)
     sensitivity: tuple[dict[str, Any], ...] = ()
     #: the loss per unit PLS the plan assumes for the user's model, as a multiple (``factor``) of

@@ -113,6 +113,9 @@ def search_share(q: float, n_confirm: int, n_search: int, level: float = LEVEL) 
 
     half = 1.0 if pass_prob(1.0 - 1e-12) < 0 else float(optimize.brentq(pass_prob, 1e-9, 1 - 1e-12))
     k = min(n_search, math.ceil(half * n_search - 1e-9))
+    base = min_successes(n_search, q, level)
+    if base is not None and k <= base:
+        return q  # proving q already asks for as many runs within: q itself, exactly
     return max(q, cp_lower(k, n_search, level))
 
 
