@@ -87,7 +87,11 @@ def test_a_ladder_calibrates_each_rung_and_writes_the_ratios(tmp_path, monkeypat
 
 
 def test_a_ladder_takes_no_other_data_or_failure_schedule(cli, tmp_path):
-    for extra in (("--data", "movielens-100k"), ("--limit-samples", "1000", "1000"), ("--from-sim", "toy")):
+    for extra in (
+        ("--data", "movielens-100k"),
+        ("--limit-samples", "1000", "1000"),
+        ("--from-sim", "toy"),
+    ):
         r = cli("calibrate", "--preset", "shipped", "--out", tmp_path / "x", *extra)
         assert r.exit_code == 2 and "scale ladder" in r.output, r.output
     assert not (tmp_path / "x").exists()
