@@ -22,7 +22,7 @@ checks it on runs neither the planner nor the calibration ever saw:
   :class:`cprsim.calibrate.emulation.Emulator` with the plan's ``top_fraction`` and
   ``sample_rate``, on ``embedding_servers`` shards.
 * **Training seeds the calibration never used**: run ``i`` trains seed :data:`FRESH_SEED` ``+ i``
-  (its own synthetic training samples and initialisation; the calibration's seeds are 0-4 in every
+  (its own synthetic training samples and initialisation; the calibration's seeds are 0-7 in every
   preset) twice, on the same data, initialisation and batch order: a baseline without failures
   and the failed run. Its loss is baseline AUC minus failed AUC (``auc``), or the failed run's
   log-loss rise (``logloss``).
@@ -836,7 +836,7 @@ def summarize(
         "test_samples": p.test_samples,
         "embedding_servers": p.n_shards,
         "seeds": seeds,
-        "seeds_note": f"run i trains seed {FRESH_SEED} + i (the calibrations' seeds are 0-4)",
+        "seeds_note": f"run i trains seed {FRESH_SEED} + i (the calibrations' seeds are 0-7)",
         "replications": [int(r[col["replication"]]) for r in rows],
         "replications_note": "run i simulates replication 2^41 + i (the validate block)",
         "result": report,

@@ -572,11 +572,15 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
                 + (f" ({other})" if other else "")
                 + f" and the PLS bounds move up to {r.get('max_pls_bound_ratio', math.nan):.3g}x"
             )
+        seeds = acc.provenance.get("seeds")
+        n_seeds = len(seeds) if isinstance(seeds, list) else 0
         notes.append(
             f"WARNING: the {metric} model's choice is not stable ("
             + "; ".join(parts)
             + "; more than one interval grid step, 1.19x): the calibration rests on too few "
-            "runs; recalibrate with more seeds (at least 8) before trusting the intervals"
+            "runs; recalibrate with more seeds"
+            + ("" if n_seeds >= 8 else " (at least 8)")
+            + " before trusting the intervals, or check them with `cprsim calibrate --validate`"
         )
     weak = [f"{st} [{f.lo:.2g}, {f.hi:.2g}]" for st, f in acc.slopes.items() if f.lo <= 0]
     if weak:
