@@ -248,6 +248,17 @@ def _row(r: R.RunResult, d_auc: Any = "", d_logloss: Any = "") -> list[Any]:
     ]
 
 
+def journal_rows(results: list[R.RunResult] | Any) -> list[list[Any]]:
+    """``points.csv``'s rows of finished runs: sorted by seed and run, each with its accuracy loss
+    against its seed's baseline (``d_auc``: baseline minus the run; ``d_logloss``: the run minus
+    the baseline)."""
+    base = {r.seed: r for r in results if r.run == 0}
+    return [
+        _row(r, base[r.seed].auc - r.auc, r.logloss - base[r.seed].logloss)
+        for r in sorted(results, key=lambda r: r.key)
+    ]
+
+
 def _number(path: Path, line: int, name: str, text: str, empty_ok: bool = False) -> float:
     if empty_ok and text == "":
         return float("nan")
@@ -590,11 +601,7 @@ def calibrate(
             torch.set_num_threads(threads_before)
         costs_s = time.perf_counter() - t
         progress(1, f"costs and end-to-end check ({costs_s:.1f} s)")
-    base = {r.seed: r for r in done if r.run == 0}
-    rows = [
-        _row(r, base[r.seed].auc - r.auc, r.logloss - base[r.seed].logloss)
-        for r in sorted(done, key=lambda r: r.key)
-    ]
+    rows = journal_rows(done)
     atomic_write_text(journal, csv_text(POINTS_HEADER, rows))
     atomic_write_text(
         out / "calibration.toml",

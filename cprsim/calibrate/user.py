@@ -876,27 +876,10 @@ def write_calibration(
     """Write ``points.csv`` (one row per run, baselines included, sorted by seed and run, with
     the deltas) and ``calibration.toml`` into ``out`` as one atomic set; returns their paths."""
     from cprsim.calibrate.calibration import to_toml
+    from cprsim.calibrate.pipeline import journal_rows
     from cprsim.io import atomic_write_set, csv_text
 
-    res = sorted(results, key=lambda r: r.key)
-    base = {r.seed: r for r in res if r.run == 0}
-    rows = [
-        [
-            r.seed,
-            r.run,
-            r.strategy,
-            r.label,
-            r.budget,
-            r.pls,
-            r.position,
-            r.age,
-            r.auc,
-            r.logloss,
-            base[r.seed].auc - r.auc,
-            r.logloss - base[r.seed].logloss,
-        ]
-        for r in res
-    ]
+    rows = journal_rows(results)
     metrics = doc.get("provenance", {}).get("metrics", {})
     header = (
         "cprsim calibration: accuracy loss vs PLS of a user's model (written by "
