@@ -91,7 +91,7 @@ class Plan:
     replications: int  #: confirmation replications per option (fresh: never searched with)
     seed: int
     notes: tuple[str, ...] = field(default_factory=tuple)
-    confidence: float | None = 0.9  #: P(a run's PLS <= bound) promised; None: on the mean
+    confidence: float | None = 0.9  #: P(a run's accuracy loss <= bound) promised; None: on the mean
     objective: str = "mean"
     search_replications: int = 0
     full_interval_s: float = math.nan  #: the full-checkpoint interval every partial option keeps
