@@ -245,7 +245,7 @@ def test_plan_through_the_api() -> None:
     chosen = p.scenario_for()
     assert chosen.strategy.name == rec.strategy
     assert chosen.checkpoint.interval_h == pytest.approx(min(rec.interval_s, s.duration_s) / 3600)
-    assert p.pls_bound == pytest.approx(pls_bound(0.001, "partial"))
+    assert p.pls_bound == pytest.approx(pls_bound(0.001, "partial", loss_scale=p.scale["factor"]))
     assert json.loads(dumps_json(p.as_dict()))["recommended"] == p.recommended
     with pytest.raises(InputError, match="unknown 'bogus'"):
         plan(s, 0.001, strategies=("bogus",))

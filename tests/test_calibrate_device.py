@@ -34,7 +34,7 @@ def test_auto_takes_a_gpu_only_where_torch_sees_one():
     assert R.resolve_device("auto") == ("cuda" if GPU else "cpu")
     assert R.resolve_device(" CPU ") == "cpu"
     for bad in ("tpu", "cuda:x", ""):
-        with pytest.raises(InputError, match="--device"):
+        with pytest.raises(InputError, match="device"):
             R.resolve_device(bad)
 
 
@@ -43,7 +43,7 @@ def test_cuda_without_a_gpu_is_a_one_line_error(cli, one_line_error):
     with pytest.raises(InputError, match="no CUDA GPU"):
         R.resolve_device("cuda")
     line = one_line_error(cli("calibrate", "--device", "cuda", "--out", "/nonexistent/x"))
-    assert "--device cuda" in line
+    assert "--device" in line and "no CUDA GPU" in line
     one_line_error(cli("calibrate", "--device", "tpu"))
 
 

@@ -699,30 +699,31 @@ def preset_dict(p: Preset) -> dict:
 
 
 def resolve_device(device: str) -> str:
-    """``cprsim calibrate --device``: ``auto`` is ``cuda`` where torch sees a GPU, else ``cpu``;
-    ``cuda`` (or ``cuda:N``) without one is a one-line error."""
-    from cprsim.errors import InputError
+    """``device`` (``cprsim calibrate --device``): ``auto`` is ``cuda`` where torch sees a GPU,
+    else ``cpu``; ``cuda`` (or ``cuda:N``) without one is a one-line error (a
+    :class:`~cprsim.errors.ParameterError` of ``device``)."""
+    from cprsim.errors import ParameterError
 
     d = device.strip().lower()
     if d == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if d == "cpu":
         return "cpu"
-    if d.startswith("cuda"):
-        try:
-            dev = torch.device(d)
-        except (RuntimeError, ValueError):
-            raise InputError(
-                f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}"
-            ) from None
-        if not torch.cuda.is_available():
-            raise InputError(
-                f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}; "
-                "a CPU-only build, or no driver): use --device cpu or auto"
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InputError(
-                f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
-            )
-        return "cuda" if d == "cuda:0" else d  # one name per device (the fingerprint's)
-    raise InputError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
+    want = "expected auto, cpu, cuda or cuda:N"
+    if not d.startswith("cuda"):
+        raise ParameterError("device", f"{want}, got {device!r}")
+    try:
+        dev = torch.device(d)
+    except (RuntimeError, ValueError):
+        raise ParameterError("device", f"{want}, got {device!r}") from None
+    if not torch.cuda.is_available():
+        raise ParameterError(
+            "device",
+            f"{device}: torch sees no CUDA GPU here (torch {torch.__version__}; a CPU-only build, "
+            "or no driver): use cpu or auto",
+        )
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ParameterError(
+            "device", f"{device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    return "cuda" if d == "cuda:0" else d  # one name per device (the fingerprint's)

@@ -254,7 +254,12 @@ def command(
             raise click.ClickException("this installation ships no calibration")
         cal = load_calibration(path)
         prov = cal.provenance
-        click.echo(f"{path}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
+        name = (
+            "the shipped calibration (cprsim/data/calibration.toml)"
+            if show_file == "shipped"
+            else path
+        )
+        click.echo(f"{name}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
         click.echo(f"model: {prov.get('model', '?')}")
         click.echo(f"data: {prov.get('data', '?')}")
         for st, f in cal.raw.get("fit", {}).items():
