@@ -59,16 +59,17 @@ def accuracy(
     calibration: Any = None,
     results: Sequence[ReplicationResult] | None = None,
 ) -> dict[str, Any] | None:
-    """The accuracy loss implied by the runs' PLS (the shipped calibration unless given), or None
+    """The accuracy loss implied by the runs' PLS (the calibration a plan of ``s`` uses unless
+    given: :func:`cprsim.calibrate.calibration.calibration_for`), or None
     when the strategy lost no update. Mean with the model's 95% range, and the P90 of single runs'
     expected losses; with ``results``, each run at its own PLS, failure position and restored-state
     age (else at the mean and P90 PLS, mid-training, fresh state)."""
     if not (est["pls"].mean > 0):
         return None
-    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.calibrate.calibration import calibration_for
     from cprsim.plan.accuracy import plan_accuracy
 
-    model = calibration if calibration is not None else load_calibration()
+    model = calibration if calibration is not None else calibration_for(s)
     out: dict[str, Any] = {
         "calibrated": bool(getattr(model, "calibrated", False)),
         "preset": getattr(model, "provenance", {}).get("preset"),

@@ -49,8 +49,10 @@ CONCERNS = {
 
 #: replication numbers are the first part of every stream name. The planner searches on
 #: replications 0, 1, ... (the ones `cprsim simulate` shows) and confirms its choice on a block
-#: that no search or simulate run reaches, so a promise is proven on failures it never saw.
-REPLICATION_BLOCKS = {"search": 0, "confirm": 1 << 40, "validate": 1 << 41}
+#: that no search or simulate run reaches, so a promise is proven on failures it never saw. A
+#: validation replays 2^41 + i; a calibration on a scenario's schedules (cprsim.calibrate.matched)
+#: 3 x 2^40 + j: no block reaches another's.
+REPLICATION_BLOCKS = {"search": 0, "confirm": 1 << 40, "validate": 1 << 41, "calibrate": 3 << 40}
 
 
 def stream(seed: int, rep: int, concern: str, index: int = 0, *more: int) -> np.random.Generator:

@@ -113,6 +113,41 @@ def default_path() -> Path | None:
     return Path(str(p)) if p.is_file() else None
 
 
+def matched_path(name: str) -> Path | None:
+    """The packaged calibration matched to scenario ``name``
+    (``cprsim/data/calibrations/NAME.toml``, written by ``cprsim calibrate --scenario NAME``), or
+    None."""
+    p = resources.files("cprsim") / "data" / "calibrations" / f"{name}.toml"
+    return Path(str(p)) if p.is_file() else None
+
+
+def calibration_for(s: Any) -> Calibration:
+    """The calibration a plan of scenario ``s`` uses by default: the packaged one matched to it
+    (:func:`matched_path`; only while ``s`` shapes its failure schedules exactly as the scenario
+    it was made on: same :func:`cprsim.calibrate.matched.scenario_digest`), else the shipped
+    generic one (:func:`load_calibration`). A matched file without a scale ladder takes the
+    shipped file's ``[scale]`` (its ratios to the generic reference; noted there)."""
+    from cprsim.calibrate.matched import scenario_digest
+
+    path = matched_path(s.name)
+    if path is None:
+        return load_calibration()
+    cal = load_calibration(path)
+    if (cal.provenance.get("matched") or {}).get("scenario_digest") != scenario_digest(s):
+        return load_calibration()
+    shipped = default_path()
+    if "scale" not in cal.raw and shipped is not None:
+        table = dict(load_calibration(shipped).raw.get("scale", {}))
+        if table:
+            table["note"] = (
+                "the shipped generic calibration's scale ladder (its rungs' ratios to its own "
+                "reference, assumed to carry to this matched calibration): "
+                + str(table.get("note", ""))
+            )
+            cal.raw["scale"] = table
+    return cal
+
+
 def load_calibration(path: str | Path | None = None) -> Calibration:
     """Read a calibration file (default: the packaged one; none: a labelled placeholder)."""
     if path is None:

@@ -460,9 +460,13 @@ def calibrate(
     jobs: int = 1,
     threads: int = 1,
     resume: bool = False,
+    match: bool = False,
 ) -> dict:
     """Run (or, with ``resume``, finish) the preset into ``out``: ``calibration.toml``,
-    ``points.csv``, the plot, ``manifest.json`` and ``run.json``. Returns the calibration doc."""
+    ``points.csv``, the plot, ``manifest.json`` and ``run.json``. Returns the calibration doc.
+    ``scenario``: the failure schedule of its partial-recovery run (``--from-sim``), or with
+    ``match`` its own schedules at a grid of intervals (``--scenario``,
+    :mod:`cprsim.calibrate.matched`)."""
     import torch
 
     if jobs < 1 or threads < 1:
@@ -474,7 +478,12 @@ def calibrate(
             "runs; it takes neither a scenario's failure schedules nor other data"
         )
     fn, sim_info = None, None
-    if scenario is not None:
+    if scenario is not None and match:
+        from cprsim.calibrate.matched import matched_settings
+
+        p, fn, sim_info = matched_settings(p, scenario)
+        sim_info = {"matched": sim_info}
+    elif scenario is not None:
         p, fn, sim_info = from_sim_settings(p, scenario)
     runs = R.plan_runs(p, fn)
     planned = {r.key: r for r in runs}
@@ -572,7 +581,13 @@ def calibrate(
         "device": p.device,
         "fingerprint": manifest["fingerprint"],
     }
-    if sim_info:
+    if sim_info and "matched" in sim_info:
+        from cprsim.calibrate.matched import describe as describe_matched
+
+        prov["matched"] = sim_info["matched"]
+        prov["failures_per_run"] = "the scenario's (simulated)"
+        prov["mfu_ssu"] = describe_matched(sim_info["matched"])
+    elif sim_info:
         prov["from_sim"] = sim_info
     doc = calibration_doc(points, prov)
     if rung_docs:

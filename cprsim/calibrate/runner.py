@@ -85,6 +85,7 @@ RUNTIMES = {
     "standard": "16 min 20 s measured at load 3 (runs 13 min 39 s, costs and end-to-end check 2 min 41 s); not measured idle",
     "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
     "shipped": "1 h 15 min 44 s measured at load 2-4 (284 runs: 8 seeds and 4 rungs, 72 min 37 s; costs and end-to-end check 2 min 43 s); not measured idle",
+    "matched": "not measured yet (152 runs: 8 seeds x 6 intervals x 3 strategies, with --scenario)",
 }
 
 #: budgets from "no save in the run" (2: MFU/SSU save partially once, never fully) down to
@@ -179,6 +180,19 @@ PRESETS["shipped"] = Preset(
     failures_per_run=8,
     runtime=RUNTIMES["shipped"],
     rungs=tuple(RUNGS),
+)
+#: the shipped preset's reference without its ladder, for ``cprsim calibrate --scenario`` (the
+#: schedules, intervals and shards come from the scenario: :mod:`cprsim.calibrate.matched`); the
+#: strategies the planner plans by default
+PRESETS["matched"] = Preset(
+    "matched",
+    1_000_000,
+    200_000,
+    tuple(range(8)),
+    BUDGETS,
+    CALIBRATION_DEFAULT,
+    failures_per_run=8,
+    runtime=RUNTIMES["matched"],
 )
 
 

@@ -551,13 +551,14 @@ class _Run:
     pred: tuple[float, float] = field(default=(math.nan, math.nan))  #: mean, q-quantile (sim)
 
 
-def _model(metric: str) -> Any:
-    """The shipped calibration's accuracy model for ``metric`` (the plan's default) and its
-    fingerprint."""
-    from cprsim.calibrate.calibration import load_calibration
+def _model(metric: str, s: Scenario) -> Any:
+    """The accuracy model for ``metric`` of the calibration a plan of ``s`` uses by default
+    (:func:`cprsim.calibrate.calibration.calibration_for`: one matched to ``s``, else the shipped
+    one) and its fingerprint."""
+    from cprsim.calibrate.calibration import calibration_for
     from cprsim.plan.accuracy import plan_accuracy
 
-    cal = load_calibration()
+    cal = calibration_for(s)
     return plan_accuracy(cal, metric), cal.provenance.get("fingerprint")
 
 
@@ -691,12 +692,12 @@ def validate(
     started = _now()
     p = dataclasses.replace(p, n_shards=t.scenario.cluster.embedding_servers)
     n_iters = R.n_iters_of(p)
-    acc, cal_fp = _model(t.metric)
+    acc, cal_fp = _model(t.metric, t.scenario)
     notes = []
     if t.calibration_fingerprint and cal_fp and t.calibration_fingerprint != cal_fp:
         notes.append(
             f"the plan was made with another calibration (fingerprint "
-            f"{t.calibration_fingerprint[:12]}...); the predictions are the shipped one's "
+            f"{t.calibration_fingerprint[:12]}...); the predictions are the default one's "
             f"({str(cal_fp)[:12]}...)"
         )
     vruns: dict[int, _Run] = {}

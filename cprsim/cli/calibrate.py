@@ -88,6 +88,7 @@ RUNTIMES = {
     "standard": "16 min 20 s measured at load 3 (runs 13 min 39 s, costs and end-to-end check 2 min 41 s); not measured idle",
     "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
     "shipped": "1 h 15 min 44 s measured at load 2-4 (284 runs: 8 seeds and 4 rungs, 72 min 37 s; costs and end-to-end check 2 min 43 s); not measured idle",
+    "matched": "not measured yet (152 runs: 8 seeds x 6 intervals x 3 strategies, with --scenario)",
 }
 
 HELP = (
@@ -145,6 +146,14 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     "scenario",  # the library's parameter (calibrate's scenario)
     metavar="NAME|FILE",
     help="Take the failure schedule from simulating this scenario with partial recovery.",
+)
+@click.option(
+    "--scenario",
+    "matched",
+    metavar="NAME|FILE",
+    help="Calibrate on this scenario's own schedules: its failures (simulated), shards and the "
+    "planner's strategy parameters, at 6 intervals from 1/8 to 4x Young's; `cprsim plan` of the "
+    "same scenario can then use it (--calibration; docs/calibration.md, Matched calibration).",
 )
 @click.option(
     "--out",
@@ -230,6 +239,7 @@ def command(
     threads: int,
     resume: bool,
     scenario: str | None,
+    matched: str | None,
     out: Path,
     no_costs: bool,
     data: str,
@@ -288,16 +298,26 @@ def command(
     from cprsim.calibrate.pipeline import calibrate
     from cprsim.calibrate.runner import PRESETS, n_steps, resolve_device
 
-    if PRESETS[preset].rungs and (limit is not None or data != "synthetic" or scenario):
+    if PRESETS[preset].rungs and (limit is not None or data != "synthetic" or scenario or matched):
         raise click.UsageError(
             f"--preset {preset} measures its scale ladder against its own runs: it takes no "
-            "--data, --from-sim or --limit-samples"
+            "--data, --from-sim, --scenario or --limit-samples"
+        )
+    if scenario and matched:
+        raise click.UsageError(
+            "--from-sim takes one simulated schedule, --scenario a grid of them: give one"
         )
     p = sized(PRESETS[preset], resolve(data, schema), limit)
     p = dataclasses.replace(p, device=resolve_device(device))
     jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
-    scen = load_scenario(scenario, ()) if scenario else None
-    total = n_steps(p) + (0 if no_costs else 1)
+    named = scenario or matched
+    scen = load_scenario(named, ()) if named else None
+    if matched:  # one run per interval of the grid and strategy (cprsim.calibrate.matched)
+        from cprsim.calibrate.matched import FACTORS
+
+        total = len(p.seeds) * (1 + len(FACTORS) * len(p.strategies)) + (0 if no_costs else 1)
+    else:
+        total = n_steps(p) + (0 if no_costs else 1)
     label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
     t0 = time.perf_counter()
     try:
@@ -313,6 +333,7 @@ def command(
                     jobs=jobs,
                     threads=threads,
                     resume=resume,
+                    match=matched is not None,
                 )
         else:
             doc = calibrate(
@@ -324,6 +345,7 @@ def command(
                 jobs=jobs,
                 threads=threads,
                 resume=resume,
+                match=matched is not None,
             )
     except KeyboardInterrupt:
         pts = out / "points.csv"

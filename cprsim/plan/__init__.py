@@ -275,9 +275,9 @@ def _make_plan(
             f"the precision must be a number in (0, 1) (e.g. 0.1), or none, got {precision!r}"
         )
     if calibration is None:
-        from cprsim.calibrate.calibration import load_calibration
+        from cprsim.calibrate.calibration import calibration_for
 
-        calibration = load_calibration()
+        calibration = calibration_for(s)
     acc = plan_accuracy(calibration, metric)
     scale = _scale(s, calibration, metric, model_rows, loss_scale)
     acc = dataclasses.replace(acc, scale=scale["factor"])
@@ -298,7 +298,7 @@ def _make_plan(
         raise InputError(
             f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)"
         )
-    notes = _accuracy_notes(acc, metric)
+    notes = _accuracy_notes(acc, metric) + _matched_notes(s, acc)
     if s.cluster.embedding_servers > 0 and acc.calibrated:
         notes += _scale_notes(scale, metric, acc.provenance)
     notes += _failure_notes(s, rates)
@@ -545,6 +545,61 @@ def _scale_notes(scale: dict[str, Any], metric: str, prov: dict[str, Any]) -> li
             f"(from {lo:,} rows): the factor is the reference's, not measured at your size"
         )
     return notes
+
+
+def _matched_notes(s: Scenario, acc: PlanAccuracy) -> list[str]:
+    """Which failure schedules the calibration was measured on, against this scenario's: a matched
+    calibration (``cprsim calibrate --scenario``) of this very scenario, of another one, or the
+    generic schedules (loss per unit PLS moves with how updates are lost)."""
+    if not acc.calibrated or s.cluster.embedding_servers == 0:
+        return []
+    from cprsim.calibrate.matched import describe, scenario_digest
+
+    m = acc.provenance.get("matched")
+    if isinstance(m, dict):
+        out = [f"accuracy {describe(m)}"]
+        if m.get("scenario_digest") != scenario_digest(s):
+            out.append(
+                f"WARNING: the calibration was made on scenario {m.get('scenario')!r}'s schedules "
+                f"and {s.name!r} differs from it (its cluster, failures, costs or job): its loss "
+                f"per unit PLS may not carry; `cprsim calibrate --scenario {s.name}` measures "
+                "this one's"
+            )
+        return out
+    return [
+        "the calibration's failure schedules are generic (single shards of "
+        f"{acc.provenance.get('embedding_servers', '?')} failing, its own MFU/SSU settings: "
+        f"{acc.provenance.get('mfu_ssu', '?')}), not this scenario's: the loss per unit PLS moves "
+        f"with how updates are lost (docs/calibration.md, Matched calibration); `cprsim calibrate "
+        f"--scenario {s.name}` measures it on this scenario's own schedules"
+    ]
+
+
+def _calibrated_variants(
+    acc: PlanAccuracy, name: str, variants: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
+    """The variants of strategy ``name`` a matched calibration measured (its ``top_fraction`` and
+    ``sample_rate``: a strategy parameter is a covariate, not extrapolated), and a note when
+    some were left out; every variant when the calibration records none."""
+    m = acc.provenance.get("matched") if acc.calibrated else None
+    params = (m or {}).get("strategy_params", {}).get(name) if isinstance(m, dict) else None
+    if not isinstance(params, dict) or not params:
+        return variants, ""
+    keep = [
+        v
+        for v in variants
+        if all(
+            k not in v or math.isclose(float(v[k]), float(params[k]))
+            for k in ("top_fraction", "sample_rate")
+            if k in params
+        )
+    ]
+    if len(keep) == len(variants):
+        return variants, ""
+    return keep, (
+        f"{name}: only the variant the calibration measured ({_fmt_params(params)}) is planned; "
+        f"{len(variants) - len(keep)} other(s) left out (their loss per unit PLS was not measured)"
+    )
 
 
 def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
@@ -1052,7 +1107,10 @@ def _pls_option(
         return cands[a]
 
     scored = []
-    for v in cls.plan_variants(s):
+    variants, why = _calibrated_variants(ctx.acc, cls.name, cls.plan_variants(s))
+    if why:
+        ctx.notes.append(why)
+    for v in variants:
         tau = analytic_tau(v)
         if tau <= 0:
             continue
