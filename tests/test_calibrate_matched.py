@@ -147,8 +147,8 @@ def test_the_plan_says_which_schedules_and_plans_only_the_measured_variants(tmp_
         s, 0.001, calibration=cal, replications=60, search_replications=60, confidence=None
     )
     notes = " | ".join(plan.notes)
-    assert "calibrated on scenario 'cpr-production''s own failure schedules" in notes
-    assert "WARNING: the calibration was made on scenario" not in notes
+    assert "calibrated on the failure schedules of scenario 'cpr-production'" in notes
+    assert "WARNING: the calibration was made on" not in notes
     assert "mfu: only the variant the calibration measured (top_fraction=0.1)" in notes
     for o in plan.options:
         if o.strategy in (MFU, SSU):
@@ -159,7 +159,8 @@ def test_the_plan_says_which_schedules_and_plans_only_the_measured_variants(tmp_
         other, 0.001, calibration=cal, replications=60, search_replications=60, confidence=None
     )
     assert any(
-        "WARNING: the calibration was made on scenario 'cpr-production'" in n for n in plan2.notes
+        "WARNING: the calibration was made on the schedules of scenario 'cpr-production'" in n
+        for n in plan2.notes
     )
     # the generic calibration: the plan says its schedules are not the scenario's
     plan3 = make_plan(s, 0.001, replications=60, search_replications=60, confidence=None)
@@ -202,7 +203,10 @@ def test_cli_calibrates_on_a_scenarios_schedules_and_the_plan_reads_it(tmp_path,
     assert len(m["intervals_h"]) == 2
     n_pts = {st: len(v["pls"]) for st, v in cal.raw["points"].items()}
     assert n_pts == {PARTIAL: 4, MFU: 4, SSU: 4}  # 2 seeds x 2 intervals
-    assert "calibrated on scenario 'cpr-production'" in cal.provenance["mfu_ssu"]
+    assert (
+        "calibrated on the failure schedules of scenario 'cpr-production'"
+        in cal.provenance["mfu_ssu"]
+    )
     # the two schedule sources together, or a ladder with a scenario: refused, exit 2
     r = CliRunner().invoke(
         main, ["calibrate", "--scenario", "toy", "--from-sim", "toy", "--out", str(tmp_path / "x")]
@@ -213,3 +217,8 @@ def test_cli_calibrates_on_a_scenarios_schedules_and_the_plan_reads_it(tmp_path,
         ["calibrate", "--preset", "shipped", "--scenario", "toy", "--out", str(tmp_path / "y")],
     )
     assert r.exit_code == 2 and "--scenario" in r.output
+    # --show prints which schedules a matched file stands for; a scenario without one: one line
+    r = CliRunner().invoke(main, ["calibrate", "--show", str(out / "calibration.toml")])
+    assert r.exit_code == 0 and "schedules: calibrated on the failure schedules of" in r.output
+    r = CliRunner().invoke(main, ["calibrate", "--show", "shipped:toy"])
+    assert r.exit_code == 1 and "no calibration matched to scenario 'toy'" in r.output

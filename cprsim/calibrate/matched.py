@@ -171,7 +171,7 @@ def describe(info: dict[str, Any]) -> str:
     )
     iv = ", ".join(f"{x:.3g}" for x in info.get("intervals_h", []))
     return (
-        f"calibrated on scenario {info.get('scenario')!r}'s own failure schedules "
+        f"calibrated on the failure schedules of scenario {info.get('scenario')!r} "
         f"({info.get('embedding_servers')} servers; intervals {iv} h; a full save every "
         f"{info.get('full_interval_h', math.nan):.3g} h{'; ' + ps if ps else ''})"
     )

@@ -201,10 +201,11 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
 @click.option(
     "--show",
     "show_file",
-    metavar="FILE|shipped",
+    metavar="FILE|shipped|shipped:SCENARIO",
     default=None,
     help="Train nothing: print a calibration's fits, the planner's model, its stability and its "
-    "scale ladder ('shipped': the calibration cprsim ships).",
+    "scale ladder ('shipped': the calibration cprsim ships; 'shipped:NAME': the one it ships "
+    "matched to scenario NAME, made by --scenario).",
 )
 @click.option(
     "--validate",
@@ -257,9 +258,17 @@ def command(
         )
         return
     if show_file is not None:
-        from cprsim.calibrate.calibration import default_path, load_calibration
+        from cprsim.calibrate.calibration import default_path, load_calibration, matched_path
 
-        path = default_path() if show_file == "shipped" else Path(show_file)
+        if show_file.startswith("shipped:"):  # a packaged calibration matched to a scenario
+            path = matched_path(show_file.split(":", 1)[1])
+            if path is None:
+                raise click.ClickException(
+                    f"--show {show_file}: this installation ships no calibration matched to "
+                    f"scenario {show_file.split(':', 1)[1]!r} (cprsim/data/calibrations/)"
+                )
+        else:
+            path = default_path() if show_file == "shipped" else Path(show_file)
         if path is None:
             raise click.ClickException("this installation ships no calibration")
         cal = load_calibration(path)
@@ -267,11 +276,18 @@ def command(
         name = (
             "the shipped calibration (cprsim/data/calibration.toml)"
             if show_file == "shipped"
+            else f"the shipped calibration matched to scenario {show_file.split(':', 1)[1]!r} "
+            f"(cprsim/data/calibrations/{path.name})"
+            if show_file.startswith("shipped:")
             else path
         )
         click.echo(f"{name}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
         click.echo(f"model: {prov.get('model', '?')}")
         click.echo(f"data: {prov.get('data', '?')}")
+        if isinstance(prov.get("matched"), dict):
+            from cprsim.calibrate.matched import describe as describe_matched
+
+            click.echo(f"schedules: {describe_matched(prov['matched'])}")
         for st, f in cal.raw.get("fit", {}).items():
             click.echo(
                 f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "

@@ -560,8 +560,8 @@ def _matched_notes(s: Scenario, acc: PlanAccuracy) -> list[str]:
         out = [f"accuracy {describe(m)}"]
         if m.get("scenario_digest") != scenario_digest(s):
             out.append(
-                f"WARNING: the calibration was made on scenario {m.get('scenario')!r}'s schedules "
-                f"and {s.name!r} differs from it (its cluster, failures, costs or job): its loss "
+                f"WARNING: the calibration was made on the schedules of scenario "
+                f"{m.get('scenario')!r}, and {s.name!r} differs from it (its cluster, failures, costs or job): its loss "
                 f"per unit PLS may not carry; `cprsim calibrate --scenario {s.name}` measures "
                 "this one's"
             )
