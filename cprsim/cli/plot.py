@@ -15,6 +15,8 @@ KINDS = {
     "(with a node lifecycle, rescheduling split into detection, waiting for a machine, swap-in)",
     "pls": "a sweep's --out folder: PLS vs interval per strategy, CI or P50-P90 bands (--band), "
     "with the PLS bound",
+    "frontier": "a sweep's --out folder: per strategy, the best mean overhead over the swept "
+    "intervals (95% CI) against a swept key (--x), and the interval that achieves it",
     "fit": "a `cprsim fit --report` JSON file: Kaplan-Meier vs the fitted families",
     "calibration": "a `cprsim calibrate --out` folder or its calibration.toml: accuracy loss vs PLS",
     "timeline": "a `cprsim simulate --out` folder (events.csv, config.toml): Gantt of replication 0",
@@ -33,14 +35,22 @@ KINDS = {
 @click.option(
     "--metric",
     type=click.Choice(["overhead", "ckpt_overhead", "auc", "logloss"]),
-    help="overhead: overhead or ckpt_overhead (default overhead); calibration: auc or logloss (default auc).",
+    help="overhead, frontier: overhead or ckpt_overhead (default overhead); calibration: auc or "
+    "logloss (default auc).",
 )
 @click.option(
     "--where",
     "conditions",  # SweepResults.where's parameter
     multiple=True,
     metavar="KEY=VALUE",
-    help="Keep only the sweep points with this grid value (repeatable).",
+    help="Keep only the sweep points with this grid value (repeatable); the title names the slice.",
+)
+@click.option(
+    "--x",
+    "x",
+    metavar="KEY",
+    help="frontier: the grid key on the x axis (default: the one key the sweep varies besides "
+    "checkpoint.interval_h); overhead, pls: a grid key to plot against instead of the interval.",
 )
 @click.option(
     "--plan",
@@ -56,7 +66,7 @@ KINDS = {
 @click.option(
     "--band",
     type=click.Choice(["ci", "p90"]),
-    help="overhead, pls: the band around each mean: ci = 95% CI of the mean (default), "
+    help="overhead, pls, frontier: the band around each mean: ci = 95% CI of the mean (default), "
     "p90 = P50 to P90 of single replications (from results.csv).",
 )
 def command(
@@ -65,6 +75,7 @@ def command(
     out: Path | None,
     metric: str | None,
     conditions: tuple[str, ...],
+    x: str | None,
     plan_file: Path | None,
     pls_bound: float | None,
     band: str | None,
@@ -76,6 +87,8 @@ def command(
     breakdown    sweep or simulate folder -> stacked bars: save, load, re-executed, rescheduling
                  (detection, waiting for a machine, swap-in with a node lifecycle), degraded
     pls          sweep folder -> PLS vs interval with the bound, CI or P50-P90 bands
+    frontier     sweep folder -> best overhead over the intervals (95% CI) and the interval
+                 achieving it, per strategy, against a swept key (--x KEY)
     fit          `cprsim fit --report` JSON -> survival: Kaplan-Meier vs fitted families
     calibration  `cprsim calibrate --out` folder -> accuracy loss vs PLS, per strategy
     timeline     `cprsim simulate --out` folder -> Gantt of one replication
@@ -91,26 +104,49 @@ def command(
     if metric is not None:
         ok = (
             ("overhead", "ckpt_overhead")
-            if kind == "overhead"
+            if kind in ("overhead", "frontier")
             else ("auc", "logloss")
             if kind == "calibration"
             else ()
         )
         if metric not in ok:
             raise click.BadParameter(f"{metric!r} does not apply to {kind}", param_hint="--metric")
-    if band is not None and kind not in ("overhead", "pls"):
+    if band is not None and kind not in ("overhead", "pls", "frontier"):
         raise click.BadParameter(
-            f"{band!r} does not apply to {kind} (only to overhead and pls)", param_hint="--band"
+            f"{band!r} does not apply to {kind} (only to overhead, pls and frontier)",
+            param_hint="--band",
         )
-    if kind in ("overhead", "breakdown", "pls"):
+    if x is not None and kind not in ("overhead", "pls", "frontier"):
+        raise click.BadParameter(
+            f"{x!r} does not apply to {kind} (only to overhead, pls and frontier)",
+            param_hint="--x",
+        )
+    if kind in ("overhead", "breakdown", "pls", "frontier"):
         from cprsim import scenario as sc
         from cprsim.plots import sweep as P
         from cprsim.sweep.results import load_results
 
         res = load_results(results)
-        if conditions:
-            res = res.where(sc.parse_set(conditions, "conditions"))
-        if kind == "overhead":
+        where = sc.parse_set(conditions, "conditions") if conditions else {}
+        if where:
+            res = res.where(where)
+        if x is not None and x in where:
+            raise InputError(
+                f"--x {x}: fixed to one value by --where {x}={P.value_text(where[x])}; "
+                "expected a grid key the slice leaves free"
+            )
+        if x is not None and kind != "frontier" and P.is_interval(x):
+            x = None  # the interval axis, as without --x
+        if kind == "frontier":
+            from cprsim.plots.frontier import plot_frontier
+
+            fig = plot_frontier(res, x, metric or "overhead", band=band or "ci", where=where)
+        elif kind == "overhead":
+            if plan_file is not None and x is not None:
+                raise click.BadParameter(
+                    "marks the plan's intervals on the interval axis; not with --x",
+                    param_hint="--plan",
+                )
             plan = None
             if plan_file is not None:
                 try:
@@ -119,16 +155,18 @@ def command(
                     raise InputError(
                         f"{plan_file}: invalid JSON (expected `cprsim plan --out` output)"
                     ) from None
-            fig = P.plot_overhead(res, metric or "overhead", plan, band=band or "ci")
+            fig = P.plot_overhead(
+                res, metric or "overhead", plan, band=band or "ci", x=x, where=where
+            )
         elif kind == "pls":
-            fig = P.plot_pls(res, pls_bound, band=band or "ci")
+            fig = P.plot_pls(res, pls_bound, band=band or "ci", x=x, where=where)
         else:
             if len(res.points) > P.MAX_BARS:
                 raise InputError(
                     f"{res.source}: {len(res.points)} points are too many bars (at most "
                     f"{P.MAX_BARS}); select some with --where"
                 )
-            fig = P.plot_breakdown(res)
+            fig = P.plot_breakdown(res, where=where)
     elif kind == "fit":
         from cprsim.failures.fit import FitReport
         from cprsim.plots.fit import plot_fit

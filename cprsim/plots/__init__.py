@@ -15,6 +15,9 @@ every figure.
 * ``sweep.plot_breakdown``: where the time goes (save, load, re-executed, rescheduling,
   degraded) as stacked bars;
 * ``sweep.plot_pls``: PLS against the interval (the same bands), with the PLS bound;
+  ``x=KEY`` puts another grid key on x for both; ``where=`` names the slice in the title;
+* ``frontier.plot_frontier``: the best mean overhead over the swept intervals (95% CI) and the
+  interval achieving it, per strategy, against a swept key (a bandwidth, a cluster size);
 * ``fit.plot_fit``: Kaplan-Meier against the fitted survival curves;
 * ``calibration.plot_calibration``: accuracy loss against PLS, per strategy;
 * ``gantt.plot_timeline``: one replication's timeline (phases, nodes down).

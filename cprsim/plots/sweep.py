@@ -1,4 +1,6 @@
-"""Sweep figures: overhead and PLS against the checkpoint interval, and the time breakdown.
+"""Sweep figures: overhead and PLS against the checkpoint interval (or another grid key: ``x=``),
+and the time breakdown; ``cprsim.plots.frontier``: the best overhead over the interval against a
+grid key.
 
 Each takes a :class:`~cprsim.sweep.results.SweepResults` (``cprsim.Sweep.run``, ``load_results``),
 a ``cprsim.Runs`` (``cprsim.simulate``: one point) or a results folder, ``ax=`` (axes to draw
@@ -8,6 +10,9 @@ The lines are means over replications; the band around each (``band=``) is eithe
 of the mean (``"ci"``) or the spread of single runs from their median to their worst 10%
 (``"p90"``: P50 to P90 of the point's replications, read from results.csv / replications.csv;
 the metrics drawn are costs, whose bad tail is the high one).
+
+``where=``: the slice of the sweep drawn (the conditions given to ``SweepResults.where``), named
+in the title.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +48,11 @@ BANDS = {
 
 #: the most bars :func:`plot_breakdown` draws
 MAX_BARS = 40
+
+#: the grid key of the checkpoint interval (hours): the default x axis
+INTERVAL = "checkpoint.interval_h"
+#: at most this many values of a numeric x axis get a tick each (more: matplotlib's ticks)
+MAX_VALUE_TICKS = 12
 
 
 def _band_fields(band: str) -> tuple[str, str]:
@@ -102,16 +113,149 @@ def _line(kwargs: dict[str, Any], **defaults: Any) -> dict[str, Any]:
     return artist_kwargs(defaults, kwargs, Line2D)
 
 
-def _groups(res: SweepResults) -> dict[tuple[str, str], list[PointSummary]]:
-    """Lines: one per strategy and combination of the varying grid keys other than the interval."""
-    other = [k for k in res.varying() if k != "checkpoint.interval_h"]
+def _groups(
+    res: SweepResults, x: str | None = None, skip: tuple[str, ...] = ()
+) -> dict[tuple[str, str], list[PointSummary]]:
+    """Lines: one per strategy and combination of the varying grid keys other than the x axis
+    (``x``: a grid key, None: the interval) and ``skip``, each sorted along the x axis."""
+    other = [k for k in res.varying() if k != (x or INTERVAL) and k not in skip]
     out: dict[tuple[str, str], list[PointSummary]] = {}
     for p in res.points:
-        extra = ", ".join(f"{k.split('.')[-1]}={_fmt(p.values[k])}" for k in other)
+        extra = ", ".join(_setting(k, p.values[k]) for k in other)
         out.setdefault((p.strategy, extra), []).append(p)
+    coord = x_coords(res, x)
     for g in out.values():
-        g.sort(key=lambda p: p.interval_h)
+        g.sort(key=lambda p: coord(x_value(p, x)))
     return out
+
+
+def _setting(key: str, value: Any) -> str:
+    """A grid value in a legend or tick label: ``write_gbps=10``, the interval as ``τ=0.5 h``."""
+    return f"τ={_fmt(value)} h" if key == INTERVAL else f"{key.split('.')[-1]}={_fmt(value)}"
+
+
+def is_interval(x: str | None) -> bool:
+    """Does ``x`` name the checkpoint interval (None, ``checkpoint.interval_h``, ``interval_h``)?"""
+    return x is None or x in (INTERVAL, "interval_h")
+
+
+def check_key(res: SweepResults, x: str) -> None:
+    """A ParameterError about ``x`` unless it is a grid key of ``res``: it names the key and the
+    keys expected (and the full key when ``x`` is its last part, ``write_gbps``)."""
+    if x in res.keys:
+        return
+    near = [k for k in res.keys if k.split(".")[-1] == x or k.endswith("." + x)]
+    hint = f"; did you mean {near[0]}?" if len(near) == 1 else ""
+    raise ParameterError(
+        "x",
+        f"not a grid key of {res.source} (expected one of: {', '.join(res.keys) or 'none'}){hint}",
+        key=x,
+    )
+
+
+def x_value(p: PointSummary, x: str | None) -> Any:
+    """A point's value on the x axis: its grid value of ``x``, or (None) its interval in hours."""
+    return p.interval_h if is_interval(x) else p.values[x]  # type: ignore[index]
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def x_values(res: SweepResults, x: str | None) -> list[Any]:
+    """The distinct values of ``x`` among the points, in axis order (numbers ascending, anything
+    else in order of first appearance)."""
+    seen: dict[str, Any] = {}
+    for p in res.points:
+        v = x_value(p, x)
+        seen.setdefault(json.dumps(v, sort_keys=True), v)
+    vals = list(seen.values())
+    return sorted(vals, key=float) if all(_numeric(v) for v in vals) else vals
+
+
+def x_coords(res: SweepResults, x: str | None) -> Any:
+    """``coord(value)``: where a value of ``x`` lies on the axis (a number as itself, anything
+    else at its position among :func:`x_values`)."""
+    vals = x_values(res, x)
+    if all(_numeric(v) for v in vals):
+        return float
+    pos = {json.dumps(v, sort_keys=True): float(i) for i, v in enumerate(vals)}
+    return lambda v: pos[json.dumps(v, sort_keys=True)]
+
+
+def key_label(key: str) -> str:
+    """An axis label for a grid key: the key and the scenario field's description
+    (``storage.write_gbps: aggregate checkpoint write bandwidth (GB/s)``), else the key."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from cprsim.scenario import Scenario
+
+    model: Any = Scenario
+    desc = None
+    for part in key.split("."):
+        if model is None:
+            return key
+        if part.isdigit():  # an item of a tuple of tables: the model stays
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return key
+        desc = field.description
+        todo, model = [field.annotation], None
+        while todo:  # the table inside Optional[...] or tuple[..., ...]
+            t = todo.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                model = t
+                break
+            todo += list(typing.get_args(t))
+    return f"{key}: {desc}" if desc else key
+
+
+def key_axis(ax: Any, res: SweepResults, x: str | None, axis: str = "x") -> None:
+    """Label and scale the axis of ``x`` (None: the interval axis, as :func:`_interval_axis`):
+    numbers on a log scale when they span a factor 8 or more, a tick at each value when there
+    are few; other values (tables, names) one tick each."""
+    if is_interval(x) and axis == "x":
+        _interval_axis(ax, [p.interval_h for p in res.points])
+        return
+    vals = x_values(res, x)
+    label = "checkpoint interval τ (hours of progress)" if is_interval(x) else key_label(str(x))
+    getattr(ax, f"set_{axis}label")(label)
+    set_ticks = getattr(ax, f"set_{axis}ticks")
+    if not all(_numeric(v) for v in vals):
+        set_ticks(range(len(vals)), [_fmt(v) for v in vals])
+        return
+    pos = [float(v) for v in vals if v > 0 and math.isfinite(v)]
+    if len(pos) == len(vals) and pos and max(pos) / min(pos) >= 8:
+        from matplotlib.ticker import NullFormatter, NullLocator
+
+        getattr(ax, f"set_{axis}scale")("log")
+        sub = getattr(ax, f"{axis}axis")
+        sub.set_minor_locator(NullLocator())
+        sub.set_minor_formatter(NullFormatter())
+    if len(vals) <= MAX_VALUE_TICKS:
+        set_ticks([float(v) for v in vals], [_fmt(v) for v in vals])
+
+
+def value_text(v: Any) -> str:
+    """A grid value as the figures write it: ``10`` for 10.0, JSON for a table."""
+    return _fmt(v)
+
+
+def slice_text(where: Mapping[str, Any] | None) -> str:
+    """The slice a figure shows, for its title: ``where storage.write_gbps=10, cluster.trainers=4``
+    ("" for none)."""
+    if not where:
+        return ""
+    return "where " + ", ".join(f"{k}={_fmt(v)}" for k, v in where.items())
+
+
+def title(ax: Any, text: str, where: Mapping[str, Any] | None = None) -> None:
+    """The figure's title; the slice (``where``) on a line of its own below."""
+    s = slice_text(where)
+    set_title(ax, text + (f"\n{s}" if s else ""))
 
 
 def _fmt(v: Any) -> str:
@@ -140,12 +284,17 @@ def plot_overhead(
     plan: Any = None,
     ax: Any = None,
     band: str = "ci",
+    *,
+    x: str | None = None,
+    where: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Figure:
     """Overhead against the checkpoint interval: the mean over replications (in % of the
     failure-free time W) and a band (``band="ci"``: the 95% CI of the mean; ``"p90"``: P50 to P90
     of single replications), a line per strategy (and combination of the other varying grid
-    keys); the interval axis in hours of progress.
+    keys); the interval axis in hours of progress. ``x``: another grid key to put on the x axis
+    instead (``"storage.write_gbps"``; a line per strategy, interval and other varying key; no
+    plan marked); ``where``: the slice of the sweep ``res`` is, named in the title.
 
     ``res``: SweepResults, Runs or a results folder; ``metric``: ``"overhead"`` (wall - W) / W or
     ``"ckpt_overhead"`` (save + load + re-executed + degraded) / W; ``plan``: a Plan (or the dict
@@ -156,18 +305,27 @@ def plot_overhead(
     if metric not in _METRIC_LABEL:
         raise ParameterError("metric", f"must be one of {', '.join(_METRIC_LABEL)}, got {metric!r}")
     _band_fields(band)
+    if is_interval(x):
+        x = None
+    else:
+        check_key(res, str(x))
+        if plan is not None:
+            raise ParameterError(
+                "plan", "marks intervals on the interval axis; expected none with `x`", also=("x",)
+            )
     fig, ax = new_axes(ax)
-    groups = _groups(res)
+    groups = _groups(res, x)
+    coord = x_coords(res, x)
     strategies = res.strategies
     styles: dict[str, int] = {}
     for (st, extra), pts in groups.items():
-        x = np.array([p.interval_h for p in pts])
+        xs = np.array([coord(x_value(p, x)) for p in pts])
         m = np.array([p[metric].mean for p in pts]) * 100
         lo, hi = (edge * 100 for edge in band_edges(pts, metric, band))
         c = colour(st, strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
         ax.plot(
-            x,
+            xs,
             m,
             **_line(
                 kwargs,
@@ -178,19 +336,20 @@ def plot_overhead(
                 label=st + (f" ({extra})" if extra else ""),
             ),
         )
-        ax.fill_between(x, lo, hi, color=c, alpha=0.18, lw=0)
-    plan = as_plan_dict(plan) if plan is not None else res.plan
+        ax.fill_between(xs, lo, hi, color=c, alpha=0.18, lw=0)
+    plan = as_plan_dict(plan) if plan is not None else res.plan if x is None else None
     if plan is not None:
         _mark_plan(ax, plan, metric, strategies)
-    _interval_axis(ax, [p.interval_h for p in res.points])
+    key_axis(ax, res, x)
     ys = [100 * p[metric].mean for p in res.points if p[metric].mean > 0]
     if ys and max(ys) / min(ys) > 300:  # an interval far too long for full recovery blows up
         ax.set_yscale("log")
     ax.set_ylabel(_METRIC_LABEL[metric] + (", log scale" if ax.get_yscale() == "log" else ""))
-    set_title(
+    title(
         ax,
-        f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs checkpoint interval "
-        f"(mean, {BANDS[band][0]})",
+        f"{res.name}: {_METRIC_LABEL[metric].split(' (')[0]} vs "
+        f"{'checkpoint interval' if x is None else x} (mean, {BANDS[band][0]})",
+        where,
     )
     ax.grid(alpha=0.3)
     _legend(ax, band)
@@ -223,7 +382,14 @@ def _mark_plan(ax: Any, plan: dict[str, Any], metric: str, strategies: list[str]
 
 
 def plot_pls(
-    res: Any, bound: float | None = None, ax: Any = None, band: str = "ci", **kwargs: Any
+    res: Any,
+    bound: float | None = None,
+    ax: Any = None,
+    band: str = "ci",
+    *,
+    x: str | None = None,
+    where: Mapping[str, Any] | None = None,
+    **kwargs: Any,
 ) -> Figure:
     """PLS (the portion of lost samples, a fraction) against the checkpoint interval (hours) for
     every strategy that loses updates: the mean and a band (``band="ci"``: the 95% CI of the
@@ -232,24 +398,31 @@ def plot_pls(
     bound where it differs.
 
     ``res``: SweepResults, Runs or a results folder; ``ax``: axes to draw into (default: a new
-    figure); ``kwargs``: passed to the lines (``Axes.plot``). Returns the Figure."""
+    figure); ``x``: another grid key on the x axis instead of the interval; ``where``: the slice
+    of the sweep ``res`` is, named in the title; ``kwargs``: passed to the lines (``Axes.plot``).
+    Returns the Figure."""
     res = as_results(res)
     _band_fields(band)
+    if is_interval(x):
+        x = None
+    else:
+        check_key(res, str(x))
     fig, ax = new_axes(ax)
     plan = res.plan
     if bound is None and plan is not None:
         bound = plan.get("pls_bound")  # CPR-vanilla's; MFU/SSU have their own, drawn below
-    groups = _groups(res)
+    groups = _groups(res, x)
+    coord = x_coords(res, x)
     drawn = 0
     styles: dict[str, int] = {}
     for (st, extra), pts in groups.items():
         if all(p["pls"].mean == 0 for p in pts):
             continue  # full recovery, ECRM without stripe loss: nothing lost
-        x = np.array([p.interval_h for p in pts])
+        xs = np.array([coord(x_value(p, x)) for p in pts])
         c = colour(st, res.strategies)
         ls = _LINESTYLES[styles.setdefault(extra, len(styles)) % len(_LINESTYLES)]
         ax.plot(
-            x,
+            xs,
             [p["pls"].mean for p in pts],
             **_line(
                 kwargs,
@@ -260,7 +433,7 @@ def plot_pls(
                 label=st + (f" ({extra})" if extra else ""),
             ),
         )
-        ax.fill_between(x, *band_edges(pts, "pls", band), color=c, alpha=0.18, lw=0)
+        ax.fill_between(xs, *band_edges(pts, "pls", band), color=c, alpha=0.18, lw=0)
         drawn += 1
     if bound is not None and math.isfinite(bound):
         ax.axhline(bound, color="black", ls="--", lw=1, label=f"PLS bound {bound:.3g}")
@@ -288,9 +461,14 @@ def plot_pls(
             transform=ax.transAxes,
             ha="center",
         )
-    _interval_axis(ax, [p.interval_h for p in res.points])
+    key_axis(ax, res, x)
     ax.set_ylabel("PLS (portion of lost samples)")
-    set_title(ax, f"{res.name}: lost updates vs checkpoint interval (mean, {BANDS[band][0]})")
+    title(
+        ax,
+        f"{res.name}: lost updates vs {'checkpoint interval' if x is None else x} "
+        f"(mean, {BANDS[band][0]})",
+        where,
+    )
     ax.grid(alpha=0.3)
     _legend(ax, band if drawn else None)
     return fig
@@ -310,7 +488,9 @@ def components(pts: list[Any]) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> Figure:
+def plot_breakdown(
+    res: Any, ax: Any = None, *, where: Mapping[str, Any] | None = None, **kwargs: Any
+) -> Figure:
     """Where the time goes: stacked bars of the mean of each overhead component (checkpoint saves,
     loads, re-executed work, rescheduling, or with a node lifecycle its detection / waiting for a
     machine / swap-in parts, degraded progress) in % of the failure-free time W, one bar per point
@@ -318,8 +498,8 @@ def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> Figure:
     error bar.
 
     ``res``: SweepResults, Runs (one bar) or a results folder; ``ax``: axes to draw into (default:
-    a new figure sized to the bars); ``kwargs``: passed to the bars (``Axes.bar``). Returns the
-    Figure."""
+    a new figure sized to the bars); ``where``: the slice of the sweep ``res`` is, named in the
+    title; ``kwargs``: passed to the bars (``Axes.bar``). Returns the Figure."""
     from matplotlib.patches import Rectangle
 
     res = as_results(res)
@@ -377,7 +557,7 @@ def plot_breakdown(res: Any, ax: Any = None, **kwargs: Any) -> Figure:
         tick.set_color(colour(p.strategy, res.strategies))
     ax.set_ylabel("overhead (% of failure-free time W)")
     ax.set_xlabel("strategy and setting")
-    set_title(ax, f"{res.name}: where the time goes (mean over replications)")
+    title(ax, f"{res.name}: where the time goes (mean over replications)", where)
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     return fig
