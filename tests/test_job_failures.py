@@ -165,7 +165,7 @@ def test_non_negative_metrics_never_get_a_negative_lower_bound():
 def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
     from click.testing import CliRunner
 
-    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.calibrate.calibration import calibration_for
     from cprsim.cli import main
     from cprsim.plan.accuracy import plan_accuracy
 
@@ -197,7 +197,10 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
 
     from cprsim.calibrate.accuracy import design
 
-    fit = plan_accuracy(load_calibration(), "auc").fit  # the shipped calibration's chosen model
+    from cprsim import scenario as sc
+
+    # the chosen model of the calibration a plan of cpr-production uses (its matched one)
+    fit = plan_accuracy(calibration_for(sc.load("cpr-production")), "auc").fit
     rows = list(csv.DictReader((out / "replications.csv").open()))
     X = design(
         fit.terms,

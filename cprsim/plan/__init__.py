@@ -561,17 +561,18 @@ def _matched_notes(s: Scenario, acc: PlanAccuracy) -> list[str]:
         if m.get("scenario_digest") != scenario_digest(s):
             out.append(
                 f"WARNING: the calibration was made on the schedules of scenario "
-                f"{m.get('scenario')!r}, and {s.name!r} differs from it (its cluster, failures, costs or job): its loss "
-                f"per unit PLS may not carry; `cprsim calibrate --scenario {s.name}` measures "
-                "this one's"
+                f"{m.get('scenario')!r}, and {s.name!r} differs from it (its cluster, failures, "
+                f"costs or job): its loss per unit PLS may not carry; a calibration on "
+                f"{s.name!r}'s own schedules "
+                "measures this one's (docs/calibration.md, Matched calibration)"
             )
         return out
     return [
         "the calibration's failure schedules are generic (single shards of "
         f"{acc.provenance.get('embedding_servers', '?')} failing, its own MFU/SSU settings: "
         f"{acc.provenance.get('mfu_ssu', '?')}), not this scenario's: the loss per unit PLS moves "
-        f"with how updates are lost (docs/calibration.md, Matched calibration); `cprsim calibrate "
-        f"--scenario {s.name}` measures it on this scenario's own schedules"
+        f"with how updates are lost; a calibration on {s.name!r}'s own schedules measures it "
+        "(docs/calibration.md, Matched calibration)"
     ]
 
 
