@@ -222,3 +222,24 @@ def test_cli_calibrates_on_a_scenarios_schedules_and_the_plan_reads_it(tmp_path,
     assert r.exit_code == 0 and "schedules: calibrated on the failure schedules of" in r.output
     r = CliRunner().invoke(main, ["calibrate", "--show", "shipped:toy"])
     assert r.exit_code == 1 and "no calibration matched to scenario 'toy'" in r.output
+
+
+def test_the_shipped_matched_calibration_is_current_for_its_scenario():
+    """cprsim ships a calibration matched to cpr-production: it must load, stand for the scenario
+    as it is now (a change to the scenario's cluster, failures or costs needs a recalibration:
+    `cprsim calibrate --preset matched --scenario cpr-production`), and be what its plans use."""
+    from cprsim.calibrate import calibration as C
+
+    path = C.matched_path("cpr-production")
+    assert path is not None, "cprsim/data/calibrations/cpr-production.toml is not packaged"
+    cal = C.load_calibration(path)
+    s = sc.load("cpr-production")
+    m = cal.provenance["matched"]
+    assert m["scenario_digest"] == M.scenario_digest(s), "the scenario changed: recalibrate"
+    assert cal.provenance["seeds"] == list(range(8))
+    used = C.calibration_for(s)
+    assert used.provenance["fingerprint"] == cal.provenance["fingerprint"]
+    assert "scale" in used.raw  # the shipped ladder, carried over
+    # every strategy's slope positive: no zero-loss promise (issue 24)
+    for st, f in cal.raw["fit"].items():
+        assert f["auc_slope"] > 0, st
