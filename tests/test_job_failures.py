@@ -195,9 +195,8 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
     import numpy as np
     from scipy import stats
 
-    from cprsim.calibrate.accuracy import design
-
     from cprsim import scenario as sc
+    from cprsim.calibrate.accuracy import design
 
     # the chosen model of the calibration a plan of cpr-production uses (its matched one)
     fit = plan_accuracy(calibration_for(sc.load("cpr-production")), "auc").fit
