@@ -136,12 +136,14 @@ def _plain(v: Any, where: str) -> Any:
     raise TypeError(f"{where or 'TOML'}: cannot write {type(v).__name__} to TOML")
 
 
-def dumps_toml(doc: dict[str, Any], header: str = "") -> str:
+def dumps_toml(doc: dict[str, Any], header: str = "", multiline: bool = False) -> str:
     """The one TOML writer (tomli-w): tables, arrays of tables, any key (quoted when not bare), any
-    string (escaped), numpy scalars as Python numbers, ``None`` left out; ``header`` as ``#`` lines."""
+    string (escaped), numpy scalars as Python numbers, ``None`` left out; ``header`` as ``#`` lines;
+    ``multiline``: a string holding newlines as a multi-line string (for people to read: ``cprsim
+    show``), else on one line with ``\n`` escapes."""
     import tomli_w
 
-    text = tomli_w.dumps(_plain(doc, ""))
+    text = tomli_w.dumps(_plain(doc, ""), multiline_strings=multiline)
     if header:  # a comment may not hold control characters: they are written escaped
         lines = header.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         clean = [  # each line's other control characters escaped; the newlines make new lines

@@ -846,10 +846,11 @@ def describe_builtin(name: str) -> str:
 
 # --------------------------------------------------------------------------------------------
 def to_toml(data: dict[str, Any]) -> str:
-    """A scenario's TOML (tables, arrays of tables; see :func:`cprsim.io.dumps_toml`)."""
+    """A scenario's TOML (tables, arrays of tables; see :func:`cprsim.io.dumps_toml`); a
+    description with newlines as a multi-line string, its lines as written."""
     from cprsim.io import dumps_toml
 
-    return dumps_toml(data)
+    return dumps_toml(data, multiline=True)
 
 
 def effective_dict(s: Scenario) -> dict[str, Any]:

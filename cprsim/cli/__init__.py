@@ -71,6 +71,29 @@ class _Group(click.Group):
             self._load(_COMMANDS[name][0])
         return self.commands.get(name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """click's, with the closest command names suggested for a mistyped one
+        (``cprsim simulat`` -> "Did you mean 'simulate'?")."""
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and self.get_command(ctx, name) is None
+            and not ctx.resilient_parsing
+        ):
+            import difflib
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if close:
+                ctx.fail(
+                    f"No such command {name!r}. Did you mean "
+                    + " or ".join(repr(c) for c in close)
+                    + "?"
+                )
+        return super().resolve_command(ctx, args)
+
     def _load(self, module: str) -> None:
         try:
             mod = importlib.import_module(f"cprsim.cli.{module}")
