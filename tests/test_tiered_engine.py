@@ -231,4 +231,4 @@ def test_tiered_beats_single_tier_full_recovery_on_the_large_gpu_cluster():
             o["label"],
             o["overhead"],
         )
-    assert any("recovers embedding shards" in n for n in d["notes"])  # CPR has nothing to do here
+    assert any("recover embedding shards" in n for n in d["notes"])  # CPR has nothing to do here

@@ -298,8 +298,11 @@ def _make_plan(
         raise InputError(
             f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)"
         )
-    notes = _accuracy_notes(acc, metric) + _matched_notes(s, acc)
-    if s.cluster.embedding_servers > 0 and acc.calibrated:
+    # the accuracy model concerns only options that lose updates: a model without embedding
+    # shards has none (only the notes that concern the options considered)
+    dense = s.cluster.embedding_servers == 0
+    notes = [] if dense else _accuracy_notes(acc, metric) + _matched_notes(s, acc)
+    if not dense and acc.calibrated:
         notes += _scale_notes(scale, metric, acc.provenance)
     notes += _failure_notes(s, rates)
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
@@ -320,7 +323,11 @@ def _make_plan(
     )
 
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
-    T_F = _full_interval(s, rates, c, age, allow_no_full_checkpoint, notes)
+    partial_planned = not dense and any(registry.get(n).plan_kind == "pls" for n in strategies)
+    # the full-checkpoint interval concerns partial-recovery options only: noted where one is planned
+    T_F = _full_interval(
+        s, rates, c, age, allow_no_full_checkpoint, notes if partial_planned else []
+    )
 
     base = ctx  # the single-tier scenario: full recovery's usual options, and every other strategy
     if s.checkpoint.mode == "tiered":
@@ -337,16 +344,23 @@ def _make_plan(
 
         options.append(tiered_option(ctx, age, _paired_lower, _confirm, DEFAULT_PRECISION))
     best_full = min(options, key=lambda o: o.overhead.mean)
+    shardless = [
+        registry.get(n).plan_label or n
+        for n in strategies
+        if registry.get(n).needs_embedding_servers and dense
+    ]
+    if shardless:  # one note for them all: they recover embedding shards, and the model has none
+        notes.append(
+            f"{', '.join(shardless)}: not planned: they recover embedding shards, and the model "
+            "has none (partial recovery does not apply to a dense model)"
+        )
     for name in strategies:
         cls = registry.get(name)
+        if cls.needs_embedding_servers and dense:
+            continue
         if cls.needs_throughput and s.job.samples_per_s is None:
             notes.append(
                 f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s"
-            )
-            continue
-        if cls.needs_embedding_servers and s.cluster.embedding_servers == 0:
-            notes.append(
-                f"{cls.plan_label or name} skipped: it recovers embedding shards, and the model has none"
             )
             continue
         if cls.plan_kind == "pls":
@@ -362,7 +376,13 @@ def _make_plan(
         if o is not None:
             options.append(o)
     options, rec, tied, message = recommend(
-        options, ctx.bound, metric, objective, allow_extrapolation, ctx.q
+        options,
+        ctx.bound,
+        metric,
+        objective,
+        allow_extrapolation,
+        ctx.q,
+        *(["the model has no embedding shards: no option loses updates"] if dense else []),
     )
     if max_checkpoint_age_h is not None:
         notes.append(
