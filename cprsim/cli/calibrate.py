@@ -88,7 +88,7 @@ RUNTIMES = {
     "standard": "16 min 20 s measured at load 3 (runs 13 min 39 s, costs and end-to-end check 2 min 41 s); not measured idle",
     "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
     "shipped": "1 h 15 min 44 s measured at load 2-4 (284 runs: 8 seeds and 4 rungs, 72 min 37 s; costs and end-to-end check 2 min 43 s); not measured idle",
-    "matched": "not measured yet (152 runs: 8 seeds x 6 intervals x 3 strategies, with --scenario)",
+    "matched": "29 min 15 s measured with --scenario cpr-production --no-costs at load 1-3 (152 runs: 8 seeds x 6 intervals x 3 strategies); not measured idle",
 }
 
 HELP = (
