@@ -33,7 +33,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -184,15 +184,12 @@ PRESETS["shipped"] = Preset(
 #: the shipped preset's reference without its ladder, for ``cprsim calibrate --scenario`` (the
 #: schedules, intervals and shards come from the scenario: :mod:`cprsim.calibrate.matched`); the
 #: strategies the planner plans by default
-PRESETS["matched"] = Preset(
-    "matched",
-    1_000_000,
-    200_000,
-    tuple(range(8)),
-    BUDGETS,
-    CALIBRATION_DEFAULT,
-    failures_per_run=8,
+PRESETS["matched"] = replace(
+    PRESETS["shipped"],
+    name="matched",
+    strategies=CALIBRATION_DEFAULT,
     runtime=RUNTIMES["matched"],
+    rungs=(),
 )
 
 
