@@ -260,27 +260,28 @@ def command(
     if show_file is not None:
         from cprsim.calibrate.calibration import default_path, load_calibration, matched_path
 
-        if show_file.startswith("shipped:"):  # a packaged calibration matched to a scenario
-            path = matched_path(show_file.split(":", 1)[1])
+        kind, _, scen_name = show_file.partition(":")
+        name: str | Path
+        if kind == "shipped" and scen_name:  # a packaged calibration matched to a scenario
+            path = matched_path(scen_name)
             if path is None:
                 raise click.ClickException(
                     f"--show {show_file}: this installation ships no calibration matched to "
-                    f"scenario {show_file.split(':', 1)[1]!r} (cprsim/data/calibrations/)"
+                    f"scenario {scen_name!r} (cprsim/data/calibrations/)"
                 )
+            name = (
+                f"the shipped calibration matched to scenario {scen_name!r} "
+                f"(cprsim/data/calibrations/{path.name})"
+            )
+        elif show_file == "shipped":
+            path = default_path()
+            name = "the shipped calibration (cprsim/data/calibration.toml)"
         else:
-            path = default_path() if show_file == "shipped" else Path(show_file)
+            path = name = Path(show_file)
         if path is None:
             raise click.ClickException("this installation ships no calibration")
         cal = load_calibration(path)
         prov = cal.provenance
-        name = (
-            "the shipped calibration (cprsim/data/calibration.toml)"
-            if show_file == "shipped"
-            else f"the shipped calibration matched to scenario {show_file.split(':', 1)[1]!r} "
-            f"(cprsim/data/calibrations/{path.name})"
-            if show_file.startswith("shipped:")
-            else path
-        )
         click.echo(f"{name}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
         click.echo(f"model: {prov.get('model', '?')}")
         click.echo(f"data: {prov.get('data', '?')}")
@@ -328,10 +329,10 @@ def command(
     jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
     named = scenario or matched
     scen = load_scenario(named, ()) if named else None
-    if matched:  # one run per interval of the grid and strategy (cprsim.calibrate.matched)
+    if matched:  # one run per interval of the grid (cprsim.calibrate.matched) and strategy
         from cprsim.calibrate.matched import FACTORS
 
-        total = len(p.seeds) * (1 + len(FACTORS) * len(p.strategies)) + (0 if no_costs else 1)
+        total = n_steps(dataclasses.replace(p, budgets=FACTORS)) + (0 if no_costs else 1)
     else:
         total = n_steps(p) + (0 if no_costs else 1)
     label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
