@@ -344,11 +344,15 @@ def _make_plan(
 
         options.append(tiered_option(ctx, age, _paired_lower, _confirm, DEFAULT_PRECISION))
     best_full = min(options, key=lambda o: o.overhead.mean)
-    shardless = [
-        registry.get(n).plan_label or n
-        for n in strategies
-        if registry.get(n).needs_embedding_servers and dense
-    ]
+    shardless = (
+        [
+            registry.get(n).plan_label or n
+            for n in strategies
+            if registry.get(n).needs_embedding_servers
+        ]
+        if dense
+        else []
+    )
     if shardless:  # one note for them all: they recover embedding shards, and the model has none
         notes.append(
             f"{', '.join(shardless)}: not planned: they recover embedding shards, and the model "
@@ -382,7 +386,7 @@ def _make_plan(
         objective,
         allow_extrapolation,
         ctx.q,
-        *(["the model has no embedding shards: no option loses updates"] if dense else []),
+        no_partial="the model has no embedding shards: no option loses updates" if dense else None,
     )
     if max_checkpoint_age_h is not None:
         notes.append(

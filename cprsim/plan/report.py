@@ -37,11 +37,11 @@ def recommend(
     objective: str,
     allow_extrapolation: bool = False,
     confidence: float | None = 0.9,
-    no_partial: str = "no partial-recovery option meets the bound",
+    no_partial: str | None = None,
 ) -> tuple[list[Option], Option, tuple[str, ...], str]:
     """Mark ties, pick the recommended option and say why (oracles never; options beyond twice
     the calibrated PLS range only when extrapolation is allowed); ``no_partial``: why full
-    recovery wins when no option loses updates."""
+    recovery wins when no option loses updates (default: none meets the bound)."""
     eligible = [
         o
         for o in options
@@ -75,7 +75,7 @@ def recommend(
                 + (" (tied within the CIs: the simpler wins)" if p.label in tied_labels else "")
             )
         else:
-            why = no_partial
+            why = no_partial or "no partial-recovery option meets the bound"
         message = (
             f"partial recovery does not pay here: {why}; use {rec.label} every "
             f"{rec.interval_s / HOUR:.3g} h ({what} {100 * v_rec:.2f}%, ETTR {_ettr(rec)})"
