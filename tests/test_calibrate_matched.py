@@ -110,21 +110,18 @@ def _matched_doc(s, top_fraction=0.1):
             for st, slope in ((PARTIAL, 0.02), (MFU, 0.025), (SSU, 0.02)):
                 y = slope * x * (1 + 0.2 * ((seed + k) % 3 - 1))
                 pts.append(Point(st, x, seed, x, y, 0.7 * y, 0.79, 0.38, 0.5, 0.1))
-    _, info = (
-        None,
-        {
-            "scenario": s.name,
-            "scenario_digest": M.scenario_digest(s),
-            "embedding_servers": s.cluster.embedding_servers,
-            "young_interval_h": 0.8,
-            "intervals_h": [0.1, 0.2],
-            "full_interval_h": 25.0,
-            "strategy_params": {
-                MFU: {"top_fraction": top_fraction},
-                SSU: {"top_fraction": top_fraction, "sample_rate": 0.01},
-            },
+    info = {
+        "scenario": s.name,
+        "scenario_digest": M.scenario_digest(s),
+        "embedding_servers": s.cluster.embedding_servers,
+        "young_interval_h": 0.8,
+        "intervals_h": [0.1, 0.2],
+        "full_interval_h": 25.0,
+        "strategy_params": {
+            MFU: {"top_fraction": top_fraction},
+            SSU: {"top_fraction": top_fraction, "sample_rate": 0.01},
         },
-    )
+    }
     prov = {"calibrated": True, "preset": "matched", "seeds": [0, 1, 2, 3], "matched": info}
     return calibration_doc(pts, prov)
 
@@ -179,9 +176,10 @@ def test_the_packaged_matched_file_is_used_only_for_its_own_scenario(tmp_path, m
     cal = C.calibration_for(s)
     assert cal.provenance["matched"]["scenario"] == "cpr-production"
     shipped = C.load_calibration()
-    if "scale" in shipped.raw:  # the ladder is the shipped one's, and says so
-        assert cal.raw["scale"]["reference"] == shipped.raw["scale"]["reference"]
-        assert cal.raw["scale"]["note"].startswith("the shipped generic calibration's scale ladder")
+    assert "scale" in shipped.raw  # the shipped file has a scale ladder (issue 24)
+    # the matched file's ladder is the shipped one's, and says so
+    assert cal.raw["scale"]["reference"] == shipped.raw["scale"]["reference"]
+    assert cal.raw["scale"]["note"].startswith("the shipped generic calibration's scale ladder")
     changed = s.with_updates({"failures.domains.0.failure.mtbf_h": 20.0})
     assert "matched" not in C.calibration_for(changed).provenance
     assert "matched" not in C.calibration_for(sc.load("toy")).provenance
