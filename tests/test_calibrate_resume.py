@@ -121,6 +121,7 @@ def test_resuming_a_finished_calibration_runs_nothing(reference, tmp_path):
     "change, what",
     [
         ({"seeds": (0, 2)}, "preset.seeds"),
+        ({"seeds": (0,)}, "preset.seeds"),
         ({"budgets": (0.25,)}, "preset.budgets"),
         ({"name": "other"}, "preset.name"),
     ],
@@ -131,6 +132,52 @@ def test_resume_refuses_another_configuration(reference, tmp_path, change, what)
     with pytest.raises(InputError, match=rf"another configuration \(differs in .*{what}") as e:
         P.calibrate(dataclasses.replace(TINY, **change), out, measure_costs=False, resume=True)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+def test_resuming_with_more_seeds_extends_to_the_bytes_of_a_run_with_all_of_them(
+    reference, tmp_path
+):
+    more = dataclasses.replace(TINY, seeds=(0, 1, 2))
+    direct = tmp_path / "direct"
+    P.calibrate(more, direct, measure_costs=False)
+    out = tmp_path / "extended"
+    out.mkdir()
+    for n in OUTPUTS:
+        (out / n).write_bytes((reference / n).read_bytes())
+    P.calibrate(more, out, measure_costs=False, resume=True)
+    assert _bytes(out) == _bytes(direct)
+    run = json.loads((out / "run.json").read_text())
+    assert (run["runs_resumed"], run["runs_run_now"]) == (6, 3)  # the old seeds are not redone
+    # once extended, the old seed count is another configuration (its journal has seed 2's runs)
+    with pytest.raises(InputError, match="another configuration"):
+        P.calibrate(TINY, out, measure_costs=False, resume=True)
+
+
+def test_extends_only_adds_seeds():
+    runs = [[0, 0, 0.0, None], [0, 1, 0.5, {"x": 1}]]
+    old = {"preset": {"seeds": [0], "name": "t"}, "threads_per_run": 1, "runs": runs}
+    new = {
+        "preset": {"seeds": [0, 1], "name": "t"},
+        "threads_per_run": 1,
+        "runs": runs + [[1, 0, 0.0, None]],
+    }
+    assert P.extends(old, new)
+    assert not P.extends(new, old) and not P.extends(old, old)  # fewer or the same seeds
+    assert not P.extends(old, dict(new, threads_per_run=2))
+    assert not P.extends(old, dict(new, preset={"seeds": [0, 1], "name": "u"}))
+    changed = dict(new, runs=[[0, 0, 0.0, None], [0, 1, 0.25, {"x": 1}], [1, 0, 0.0, None]])
+    assert not P.extends(old, changed)  # an old run planned differently
+    assert not P.extends(None, new) and not P.extends({"runs": 3}, new)
+
+
+def test_help_states_each_presets_default_seed_count():
+    from cprsim.cli import main
+
+    r = CliRunner().invoke(main, ["calibrate", "--help"])
+    text = " ".join(r.output.split())
+    for name, p in R.PRESETS.items():
+        assert f"{name} {len(p.seeds)}" in text, name
 
 
 def test_resume_refuses_other_threads_and_an_unknown_journal(reference, tmp_path):

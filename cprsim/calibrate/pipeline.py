@@ -187,6 +187,26 @@ def _complete_lines(path: Path) -> int:
     return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0
 
 
+def extends(old: Any, new: dict[str, Any]) -> bool:
+    """Whether configuration ``new`` only adds seeds to ``old`` (``--seeds`` raised on a
+    ``--resume``): equal but for the preset's seeds and the runs, every old seed still there and
+    every old run planned unchanged. Each run's numbers depend on its own seed and setting only,
+    so the old runs stand and the extended calibration equals one run with all the seeds."""
+    if not isinstance(old, dict):
+        return False
+    a = json.loads(json.dumps(old, sort_keys=True, allow_nan=True))
+    b = json.loads(json.dumps(new, sort_keys=True, allow_nan=True))
+    ra, rb = a.pop("runs", None), b.pop("runs", None)
+    pa, pb = a.pop("preset", None), b.pop("preset", None)
+    if not (isinstance(pa, dict) and isinstance(pb, dict) and isinstance(ra, list)):
+        return False
+    sa, sb = pa.pop("seeds", None), pb.pop("seeds", None)
+    if a != b or pa != pb or not isinstance(sa, list) or not isinstance(sb, list):
+        return False
+    planned = {json.dumps(r, sort_keys=True) for r in rb or []}
+    return set(sa) < set(sb) and all(json.dumps(r, sort_keys=True) in planned for r in ra)
+
+
 def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
     """Whether to resume the calibration in ``out`` (else start afresh); refuses to mix results."""
     manifest, journal = out / "manifest.json", out / "points.csv"
@@ -213,7 +233,7 @@ def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
                 also=("out",),
             )
         return False
-    if old["fingerprint"] != fp:
+    if old["fingerprint"] != fp and not extends(old.get("config"), config):
         diff = (
             _differences(old.get("config", {}), config)
             if isinstance(old.get("config"), dict)
@@ -222,8 +242,8 @@ def check_out(out: Path, config: dict[str, Any], resume: bool) -> bool:
         raise ParameterError(
             "resume",
             f"holds a calibration of another configuration (differs in "
-            f"{', '.join(diff[:6]) or 'the fingerprint'}); resuming needs the same preset, seeds, "
-            "`scenario`, `threads` and versions: choose another `out`",
+            f"{', '.join(diff[:6]) or 'the fingerprint'}); resuming needs the same preset, "
+            "`scenario`, `threads` and versions, and the same seeds or more: choose another `out`",
             str(out),
             also=("scenario", "threads", "out"),
         )
@@ -518,6 +538,7 @@ def calibrate(
     }
     if resuming and journal.exists():
         done = read_journal(journal, planned)
+        atomic_write_json(out / "manifest.json", manifest)  # the same, or one with more seeds
         atomic_write_text(
             journal, csv_text(POINTS_HEADER, [_row(r) for r in done])
         )  # drop a torn tail
