@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -562,6 +563,11 @@ class Scenario(_Model):
         description="node lifecycle: detection, standbys, spares, repair, "
         "bad machines (absent: a failed node is rescheduled after [reschedule])",
     )
+    sources: dict[str, str] = Field(
+        default_factory=dict,
+        description="where keys came from: a fitted model file's tables (`failures.model`, "
+        "`--model`) and the fits it holds that the scenario does not use; set at load",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -657,7 +663,8 @@ class Scenario(_Model):
 # --------------------------------------------------------------------------------------------
 def set_dotted(raw: dict[str, Any], key: str, value: Any, param: str = "overrides") -> None:
     """Set the dotted ``key`` of the TOML table ``raw`` (tables created as needed; a number indexes
-    an array of tables). A key that cannot be set raises
+    an array of tables); setting ``checkpoint.mode`` to another mode than ``"tiered"`` drops
+    ``[checkpoint.tiers]`` (its parameters). A key that cannot be set raises
     :class:`OverrideError` naming ``param`` and the key."""
     parts = key.split(".")
     cur: Any = raw
@@ -679,6 +686,10 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any, param: str = "override
     if not isinstance(cur, dict):
         raise OverrideError(param, "cannot replace a list item (set the whole list)", key=key)
     cur[parts[-1]] = value
+    if key == "checkpoint.mode" and value != "tiered":
+        cur.pop(
+            "tiers", None
+        )  # the tiered mode's parameters go with it (--set checkpoint.mode=...)
 
 
 def parse_set(items: tuple[str, ...] | list[str], param: str = "overrides") -> dict[str, Any]:
@@ -785,25 +796,126 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
         raise ScenarioError(f"{source}: failures.model: expected a file name")
     mp = Path(model) if base is None or Path(model).is_absolute() else base / model
     try:
-        m = read_toml(mp, "fitted model file")
+        merge_model(raw, mp)
     except InputError as e:
         raise ScenarioError(f"{source}: failures.model: {e}") from None
+
+
+#: a scenario's node failures: what ``--model`` replaces with a fitted model's
+NODE_FAILURES = ("trainer", "embedding", "domains", "injected", "replay")
+
+
+def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
+    """Merge the fitted model file ``path`` (``cprsim fit --out``) into the scenario table ``raw``.
+
+    A model file holds ``[failures.<type>]`` (lifetimes), and where its log had repairs, the
+    machines' repair times as ``[lifecycle.repair.auto]``, or (``--bad-nodes``)
+    ``[lifecycle.health]``. Each goes only where it means that: lifetimes into ``[failures]``,
+    repair times and bad machines into the scenario's ``[lifecycle]`` (without one, a failed node
+    comes back after the scenario's own ``[reschedule]``: repairing a machine is not the job's
+    rescheduling, so the repair fit is left out). Without ``replace`` (``failures.model``) the
+    scenario's own keys win; with it (``--model``) the model's failure tables replace the
+    scenario's: lifetimes replace every node failure (:data:`NODE_FAILURES`), a ``job`` table
+    the job's. Files of cprsim 0.1 wrote the repair fit as ``[reschedule]``: it is read as the
+    repair fit it is. ``raw["sources"]`` records what came from the file and what was left out.
+    A file that cannot be read raises :class:`InputError` naming it.
+    """
+    m = read_toml(path, "fitted model file")
+    fail = raw.setdefault("failures", {})
+    if not isinstance(fail, dict):
+        raise InputError("the scenario's [failures] is not a table")
+
+    def table(d: dict[str, Any], key: str) -> dict[str, Any]:
+        v = d.get(key)
+        return v if isinstance(v, dict) else {}
+
+    prov = table(m, "provenance")
+    name = short(str(path), 60)
+    origin = f"{name}: " + (
+        f"fitted by cprsim fit to {short(str(prov['source']), 60)}"
+        + (
+            f" (filters {', '.join(map(str, prov.get('filters') or []))})"
+            if prov.get("filters")
+            else ""
+        )
+        if prov.get("source")
+        else "a failure model file"
+    )
+    sources = raw.setdefault("sources", {})
+    mf = table(m, "failures")
+    lifetimes = [k for k in ("trainer", "embedding") if k in mf]
+    if replace and lifetimes:
+        for k in NODE_FAILURES:
+            fail.pop(k, None)
+    if replace and "job" in mf:
+        fail.pop("job", None)
     for key in ("trainer", "embedding", "job"):
-        if key in m.get("failures", {}) and key not in fail:
-            fail[key] = m["failures"][key]
-    if "reschedule" in m and "reschedule" not in raw:
-        raw["reschedule"] = m["reschedule"]
-    health = m.get("lifecycle", {}).get("health") if isinstance(m.get("lifecycle"), dict) else None
+        if key in mf and key not in fail:
+            fail[key] = mf[key]
+            fam = mf[key].get("family", "?") if isinstance(mf[key], dict) else "?"
+            what = "job interruptions" if key == "job" else "lifetimes"
+            sources[f"failures.{key}"] = f"{origin}; {what}, {fam}"
+    lc_m = table(m, "lifecycle")
+    repair: dict[str, Any] | None = table(table(lc_m, "repair"), "auto") or None
+    if repair is None and table(m, "reschedule"):
+        repair = table(m, "reschedule")  # cprsim 0.1's files: the log's repair times, by that name
     lc = raw.get("lifecycle")
-    if health is not None and isinstance(lc, dict) and "health" not in lc:
-        lc["health"] = health  # `cprsim fit --bad-nodes`: only into a scenario that has a lifecycle
+    if repair is not None:
+        fam = repair.get("family", "?")
+        if not isinstance(lc, dict):
+            sources["unused.repair"] = (
+                f"{origin}; its repair-time fit ({fam}) is not used: the scenario has no "
+                "[lifecycle], so a failed node is back after [reschedule] (the scenario's own)"
+            )
+        else:
+            rp = lc.setdefault("repair", {})
+            if isinstance(rp, dict) and ("auto" not in rp or replace):
+                rp["auto"] = repair
+                sources["lifecycle.repair.auto"] = f"{origin}; repair times, {fam}"
+    health = lc_m.get("health")
+    if health is not None:
+        if isinstance(lc, dict) and ("health" not in lc or replace):
+            lc["health"] = health  # `cprsim fit --bad-nodes`: only into a scenario with a lifecycle
+            sources["lifecycle.health"] = f"{origin}; bad machines"
+        elif not isinstance(lc, dict):
+            sources["unused.health"] = (
+                f"{origin}; its bad-machine fit is not used: the scenario has no [lifecycle]"
+            )
 
 
-def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
-    """The scenario of a built-in name or a TOML file, with dotted-key ``overrides`` applied. An
-    error of the file itself raises ScenarioError naming the file and key; an override the
-    scenario refuses raises :class:`OverrideError` naming ``overrides``."""
+def with_model(s: Scenario, model: str | os.PathLike[str]) -> Scenario:
+    """``s`` with its node failures replaced by the fitted ``model`` file's (:func:`merge_model`
+    with ``replace``); an unreadable file or an invalid result raises :class:`ParameterError`
+    naming ``model``."""
+    raw = s.model_dump(mode="json", exclude_none=True)
+    try:
+        merge_model(raw, Path(model), replace=True)
+        return Scenario.model_validate(raw)
+    except InputError as e:
+        raise ParameterError("model", str(e)) from None
+    except ValidationError as e:
+        raise ParameterError("model", validation_line(e, short(os.fspath(model)))) from None
+
+
+def load(
+    name_or_path: str,
+    overrides: dict[str, Any] | None = None,
+    model: str | os.PathLike[str] | None = None,
+) -> Scenario:
+    """The scenario of a built-in name or a TOML file, with its node failures replaced by the
+    fitted ``model`` file's (:func:`merge_model`; ``--model``) and dotted-key ``overrides``
+    applied. An error of the file itself raises ScenarioError naming the file and key; an override
+    the scenario refuses raises :class:`OverrideError` naming ``overrides``."""
     raw, source = load_raw(name_or_path)
+    if model is not None:
+        try:
+            merge_model(raw, Path(model), replace=True)
+        except InputError as e:
+            raise ParameterError("model", str(e)) from None
+        try:
+            Scenario.model_validate(copy.deepcopy(raw))
+        except ValidationError as e:
+            raise ParameterError("model", validation_line(e, short(os.fspath(model)))) from None
     if not overrides:
         return validate(copy.deepcopy(raw), source)
     updated = copy.deepcopy(raw)
@@ -857,6 +969,8 @@ def effective_dict(s: Scenario) -> dict[str, Any]:
     """The scenario with every default filled in, as JSON-ready values (unset optional keys left
     out)."""
     d = s.model_dump(mode="json", exclude_none=True)
+    if not d.get("sources"):
+        d.pop("sources", None)  # nothing came from a model file
     return d
 
 

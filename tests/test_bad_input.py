@@ -239,7 +239,7 @@ def test_fit_out_escapes_hostile_names_into_valid_toml(tmp_path, cli, example_tr
     r = cli("fit", hostile, "--out", out)
     assert r.exit_code == 0, r.output
     doc = tomllib.loads(out.read_text())
-    assert set(doc) <= {"provenance", "failures", "reschedule"} and set(doc["failures"]) == {
+    assert set(doc) <= {"provenance", "failures", "lifecycle"} and set(doc["failures"]) == {
         "trainer",
         "embedding",
     }

@@ -49,12 +49,13 @@ from cprsim.scenario import HOUR, Scenario
 #: the intervals calibrated, as multiples of Young's interval for the scenario's full checkpoint
 FACTORS: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 #: the keys of a scenario that do not shape a calibration's schedules (left out of the digest)
-_UNUSED = ("name", "description", "replications", "strategy")
+_UNUSED = ("name", "description", "replications", "strategy", "sources")
 
 
 def scenario_digest(s: Scenario) -> str:
     """SHA-256 of the scenario's validated content that shapes its failure schedules: everything
-    except its name, description, replication count, strategy and checkpoint interval."""
+    except its name, description, replication count, strategy, checkpoint interval and the record
+    of where keys came from (``sources``)."""
     d = s.model_dump(mode="json")
     for k in _UNUSED:
         d.pop(k, None)

@@ -64,12 +64,30 @@ def set_option(f: Callable) -> Callable:
     )(f)
 
 
+def model_option(f: Callable) -> Callable:
+    return click.option(
+        "--model",
+        "model",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="A failure model fitted by `cprsim fit --out`: its lifetimes replace the scenario's "
+        "node failures; its repair times go to the scenario's [lifecycle] repair (unused without "
+        "one: [reschedule] stays the scenario's). `cprsim show NAME --model FILE` lists what "
+        "came from it under [sources].",
+    )(f)
+
+
 def load_scenario(
-    name: str, overrides: tuple[str, ...], options: dict[str, tuple[str, Any]] | None = None
+    name: str,
+    overrides: tuple[str, ...],
+    options: dict[str, tuple[str, Any]] | None = None,
+    model: str | None = None,
 ) -> sc.Scenario:
-    """The scenario ``name`` with the ``--set`` ``overrides`` and the keys the command's own
-    ``options`` set (``{"strategy": ("strategy.name", value)}``: the option's Python name -> the
-    scenario key and its value, None for not given); an error about such a key names the option."""
+    """The scenario ``name`` with its node failures replaced by the fitted ``--model`` file's,
+    the ``--set`` ``overrides`` and the keys the command's own ``options`` set (``{"strategy":
+    ("strategy.name", value)}``: the option's Python name -> the scenario key and its value, None
+    for not given); an error about such a key names the option."""
     from cprsim import scenario as sc
     from cprsim.errors import ParameterError
 
@@ -77,11 +95,15 @@ def load_scenario(
     given = {key: opt for opt, (key, value) in (options or {}).items() if value is not None}
     updates.update({key: value for key, value in (options or {}).values() if value is not None})
     try:
-        return sc.load(name, updates)
+        s = sc.load(name, updates, model)
     except ParameterError as e:
         if e.param == "overrides" and e.key in given:
             raise e.replace(param=given[e.key], key=None) from None
         raise
+    if model is not None:
+        for key, text in s.sources.items():
+            click.echo(f"--model: {key}: {text}", err=True)
+    return s
 
 
 #: the width of output that does not go to a terminal (the tables are laid out to fit it)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cprsim import scenario as sc
-from cprsim.cli.common import load_scenario, scenario_argument, set_option
+from cprsim.cli.common import load_scenario, model_option, scenario_argument, set_option
 
 
 @click.command("scenarios")
@@ -26,10 +26,11 @@ def scenarios_cmd() -> None:
 @click.command("show")
 @scenario_argument
 @set_option
+@model_option
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of TOML.")
-def show_cmd(scenario: str, overrides: tuple[str, ...], as_json: bool) -> None:
+def show_cmd(scenario: str, overrides: tuple[str, ...], model: str | None, as_json: bool) -> None:
     """Print the effective config of a scenario (defaults included) and its derived costs."""
-    s = load_scenario(scenario, overrides)
+    s = load_scenario(scenario, overrides, model=model)
     d = sc.effective_dict(s)
     if as_json:
         from cprsim.io import dumps_json

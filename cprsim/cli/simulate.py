@@ -11,6 +11,7 @@ from cprsim.cli.common import (
     console,
     load_scenario,
     max_events_option,
+    model_option,
     scenario_argument,
     set_option,
 )
@@ -72,6 +73,7 @@ def _strategy_names() -> list[str]:
 )
 @click.option("--seed", type=click.IntRange(min=0), help="Root seed of every random stream.")
 @set_option
+@model_option
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -102,6 +104,7 @@ def command(
     precision_metric: str,
     seed: int | None,
     overrides: tuple[str, ...],
+    model: str | None,
     out: Path | None,
     timeline: Path | None,
     as_json: bool,
@@ -130,6 +133,7 @@ def command(
             "replications": ("replications", replications),
             "seed": ("seed", seed),
         },
+        model,
     )
     preflight(
         s, max_events, force, warn=lambda message: click.echo(f"warning: {message}", err=True)

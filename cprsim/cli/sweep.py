@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cprsim.cli.common import console, max_events_option
+from cprsim.cli.common import console, max_events_option, model_option
 from cprsim.cli.progress import (
     Interrupted,
     Progress,
@@ -90,6 +90,7 @@ __all__ = ["Interrupted", "Terminated", "command"]
     help="With adaptive replication: replications before the first check (default: the file's "
     "`min_replications`, else 20).",
 )
+@model_option
 @max_events_option
 def command(
     sweep_file: Path,
@@ -103,6 +104,7 @@ def command(
     overrides: tuple[str, ...],
     precision: float | None,
     min_replications: int | None,
+    model: str | None,
     max_events: float,
 ) -> None:
     """Run every combination of a sweep file's grid values x strategies x replications.
@@ -131,6 +133,7 @@ def command(
         max_events=max_events,
         precision=precision,
         min_replications=min_replications,
+        model=model,
     )
     if min_replications is not None and sw.precision is None:
         raise click.UsageError(

@@ -12,8 +12,8 @@ Two analyses of a log (:func:`cprsim.failures.traces.read_trace` reads it):
   its observation window. :func:`report_dict` is its JSON; :func:`bad_nodes_toml` /
   :func:`write_bad_nodes_model` the ``[lifecycle.health]`` file.
 
-Units: lifetimes, scales, means and windows in hours (``*_h``), rates per hour, reschedule
-(repair) parameters in the model file in seconds (``*_s``). Files are written atomically.
+Units: lifetimes, scales, means and windows in hours (``*_h``), rates per hour, repair-time
+parameters in the model file in seconds (``*_s``). Files are written atomically.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def fit_failure_log(
 def scenario_params(fit: Fit, unit: str = "h") -> dict[str, float | str]:
     """The scenario keys of a fitted distribution: ``family``, ``scale_<unit>`` and ``shape`` (or
     ``sigma`` for a lognormal; neither for an exponential). ``unit``: ``"h"`` (failures: the fit's
-    hours) or ``"s"`` (reschedule: the scale converted to seconds)."""
+    hours) or ``"s"`` (repair times: the scale converted to seconds)."""
     if unit not in ("h", "s"):
         raise InputError(f"unit must be 'h' or 's', got {unit!r}")
     scale = fit.scale_ if unit == "h" else fit.scale_ * 3600.0
@@ -205,7 +205,8 @@ def fitted_model_toml(
     """The failure-model file of ``fit``: a comment header, ``[provenance]`` (the log's path and
     sha256, the filters, counts, the family ranking, the date, cprsim's version), the best family's
     scenario keys (hours) under ``[failures.<as_type>]`` (``both``: trainer and embedding) and,
-    when the log has repairs, ``[reschedule]`` (seconds).
+    when the log has repairs, their fit (seconds) under ``[lifecycle.repair.auto]``: the machines'
+    repair, which a scenario uses only with a ``[lifecycle]`` (not its ``[reschedule]``).
 
     ``file_name``: the name a scenario will use for it (in the header's ``[failures] model = ...``
     line); ``as_type``: one of :data:`MODEL_TYPES`; ``job`` writes ``[failures.job]``: job-level
@@ -260,7 +261,13 @@ def fitted_model_toml(
         for ty in ("trainer", "embedding") if as_type == "both" else (as_type,):
             failures[ty] = scenario_params(rep.best, "h")
     if rrep is not None:
-        doc["reschedule"] = scenario_params(rrep.best, "s")
+        # the machines' repair times: a lifecycle's repair pipeline, not the job's rescheduling
+        doc["lifecycle"] = {"repair": {"auto": scenario_params(rrep.best, "s")}}
+        header += [
+            "[lifecycle.repair.auto]: the log's repair times, for a scenario with a [lifecycle]",
+            "(a failed machine's repair); without one a failed node is back after the scenario's",
+            "own [reschedule], and this fit is not used",
+        ]
     return dumps_toml(doc, "\n".join(header))
 
 

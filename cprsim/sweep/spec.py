@@ -41,6 +41,7 @@ import copy
 import hashlib
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -198,10 +199,13 @@ def load_sweep(
     *,
     precision: float | None = None,
     min_replications: int | None = None,
+    model: str | os.PathLike[str] | None = None,
 ) -> Sweep:
     """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries; every
     point must simulate at most ``max_events`` events a replication (default: the budget of
-    ``cprsim.plan.feasibility``); ``precision`` and ``min_replications`` replace the file's."""
+    ``cprsim.plan.feasibility``); ``precision`` and ``min_replications`` replace the file's;
+    ``model``: a fitted failure model file whose lifetimes replace the base scenario's node
+    failures (``--model``; :func:`cprsim.scenario.merge_model`)."""
     p = Path(path)
     doc = read_toml(p, "sweep file")
     if isinstance(doc, dict):
@@ -214,7 +218,7 @@ def load_sweep(
         spec = SweepFile.model_validate(doc)
     except ValidationError as e:
         raise SweepError(validation_line(e, str(p))) from None
-    return expand(spec, p, overrides, max_events)
+    return expand(spec, p, overrides, max_events, model)
 
 
 #: a sweep expands to at most this many points
@@ -226,6 +230,7 @@ def expand(
     path: Path,
     overrides: dict[str, Any] | None = None,
     max_events: float | None = None,
+    model: str | os.PathLike[str] | None = None,
 ) -> Sweep:
     """Expand a validated sweep file (at ``path``, which relative scenario paths are relative to)
     into its points: the base scenario with ``[set]`` and ``overrides`` applied, one point per grid
@@ -241,6 +246,11 @@ def expand(
         base_raw, _ = sc.load_raw(scen)
     except sc.ScenarioError as e:
         raise SweepError(f"{source}: scenario: {e}") from None
+    if model is not None:
+        try:
+            sc.merge_model(base_raw, Path(model), replace=True)
+        except InputError as e:
+            raise ParameterError("model", str(e)) from None
     fixed = _flatten(spec.set)
     fixed.update(overrides or {})
     if spec.seed is not None:
