@@ -137,7 +137,8 @@ def _plain(v: Any) -> Any:
 
 def _distribution_table(fit_: Any, unit: str) -> dict[str, Any]:
     """A fitted family (``Fit``, or a ``FitReport``'s best) as a scenario distribution table: the
-    scale in hours (``unit="h"``: failures) or seconds (``"s"``: ``reschedule``), its shape or sigma
+    scale in hours (``unit="h"``: failures) or seconds (``"s"``: ``reschedule``, ``lifecycle``'s
+    delays), its shape or sigma
     (what ``cprsim fit --out`` writes)."""
     f = getattr(fit_, "best", fit_)
     scale = f.scale_ if unit == "h" else f.scale_ * 3600.0
@@ -153,7 +154,9 @@ def _override(key: str, value: Any) -> Any:
     if (hasattr(value, "scale_") and hasattr(value, "family")) or (
         hasattr(value, "best") and hasattr(value, "fits")
     ):
-        return _distribution_table(value, "s" if key.split(".")[0] == "reschedule" else "h")
+        return _distribution_table(
+            value, "s" if key.split(".")[0] in ("reschedule", "lifecycle") else "h"
+        )
     return _plain(value)
 
 
@@ -181,6 +184,7 @@ def load_scenario(
     interval_h: float | None = None,
     replications: int | None = None,
     seed: int | None = None,
+    model: str | os.PathLike[str] | None = None,
     **overrides: Any,
 ) -> Scenario:
     """A validated scenario: ``name_or_path`` a built-in name (:func:`scenario_names`), a TOML
@@ -195,7 +199,12 @@ def load_scenario(
     * keyword overrides, ``__`` for the dots: ``cluster__trainers=40``;
     * shortcuts: ``strategy`` (a name sets ``strategy.name``, like ``--strategy``; a dict replaces
       the whole ``[strategy]`` table), ``interval_h`` (``checkpoint.interval_h``, hours of
-      progress between checkpoints), ``replications`` and ``seed``.
+      progress between checkpoints), ``replications`` and ``seed``;
+    * ``model``: a failure model file fitted by ``cprsim fit --out`` (``--model FILE``): its
+      lifetimes replace the scenario's node failures (per-node, domains, injected, replayed), its
+      repair times go to the scenario's ``[lifecycle]`` repair (unused without one: repairing a
+      machine is not the job's ``[reschedule]``); ``Scenario.sources`` says what came from it.
+      Applied before the overrides.
 
     Units: ``*_h`` hours, ``*_s`` seconds, ``*_gb`` GB, ``*_gbps`` GB/s. An unknown key or an
     impossible value raises :class:`InputError` naming it (a :class:`ParameterError` naming
@@ -220,8 +229,9 @@ def load_scenario(
         )
     try:
         if isinstance(name_or_path, Scenario):
-            return name_or_path.with_updates(upd, param="overrides") if upd else name_or_path
-        return _sc.load(os.fspath(name_or_path), upd or None)
+            s = name_or_path if model is None else _sc.with_model(name_or_path, model)
+            return s.with_updates(upd, param="overrides") if upd else s
+        return _sc.load(os.fspath(name_or_path), upd or None, model)
     except _sc.OverrideError as e:  # a shortcut's value: the error names the shortcut
         if e.key in shortcut:
             raise e.replace(param=shortcut[e.key], key=None) from None
@@ -414,7 +424,13 @@ class Plan(_PlanRecord):
 
     def __repr__(self) -> str:
         return (
-            f"Plan({self.scenario}: {self.metric} loss <= {self.accuracy_bound:g}, recommended "
+            f"Plan({self.scenario}: "
+            + (
+                f"{self.metric} loss <= {self.accuracy_bound:g}"
+                if math.isfinite(self.accuracy_bound)
+                else "dense"
+            )
+            + ", recommended "
             f"{self.recommended!r} of {len(self.options)} options)"
         )
 
@@ -487,7 +503,7 @@ class Plan(_PlanRecord):
 
 def plan(
     scenario: str | os.PathLike[str] | Scenario,
-    max_accuracy_loss: float,
+    max_accuracy_loss: float | None = None,
     metric: str = "auc",
     *,
     strategies: Sequence[str] | str = names.PLAN_DEFAULT,
@@ -504,11 +520,13 @@ def plan(
     sensitivity: Sequence[float] = (),
     model_rows: int | None = None,
     loss_scale: float | None = None,
+    checkpoint_modes: Sequence[str] | str | None = None,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (``cprsim plan``).
 
     ``max_accuracy_loss``: the loss accepted, in the unit of ``metric`` (``"auc"``: AUC points
-    lost; ``"logloss"``: the rise in log-loss), in (0, 0.5). ``strategies``: the partial-recovery
+    lost; ``"logloss"``: the rise in log-loss), in (0, 0.5); None only for a dense model (no
+    embedding shards: no option loses updates; ``plan.accuracy_bound`` is then NaN). ``strategies``: the partial-recovery
     and rollback strategies compared with full recovery (``"all"``: every one). ``confidence``:
     P(a run's PLS <= its bound) promised per run (None: on the mean). ``objective``: rank by mean or
     ``"p90"`` overhead. ``max_checkpoint_age_h``: full checkpoints at most this many hours of
@@ -524,7 +542,10 @@ def plan(
     ``model_rows``: your model's embedding rows (default: the scenario's) and ``loss_scale``: its
     loss per unit PLS as a multiple of the calibration's (default: the calibration's scale ladder's
     choice for those rows); ``plan.scale`` says which factor the plan assumed, why, and whether
-    your model lies outside the sizes measured.
+    your model lies outside the sizes measured. ``checkpoint_modes``: compare full recovery under
+    these modes (``"blocking"``, ``"two-phase"``, ``"tiered"``, or ``"blocking,tiered"``; default:
+    the scenario's own, a tiered scenario's blocking and tiered); see
+    :func:`cprsim.plan.make_plan`.
 
     Returns a :class:`Plan`: ``plan.recommended_option``, ``plan.to_frame()``,
     ``plan.scenario_for()`` (the scenario running the recommendation). Intervals in seconds
@@ -566,6 +587,7 @@ def plan(
         sensitivity=tuple(sensitivity),
         model_rows=model_rows,
         loss_scale=loss_scale,
+        checkpoint_modes=checkpoint_modes,
     )
     return Plan._of(record, s)
 

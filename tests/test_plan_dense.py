@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cprsim import scenario as sc
+from cprsim.errors import InputError
 from cprsim.plan import make_plan
 
 TOY = Path(sc.__file__).parent / "scenarios" / "toy.toml"
@@ -40,3 +43,32 @@ def test_a_dense_plan_says_only_what_concerns_its_options(tmp_path):
     assert "accuracy model" in toy_notes
     assert "partial-recovery options keep a full checkpoint" in toy_notes
     assert not any("not planned" in n for n in toy.notes)
+
+
+def test_a_dense_model_plans_without_an_accuracy_bound(tmp_path):
+    """No option of a dense model loses updates: `cprsim plan` needs no --max-accuracy-loss (the
+    plan's bound is NaN, JSON null, and the headline says why), while a model with embedding
+    shards still needs one (a usage error naming the option, before anything is simulated)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cprsim.cli import main
+
+    s = _dense(tmp_path)
+    plan = make_plan(s, None, replications=40, search_replications=40, confidence=None)
+    assert plan.accuracy_bound != plan.accuracy_bound  # NaN
+    assert all(o.strategy == "full" for o in plan.options)
+    path = tmp_path / "dense-toy.toml"
+    args = ["plan", str(path), "-n", "40", "--search-replications", "40", "--confidence", "mean"]
+    r = CliRunner().invoke(main, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["accuracy_bound"] is None and d["recommended"].startswith("full")
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "a dense model: no option loses updates" in " ".join(r.output.split())
+    r = CliRunner().invoke(main, ["plan", "toy", "-n", "40"])
+    assert r.exit_code == 2 and "--max-accuracy-loss" in r.output and "embedding shards" in r.output
+    with pytest.raises(InputError, match="accuracy bound is needed"):
+        make_plan(sc.load("toy"), None)

@@ -15,6 +15,7 @@ from cprsim.cli.common import (
     console,
     flag,
     load_scenario,
+    model_option,
     set_option,
 )
 from cprsim.cli.progress import Progress, outputs_at_end, writing
@@ -79,12 +80,14 @@ def _accuracy_bound(ctx, param, value):
 @click.option(
     "--max-accuracy-loss",
     type=float,
-    required=True,
+    default=None,
     callback=_accuracy_bound,
-    help="The accuracy loss you accept, e.g. 0.001 (AUC points or log-loss).",
+    help="The accuracy loss you accept, e.g. 0.001 (AUC points or log-loss). Required unless the "
+    "model is dense (cluster.embedding_servers = 0: no option loses updates).",
 )
 @click.option("--metric", type=click.Choice(["auc", "logloss"]), default="auc", show_default=True)
 @set_option
+@model_option
 @click.option(
     "--confidence",
     type=Confidence(),
@@ -149,6 +152,16 @@ def _accuracy_bound(ctx, param, value):
     "--calibration",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="calibration.toml from `cprsim calibrate` (default: the one shipped).",
+)
+@click.option(
+    "--checkpoint-modes",
+    "checkpoint_modes",
+    default=None,
+    metavar="MODE,MODE,...",
+    help="Compare full recovery under these checkpoint modes (blocking, two-phase, tiered; at "
+    "least one of the first two), whatever the scenario's own [default: its own; a tiered "
+    "scenario: blocking,tiered]. Options of a mode other than the baseline's carry its name; "
+    "tiered uses the scenario's [checkpoint.tiers], else the defaults.",
 )
 @click.option(
     "--sensitivity",
@@ -239,9 +252,10 @@ def _accuracy_bound(ctx, param, value):
 )
 def command(
     scenario: str | None,
-    max_accuracy_loss: float,
+    max_accuracy_loss: float | None,
     metric: str,
     overrides: tuple[str, ...],
+    model: str | None,
     confidence: float | None,
     objective: str,
     max_checkpoint_age: float | None,
@@ -252,6 +266,7 @@ def command(
     precision: float | None,
     strategies: str,
     calibration: Path | None,
+    checkpoint_modes: str | None,
     sensitivity: str,
     model_rows: int | None,
     loss_scale: float | None,
@@ -307,10 +322,18 @@ def command(
                 "give a scenario, or the quick options "
                 f"(missing: {', '.join(flag(n) for n in e.names)})"
             ) from None
+        if model is not None:
+            s = sc.with_model(s, model)
         if overrides:
             s = s.with_updates(sc.parse_set(overrides), param="overrides")
     else:
-        s = load_scenario(scenario, overrides)
+        s = load_scenario(scenario, overrides, model=model)
+    if max_accuracy_loss is None and s.cluster.embedding_servers > 0:
+        raise click.UsageError(
+            "Missing option '--max-accuracy-loss': the model has embedding shards, and partial "
+            "recovery loses updates (e.g. --max-accuracy-loss 0.001; only a dense model, "
+            "cluster.embedding_servers = 0, plans without it)"
+        )
     cal = None
     if calibration is not None:
         from cprsim.calibrate.calibration import load_calibration
@@ -338,6 +361,7 @@ def command(
             sensitivity=factors,
             model_rows=model_rows,
             loss_scale=loss_scale,
+            checkpoint_modes=checkpoint_modes,
         )
     if out is not None:
         with writing():
@@ -537,13 +561,14 @@ def _layout(
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """The columns that fit ``width`` characters, as (key, header), and the headers of those left
     out for width. Without an option that loses updates, the PLS and accuracy-loss columns are
-    not shown (all 0). Otherwise, in order, until the table fits: the full headers; narrow ones
+    not shown (all 0), nor without a bound (a dense model) the "meets" column. Otherwise, in order, until the table fits: the full headers; narrow ones
     (on two lines); option labels wrapped; columns dropped by rank. Never dropped: option, saves,
     overhead, P90, meets."""
     from rich.cells import cell_len
 
     loses = any(o.pls_bound < float("inf") for o in plan.options)
-    cols = [c for c in _COLUMNS if loses or not c[4]]
+    bounded = math.isfinite(plan.accuracy_bound)  # a dense model's plan has no bound to meet
+    cols = [c for c in _COLUMNS if (loses or not c[4]) and (bounded or c[0] != "meets")]
 
     def need(keep: list[tuple[str, str, str, int, bool]], narrow: bool, option_min: bool) -> int:
         total = 3 * len(keep) + 1  # a border and a blank either side of each column
@@ -581,8 +606,13 @@ def plan_table(plan: Plan, width: int = 160) -> tuple[Table, list[str]]:
     cols, dropped = _layout(plan, rows, width)
     keys = [k for k, _ in cols]
     promise = "on the mean" if plan.confidence is None else f"in {100 * plan.confidence:g}% of runs"
+    bound = (
+        f"{plan.metric} loss <= {plan.accuracy_bound:g}, {promise}"
+        if math.isfinite(plan.accuracy_bound)
+        else "a dense model: no option loses updates"
+    )
     title = (
-        f"{plan.scenario}: {plan.metric} loss <= {plan.accuracy_bound:g}, {promise}; "
+        f"{plan.scenario}: {bound}; "
         f"{plan.failure_rate_per_h:.3g} failure events/h (start: {plan.failure_start}); "
         f"search {plan.search_replications} / confirm {plan.replications} fresh replications"
         + (f" (adaptive, precision {plan.precision:g})" if plan.precision is not None else "")

@@ -168,7 +168,7 @@ SENSITIVITY = (2.0, 4.0, 10.0)
 
 def make_plan(
     s: Scenario,
-    accuracy_bound: float,
+    accuracy_bound: float | None,
     metric: str = "auc",
     *,
     calibration: AccuracyModel | None = None,
@@ -185,9 +185,12 @@ def make_plan(
     sensitivity: Sequence[float] = (),
     model_rows: int | None = None,
     loss_scale: float | None = None,
+    checkpoint_modes: Sequence[str] | None = None,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module
-    doc). ``sensitivity``: factors ``k`` (e.g.
+    doc). ``accuracy_bound``: None only for a dense model (no embedding shards: no option loses
+    updates, so no accuracy figure applies; the plan's ``accuracy_bound`` is then NaN).
+    ``sensitivity``: factors ``k`` (e.g.
     :data:`SENSITIVITY`): the plan again as if the user's model lost ``k`` times the calibrated
     accuracy per unit PLS (mean and scatter alike, so: the bound divided by ``k``), one row per
     factor in :attr:`Plan.sensitivity` (the recommendation, and each partial-recovery option's
@@ -195,7 +198,13 @@ def make_plan(
     assumes. ``model_rows``: the user's embedding rows (default: the scenario's, from ``access``
     and ``cluster.embedding_gb``) and ``loss_scale``: the loss per unit PLS as a multiple of the
     calibration's (default: the calibration's scale ladder's choice for those rows,
-    :func:`cprsim.plan.accuracy.ladder_scale`; :attr:`Plan.scale` records it)."""
+    :func:`cprsim.plan.accuracy.ladder_scale`; :attr:`Plan.scale` records it).
+    ``checkpoint_modes``: compare full recovery under each of these modes (``"blocking"``,
+    ``"two-phase"``, ``"tiered"``; at least one of the first two) whatever the scenario's own
+    (default: its own; a tiered scenario's is blocking and tiered); options of a mode other than
+    the baseline's are labelled with it (``"full (Daly), two-phase"``, ``"full, tiered"``), and the
+    partial-recovery options are planned with the baseline's saves (the scenario's mode when it is
+    listed, else the first listed) and, with ``"tiered"``, on the tiers besides."""
     kw: dict[str, Any] = {
         "calibration": calibration,
         "replications": replications,
@@ -210,9 +219,10 @@ def make_plan(
         "precision": precision,
         "model_rows": model_rows,
         "loss_scale": loss_scale,
+        "checkpoint_modes": checkpoint_modes,
     }
     plan = _make_plan(s, accuracy_bound, metric, **kw)
-    if not sensitivity:
+    if not sensitivity or accuracy_bound is None:  # a dense model: nothing scales with the bound
         return plan
     rows = []
     for k in sensitivity:
@@ -249,7 +259,7 @@ def make_plan(
 
 def _make_plan(
     s: Scenario,
-    accuracy_bound: float,
+    accuracy_bound: float | None,
     metric: str = "auc",
     *,
     calibration: AccuracyModel | None = None,
@@ -265,9 +275,19 @@ def _make_plan(
     precision: float | None = DEFAULT_PRECISION,
     model_rows: int | None = None,
     loss_scale: float | None = None,
+    checkpoint_modes: Sequence[str] | None = None,
 ) -> Plan:
     """:func:`make_plan` for one accuracy bound (no sensitivity rows)."""
+    modes = _modes(s, checkpoint_modes)
+    dense = s.cluster.embedding_servers == 0
+    if accuracy_bound is None and not dense:
+        raise InputError(
+            f"{s.name}: an accuracy bound is needed: the model has embedding shards, and partial "
+            "recovery loses updates (e.g. 0.001; only a dense model plans without one)"
+        )
     _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
+    if accuracy_bound is None:
+        accuracy_bound = math.nan  # a dense model: no option loses updates
     if precision is not None and not (
         isinstance(precision, (int, float)) and math.isfinite(precision) and 0 < precision < 1
     ):
@@ -300,7 +320,6 @@ def _make_plan(
         )
     # the accuracy model concerns only options that lose updates: a model without embedding
     # shards has none (only the notes that concern the options considered)
-    dense = s.cluster.embedding_servers == 0
     notes = [] if dense else _accuracy_notes(acc, metric) + _matched_notes(s, acc)
     if not dense and acc.calibrated:
         notes += _scale_notes(scale, metric, acc.provenance)
@@ -329,20 +348,38 @@ def _make_plan(
         s, rates, c, age, allow_no_full_checkpoint, notes if partial_planned else []
     )
 
-    base = ctx  # the single-tier scenario: full recovery's usual options, and every other strategy
-    if s.checkpoint.mode == "tiered":
-        from cprsim.plan.tiered import single_tier
+    from cprsim.plan.tiered import tiered_option, with_mode
 
-        base = dataclasses.replace(ctx, s=single_tier(s), runs={})
+    def in_mode(m: str) -> _Context:
+        return (
+            ctx if m == s.checkpoint.mode else dataclasses.replace(ctx, s=with_mode(s, m), runs={})
+        )
+
+    # the baseline: full recovery's usual options, and every other strategy, with its saves
+    flat = [m for m in modes if m != "tiered"]
+    base_mode = s.checkpoint.mode if s.checkpoint.mode in flat else flat[0]
+    base = in_mode(base_mode)
+    tiered = in_mode("tiered") if "tiered" in modes else None
+    if tiered is not None:
         notes.append(
-            'tiered checkpoints: "full, tiered" restores from peers\' memory or storage; the other '
-            "options are the same job with blocking saves to storage (single tier)"
+            'tiered checkpoints: "full, tiered" restores from peers\' memory or storage'
+            + ("" if s.checkpoint.mode == "tiered" else " (the default [checkpoint.tiers])")
+            + f"; the other options are the same job with {base_mode} saves to storage"
+            + (" (single tier)" if len(flat) == 1 else "")
+        )
+    others = [m for m in flat if m != base_mode]
+    if others:
+        notes.append(
+            f"checkpoint modes compared: {', '.join(modes)}; options labelled with a mode use it, "
+            f"the others {base_mode} saves"
         )
     options = _full_options(base, age)
-    if base is not ctx:
-        from cprsim.plan.tiered import tiered_option
-
-        options.append(tiered_option(ctx, age, _paired_lower, _confirm, DEFAULT_PRECISION))
+    for m in others:
+        options += [
+            dataclasses.replace(o, label=f"{o.label}, {m}") for o in _full_options(in_mode(m), age)
+        ]
+    if tiered is not None:
+        options.append(tiered_option(tiered, age, _paired_lower, _confirm, DEFAULT_PRECISION))
     best_full = min(options, key=lambda o: o.overhead.mean)
     shardless = (
         [
@@ -369,10 +406,10 @@ def _make_plan(
             continue
         if cls.plan_kind == "pls":
             o = _pls_option(base, cls, T_F, best_full)
-            if base is not ctx and cls.supports_tiers:  # besides: the same strategy on the tiers
+            if tiered is not None and cls.supports_tiers:  # besides: the same strategy on the tiers
                 from cprsim.plan.tiered import tiered_pls_option
 
-                t = tiered_pls_option(ctx, cls, T_F, best_full, _pls_option)
+                t = tiered_pls_option(tiered, cls, T_F, best_full, _pls_option)
                 if t is not None:
                     options.append(t)
         else:
@@ -428,14 +465,43 @@ def _no_progress(k: int = 1) -> None:
     """The progress callback when none is given."""
 
 
+def _modes(s: Scenario, modes: Sequence[str] | None) -> tuple[str, ...]:
+    """The checkpoint modes a plan compares (``checkpoint_modes``), validated; default: the
+    scenario's own (a tiered scenario: blocking and tiered)."""
+    from cprsim.errors import ParameterError
+    from cprsim.plan.tiered import MODES
+
+    if modes is None:
+        return ("blocking", "tiered") if s.checkpoint.mode == "tiered" else (s.checkpoint.mode,)
+    if isinstance(modes, str):
+        modes = [m.strip() for m in modes.split(",")]
+    out = tuple(dict.fromkeys(modes))
+    bad = [m for m in out if m not in MODES]
+    if bad or not out:
+        raise ParameterError(
+            "checkpoint_modes",
+            f"unknown {', '.join(map(repr, bad))} (choose from {', '.join(MODES)})"
+            if bad
+            else "empty (choose from " + ", ".join(MODES) + ")",
+        )
+    if not any(m != "tiered" for m in out):
+        raise ParameterError(
+            "checkpoint_modes",
+            "include blocking or two-phase: the baseline the tiered options are compared with",
+        )
+    return out
+
+
 def _check_inputs(
-    bound: float, metric: str, q: float | None, objective: str, age: float | None
+    bound: float | None, metric: str, q: float | None, objective: str, age: float | None
 ) -> None:
-    if not (isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0):
+    if bound is not None and not (
+        isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0
+    ):
         raise InputError(f"the accuracy bound must be a finite number > 0, got {bound!r}")
     if metric not in ("auc", "logloss"):
         raise InputError(f"the metric must be auc or logloss, got {metric!r}")
-    if bound >= 0.5:
+    if bound is not None and bound >= 0.5:
         raise InputError(
             f"an accuracy bound of {bound} is not a meaningful {metric} loss (expected e.g. 0.001)"
         )
@@ -680,7 +746,10 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
 
 
 def _failure_notes(s: Scenario, rates: Rates) -> list[str]:
-    notes = []
+    notes = [
+        f"{key} from {text}" if not key.startswith("unused.") else text
+        for key, text in s.sources.items()
+    ]
     if not rates.exponential:
         notes.append(
             "failures are not exponential: analytic figures are first-order guides; "

@@ -27,13 +27,30 @@ from cprsim.sim import strategies as registry
 PERSIST_GRID = (1, 2, 4, 8, 16, 32, 64)
 
 
+#: the checkpoint modes a plan can compare (``cprsim plan --checkpoint-modes``)
+MODES = ("blocking", "two-phase", "tiered")
+
+
 def single_tier(s: Scenario) -> Scenario:
     """``s`` with blocking saves to storage instead of tiers (the baseline a tiered plan must beat)."""
+    return with_mode(s, "blocking")
+
+
+def with_mode(s: Scenario, mode: str) -> Scenario:
+    """``s`` checkpointing in ``mode`` (one of :data:`MODES`): blocking or two-phase saves to
+    storage (no tiers), or tiered (the scenario's ``[checkpoint.tiers]``, else the defaults; a
+    strategy that cannot run on tiers is replaced by full recovery: the planner sets the strategy
+    of each run itself)."""
+    if mode == s.checkpoint.mode:
+        return s
     raw = s.model_dump(mode="python", exclude_none=True)
     raw["checkpoint"] = {k: v for k, v in raw["checkpoint"].items() if k != "tiers"} | {
-        "mode": "blocking"
+        "mode": mode
     }
-    return validate(raw, f"{s.name} (single tier)")
+    if mode == "tiered" and not registry.get(s.strategy.name).supports_tiers:
+        raw["strategy"] = {"name": FULL}
+    what = "single tier" if mode == "blocking" and s.checkpoint.mode == "tiered" else mode
+    return validate(raw, f"{s.name} ({what})")
 
 
 def with_persist(s: Scenario, k: int) -> Scenario:
