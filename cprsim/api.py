@@ -441,7 +441,8 @@ class Plan(_PlanRecord):
 
     def scenario_for(self, label: str | None = None, scenario: Scenario | None = None) -> Scenario:
         """The planned scenario changed to run one option (default: the recommended one): its
-        strategy and parameters, and its checkpoint interval (hours; at most the job). ``scenario``:
+        strategy and parameters, its checkpoint interval (hours; at most the job) and its checkpoint
+        mode (an option of another mode than the scenario's: ``checkpoint_modes``). ``scenario``:
         the scenario planned (default: the one given to :func:`plan`)."""
         base = scenario if scenario is not None else getattr(self, "_scenario", None)
         if base is None:
@@ -450,13 +451,17 @@ class Plan(_PlanRecord):
         if label is not None and label not in labels:
             raise InputError(f"no option {label!r} in this plan (options: {', '.join(labels)})")
         o = self.option(label if label is not None else self.recommended)
-        return base.with_updates(
-            {
-                "checkpoint.interval_h": min(o.interval_s, base.duration_s) / 3600.0,
-                "strategy": {"name": o.strategy, **o.params},
-            },
-            f"{base.name}: {o.label}",
-        )
+        params = dict(o.params)
+        updates: dict[str, Any] = {}
+        if o.checkpoint_mode and o.checkpoint_mode != base.checkpoint.mode:
+            from cprsim.plan.tiered import with_mode
+
+            base = with_mode(base, o.checkpoint_mode)
+        if o.checkpoint_mode == "tiered" and "persist_every" in params:
+            updates["checkpoint.tiers.persist_every"] = params.pop("persist_every")
+        updates["checkpoint.interval_h"] = min(o.interval_s, base.duration_s) / 3600.0
+        updates["strategy"] = {"name": o.strategy, **params}
+        return base.with_updates(updates, f"{base.name}: {o.label}")
 
     def to_frame(self) -> pandas.DataFrame:
         """A pandas DataFrame, one row per option: label, strategy, params, ``interval_h`` and

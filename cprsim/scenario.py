@@ -654,6 +654,7 @@ class Scenario(_Model):
         raw = self.model_dump(mode="python", exclude_none=True)
         for key, value in updates.items():
             set_dotted(raw, key, value, param)
+        drop_stale_tiers(raw, updates)
         try:
             return Scenario.model_validate(raw)
         except ValidationError as e:
@@ -663,8 +664,7 @@ class Scenario(_Model):
 # --------------------------------------------------------------------------------------------
 def set_dotted(raw: dict[str, Any], key: str, value: Any, param: str = "overrides") -> None:
     """Set the dotted ``key`` of the TOML table ``raw`` (tables created as needed; a number indexes
-    an array of tables); setting ``checkpoint.mode`` to another mode than ``"tiered"`` drops
-    ``[checkpoint.tiers]`` (its parameters). A key that cannot be set raises
+    an array of tables). A key that cannot be set raises
     :class:`OverrideError` naming ``param`` and the key."""
     parts = key.split(".")
     cur: Any = raw
@@ -686,10 +686,21 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any, param: str = "override
     if not isinstance(cur, dict):
         raise OverrideError(param, "cannot replace a list item (set the whole list)", key=key)
     cur[parts[-1]] = value
-    if key == "checkpoint.mode" and value != "tiered":
-        cur.pop(
-            "tiers", None
-        )  # the tiered mode's parameters go with it (--set checkpoint.mode=...)
+
+
+def drop_stale_tiers(raw: dict[str, Any], updates: dict[str, Any]) -> None:
+    """After ``updates`` (dotted keys) were set in ``raw``: when they move ``checkpoint.mode`` off
+    ``"tiered"`` and set nothing under ``checkpoint.tiers``, drop the ``[checkpoint.tiers]`` the
+    scenario had (the tiered mode's parameters go with it: ``--set checkpoint.mode=blocking``);
+    tiers set in the same updates stay, and the scenario's validation refuses the mix."""
+    mode = updates.get("checkpoint.mode")
+    if mode is None or mode == "tiered":
+        return
+    if any(k == "checkpoint.tiers" or k.startswith("checkpoint.tiers.") for k in updates):
+        return
+    ck = raw.get("checkpoint")
+    if isinstance(ck, dict):
+        ck.pop("tiers", None)
 
 
 def parse_set(items: tuple[str, ...] | list[str], param: str = "overrides") -> dict[str, Any]:
@@ -774,9 +785,8 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
     """Paths in a scenario are relative to its file and become absolute (so a sweep's worker in
     another folder finds them); ``failures.model`` merges a fitted model file.
 
-    A model file (``cprsim fit --out``) holds ``[failures.<type>]`` and ``[reschedule]`` tables,
-    or (``--bad-nodes``) ``[lifecycle.health]``, merged into a scenario that has a ``[lifecycle]``
-    table; the scenario's own keys win over the model's.
+    A model file (``cprsim fit --out``) is merged by :func:`merge_model`; the scenario's own keys
+    win over the model's.
     """
     acc = raw.get("access")
     if isinstance(acc, dict):
@@ -801,10 +811,6 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
         raise ScenarioError(f"{source}: failures.model: {e}") from None
 
 
-#: a scenario's node failures: what ``--model`` replaces with a fitted model's
-NODE_FAILURES = ("trainer", "embedding", "domains", "injected", "replay")
-
-
 def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
     """Merge the fitted model file ``path`` (``cprsim fit --out``) into the scenario table ``raw``.
 
@@ -815,7 +821,8 @@ def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
     comes back after the scenario's own ``[reschedule]``: repairing a machine is not the job's
     rescheduling, so the repair fit is left out). Without ``replace`` (``failures.model``) the
     scenario's own keys win; with it (``--model``) the model's failure tables replace the
-    scenario's: lifetimes replace every node failure (:data:`NODE_FAILURES`), a ``job`` table
+    scenario's: lifetimes of a node type replace the scenario's failures of that type (per-node,
+    failure domains, injected; a replayed trace when the model gives both types), a ``job`` table
     the job's. Files of cprsim 0.1 wrote the repair fit as ``[reschedule]``: it is read as the
     repair fit it is. ``raw["sources"]`` records what came from the file and what was left out.
     A file that cannot be read raises :class:`InputError` naming it.
@@ -842,20 +849,52 @@ def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
         else "a failure model file"
     )
     sources = raw.setdefault("sources", {})
+    if not isinstance(sources, dict):
+        raise InputError("the scenario's `sources` is not a table (cprsim sets it at load)")
     mf = table(m, "failures")
+    lc_m = table(m, "lifecycle")
+    if not any(k in mf for k in ("trainer", "embedding", "job")) and not lc_m:
+        raise InputError(
+            f"{name}: holds no fit ([failures.trainer], [failures.embedding], [failures.job] or "
+            "[lifecycle.*]): not a failure model file written by `cprsim fit --out`"
+        )
+    for key in ("repair", "health"):
+        if key in lc_m and not isinstance(lc_m[key], dict):
+            raise InputError(f"{name}: lifecycle.{key}: expected a table")
     lifetimes = [k for k in ("trainer", "embedding") if k in mf]
-    if replace and lifetimes:
-        for k in NODE_FAILURES:
-            fail.pop(k, None)
-    if replace and "job" in mf:
-        fail.pop("job", None)
+    if replace:
+        # the model's node types replace the scenario's failures of those types (per-node, domains,
+        # injected; a replayed trace, which mixes both, only when the model gives both)
+        gone: list[str] = [k for k in lifetimes if fail.pop(k, None) is not None]
+        for k in ("domains", "injected"):
+            items = fail.get(k)
+            if isinstance(items, (list, tuple)) and lifetimes:
+                keep = [
+                    x
+                    for x in items
+                    if isinstance(x, dict) and x.get("node_type", "embedding") not in lifetimes
+                ]
+                if len(keep) != len(items):
+                    gone.append(k)
+                    fail[k] = keep
+        if len(lifetimes) == 2 and fail.pop("replay", None) is not None:
+            gone.append("replay")
+        if "job" in mf and fail.pop("job", None) is not None:
+            gone.append("job")
+        for k in gone:
+            sources.pop(f"failures.{k}", None)
+        if gone:
+            sources["replaced"] = (
+                f"{name}: the scenario's "
+                + ", ".join(f"failures.{k}" for k in gone)
+                + " replaced by the model's"
+            )
     for key in ("trainer", "embedding", "job"):
         if key in mf and key not in fail:
             fail[key] = mf[key]
             fam = mf[key].get("family", "?") if isinstance(mf[key], dict) else "?"
             what = "job interruptions" if key == "job" else "lifetimes"
             sources[f"failures.{key}"] = f"{origin}; {what}, {fam}"
-    lc_m = table(m, "lifecycle")
     repair: dict[str, Any] | None = table(table(lc_m, "repair"), "auto") or None
     if repair is None and table(m, "reschedule"):
         repair = table(m, "reschedule")  # cprsim 0.1's files: the log's repair times, by that name
@@ -921,6 +960,7 @@ def load(
     updated = copy.deepcopy(raw)
     for key, value in overrides.items():
         set_dotted(updated, key, value)
+    drop_stale_tiers(updated, overrides)
     try:
         return Scenario.model_validate(updated)
     except ValidationError as e:

@@ -145,7 +145,7 @@ def test_vanilla_cpr_maps_exactly_as_the_from_sim_schedule(tmp_path):
 
 def test_plans_that_cannot_be_validated_say_why_in_one_line(tmp_path):
     toy = sc.load("toy")
-    quick = _plan("quick", 1)
+    quick = _plan("quick-form", 1)
     with pytest.raises(InputError, match="quick options"):
         V.target_of(quick, _write(tmp_path, quick))
     full = _plan("toy", toy.seed, recommended="full (Daly)")

@@ -49,7 +49,8 @@ def test_model_replaces_node_failures_and_leaves_reschedule_alone(model_file):
     assert s.failures.embedding.family == fit.lifetimes.best.family
     assert s.failures.job == own.failures.job  # not a node failure: kept
     assert s.reschedule == own.reschedule and s.lifecycle is None
-    assert set(s.sources) == {"failures.trainer", "failures.embedding", "unused.repair"}
+    assert set(s.sources) == {"failures.trainer", "failures.embedding", "unused.repair", "replaced"}
+    assert "failures.domains" in s.sources["replaced"]
     assert "not used" in s.sources["unused.repair"] and str(path.name) in s.sources["unused.repair"]
 
 
@@ -199,3 +200,56 @@ def test_the_infinitehbd_fit_with_model_stalls_the_job_as_the_scenario_says(
     assert repair_mean_h > 100  # the log's repairs: about 200 h
     per_failure_s = d["reschedule_s"]["mean"] / failures
     assert per_failure_s < 3 * own.dist.mean() < repair_mean_h * 3600.0 / 100
+
+
+def test_a_one_type_model_replaces_only_that_types_failures(model_file, tmp_path):
+    path, _ = model_file
+    text = path.read_text()
+    emb_only = tmp_path / "emb.toml"
+    emb_only.write_text(
+        text.split("[failures.trainer]")[0]
+        + "[failures.embedding]"
+        + text.split("[failures.embedding]")[1]
+    )
+    own = sc.load("toy")
+    s = sc.load("toy", model=emb_only)
+    assert s.failures.trainer == own.failures.trainer  # kept: the model says nothing of trainers
+    assert s.failures.embedding != own.failures.embedding
+    assert "failures.trainer" not in s.sources and "failures.embedding" in s.sources
+    assert "failures.embedding" in s.sources["replaced"]
+    # cpr-production's embedding failures are domains: replaced; its trainers have none of their own
+    p = sc.load("cpr-production", model=emb_only)
+    assert not p.failures.domains and "failures.domains" in p.sources["replaced"]
+
+
+def test_a_file_that_is_no_model_is_refused(tmp_path):
+    for body, needle in (
+        ('[provenance]\nsource = "x"\n', "holds no fit"),
+        ("failures = 3\n", "holds no fit"),
+        (
+            '[failures.embedding]\nfamily = "exponential"\nmtbf_h = 9.0\n[lifecycle]\nrepair = 5\n',
+            "lifecycle.repair: expected a table",
+        ),
+    ):
+        f = tmp_path / "m.toml"
+        f.write_text(body)
+        with pytest.raises(InputError, match=needle):
+            sc.load("toy", model=f)
+
+
+def test_a_sweeps_fingerprint_does_not_depend_on_how_the_model_path_is_spelled(
+    model_file, tmp_path, monkeypatch
+):
+    from cprsim.sweep import load_sweep
+
+    path, _ = model_file
+    f = tmp_path / "sw.toml"
+    f.write_text(
+        'scenario = "toy"\nreplications = 2\n[grid]\n"checkpoint.interval_h" = [0.5, 1.0]\n'
+    )
+    monkeypatch.chdir(path.parent)
+    a = load_sweep(f, model=path.name)
+    b = load_sweep(f, model=path)
+    assert a.fingerprint == b.fingerprint
+    assert a.points[0].raw["failures"] == b.points[0].raw["failures"]
+    assert a.fingerprint != load_sweep(f).fingerprint  # the model's failures do count

@@ -40,6 +40,7 @@ def test_quick_form_plans_and_writes_json(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert json.loads(out.read_text()) == d
+    assert d["scenario"] == "quick-form"  # not "quick", the calibration preset's name
     labels = [o["label"] for o in d["options"]]
     assert labels[:3] == ["full (Young)", "full (Daly)", "full (simulated optimum)"]
     assert d["recommended"] in labels

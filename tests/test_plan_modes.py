@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from cprsim import scenario as sc
 from cprsim.cli import main
-from cprsim.errors import ParameterError
-from cprsim.plan import _modes, make_plan
+from cprsim.errors import InputError, ParameterError
+from cprsim.plan import _modes
 
 TOY = Path(sc.__file__).parent / "scenarios" / "toy.toml"
 
@@ -56,16 +56,27 @@ def test_plan_compares_blocking_two_phase_and_tiered_on_a_blocking_scenario(tmp_
     notes = " ".join(d["notes"])
     assert "checkpoint modes compared: blocking, two-phase, tiered" in notes
     assert "the default [checkpoint.tiers]" in notes
-    # the baseline is the scenario's own mode when listed: two-phase first changes no label of it
-    plain = make_plan(
-        sc.load(str(path)),
-        None,
+    # the baseline is the scenario's own mode when listed; each option records its mode, and
+    # scenario_for runs it in that mode (tiered: with the persist period the plan chose)
+    from cprsim import api
+
+    p = api.plan(
+        str(path),
         replications=40,
         search_replications=40,
         confidence=None,
-        checkpoint_modes=["two-phase", "blocking"],
+        checkpoint_modes=["two-phase", "tiered", "blocking"],
     )
-    assert {o.label for o in plain.options} >= {"full (Daly)", "full (Daly), two-phase"}
+    modes = {o.label: o.checkpoint_mode for o in p.options}
+    assert modes["full (Daly)"] == "blocking" and modes["full (Daly), two-phase"] == "two-phase"
+    assert modes["full, tiered"] == "tiered"
+    assert all(o.within == 1.0 for o in p.options)  # no bound, nothing lost: every run within
+    two = p.scenario_for("full (Daly), two-phase")
+    assert two.checkpoint.mode == "two-phase" and two.checkpoint.tiers is None
+    tiered = p.scenario_for("full, tiered")
+    k = p.option("full, tiered").params["persist_every"]
+    assert tiered.checkpoint.mode == "tiered" and tiered.checkpoint.tier_spec.persist_every == k
+    assert p.scenario_for("full (Daly)").checkpoint.mode == "blocking"
 
 
 def test_setting_a_tiered_scenarios_mode_drops_its_tiers():
@@ -73,5 +84,26 @@ def test_setting_a_tiered_scenarios_mode_drops_its_tiers():
     assert llm.checkpoint.mode == "tiered" and llm.checkpoint.tiers is not None
     s = sc.load("llm-16k-gpus", {"checkpoint.mode": "blocking"})
     assert s.checkpoint.mode == "blocking" and s.checkpoint.tiers is None
+    # tiers set in the same updates stay, whatever the order: the mix is refused
+    for upd in (
+        {"checkpoint.mode": "blocking", "checkpoint.tiers.persist_every": 4},
+        {"checkpoint.tiers.persist_every": 4, "checkpoint.mode": "blocking"},
+    ):
+        with pytest.raises(InputError, match="tiers"):
+            sc.load("llm-16k-gpus", upd)
+    assert llm.with_updates({"checkpoint.mode": "blocking"}).checkpoint.tiers is None
     r = CliRunner().invoke(main, ["show", "llm-16k-gpus", "--set", "checkpoint.mode=two-phase"])
     assert r.exit_code == 0 and "\n[checkpoint.tiers]\n" not in r.output
+
+
+def test_a_sweep_over_the_mode_of_a_tiered_scenario_drops_the_tiers_per_point(tmp_path):
+    from cprsim.sweep import load_sweep
+
+    f = tmp_path / "sw.toml"
+    f.write_text(
+        'scenario = "llm-16k-gpus"\nreplications = 2\n[grid]\n'
+        '"checkpoint.mode" = ["blocking", "tiered"]\n"checkpoint.interval_h" = [0.1]\n'
+    )
+    sw = load_sweep(f)
+    by_mode = {pt.raw["checkpoint"]["mode"]: pt.raw["checkpoint"] for pt in sw.points}
+    assert "tiers" not in by_mode["blocking"] and "tiers" in by_mode["tiered"]

@@ -189,7 +189,7 @@ def _plan_scenario(name: Any, where: str, plan_dir: Path, given: Scenario | None
                 where,
             )
         return given
-    if name == "quick":
+    if name in ("quick-form", "quick"):  # "quick": plans of before 2026-11-27
         raise InputError(
             f"{where}: the plan was made from `cprsim plan`'s quick options, which leave no "
             "scenario file to simulate: plan a scenario file (e.g. `cprsim show` one), then "
@@ -261,11 +261,16 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
             f"{where}: the plan was made with seed {plan.get('seed')}, scenario {base.name!r} "
             f"has seed {base.seed} now: it changed since the plan"
         )
-    if base.checkpoint.mode != "blocking":
+    mode = opt.get("checkpoint_mode") or base.checkpoint.mode  # plans before 2026-11-27: none
+    if mode != "blocking":
         raise InputError(
-            f"{where}: checkpoint.mode {base.checkpoint.mode!r}: only blocking checkpoints map "
-            "to the DLRM run's saves"
+            f"{where}: checkpoint.mode {mode!r}: only blocking checkpoints map to the DLRM run's "
+            "saves"
         )
+    if base.checkpoint.mode != "blocking":  # e.g. a tiered scenario's option on blocking saves
+        from cprsim.plan.tiered import with_mode
+
+        base = with_mode(base, "blocking")
     s = Runs(base, float(tau), strategy, dict(params), "validate").s
     cls = registry.get(strategy)
     prm = cls.Params(**s.strategy.params)  # the parameters the simulator ran, defaults included

@@ -100,9 +100,11 @@ def load_scenario(
         if e.param == "overrides" and e.key in given:
             raise e.replace(param=given[e.key], key=None) from None
         raise
-    if model is not None:
-        for key, text in s.sources.items():
+    for key, text in s.sources.items():  # what a model file gave, and what it gave in vain
+        if model is not None:
             click.echo(f"--model: {key}: {text}", err=True)
+        elif key.startswith("unused."):
+            click.echo(f"warning: failures.model: {text}", err=True)
     return s
 
 

@@ -373,13 +373,20 @@ def _make_plan(
             f"checkpoint modes compared: {', '.join(modes)}; options labelled with a mode use it, "
             f"the others {base_mode} saves"
         )
-    options = _full_options(base, age)
-    for m in others:
-        options += [
-            dataclasses.replace(o, label=f"{o.label}, {m}") for o in _full_options(in_mode(m), age)
+
+    def of_mode(os_: Sequence[Option], m: str, label: bool = False) -> list[Option]:
+        return [
+            dataclasses.replace(o, checkpoint_mode=m, label=f"{o.label}, {m}" if label else o.label)
+            for o in os_
         ]
+
+    options = of_mode(_full_options(base, age), base_mode)
+    for m in others:
+        options += of_mode(_full_options(in_mode(m), age), m, label=True)
     if tiered is not None:
-        options.append(tiered_option(tiered, age, _paired_lower, _confirm, DEFAULT_PRECISION))
+        options += of_mode(
+            [tiered_option(tiered, age, _paired_lower, _confirm, DEFAULT_PRECISION)], "tiered"
+        )
     best_full = min(options, key=lambda o: o.overhead.mean)
     shardless = (
         [
@@ -411,11 +418,11 @@ def _make_plan(
 
                 t = tiered_pls_option(tiered, cls, T_F, best_full, _pls_option)
                 if t is not None:
-                    options.append(t)
+                    options += of_mode([t], "tiered")
         else:
             o = _rollback_option(base, cls, min(age, W))
         if o is not None:
-            options.append(o)
+            options += of_mode([o], base_mode)
     options, rec, tied, message = recommend(
         options,
         ctx.bound,
@@ -652,8 +659,8 @@ def _matched_notes(s: Scenario, acc: PlanAccuracy) -> list[str]:
             out.append(
                 f"WARNING: the calibration was made on the schedules of scenario "
                 f"{m.get('scenario')!r}, and {s.name!r} differs from it (its cluster, failures, "
-                f"costs or job): its loss per unit PLS may not carry; a calibration on "
-                f"{s.name!r}'s own schedules "
+                f"costs or job): its loss per unit PLS may not carry; a calibration on the "
+                f"schedules of scenario {s.name!r} "
                 "measures this one's (docs/calibration.md, Matched calibration)"
             )
         return out
@@ -661,7 +668,7 @@ def _matched_notes(s: Scenario, acc: PlanAccuracy) -> list[str]:
         "the calibration's failure schedules are generic (single shards of "
         f"{acc.provenance.get('embedding_servers', '?')} failing, its own MFU/SSU settings: "
         f"{acc.provenance.get('mfu_ssu', '?')}), not this scenario's: the loss per unit PLS moves "
-        f"with how updates are lost; a calibration on {s.name!r}'s own schedules measures it "
+        f"with how updates are lost; a calibration on the schedules of scenario {s.name!r} measures it "
         "(docs/calibration.md, Matched calibration)"
     ]
 
@@ -1003,6 +1010,8 @@ def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[A
         else:  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
             hi = ctx.acc.run_losses(res, strategy)[1]
             loss = hi - float(np.mean(hi)) + ctx.acc.mean_loss(res, strategy)[2]
+        if not math.isfinite(ctx.bound):  # no bound (a dense model): no option loses updates
+            return over_cap
         return np.maximum(loss / ctx.bound, over_cap)
 
     return score

@@ -89,7 +89,7 @@ def quick_scenario(
     from cprsim import scenario as sc
 
     raw: dict[str, Any] = {
-        "name": "quick",
+        "name": "quick-form",
         "description": "built from cprsim plan's quick options",
         "seed": seed,
         "replications": replications,

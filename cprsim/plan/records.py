@@ -51,6 +51,8 @@ class Option:
     overhead_p90_ci: tuple[float, float] = (math.nan, math.nan)
     #: the PLS no run may exceed to count as within (the extrapolation limit; inf: none)
     pls_cap: float = math.inf
+    #: the checkpoint mode the option runs in (blocking, two-phase, tiered); "": the scenario's own
+    checkpoint_mode: str = ""
 
     def __post_init__(self) -> None:
         # ETTR's bad tail is its low one (P10, P1), whoever estimated it (cprsim.metrics)

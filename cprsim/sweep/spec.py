@@ -265,6 +265,7 @@ def expand(
             if k in (overrides or {}):
                 raise e.replace(where=source) from None
             raise SweepError(f"{source}: set {k}: {e.detail}") from None
+    sc.drop_stale_tiers(base, fixed)
     grid = _flatten(spec.grid)
     for k, vals in grid.items():
         if not isinstance(vals, list) or not vals:
@@ -304,6 +305,7 @@ def expand(
                     sc.set_dotted(raw, k, v)
                 except ParameterError as e:
                     raise SweepError(f"{source}: grid.{k}: {e.detail}") from None
+            sc.drop_stale_tiers(raw, {**fixed, **dict(zip(keys, combo))})
             if table is not None:
                 raw["strategy"] = dict(table)
             idx = len(points)
@@ -332,7 +334,15 @@ def expand(
             raise SweepError(f"{source}: precision: {e}") from None
     ident: dict[str, Any] = {
         "cprsim": __version__,
-        "points": [(pt.strategy, [list(v) for v in pt.values], pt.raw) for pt in points],
+        # `sources` names the files keys came from, as given: not what a point simulates
+        "points": [
+            (
+                pt.strategy,
+                [list(v) for v in pt.values],
+                {k: v for k, v in pt.raw.items() if k != "sources"},
+            )
+            for pt in points
+        ],
     }
     if (
         rule is not None
