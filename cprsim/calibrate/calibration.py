@@ -125,8 +125,8 @@ def calibration_for(s: Any) -> Calibration:
     """The calibration a plan of scenario ``s`` uses by default: the packaged one matched to it
     (:func:`matched_path`; only while ``s`` shapes its failure schedules exactly as the scenario
     it was made on: same :func:`cprsim.calibrate.matched.scenario_digest`), else the shipped
-    generic one (:func:`load_calibration`). A matched file without a scale ladder takes the
-    shipped file's ``[scale]`` (its ratios to the generic reference; noted there)."""
+    generic one (:func:`load_calibration`; a matched file without a scale ladder takes the
+    shipped file's ``[scale]``)."""
     from cprsim.calibrate.matched import scenario_digest
 
     path = matched_path(s.name)
@@ -135,16 +135,25 @@ def calibration_for(s: Any) -> Calibration:
     cal = load_calibration(path)
     if (cal.provenance.get("matched") or {}).get("scenario_digest") != scenario_digest(s):
         return load_calibration()
+    return cal
+
+
+def _inherit_scale(cal: Calibration) -> Calibration:
+    """A matched calibration (``provenance.matched``) without a scale ladder takes the shipped
+    file's ``[scale]`` (its rungs' ratios to its own reference, assumed to carry; noted there), so
+    a plan assumes the same loss per unit PLS for the user's model whether the matched file is the
+    packaged one or given with ``--calibration``."""
     shipped = default_path()
-    if "scale" not in cal.raw and shipped is not None:
-        table = dict(load_calibration(shipped).raw.get("scale", {}))
-        if table:
-            table["note"] = (
-                "the shipped generic calibration's scale ladder (its rungs' ratios to its own "
-                "reference, assumed to carry to this matched calibration): "
-                + str(table.get("note", ""))
-            )
-            cal.raw["scale"] = table
+    if "scale" in cal.raw or not cal.provenance.get("matched") or shipped is None:
+        return cal
+    table = dict(load_calibration(shipped).raw.get("scale", {}))
+    if table:
+        table["note"] = (
+            "the shipped generic calibration's scale ladder (its rungs' ratios to its own "
+            "reference, assumed to carry to this matched calibration): "
+            + str(table.get("note", ""))
+        )
+        cal.raw["scale"] = table
     return cal
 
 
@@ -155,7 +164,12 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
         if path is None:
             return placeholder()
     p = Path(path)
-    raw = read_toml(p, "calibration file")
+    return from_doc(read_toml(p, "calibration file"), p)
+
+
+def from_doc(raw: dict[str, Any], p: str | Path = "calibration") -> Calibration:
+    """A calibration document (a calibration.toml's tables) as a :class:`Calibration`, checked
+    as :func:`load_calibration` checks a file (errors name ``p``)."""
     prov = raw.get("provenance")
     if not isinstance(prov, dict):
         raise InputError(f"{p}: missing [provenance]")
@@ -188,8 +202,9 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
                     raise InputError(f"{p}: model.{m} must be a table")
                 models[m] = AccuracyFit.from_table(table[m], m, ranges, f"{p}: model.{m}")
     if "scale" in raw:
-        _check_scale(raw["scale"], p)
-    return Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw, models)
+        _check_scale(raw["scale"], Path(p))
+    cal = Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw, models)
+    return _inherit_scale(cal)
 
 
 def _check_scale(table: Any, p: Path) -> None:

@@ -154,6 +154,13 @@ def _accuracy_bound(ctx, param, value):
     help="calibration.toml from `cprsim calibrate` (default: the one shipped).",
 )
 @click.option(
+    "--check-stability",
+    is_flag=True,
+    help="Make the plan again with the calibration's accuracy model refitted without each of its "
+    "seeds (one more plan per seed): does one seed change the recommendation, or move its interval "
+    "by more than one grid step (x1.19)? A line below the table; JSON: `stability`.",
+)
+@click.option(
     "--checkpoint-modes",
     "checkpoint_modes",
     default=None,
@@ -266,6 +273,7 @@ def command(
     precision: float | None,
     strategies: str,
     calibration: Path | None,
+    check_stability: bool,
     checkpoint_modes: str | None,
     sensitivity: str,
     model_rows: int | None,
@@ -362,6 +370,7 @@ def command(
             model_rows=model_rows,
             loss_scale=loss_scale,
             checkpoint_modes=checkpoint_modes,
+            check_stability=check_stability,
         )
     if out is not None:
         with writing():
@@ -383,6 +392,8 @@ def command(
     assumed = scale_line(plan)
     if assumed:
         con.print(f"[bold]Accuracy:[/bold] {escape(assumed)}")
+    if plan.stability:
+        con.print(f"[bold]Stability:[/bold] {escape(stability_line(plan.stability))}")
     for n in plan.notes:
         con.print(f"[yellow]note:[/yellow] {escape(_with_options(n))}")
     for o in plan.options:
@@ -390,6 +401,24 @@ def command(
             con.print(f"[yellow]warning:[/yellow] {escape(o.label)}: {escape(o.extrapolation)}")
     if plan.sensitivity:
         con.print(sensitivity_table(plan))
+
+
+def stability_line(st: dict[str, Any]) -> str:
+    """``plan.stability`` in one line: how many seed-out refits keep the recommendation, how far
+    its interval moves, and the verdict."""
+    n = len(st.get("refits", []))
+    moves = ", ".join(
+        f"without seed {r['seed_left_out']}: {r['recommended']} every {r['interval_h']:.3g} h"
+        for r in st.get("refits", [])
+        if r["recommended"] != st.get("recommended") or abs(r["steps"]) > 1
+    )
+    return (
+        f"planned again with the accuracy model refitted without each of the calibration's {n} "
+        f"seeds: {st.get('kept')} of {n} keep {st.get('recommended')}, its interval moves up to "
+        f"{st.get('max_steps')} grid step(s) (x1.19 each): "
+        + ("stable" if st.get("stable") else "NOT stable (one seed moves the plan)")
+        + (f" ({moves})" if moves else "")
+    )
 
 
 def scale_line(plan: Plan) -> str:

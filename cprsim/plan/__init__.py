@@ -186,6 +186,7 @@ def make_plan(
     model_rows: int | None = None,
     loss_scale: float | None = None,
     checkpoint_modes: Sequence[str] | None = None,
+    check_stability: bool = False,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module
     doc). ``accuracy_bound``: None only for a dense model (no embedding shards: no option loses
@@ -204,7 +205,10 @@ def make_plan(
     (default: its own; a tiered scenario's is blocking and tiered); options of a mode other than
     the baseline's are labelled with it (``"full (Daly), two-phase"``, ``"full, tiered"``), and the
     partial-recovery options are planned with the baseline's saves (the scenario's mode when it is
-    listed, else the first listed) and, with ``"tiered"``, on the tiers besides."""
+    listed, else the first listed) and, with ``"tiered"``, on the tiers besides.
+    ``check_stability``: make the plan again with the calibration's accuracy model refitted
+    without each of its seeds (one plan per seed) and record how the recommendation and its
+    interval move in :attr:`Plan.stability` (:func:`cprsim.plan.stability.plan_stability`)."""
     kw: dict[str, Any] = {
         "calibration": calibration,
         "replications": replications,
@@ -222,6 +226,17 @@ def make_plan(
         "checkpoint_modes": checkpoint_modes,
     }
     plan = _make_plan(s, accuracy_bound, metric, **kw)
+    if check_stability and accuracy_bound is not None:
+        from cprsim.calibrate.calibration import calibration_for
+        from cprsim.plan.stability import plan_stability
+
+        cal = calibration if calibration is not None else calibration_for(s)
+        st = plan_stability(
+            lambda c: _make_plan(s, accuracy_bound, metric, **{**kw, "calibration": c}),
+            plan,
+            cal,
+        )
+        plan = dataclasses.replace(plan, stability=st)
     if not sensitivity or accuracy_bound is None:  # a dense model: nothing scales with the bound
         return plan
     rows = []

@@ -111,6 +111,10 @@ class Plan:
     #: the calibration's, and why (:func:`cprsim.plan.accuracy.ladder_scale`: the rung it rests on,
     #: the model's rows, whether they lie outside what was measured)
     scale: dict[str, Any] = field(default_factory=dict)
+    #: the plan made again with the accuracy model refitted without each calibration seed
+    #: (:func:`cprsim.plan.stability.plan_stability`; ``make_plan(check_stability=True)``); empty
+    #: when not checked
+    stability: dict[str, Any] = field(default_factory=dict)
 
     def option(self, label: str) -> Option:
         """The option labelled ``label`` (StopIteration when there is none)."""
