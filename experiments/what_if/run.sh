@@ -23,5 +23,10 @@ for mtbf in 50.0 25.0; do
   w=(--where "failures.domains.0.failure.mtbf_h=$mtbf" --where "storage.write_gbps=10.0")
   "${CPRSIM[@]}" plot overhead "$OUT/sweep-hosts" "${w[@]}" --out "$OUT/hosts_overhead_mtbf${mtbf%.0}h_write10gbps.png"
 done
+# the write bandwidth from 2.5 to 40 GB/s: each strategy's best overhead against it (the frontier)
+SWEEP=$(quick_sweep sweep-bandwidth.toml replications=3 storage.write_gbps=5.0,20.0 checkpoint.interval_h=0.7,2.0)
+rm -rf "$OUT/sweep-bandwidth"
+"${CPRSIM[@]}" sweep "$SWEEP" --out "$OUT/sweep-bandwidth" --jobs "$JOBS"
+"${CPRSIM[@]}" plot frontier "$OUT/sweep-bandwidth" --x storage.write_gbps --out "$OUT/frontier_write_gbps.png"
 "$PY" table.py --out "$OUT"
 finish

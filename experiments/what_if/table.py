@@ -2,7 +2,8 @@
 interval with the least mean total overhead (95% CI, P90 of single runs; PLS for CPR).
 
 Writes out/tables/random.md (sweep.toml: 4 random servers per failure), out/tables/hosts.md
-(sweep-hosts.toml: fixed 4-server hosts) and out/tables/at_0.7h.md (every strategy at the paper's
+(sweep-hosts.toml: fixed 4-server hosts), out/tables/bandwidth.md (sweep-bandwidth.toml: each
+strategy's best against the write bandwidth) and out/tables/at_0.7h.md (every strategy at the paper's
 0.7 h, both sweeps); ``experiments/update_readmes.py`` splices them into README.md. Usage: python table.py [--out out]   (run.sh runs it after the sweeps)
 """
 
@@ -91,6 +92,48 @@ def at_interval(out: Path, tau: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bandwidth(out: Path) -> str:
+    """sweep-bandwidth.toml's frontier: for each write bandwidth and strategy, the grid interval
+    with the least mean total overhead (95% CI; P90 of single runs; PLS for CPR), and what CPR-MFU
+    saves against full recovery there (the numbers behind frontier_write_gbps.png)."""
+    with (out / "sweep-bandwidth" / "summary.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    best: dict[tuple[float, str], dict] = {}
+    for r in rows:
+        key = (float(r["storage.write_gbps"]), r["strategy"])
+        if key not in best or float(r["overhead_mean"]) < float(best[key]["overhead_mean"]):
+            best[key] = r
+    label = {"full": "full recovery", "partial": "CPR-vanilla", "mfu": "CPR-MFU"}
+    strategies = [s for s in label if any(k[1] == s for k in best)]
+    lines = [
+        "| writes | " + " | ".join(label[s] for s in strategies) + " | MFU saves |",
+        "|---|" + "---|" * (len(strategies) + 1),
+    ]
+    for bw in sorted({k[0] for k in best}):
+        cells = []
+        for s in strategies:
+            r = best.get((bw, s))
+            if r is None:
+                cells.append("-")
+                continue
+            c = (
+                f"{100 * float(r['overhead_mean']):.1f}% [{100 * float(r['overhead_lo']):.1f}, "
+                f"{100 * float(r['overhead_hi']):.1f}] at {float(r['checkpoint.interval_h']):g} h "
+                f"(P90 {100 * float(r['overhead_p90']):.1f}%)"
+            )
+            if s != "full":
+                c += f", PLS {float(r['pls_mean']):.3f}"
+            cells.append(c)
+        full, mfu = best.get((bw, "full")), best.get((bw, "mfu"))
+        saves = (
+            f"{100 * (float(full['overhead_mean']) - float(mfu['overhead_mean'])):.1f} points"
+            if full and mfu
+            else "-"
+        )
+        lines.append(f"| {bw:g} GB/s | " + " | ".join(cells) + f" | {saves} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     """Write (and print) both tables from the sweeps under --out."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,6 +146,9 @@ def main() -> None:
         text = table(a.out, sweep, unit, label)
         atomic_write_text(a.out / "tables" / f"{name}.md", text)
         print(f"{sweep}:\n\n{text}")
+    text = bandwidth(a.out)
+    atomic_write_text(a.out / "tables" / "bandwidth.md", text)
+    print(f"sweep-bandwidth:\n\n{text}")
     text = at_interval(a.out, 0.7)
     atomic_write_text(a.out / "tables" / "at_0.7h.md", text)
     print(f"at 0.7 h:\n\n{text}")
