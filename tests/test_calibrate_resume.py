@@ -107,11 +107,16 @@ def test_a_killed_calibration_resumes_to_the_same_bytes(reference, tmp_path, k, 
     assert seen == ([(k, True)] if k else []) + [(1, False)] * (6 - k)
 
 
-def test_resuming_a_finished_calibration_runs_nothing(reference, tmp_path):
-    out = tmp_path / "again"
+def _copy_of(reference, out):
+    """``out``: a copy of the finished calibration ``reference``'s outputs."""
     out.mkdir()
     for n in OUTPUTS:
         (out / n).write_bytes((reference / n).read_bytes())
+    return out
+
+
+def test_resuming_a_finished_calibration_runs_nothing(reference, tmp_path):
+    out = _copy_of(reference, tmp_path / "again")
     P.calibrate(TINY, out, measure_costs=False, resume=True)
     assert _bytes(out) == _bytes(reference)
     assert json.loads((out / "run.json").read_text())["runs_run_now"] == 0
@@ -141,10 +146,7 @@ def test_resuming_with_more_seeds_extends_to_the_bytes_of_a_run_with_all_of_them
     more = dataclasses.replace(TINY, seeds=(0, 1, 2))
     direct = tmp_path / "direct"
     P.calibrate(more, direct, measure_costs=False)
-    out = tmp_path / "extended"
-    out.mkdir()
-    for n in OUTPUTS:
-        (out / n).write_bytes((reference / n).read_bytes())
+    out = _copy_of(reference, tmp_path / "extended")
     P.calibrate(more, out, measure_costs=False, resume=True)
     assert _bytes(out) == _bytes(direct)
     run = json.loads((out / "run.json").read_text())
