@@ -137,8 +137,8 @@ def _plain(v: Any) -> Any:
 
 def _distribution_table(fit_: Any, unit: str) -> dict[str, Any]:
     """A fitted family (``Fit``, or a ``FitReport``'s best) as a scenario distribution table: the
-    scale in hours (``unit="h"``: failures) or seconds (``"s"``: ``reschedule``, ``lifecycle``'s
-    delays), its shape or sigma
+    scale in hours (``unit="h"``: failures, ``lifecycle.repair.recur``) or seconds (``"s"``:
+    ``reschedule``, ``lifecycle``'s delays), its shape or sigma
     (what ``cprsim fit --out`` writes)."""
     f = getattr(fit_, "best", fit_)
     scale = f.scale_ if unit == "h" else f.scale_ * 3600.0
@@ -154,9 +154,8 @@ def _override(key: str, value: Any) -> Any:
     if (hasattr(value, "scale_") and hasattr(value, "family")) or (
         hasattr(value, "best") and hasattr(value, "fits")
     ):
-        return _distribution_table(
-            value, "s" if key.split(".")[0] in ("reschedule", "lifecycle") else "h"
-        )
+        seconds = key.split(".")[0] in ("reschedule", "lifecycle") and not key.endswith("recur")
+        return _distribution_table(value, "s" if seconds else "h")
     return _plain(value)
 
 

@@ -951,11 +951,18 @@ def load(
             merge_model(raw, Path(model), replace=True)
         except InputError as e:
             raise ParameterError("model", str(e)) from None
-        try:
-            Scenario.model_validate(copy.deepcopy(raw))
-        except ValidationError as e:
-            raise ParameterError("model", validation_line(e, short(os.fspath(model)))) from None
+
+    def check_model() -> (
+        None
+    ):  # the scenario with the model, before the overrides (which may fix it)
+        if model is not None:
+            try:
+                Scenario.model_validate(copy.deepcopy(raw))
+            except ValidationError as e:
+                raise ParameterError("model", validation_line(e, short(os.fspath(model)))) from None
+
     if not overrides:
+        check_model()
         return validate(copy.deepcopy(raw), source)
     updated = copy.deepcopy(raw)
     for key, value in overrides.items():
@@ -966,6 +973,7 @@ def load(
     except ValidationError as e:
         refused = _refused(e, source, overrides, "overrides")
     if refused.key is None:  # not about a key overridden: the file's own error, if it has one
+        check_model()
         validate(copy.deepcopy(raw), source)
     raise refused
 

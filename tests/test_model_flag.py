@@ -253,3 +253,14 @@ def test_a_sweeps_fingerprint_does_not_depend_on_how_the_model_path_is_spelled(
     assert a.fingerprint == b.fingerprint
     assert a.points[0].raw["failures"] == b.points[0].raw["failures"]
     assert a.fingerprint != load_sweep(f).fingerprint  # the model's failures do count
+
+
+def test_an_override_can_fix_what_the_model_breaks(model_file, tmp_path):
+    """The model's tables are merged first, the overrides after: a --set that repairs the merged
+    scenario is enough; without it the error names the model."""
+    bad = tmp_path / "m.toml"
+    bad.write_text('[failures.embedding]\nfamily = "weibull"\nmtbf_h = 50.0\n')  # no shape
+    with pytest.raises(InputError, match="model"):
+        sc.load("toy", model=bad)
+    s = sc.load("toy", {"failures.embedding.shape": 0.7}, model=bad)
+    assert s.failures.embedding is not None and s.failures.embedding.shape == 0.7
