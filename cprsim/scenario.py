@@ -856,7 +856,7 @@ def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
     if not any(k in mf for k in ("trainer", "embedding", "job")) and not lc_m:
         raise InputError(
             f"{name}: holds no fit ([failures.trainer], [failures.embedding], [failures.job] or "
-            "[lifecycle.*]): not a failure model file written by `cprsim fit --out`"
+            "[lifecycle.*]): not a failure model file (cprsim fit writes them)"
         )
     for key in ("repair", "health"):
         if key in lc_m and not isinstance(lc_m[key], dict):

