@@ -927,11 +927,22 @@ def with_model(s: Scenario, model: str | os.PathLike[str]) -> Scenario:
     with ``replace``); an unreadable file or an invalid result raises :class:`ParameterError`
     naming ``model``."""
     raw = s.model_dump(mode="json", exclude_none=True)
+    _merge_for(raw, model)
+    return _validate_with(raw, model)
+
+
+def _merge_for(raw: dict[str, Any], model: str | os.PathLike[str]) -> None:
+    """:func:`merge_model` with ``replace`` for the ``model`` parameter (its errors name it)."""
     try:
         merge_model(raw, Path(model), replace=True)
-        return Scenario.model_validate(raw)
     except InputError as e:
         raise ParameterError("model", str(e)) from None
+
+
+def _validate_with(raw: dict[str, Any], model: str | os.PathLike[str]) -> Scenario:
+    """``raw`` (a scenario with ``model`` merged) validated; an error names ``model``."""
+    try:
+        return Scenario.model_validate(copy.deepcopy(raw))
     except ValidationError as e:
         raise ParameterError("model", validation_line(e, short(os.fspath(model)))) from None
 
@@ -947,22 +958,10 @@ def load(
     the scenario refuses raises :class:`OverrideError` naming ``overrides``."""
     raw, source = load_raw(name_or_path)
     if model is not None:
-        try:
-            merge_model(raw, Path(model), replace=True)
-        except InputError as e:
-            raise ParameterError("model", str(e)) from None
-
-    def check_model() -> (
-        None
-    ):  # the scenario with the model, before the overrides (which may fix it)
-        if model is not None:
-            try:
-                Scenario.model_validate(copy.deepcopy(raw))
-            except ValidationError as e:
-                raise ParameterError("model", validation_line(e, short(os.fspath(model)))) from None
-
+        _merge_for(raw, model)
     if not overrides:
-        check_model()
+        if model is not None:
+            _validate_with(raw, model)
         return validate(copy.deepcopy(raw), source)
     updated = copy.deepcopy(raw)
     for key, value in overrides.items():
@@ -973,7 +972,8 @@ def load(
     except ValidationError as e:
         refused = _refused(e, source, overrides, "overrides")
     if refused.key is None:  # not about a key overridden: the file's own error, if it has one
-        check_model()
+        if model is not None:  # or the model's, before the overrides (which did not fix it)
+            _validate_with(raw, model)
         validate(copy.deepcopy(raw), source)
     raise refused
 

@@ -146,7 +146,7 @@ def _inherit_scale(cal: Calibration) -> Calibration:
     shipped = default_path()
     if "scale" in cal.raw or not cal.provenance.get("matched") or shipped is None:
         return cal
-    table = dict(load_calibration(shipped).raw.get("scale", {}))
+    table = dict(read_toml(shipped, "calibration file").get("scale", {}))
     if table:
         table["note"] = (
             "the shipped generic calibration's scale ladder (its rungs' ratios to its own "

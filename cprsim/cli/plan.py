@@ -590,9 +590,9 @@ def _layout(
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """The columns that fit ``width`` characters, as (key, header), and the headers of those left
     out for width. Without an option that loses updates, the PLS and accuracy-loss columns are
-    not shown (all 0), nor without a bound (a dense model) the "meets" column. Otherwise, in order, until the table fits: the full headers; narrow ones
-    (on two lines); option labels wrapped; columns dropped by rank. Never dropped: option, saves,
-    overhead, P90, meets."""
+    not shown (all 0), nor without a bound (a dense model) the "meets" column. Otherwise, in
+    order, until the table fits: the full headers; narrow ones (on two lines); option labels
+    wrapped; columns dropped by rank. Never dropped: option, saves, overhead, P90, meets."""
     from rich.cells import cell_len
 
     loses = any(o.pls_bound < float("inf") for o in plan.options)

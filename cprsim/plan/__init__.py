@@ -1020,13 +1020,13 @@ def _score(ctx: _Context, strategy: str, pls_cap: float) -> Callable[[Sequence[A
     def score(res: Sequence[Any]) -> np.ndarray:
         pls = np.array([r.pls for r in res], dtype=float)
         over_cap = pls / pls_cap if pls_cap > 0 else np.where(pls > 0, math.inf, 0.0)
+        if not math.isfinite(ctx.bound):  # no bound (a dense model): no option loses updates
+            return over_cap
         if ctx.q is not None:
             loss = ctx.acc.run_draws(res, strategy, ctx.s.seed)
         else:  # the promise is on the mean: shift the runs so that their mean is the mean's upper end
             hi = ctx.acc.run_losses(res, strategy)[1]
             loss = hi - float(np.mean(hi)) + ctx.acc.mean_loss(res, strategy)[2]
-        if not math.isfinite(ctx.bound):  # no bound (a dense model): no option loses updates
-            return over_cap
         return np.maximum(loss / ctx.bound, over_cap)
 
     return score
