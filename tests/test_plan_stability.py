@@ -61,10 +61,16 @@ def test_plan_check_stability_replans_once_per_seed():
     assert st["max_steps"] == max(abs(x["steps"]) for x in st["refits"])
     assert st["stable"] == (st["kept"] == n and st["max_steps"] <= 1)
     rec = next(o for o in d["options"] if o["label"] == d["recommended"])
+    assert st["overhead"] == rec["overhead"]["mean"]
+    assert st["overhead_range"] == [
+        min(x["overhead"] for x in st["refits"]),
+        max(x["overhead"] for x in st["refits"]),
+    ]
     for x in st["refits"]:
         assert x["steps"] == round(4 * math.log2(x["interval_h"] / rec["interval_h"]))
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0 and "Stability:" in r.output and f"of {n} keep" in r.output
+    assert "mean overhead" in " ".join(r.output.split())
     # the same through the library, and nothing recorded without the flag
     plain = make_plan(
         sc.load("toy"),

@@ -405,8 +405,9 @@ def command(
 
 def stability_line(st: dict[str, Any]) -> str:
     """``plan.stability`` in one line: how many seed-out refits keep the recommendation, how far
-    its interval moves, and the verdict."""
+    its interval moves, what that does to the overhead, and the verdict."""
     n = len(st.get("refits", []))
+    lo, hi = st.get("overhead_range", [math.nan, math.nan])
     moves = ", ".join(
         f"without seed {r['seed_left_out']}: {r['recommended']} every {r['interval_h']:.3g} h"
         for r in st.get("refits", [])
@@ -415,7 +416,8 @@ def stability_line(st: dict[str, Any]) -> str:
     return (
         f"planned again with the accuracy model refitted without each of the calibration's {n} "
         f"seeds: {st.get('kept')} of {n} keep {st.get('recommended')}, its interval moves up to "
-        f"{st.get('max_steps')} grid step(s) (x1.19 each): "
+        f"{st.get('max_steps')} grid step(s) (x1.19 each), the refits' mean overhead "
+        f"{100 * lo:.3g}-{100 * hi:.3g}% (this plan's {100 * st.get('overhead', math.nan):.3g}%): "
         + ("stable" if st.get("stable") else "NOT stable (one seed moves the plan)")
         + (f" ({moves})" if moves else "")
     )

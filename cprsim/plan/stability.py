@@ -59,9 +59,10 @@ def grid_steps(a: float, b: float) -> int:
 def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -> dict[str, Any]:
     """The plan ``reference`` made again (``plan_again(calibration)``) with each of
     :func:`refits_without_each_seed` of ``cal``: per refit the recommendation and its interval
-    (hours, and grid steps from the reference's); ``kept``: refits recommending the same option,
-    ``max_steps``: the largest move of the interval among them, ``stable``: every refit keeps the
-    option and its interval within one grid step."""
+    (hours, and grid steps from the reference's) and mean overhead; ``kept``: refits recommending
+    the same option, ``max_steps``: the largest move of the interval among them, ``overhead_range``:
+    the refits' smallest and largest mean overhead (what a move costs or saves), ``stable``: every
+    refit keeps the option and its interval within one grid step."""
     rec = reference.option(reference.recommended)
     rows = []
     for seed, c in refits_without_each_seed(cal):
@@ -74,6 +75,7 @@ def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -
                 "interval_h": o.interval_s / 3600.0,
                 "full_interval_h": o.full_interval_s / 3600.0,
                 "steps": grid_steps(rec.interval_s, o.interval_s),
+                "overhead": o.overhead.mean,
             }
         )
     kept = sum(r["recommended"] == rec.label for r in rows)
@@ -82,8 +84,13 @@ def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -
         "check": "leave one calibration seed out, refit the accuracy model, plan again",
         "recommended": rec.label,
         "interval_h": rec.interval_s / 3600.0,
+        "overhead": rec.overhead.mean,
         "refits": rows,
         "kept": kept,
         "max_steps": max_steps,
+        "overhead_range": [
+            min((r["overhead"] for r in rows), default=rec.overhead.mean),
+            max((r["overhead"] for r in rows), default=rec.overhead.mean),
+        ],
         "stable": kept == len(rows) and max_steps <= 1,
     }
