@@ -254,6 +254,18 @@ def test_cli_keeps_no_bad_nodes_when_the_test_does_not_reject(tmp_path):
     }
     assert f"bad_fraction = {doc['estimate']['bad_fraction']:.6g}" in model.read_text()
     assert doc["health"]["no_bad_nodes_because"].startswith("the test does not reject")
+    # how the estimates map onto the lifecycle (issue 26): said on screen, in the JSON and in
+    # the model file; the cure probabilities are not estimated by per-node counts
+    assert "maps onto [lifecycle.health]" in " ".join(r.output.split())
+    keys = doc["lifecycle_keys"]
+    assert keys["lifecycle.health.bad_fraction"].startswith("estimated")
+    assert keys["lifecycle.repair.cure_auto_p"].startswith("not estimated")
+    assert "cure_auto_p" in model.read_text()
+    from cprsim import scenario as sc
+
+    s = sc.load("dlrm-spares")  # the file is a model a lifecycle scenario reads
+    merged = sc.with_model(s, model)
+    assert merged.lifecycle is not None and merged.lifecycle.repair.cure_auto_p == 0.0
 
 
 # -- 5. bad input ------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from cprsim.failures.fit import FitReport
 from cprsim.failures.modelfile import (
     ESTIMATE_ROWS,
     LIKELY_BAD,
+    MAPPING_NOTE,
     SELECT_P,
     BadNodesFit,
     LogFit,
@@ -279,6 +280,7 @@ def _print_fit(fit: LogFit) -> None:
             rep,
         )
     )
+    _print_tails(rep, "lifetimes")
     if fit.bootstrap == 0:
         con.print("goodness of fit: bootstrap skipped (--bootstrap N to compute p-values)")
     never = tr.counts.get("never_failed_nodes")
@@ -305,6 +307,7 @@ def _print_fit(fit: LogFit) -> None:
                 rrep,
             )
         )
+        _print_tails(rrep, "repairs")
         if fit.repair_bootstrap == 0:
             con.print(
                 "repairs' goodness of fit: bootstrap skipped (--bootstrap N to compute p-values)"
@@ -316,6 +319,38 @@ def _print_fit(fit: LogFit) -> None:
             f"{cl[0]:.4g} h, 95% CI [{cl[1]:.4g}, {cl[2]:.4g}] ({cl[3]}); long-run MTBF of the cluster "
             f"(renewal, mean / N) {rep.best.mean_ / nodes:.4g} h"
         )
+
+
+def _print_tails(rep: FitReport, what: str) -> None:
+    """The heavy-tailed fits (infinite mean or variance, a mean many times the exponential's), the
+    best fit when its mean is mostly beyond the data, and the fit --out writes when it is not the
+    best."""
+    from rich.markup import escape
+
+    con = console()
+    rows = []
+    for f in rep.fits:
+        tc = rep.tail(f)
+        best = f is rep.best
+        if tc.notes and (tc.heavy or best):
+            rows.append(f"  {f.family}{' (best)' if best else ''}: {'; '.join(tc.notes)}")
+    if rows:
+        con.print(
+            escape(
+                f"{what}: heavy tails and extrapolated means (exponential mean "
+                f"{rep.exponential_mean:.4g} h; longest in the log {rep.t_max:.4g} h):"
+            )
+        )
+        for r in rows:
+            con.print(escape(r))
+        if rep.tail(rep.best).heavy:
+            con.print(
+                f"{what}: the best fit's mean rests on its tail beyond the log: weigh the "
+                "lighter-tailed fits, and prefer quantiles to the mean"
+            )
+    model, why = rep.model_fit()
+    if why:
+        con.print(escape(f"{what}: --out writes {model.family}: {why}"))
 
 
 # -- --bad-nodes: a two-rate Poisson mixture over per-node failure counts ------------------------------
@@ -366,6 +401,7 @@ def _print_bad_nodes(fit: BadNodesFit) -> None:
         con.print(
             f"test of no bad nodes: likelihood ratio {rep.lr:.4g}, p not computed (--bootstrap 0)"
         )
+    con.print(escape(f"{MAPPING_NOTE} (--out writes them)"))
     likely = likely_bad_nodes(rep)
     more = " (--json lists them all)" if likely > 10 else ""
     top = min(10, rep.n_nodes)

@@ -134,6 +134,65 @@ class Distribution:
         b = math.pi / k
         return s * b / math.sin(b)
 
+    def variance(self) -> float:
+        """The variance (s²); ``math.inf`` for a log-logistic with shape <= 2 (its tail falls as
+        ``t^-shape``: moments of order ``shape`` and above do not exist)."""
+        f, s, k = self.family, self.scale, self.shape
+        if f == "constant":
+            return 0.0
+        if f == "exponential":
+            return s * s
+        if f == "weibull":
+            return s * s * (math.gamma(1.0 + 2.0 / k) - math.gamma(1.0 + 1.0 / k) ** 2)
+        if f == "gamma":
+            return k * s * s
+        if f == "lognormal":
+            return math.expm1(k * k) * math.exp(k * k) * s * s
+        if k <= 2:
+            return math.inf
+        b = math.pi / k
+        return s * s * (2.0 * b / math.sin(2.0 * b) - (b / math.sin(b)) ** 2)
+
+    def median(self) -> float:
+        """The median (s)."""
+        f, s, k = self.family, self.scale, self.shape
+        if f in ("lognormal", "loglogistic", "constant"):
+            return s
+        if f == "exponential":
+            return s * math.log(2.0)
+        if f == "weibull":
+            return s * math.log(2.0) ** (1.0 / k)
+        return float(self.scipy.median())
+
+    def mean_share_beyond(self, t: float) -> float:
+        """The share of the mean that lifetimes longer than ``t`` seconds contribute,
+        ``E[X; X > t] / E[X]``: 1 when the mean is infinite (it is all tail). It is ``P(L > t)``
+        for the length-biased lifetime ``L`` (density ``t f(t) / mean``, see
+        :meth:`sample_residual`): exponential -> Gamma(2, scale); Weibull(k, s) -> ``(L/s)^k`` ~
+        Gamma(1 + 1/k); gamma(a, s) -> Gamma(a + 1, s); lognormal(sigma, e^mu) -> lognormal(mu +
+        sigma², sigma); log-logistic(k, s), k > 1 -> ``(L/s)^k = Y/(1-Y)``, Y ~ Beta(1 + 1/k,
+        1 - 1/k); constant c -> 1 below c, else 0."""
+        from scipy import special
+
+        f, s, k = self.family, self.scale, self.shape
+        if not t > 0:
+            return 1.0
+        if f == "constant":
+            return 1.0 if t < s else 0.0
+        if not math.isfinite(self.mean()):
+            return 1.0
+        x = t / s
+        if f == "exponential":
+            return float(special.gammaincc(2.0, x))
+        if f == "weibull":
+            return float(special.gammaincc(1.0 + 1.0 / k, _pow(x, k)))
+        if f == "gamma":
+            return float(special.gammaincc(k + 1.0, x))
+        if f == "lognormal":
+            return float(special.ndtr(k - math.log(x) / k))
+        # log-logistic, k > 1: P(Y > z/(1+z)) = I_{1/(1+z)}(1 - 1/k, 1 + 1/k), z = x^k
+        return float(special.betainc(1.0 - 1.0 / k, 1.0 + 1.0 / k, 1.0 / (1.0 + _pow(x, k))))
+
     def sf(self, t: np.ndarray | float) -> np.ndarray:
         """The survival ``S(t) = P(X > t)`` at ``t`` seconds."""
         if self.family == "constant":
@@ -194,6 +253,12 @@ class Distribution:
         if self.family in SHAPED:
             return f"Distribution({self.family!r}, scale={self.scale!r}, shape={self.shape!r})"
         return f"Distribution({self.family!r}, scale={self.scale!r})"
+
+
+def _pow(x: float, k: float) -> float:
+    """``x ** k`` for ``x > 0``, ``math.inf`` where it overflows a float."""
+    lz = k * math.log(x)
+    return math.inf if lz > 700.0 else math.exp(lz)
 
 
 def _loglogistic(rng: np.random.Generator, s: float, k: float, size):

@@ -12,6 +12,17 @@ intervals stay positive), inverted, ``exp(log theta +- 1.96 se)``. Models are ra
 censoring: the largest distance between the Kaplan-Meier curve and the fitted survival at the
 observed event times, with a parametric-bootstrap p-value (samples drawn from the fitted model,
 censored by times drawn from the data's censoring distribution, refitted each time).
+
+**Tails** (:class:`TailCheck`, ``FitReport.tail``): a fitted mean is only as good as the tail it
+rests on. Each fit says whether its mean and variance exist (a log-logistic's tail falls as
+``t^-shape``: no mean for shape <= 1, no variance for shape <= 2), its coefficient of variation,
+its mean over its median, its mean over the exponential's (the data's total time over its
+failures: the mean a constant hazard gives), and the share of its mean that lifetimes longer than
+the longest duration in the data contribute (``E[X; X > t_max] / E[X]``: that part is
+extrapolated). A fit is *heavy-tailed* when its mean or variance is infinite or its mean is
+:data:`HEAVY_MEAN_RATIO` times the exponential's or more; its mean is *extrapolated* when that
+share is :data:`EXTRAPOLATED_SHARE` or more. ``FitReport.model_fit()`` is the fit a failure-model
+file gets: the best by AIC with a finite mean (a scenario's stationary start needs one).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
@@ -78,13 +90,121 @@ class Fit:
         return _frozen(self.family, self.scale_, self.shape_).sf(t)
 
 
+#: a fitted mean this many times the exponential's (or more) is called heavy-tailed
+HEAVY_MEAN_RATIO = 5.0
+#: a fitted mean is called extrapolated when lifetimes longer than any in the data make this share of it
+EXTRAPOLATED_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class TailCheck:
+    """How much a fit's mean rests on its tail (:meth:`FitReport.tail`). Times in the unit of the
+    data.
+
+    ``mean_finite`` / ``variance_finite``: whether they exist; ``cv``: standard deviation / mean
+    (inf: no variance; nan: no mean); ``mean_over_median``; ``mean_over_exponential``: the mean
+    over ``exponential_mean`` (the data's total time / failures); ``mean_beyond_data``: the share
+    of the mean from lifetimes longer than ``t_max``, the longest duration in the data (censored
+    or not); ``heavy``: infinite mean or variance, or a mean :data:`HEAVY_MEAN_RATIO` times the
+    exponential's or more; ``extrapolated``: ``mean_beyond_data`` >= :data:`EXTRAPOLATED_SHARE`;
+    ``notes``: why, in words (empty when neither)."""
+
+    family: str
+    mean: float
+    mean_finite: bool
+    variance_finite: bool
+    cv: float
+    mean_over_median: float
+    mean_over_exponential: float
+    mean_beyond_data: float
+    t_max: float
+    exponential_mean: float
+    heavy: bool
+    extrapolated: bool
+    notes: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (JSON; an infinite or undefined number is None)."""
+        num = lambda x: float(x) if math.isfinite(x) else None
+        return {
+            "mean_finite": self.mean_finite,
+            "variance_finite": self.variance_finite,
+            "cv": num(self.cv),
+            "mean_over_median": num(self.mean_over_median),
+            "mean_over_exponential": num(self.mean_over_exponential),
+            "mean_beyond_data": num(self.mean_beyond_data),
+            "heavy": self.heavy,
+            "extrapolated": self.extrapolated,
+            "notes": list(self.notes),
+        }
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage that never rounds to 0% or 100% when it is not."""
+    if x >= 1.0:
+        return "100%"
+    if x > 0.995:
+        return ">99%"
+    if 0 < x < 0.005:
+        return "<1%"
+    return f"{100 * x:.0f}%"
+
+
+def tail_check(f: Fit, t_max: float, exponential_mean: float, unit: str = "h") -> TailCheck:
+    """:class:`TailCheck` of ``f`` for data whose longest duration is ``t_max`` and whose
+    exponential mean (total time / failures) is ``exponential_mean`` (nan: unknown; the checks
+    that need it are then skipped); ``unit`` names the data's unit in the notes."""
+    d = f.distribution(1.0)
+    mean, var = d.mean(), d.variance()
+    mean_ok, var_ok = math.isfinite(mean), math.isfinite(var)
+    cv = (math.sqrt(var) / mean if var_ok else math.inf) if mean_ok else math.nan
+    med = d.median()
+    share = d.mean_share_beyond(t_max) if math.isfinite(t_max) and t_max > 0 else math.nan
+    ratio = mean / exponential_mean if exponential_mean > 0 else math.nan
+    heavy = not mean_ok or not var_ok or ratio >= HEAVY_MEAN_RATIO
+    extrapolated = share >= EXTRAPOLATED_SHARE
+    notes: list[str] = []
+    what = "sigma" if f.family == "lognormal" else "shape"
+    if not mean_ok:
+        notes.append(f"infinite mean and variance ({f.family} {what} {f.shape_:.3g} <= 1)")
+    elif not var_ok:
+        notes.append(f"infinite variance ({f.family} {what} {f.shape_:.3g} <= 2)")
+    if mean_ok and ratio >= HEAVY_MEAN_RATIO:
+        notes.append(
+            f"mean {mean:.4g} {unit}, {ratio:.3g}x the exponential's {exponential_mean:.4g} {unit}"
+        )
+    if mean_ok and extrapolated:
+        notes.append(
+            f"{_pct(share)} of the mean from lifetimes longer than any in the data "
+            f"({t_max:.4g} {unit})"
+        )
+    return TailCheck(
+        f.family,
+        mean,
+        mean_ok,
+        var_ok,
+        cv,
+        mean / med if med > 0 else math.nan,
+        ratio,
+        1.0 if not mean_ok else share,
+        t_max,
+        exponential_mean,
+        bool(heavy),
+        bool(extrapolated),
+        tuple(notes),
+    )
+
+
 @dataclass(frozen=True)
 class FitReport:
     """The fits of one set of lifetimes (:func:`fit`): ``fits`` (each a ``Fit``: family,
     ``scale_`` in the data's unit (hours), ``shape_``, their 95% CIs, ``mean_``, ``AIC_``, ``BIC_``,
     the Kaplan-Meier distance ``ks_`` and its bootstrap ``p_value_``) ranked by AIC, ``best``, the
-    counts ``n``, ``events``, ``censored``, and the Kaplan-Meier curve (``km_t``, ``km_s`` with its
-    95% band ``km_lo``, ``km_hi``). ``as_dict()``: the JSON of ``cprsim fit --report``."""
+    counts ``n``, ``events``, ``censored``, the Kaplan-Meier curve (``km_t``, ``km_s`` with its
+    95% band ``km_lo``, ``km_hi``), ``t_max`` (the longest duration, censored or not) and
+    ``exponential_mean`` (total time / failures; both nan in a report read from an older file).
+    ``tail(f)``: how much ``f``'s mean rests on its tail; ``model_fit()``: the fit a model file
+    gets. ``as_dict()``: the JSON of ``cprsim fit --report``."""
 
     fits: tuple[Fit, ...]  #: ranked by AIC
     n: int
@@ -94,11 +214,35 @@ class FitReport:
     km_s: np.ndarray = field(repr=False)
     km_lo: np.ndarray = field(repr=False)
     km_hi: np.ndarray = field(repr=False)
+    t_max: float = math.nan
+    exponential_mean: float = math.nan
 
     @property
     def best(self) -> Fit:
         """The fit with the lowest AIC."""
         return self.fits[0]
+
+    def tail(self, f: Fit, unit: str = "h") -> TailCheck:
+        """:func:`tail_check` of ``f`` (one of ``fits``) against this report's data."""
+        return tail_check(f, self.t_max, self.exponential_mean, unit)
+
+    def model_fit(self) -> tuple[Fit, str | None]:
+        """The fit a failure-model file gets, and why it is not the best by AIC (None when it is):
+        the best by AIC whose mean is finite. A lifetime with an infinite mean has no long-run
+        failure rate, and a scenario's stationary start (its default) refuses it; its rate falls
+        to 0 over a long run however well it fits the data's range."""
+        best = self.best
+        if math.isfinite(best.mean_):
+            return best, None
+        alt = next((f for f in self.fits if math.isfinite(f.mean_)), None)
+        if alt is None:
+            return best, None
+        return alt, (
+            f"the best by AIC, {best.family} ({'sigma' if best.family == 'lognormal' else 'shape'} "
+            f"{best.shape_:.3g}), has an infinite mean: no long-run failure rate, and no stationary "
+            f"start (a scenario's default); {alt.family} is the best with a finite mean "
+            f"(ΔAIC {alt.AIC_ - best.AIC_:.1f})"
+        )
 
     def as_dict(self) -> dict:
         """Plain data (JSON): the fits and the Kaplan-Meier curve; ``from_dict`` reads it back."""
@@ -106,10 +250,15 @@ class FitReport:
         def num(x: float) -> float | None:
             return None if not math.isfinite(x) else float(x)
 
+        model, why = self.model_fit()
         return {
             "n": self.n,
             "events": self.events,
             "censored": self.censored,
+            "t_max": num(self.t_max),
+            "exponential_mean": num(self.exponential_mean),
+            "model_family": model.family,
+            "model_note": why,
             "fits": [
                 {
                     "family": f.family,
@@ -125,6 +274,7 @@ class FitReport:
                     "p_value": num(f.p_value_),
                     "bootstrap": f.bootstrap,
                     "mean": num(f.mean_),
+                    "tail": self.tail(f).as_dict(),
                 }
                 for f in self.fits
             ],
@@ -163,8 +313,22 @@ class FitReport:
                 np.array([math.nan if x is None else x for x in km[k]], dtype=float)
                 for k in ("t", "s", "lo", "hi")
             ]
-            return cls(fits, int(d["n"]), int(d["events"]), int(d["censored"]), *arr)
-        except (KeyError, TypeError, ValueError) as e:
+            t_max, exp_mean = (
+                math.nan if d.get(k) is None else float(d[k]) for k in ("t_max", "exponential_mean")
+            )
+            return cls(
+                fits,
+                int(d["n"]),
+                int(d["events"]),
+                int(d["censored"]),
+                arr[0],
+                arr[1],
+                arr[2],
+                arr[3],
+                t_max=t_max,
+                exponential_mean=exp_mean,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InputError(
                 f"{what}: not a fit report, the JSON of FitReport.as_dict() that `cprsim fit` "
                 f"writes ({e!s})"
@@ -362,8 +526,19 @@ def fit_all(
     if not fits:
         raise InputError(f"{what}: no family could be fitted")
     fits.sort(key=lambda f: f.AIC_)
-    km = kaplan_meier(t, observed)
-    return FitReport(tuple(fits), int(t.size), int(observed.sum()), int((~observed).sum()), *km)
+    km_t, km_s, km_lo, km_hi = kaplan_meier(t, observed)
+    return FitReport(
+        tuple(fits),
+        int(t.size),
+        int(observed.sum()),
+        int((~observed).sum()),
+        km_t,
+        km_s,
+        km_lo,
+        km_hi,
+        t_max=float(t.max()),
+        exponential_mean=float(t.sum() / observed.sum()),
+    )
 
 
 # -- from node to cluster -----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +209,11 @@ def fitted_model_toml(
     when the log has repairs, their fit (seconds) under ``[lifecycle.repair.auto]``: the machines'
     repair, which a scenario uses only with a ``[lifecycle]`` (not its ``[reschedule]``).
 
+    The best family is the best by AIC with a finite mean (``FitReport.model_fit``): when the
+    best by AIC has none, the file gets the next and says why (``model_family``, ``model_note``
+    in ``[provenance]``, and its header); the header also gives the written fit's tail notes
+    (``FitReport.tail``) when it has any.
+
     ``file_name``: the name a scenario will use for it (in the header's ``[failures] model = ...``
     line); ``as_type``: one of :data:`MODEL_TYPES`; ``job`` writes ``[failures.job]``: job-level
     interruptions from any of ``cluster_size`` nodes (default: the fit's), a Poisson superposition
@@ -222,6 +228,7 @@ def fitted_model_toml(
             "as_type 'job' needs cluster_size: job-level interruptions come from every node of the job"
         )
     rep, rrep, log = fit.lifetimes, fit.repairs, fit.log
+    model, why = rep.model_fit()
     prov: dict[str, Any] = {
         "source": str(fit.trace.resolve()),
         "format": fit.format,
@@ -240,12 +247,25 @@ def fitted_model_toml(
         prov["node_count"] = fit.node_count
     if log.counts.get("never_failed_nodes") is not None:
         prov["never_failed_nodes"] = log.counts["never_failed_nodes"]
+    if why:
+        prov["model_family"] = model.family
+        prov["model_note"] = why
+    rmodel, rwhy = rrep.model_fit() if rrep is not None else (None, None)
     if rrep is not None:
         prov["repair_family_ranking"] = [f.family for f in rrep.fits]
+        if rwhy and rmodel is not None:
+            prov["repair_model_family"] = rmodel.family
+            prov["repair_model_note"] = rwhy
+    chosen = f"{model.family}, best by AIC" if why is None else f"{model.family}: see model_note"
     header = [
-        f"failure model fitted by `cprsim fit` ({rep.best.family}, best by AIC); use it from a scenario",
+        f"failure model fitted by `cprsim fit` ({chosen}); use it from a scenario",
         f"with  [failures] model = {short(file_name, 80)!r}",
     ]
+    tail = rep.tail(model)
+    if why:
+        header += [f"not {rep.best.family}, the best by AIC: it has an infinite mean"]
+    if tail.notes:
+        header += [f"{model.family}'s tail: " + "; ".join(tail.notes)]
     failures: dict[str, Any] = {}
     doc: dict[str, Any] = {"provenance": prov, "failures": failures}
     if as_type == "job" and nodes is not None:
@@ -253,16 +273,16 @@ def fitted_model_toml(
         # (Palm-Khintchine): the job is interrupted whenever any of its nodes has such a fault
         header += [
             "[failures.job]: job-level interruptions: any of the cluster's nodes with one of the selected "
-            f"causes; {nodes} nodes x 1 / {rep.best.mean_:.6g} h, a Poisson superposition "
+            f"causes; {nodes} nodes x 1 / {model.mean_:.6g} h, a Poisson superposition "
             "(Palm-Khintchine)"
         ]
-        failures["job"] = {"family": "exponential", "mtbf_h": rep.best.mean_ / nodes}
+        failures["job"] = {"family": "exponential", "mtbf_h": model.mean_ / nodes}
     else:
         for ty in ("trainer", "embedding") if as_type == "both" else (as_type,):
-            failures[ty] = scenario_params(rep.best, "h")
-    if rrep is not None:
+            failures[ty] = scenario_params(model, "h")
+    if rrep is not None and rmodel is not None:
         # the machines' repair times: a lifecycle's repair pipeline, not the job's rescheduling
-        doc["lifecycle"] = {"repair": {"auto": scenario_params(rrep.best, "s")}}
+        doc["lifecycle"] = {"repair": {"auto": scenario_params(rmodel, "s")}}
         header += [
             "[lifecycle.repair.auto]: the log's repair times, for a scenario with a [lifecycle]",
             "(a failed machine's repair); without one a failed node is back after the scenario's",
@@ -440,6 +460,7 @@ def bad_nodes_dict(fit: BadNodesFit) -> dict[str, Any]:
         "identified": rep.not_identified is None,
         "not_identified": rep.not_identified,
         "estimate": bad_node_estimates(rep),
+        "lifecycle_keys": dict(LIFECYCLE_KEYS),
         "optimum": {
             "bad_fraction": rep.raw.pi,
             "bad_multiplier": rep.raw.k,
@@ -467,6 +488,28 @@ def bad_nodes_dict(fit: BadNodesFit) -> dict[str, Any]:
         "likely_bad_nodes": likely_bad_nodes(rep),
         "ranked_nodes": ranked_nodes(rep),
     }
+
+
+#: how ``cprsim fit --bad-nodes`` maps onto the lifecycle's keys (printed, in the JSON and in the
+#: model file): what it estimates, and what per-node counts cannot tell
+LIFECYCLE_KEYS = {
+    "lifecycle.health.bad_fraction": "estimated: the share of nodes in the high-rate group",
+    "lifecycle.health.bad_multiplier": "estimated: the high rate over the low one",
+    "lifecycle.repair.cure_auto_p": (
+        "not estimated (0): one count per node cannot tell a bad node its repairs cured from a "
+        "good one; the mixture assumes a node keeps its rate over the log, so with cures the two "
+        "estimates describe the log's average (a bad node's rate while bad is then higher)"
+    ),
+    "lifecycle.repair.cure_manual_p": "not estimated (0): as cure_auto_p",
+    "lifecycle.repair.false_success_p": (
+        "not estimated (0): a quick recurrence after a repair shows as a node's extra failures"
+    ),
+}
+MAPPING_NOTE = (
+    "maps onto [lifecycle.health] bad_fraction and bad_multiplier; the cure probabilities "
+    "([lifecycle.repair] cure_auto_p, cure_manual_p) are not estimated by per-node counts "
+    "(0: a node keeps its rate over the log; with cures, the estimates are the log's average)"
+)
 
 
 def bad_nodes_toml(fit: BadNodesFit, *, fitted_on: _dt.date | None = None) -> str:
@@ -505,6 +548,7 @@ def bad_nodes_toml(fit: BadNodesFit, *, fitted_on: _dt.date | None = None) -> st
     )
     lines += [
         *f"test of no bad nodes: likelihood ratio {rep.lr:.6g}, {p}".split("\n"),
+        *textwrap.wrap(MAPPING_NOTE, 96),
         f"fitted {(fitted_on or _dt.date.today()).isoformat()}, cprsim {__version__}",
     ]
     return dumps_toml({"lifecycle": {"health": table}}, "\n".join(lines))

@@ -487,6 +487,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
     Filters: any column (``COLUMNS['lanl']``); ``cause`` (Facilities, Hardware, Human Error,
     Network, Undetermined, Software) is a case-insensitive substring of the record's category.
     Node columns select nodes; record columns select failures, the others are competing risks.
+
+    Counts: ``records`` and ``systems``, the file's; ``selected_records``, the records of the
+    selected nodes; ``kept_failures``, those of them the record filters keep (the others are
+    competing risks); ``nodes``, ``failed_nodes``, ``never_failed_nodes`` and
+    ``never_failed_unknown``, the selected nodes'; ``per_system``, the file's.
     """
     recs: list[_LanlRecord] = []
     with _open(path) as f:
@@ -570,17 +575,20 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         return min(start, min(hours(r.t0) for r in rs)), max(end, max(hours(r.t1) for r in rs))
 
     nodes: dict[str, NodeHistory] = {}
+    selected_records = kept = 0
     for name, rs in sorted(by_node.items()):
         first = rs[0]
         if not _match(node_flt, {k: first.cols.get(k, "") for k in node_flt}):
             continue
         h = NodeHistory(name, f"lanl-{first.system}", *window(rs))
+        selected_records += len(rs)
         for r in rs:
             ev = (
                 "fail"
                 if _match(rec_flt, {k: r.cols.get(k, "") for k in rec_flt}, substring=("cause",))
                 else OTHER
             )
+            kept += ev == "fail"
             h.events.append((hours(r.t0), ev, f"{r.cause}: {r.detail}"))
             h.events.append((hours(r.t1), "repair", ""))
         h.events.sort(
@@ -639,6 +647,8 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         str(path),
         {
             "records": len(recs),
+            "selected_records": selected_records,
+            "kept_failures": kept,
             "systems": len(by_system),
             "nodes": len(nodes),
             "failed_nodes": failed,
@@ -685,9 +695,13 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
     column (``batch=old``, ``cage=1``, ``node`` is the file's own column, the node in the slot),
     and ``location`` (``c11-2c1s4n1``, as in gc_full.csv: column-row, cage, slot, node) select
     GPUs; ``cause=dbe|otb`` keeps only deaths of that cause (the others become censored).
+
+    Counts: ``rows``, the file's GPUs; ``gpus``, ``dead`` and ``censored``, those the GPU filters
+    select (``dead``: the file's ``dead`` column); with ``cause``, ``failures``: the selected
+    GPUs dead of that cause (the fit's failures; the other deaths are censored).
     """
     nodes: dict[str, NodeHistory] = {}
-    dead = rows = 0
+    dead = rows = failures = 0
     want = filters.get("cause", "").lower()
     if want not in ("", "dbe", "otb"):
         raise ParameterError(
@@ -720,7 +734,6 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
             }
             t = _time(r["time"], path, line) / 3600.0
             is_dead = r["dead"].upper() == "TRUE"
-            dead += is_dead
             rows += 1
             if gpu_flt:
                 cols = {column_key(k): v for k, v in r.items()}
@@ -728,17 +741,25 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
                     cols["location"] = f"c{r['col']}-{r['row']}c{r['cage']}s{r['slot']}n{r['node']}"
                 if not _match(gpu_flt, cols):
                     continue
+            dead += is_dead
             if want:
                 is_dead = is_dead and r.get(f"dead_{want}", "").upper() == "TRUE"
+            failures += is_dead
             h = NodeHistory(r["SN"], "gpu", 0.0, t)
             if is_dead:
                 h.events.append((t, "fail", "dbe" if r["dead_dbe"].upper() == "TRUE" else "otb"))
             nodes[r["SN"] + f"#{line}"] = h
     if not nodes:
         raise InputError(f"{short(path)}: no rows{' after the filters' if gpu_flt else ''}")
-    return Trace(
-        nodes, str(path), {"rows": rows, "gpus": len(nodes), "dead": dead, "censored": rows - dead}
-    )
+    counts: dict[str, Any] = {
+        "rows": rows,
+        "gpus": len(nodes),
+        "dead": dead,
+        "censored": len(nodes) - dead,
+    }
+    if want:
+        counts["failures"] = failures
+    return Trace(nodes, str(path), counts)
 
 
 def read_philly(path: Path, filters: dict[str, str]) -> Trace:
@@ -748,6 +769,9 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     failure, the gap to the next attempt its repair. Every job of the log is here, those never
     interrupted included (censored). Filters: a job's ``id`` (or ``node``), ``num_gpus``,
     ``runtime``, ``submitted_time``; ``min_gpus=N`` keeps jobs of at least N GPUs.
+
+    Counts: ``jobs``, the file's; ``selected_jobs``, ``multi_attempt_jobs`` and ``reattempts``,
+    those of the jobs the filters keep.
     """
     raw = _json(path)
     if not isinstance(raw, list):
@@ -797,10 +821,10 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
     nodes: dict[str, NodeHistory] = {}
     multi = reattempts = 0
     for jid, gpus, att, keep in parsed:
-        multi += len(att) > 1
-        reattempts += len(att) - 1
         if gpus < min_gpus or not keep:
             continue
+        multi += len(att) > 1
+        reattempts += len(att) - 1
         h = NodeHistory(jid, "job", hours(att[0][0]), hours(att[-1][1]))
         for (_s0, e0), (s1, _) in zip(att, att[1:]):
             h.events.append((hours(e0), "fail", "attempt ended"))
