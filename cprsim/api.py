@@ -525,6 +525,7 @@ def plan(
     model_rows: int | None = None,
     loss_scale: float | None = None,
     checkpoint_modes: Sequence[str] | str | None = None,
+    max_extra_memory: float | None = None,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (``cprsim plan``).
 
@@ -548,8 +549,9 @@ def plan(
     choice for those rows); ``plan.scale`` says which factor the plan assumed, why, and whether
     your model lies outside the sizes measured. ``checkpoint_modes``: compare full recovery under
     these modes (``"blocking"``, ``"two-phase"``, ``"tiered"``, or ``"blocking,tiered"``; default:
-    the scenario's own, a tiered scenario's blocking and tiered); see
-    :func:`cprsim.plan.make_plan`.
+    the scenario's own, a tiered scenario's blocking and tiered). ``max_extra_memory``: leave out
+    the options that add more memory than this fraction of the embedding tables (ECRM's parity:
+    ``m/k``; each option's ``extra_memory``); see :func:`cprsim.plan.make_plan`.
 
     Returns a :class:`Plan`: ``plan.recommended_option``, ``plan.to_frame()``,
     ``plan.scenario_for()`` (the scenario running the recommendation). Intervals in seconds
@@ -592,6 +594,7 @@ def plan(
         model_rows=model_rows,
         loss_scale=loss_scale,
         checkpoint_modes=checkpoint_modes,
+        max_extra_memory=max_extra_memory,
     )
     return Plan._of(record, s)
 

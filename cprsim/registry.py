@@ -10,6 +10,7 @@ It belongs to the model layer (no import of the simulation layer): the scenario 
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from typing import Any
@@ -99,6 +100,25 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
         return cls.Params.model_validate(params)
     except ValidationError as e:
         raise ValueError(f"{validation_line(e)} (strategy {name!r})") from None
+
+
+def extra_memory(cls: Any, scenario: Any, params: dict[str, Any]) -> float:
+    """The memory strategy ``cls`` with parameters ``params`` (a ``[strategy]`` table without its
+    name) adds to the embedding tables, as a fraction of them: its classmethod
+    ``plan_extra_memory(scenario, params)`` (ECRM's parity: ``m/k``), 0 for a strategy without
+    one (its checkpoints live in storage). The planner reports it per option and leaves out the
+    variants above its ``max_extra_memory``. A hook that gives no finite number >= 0 raises
+    ValueError naming the strategy."""
+    hook = getattr(cls, "plan_extra_memory", None)
+    if hook is None:
+        return 0.0
+    x = hook(scenario, dict(params))
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise ValueError(
+            f"strategy {getattr(cls, 'name', cls)!r}: plan_extra_memory gave {x!r}, not a "
+            "finite fraction >= 0 of the embedding tables"
+        )
+    return float(x)
 
 
 def names() -> list[str]:

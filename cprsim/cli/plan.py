@@ -75,6 +75,16 @@ def _accuracy_bound(ctx, param, value):
     return value
 
 
+def _extra_memory(ctx, param, value):
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(
+            f"{value!r} must be a finite fraction >= 0 of the embedding tables, e.g. 0.5",
+            ctx,
+            param,
+        )
+    return value
+
+
 @click.command("plan")
 @click.argument("scenario", metavar="[NAME|FILE]", required=False)
 @click.option(
@@ -147,6 +157,17 @@ def _accuracy_bound(ctx, param, value):
     help="Strategies to rank besides full recovery (comma-separated, or `all`: "
     "partial, mfu, ssu, lookahead, ecrm, checknrun and those installed plugins register, "
     "entry-point group cprsim.strategies).",
+)
+@click.option(
+    "--max-extra-memory",
+    type=float,
+    default=None,
+    callback=_extra_memory,
+    metavar="FRACTION",
+    help="The most memory an option may add to the embedding tables, a fraction of them (e.g. 0.5: "
+    "50%; ECRM's parity takes m/k): variants that need more are not planned, so that the options "
+    "compared fit the same hardware; the table's `extra mem` column shows each option's "
+    "[default: no limit].",
 )
 @click.option(
     "--calibration",
@@ -272,6 +293,7 @@ def command(
     search_replications: int | None,
     precision: float | None,
     strategies: str,
+    max_extra_memory: float | None,
     calibration: Path | None,
     check_stability: bool,
     checkpoint_modes: str | None,
@@ -371,6 +393,7 @@ def command(
             loss_scale=loss_scale,
             checkpoint_modes=checkpoint_modes,
             check_stability=check_stability,
+            max_extra_memory=max_extra_memory,
         )
     if out is not None:
         with writing():
@@ -521,8 +544,9 @@ def sensitivity_table(plan: Plan) -> Any:
     return t
 
 
-#: the planner's settings its notes name (``allow_extrapolation``) that are this command's options
-_NOTED_OPTIONS = ("allow_extrapolation",)
+#: the planner's settings its notes name (``allow_extrapolation``, ``max_extra_memory``) that are
+#: this command's options
+_NOTED_OPTIONS = ("allow_extrapolation", "max_extra_memory")
 
 
 def _with_options(note: str) -> str:
@@ -540,6 +564,7 @@ _COLUMNS = (
     ("full", "full saves", "full\nsaves", 5, False),
     ("overhead", "overhead ±95% CI", "overhead\n±95% CI", 0, False),
     ("p90", "P90", "P90", 0, False),
+    ("extra_mem", "extra mem", "extra\nmem", 0, False),
     ("ckpt", "ckpt-rel.", "ckpt-\nrel.", 1, False),
     ("ettr", "ETTR", "ETTR", 3, False),
     ("pls", "PLS mean / P90", "PLS mean\n/ P90", 4, True),
@@ -567,6 +592,7 @@ def _cells(plan: Plan) -> list[dict[str, str]]:
                 "full": f"{o.full_interval_s / HOUR:.3g} h",
                 "overhead": f"{100 * o.overhead.mean:.2f}% ±{100 * o.overhead.half_width:.2f}",
                 "p90": f"{100 * o.overhead.p90:.2f}%",
+                "extra_mem": f"{100 * o.extra_memory:.3g}%" if o.extra_memory > 0 else "0",
                 "ckpt": f"{100 * o.ckpt_overhead.mean:.2f}%",
                 "ettr": f"{o.ettr.mean:.4f}" if o.ettr is not None else "-",
                 "pls": f"{o.pls.mean:.3f} / {o.pls.p90:.3f}" if pls_part else "0",
@@ -592,14 +618,17 @@ def _layout(
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """The columns that fit ``width`` characters, as (key, header), and the headers of those left
     out for width. Without an option that loses updates, the PLS and accuracy-loss columns are
-    not shown (all 0), nor without a bound (a dense model) the "meets" column. Otherwise, in
+    not shown (all 0), nor without a bound (a dense model) the "meets" column, nor "extra mem"
+    when no option takes memory beyond the embedding tables. Otherwise, in
     order, until the table fits: the full headers; narrow ones (on two lines); option labels
-    wrapped; columns dropped by rank. Never dropped: option, saves, overhead, P90, meets."""
+    wrapped; columns dropped by rank. Never dropped: option, saves, overhead, P90, extra mem, meets."""
     from rich.cells import cell_len
 
     loses = any(o.pls_bound < float("inf") for o in plan.options)
     bounded = math.isfinite(plan.accuracy_bound)  # a dense model's plan has no bound to meet
     cols = [c for c in _COLUMNS if (loses or not c[4]) and (bounded or c[0] != "meets")]
+    if not any(o.extra_memory > 0 for o in plan.options):  # every option runs on the same memory
+        cols = [c for c in cols if c[0] != "extra_mem"]
 
     def need(keep: list[tuple[str, str, str, int, bool]], narrow: bool, option_min: bool) -> int:
         total = 3 * len(keep) + 1  # a border and a blank either side of each column
@@ -655,6 +684,8 @@ def plan_table(plan: Plan, width: int = 160) -> tuple[Table, list[str]]:
         ["(!) beyond the calibrated range (PLS or a covariate: warnings below)"] if loses else []
     )
     caption += ["P90: of single runs"]
+    if "extra_mem" in keys:
+        caption += ["extra mem: memory beyond the embedding tables, a share of them (ECRM: parity)"]
     if "within" in keys:
         caption += [
             "runs within: share of fresh runs whose loss <= the bound (its 95% lower bound); "

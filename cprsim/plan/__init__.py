@@ -22,6 +22,11 @@ Given a scenario and an accuracy bound (the AUC or log-loss loss a user accepts)
    bound; options whose CIs overlap the cheapest are tied and the simplest wins; oracles and
    options beyond the calibrated range are never recommended by default.
 
+**Memory.** Each option records the extra memory its strategy needs, a fraction of the embedding
+tables (``Option.extra_memory``: ECRM's parity ``m/k``; full recovery and the other strategies,
+whose checkpoints live in storage, 0); ``max_extra_memory`` leaves out the variants that need
+more, with a note, so that the options compared fit the same hardware.
+
 **Adaptive replication** (``precision``, the default; ``precision=None`` runs every evaluation on
 all its replications, the exhaustive planner). Every interval's replications are one sequence
 run on demand (``search.Runs``), so nothing is simulated twice and common random numbers hold:
@@ -76,6 +81,7 @@ from cprsim.plan.search import (
     search_share,
     simulate,
 )
+from cprsim.registry import extra_memory
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim import strategies as registry
 from cprsim.sim.replicate import Precision, _t_quantile, estimate
@@ -151,6 +157,8 @@ class _Context:
     #: adaptive replication (None: every evaluation on all its replications)
     precision: float | None = None
     runs: dict[tuple, Runs] = field(default_factory=dict)
+    #: the most extra memory (a fraction of the embedding tables) an option may take; None: any
+    max_extra_memory: float | None = None
 
     def runs_of(
         self, tau: float, strategy: str, params: dict[str, Any], block: str = "search"
@@ -187,6 +195,7 @@ def make_plan(
     loss_scale: float | None = None,
     checkpoint_modes: Sequence[str] | None = None,
     check_stability: bool = False,
+    max_extra_memory: float | None = None,
 ) -> Plan:
     """Plan the checkpoint intervals and recovery strategy for an accuracy bound (see the module
     doc). ``accuracy_bound``: None only for a dense model (no embedding shards: no option loses
@@ -208,7 +217,11 @@ def make_plan(
     listed, else the first listed) and, with ``"tiered"``, on the tiers besides.
     ``check_stability``: make the plan again with the calibration's accuracy model refitted
     without each of its seeds (one plan per seed) and record how the recommendation and its
-    interval move in :attr:`Plan.stability` (:func:`cprsim.plan.stability.plan_stability`)."""
+    interval move in :attr:`Plan.stability` (:func:`cprsim.plan.stability.plan_stability`).
+    ``max_extra_memory``: the most memory an option may add to the embedding tables, a fraction of
+    them (ECRM's parity takes ``m/k``: 0.25 for 4 + 1); the variants that need more are not
+    planned (a note says which), so that the options compared run on the same hardware; None:
+    no limit. Every option records its own (:attr:`Option.extra_memory`)."""
     kw: dict[str, Any] = {
         "calibration": calibration,
         "replications": replications,
@@ -224,6 +237,7 @@ def make_plan(
         "model_rows": model_rows,
         "loss_scale": loss_scale,
         "checkpoint_modes": checkpoint_modes,
+        "max_extra_memory": max_extra_memory,
     }
     plan = _make_plan(s, accuracy_bound, metric, **kw)
     if check_stability and accuracy_bound is not None:
@@ -291,9 +305,11 @@ def _make_plan(
     model_rows: int | None = None,
     loss_scale: float | None = None,
     checkpoint_modes: Sequence[str] | None = None,
+    max_extra_memory: float | None = None,
 ) -> Plan:
     """:func:`make_plan` for one accuracy bound (no sensitivity rows)."""
     modes = _modes(s, checkpoint_modes)
+    _check_memory(max_extra_memory)
     dense = s.cluster.embedding_servers == 0
     if accuracy_bound is None and not dense:
         raise InputError(
@@ -354,6 +370,7 @@ def _make_plan(
         allow_extrapolation,
         notes,
         precision,
+        max_extra_memory=None if max_extra_memory is None else float(max_extra_memory),
     )
 
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
@@ -479,6 +496,7 @@ def _make_plan(
         tied,
         precision,
         scale=scale,
+        max_extra_memory=ctx.max_extra_memory,
     )
 
 
@@ -535,6 +553,48 @@ def _check_inputs(
         raise InputError(
             f"the maximum checkpoint age must be a finite number of hours > 0, got {age!r}"
         )
+
+
+def _check_memory(limit: float | None) -> None:
+    """``max_extra_memory``: None, or a finite fraction >= 0 of the embedding tables."""
+    if limit is not None and not (
+        isinstance(limit, (int, float))
+        and not isinstance(limit, bool)
+        and math.isfinite(limit)
+        and limit >= 0
+    ):
+        raise InputError(
+            "the maximum extra memory must be a finite fraction >= 0 of the embedding tables "
+            f"(e.g. 0.5), or none, got {limit!r}"
+        )
+
+
+def _within_memory(
+    ctx: _Context, cls: type[registry.Strategy], variants: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The variants whose extra memory (:func:`cprsim.registry.extra_memory`) is within the
+    plan's ``max_extra_memory``; a note names those left out and what each needs. A variant the
+    scenario refuses is kept: its refusal is noted where it is tried."""
+    if ctx.max_extra_memory is None:
+        return list(variants)
+    keep, over = [], []
+    for v in variants:
+        try:
+            x = extra_memory(cls, ctx.s, v)
+        except ValueError:
+            keep.append(v)
+            continue
+        if x > ctx.max_extra_memory * (1 + 1e-12):
+            over.append(f"{_fmt_params(v)}: {100 * x:.3g}%" if v else f"{100 * x:.3g}%")
+        else:
+            keep.append(v)
+    if over:
+        ctx.notes.append(
+            f"{cls.plan_label or cls.name} ({'; '.join(over)} extra memory): not planned, above "
+            f"the {100 * ctx.max_extra_memory:.3g}% of the embedding tables allowed "
+            "(max_extra_memory)"
+        )
+    return keep
 
 
 def _scenario_rows(s: Scenario) -> int | None:
@@ -936,6 +996,7 @@ def _confirm(
         stepped,
         cls.plan_rank,
         quantile_ci([r.overhead for r in res], 0.9),
+        extra_memory=extra_memory(cls, ctx.s, params),
     )
     if cls.plan_kind == "pls":
         o = replace(o, pls_cap=bound if cap is None else cap)
@@ -1249,6 +1310,7 @@ def _pls_option(
     variants, why = _calibrated_variants(ctx.acc, cls.name, cls.plan_variants(s))
     if why:
         ctx.notes.append(why)
+    variants = _within_memory(ctx, cls, variants)
     for v in variants:
         tau = analytic_tau(v)
         if tau <= 0:
@@ -1359,7 +1421,7 @@ def _rollback_option(ctx: _Context, cls: type[registry.Strategy], cap: float) ->
     lo_f, hi_f = cls.plan_interval_range
     #: (runs, params, interval) with a precision, else (mean overhead, params, interval)
     best: tuple[Any, dict[str, Any], float] | None = None
-    for params in cls.plan_variants(s):
+    for params in _within_memory(ctx, cls, cls.plan_variants(s)):
         try:
             s.with_updates({"strategy": {"name": cls.name, **params}})
         except InputError as e:  # e.g. k + m larger than the cluster

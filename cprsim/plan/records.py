@@ -16,7 +16,8 @@ class Option:
     checkpoint interval (``interval_s``, seconds; ``full_interval_s`` between full checkpoints),
     confirmed on fresh replications: ``overhead``, ``ckpt_overhead``, ``pls``, ``ettr``
     (:class:`Estimate`, fractions; each with its bad tail: P90/P99, ETTR's P10/P1), ``pls_bound`` (inf: loses no update), ``accuracy_loss`` at the
-    mean PLS, ``within`` (share of runs within the bound) and ``meets_bound``."""
+    mean PLS, ``within`` (share of runs within the bound) and ``meets_bound``; ``extra_memory``:
+    the memory it adds to the embedding tables, a fraction of them."""
 
     label: str
     strategy: str
@@ -53,6 +54,9 @@ class Option:
     pls_cap: float = math.inf
     #: the checkpoint mode the option runs in (blocking, two-phase, tiered); "": the scenario's own
     checkpoint_mode: str = ""
+    #: memory the option adds to the embedding tables, a fraction of them (ECRM's parity: m/k; 0
+    #: for options whose checkpoints live in storage): :func:`cprsim.registry.extra_memory`
+    extra_memory: float = 0.0
 
     def __post_init__(self) -> None:
         # ETTR's bad tail is its low one (P10, P1), whoever estimated it (cprsim.metrics)
@@ -115,6 +119,9 @@ class Plan:
     #: (:func:`cprsim.plan.stability.plan_stability`; ``make_plan(check_stability=True)``); empty
     #: when not checked
     stability: dict[str, Any] = field(default_factory=dict)
+    #: the most extra memory (a fraction of the embedding tables) an option could take
+    #: (``make_plan(max_extra_memory=)``); None: no limit
+    max_extra_memory: float | None = None
 
     def option(self, label: str) -> Option:
         """The option labelled ``label`` (StopIteration when there is none)."""

@@ -40,8 +40,9 @@ def recommend(
     no_partial: str | None = None,
 ) -> tuple[list[Option], Option, tuple[str, ...], str]:
     """Mark ties, pick the recommended option and say why (oracles never; options beyond twice
-    the calibrated PLS range only when extrapolation is allowed); ``no_partial``: why full
-    recovery wins when no option loses updates (default: none meets the bound)."""
+    the calibrated PLS range only when extrapolation is allowed; the extra memory of one that
+    takes some); ``no_partial``: why full recovery wins when no option loses updates (default:
+    none meets the bound)."""
     eligible = [
         o
         for o in options
@@ -110,6 +111,11 @@ def recommend(
             + (f" ({_fmt(rec.params)})" if rec.params else "")
             + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
             f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}{guarantee}"
+        )
+    if rec.extra_memory > 0:
+        message += (
+            f"; it takes {100 * rec.extra_memory:.3g}% extra memory (of the embedding tables; "
+            "full recovery takes none)"
         )
     if tied_labels:
         message += (

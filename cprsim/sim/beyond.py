@@ -15,6 +15,16 @@ still checkpoints, rarely. Trainers hold replicated dense parameters: a failed t
 rescheduled and copies them from a peer while the others train on at ``(N_t - k)/N_t`` of the rate
 (``trainer_degraded``, the default, as under partial recovery; ``false``: the job stalls).
 
+ECRM's stripes (:func:`stripe_layout`): ``ceil(N_e / (k + m))`` of at most ``k + m`` servers.
+``placement = "domain-aware"`` (the default) puts no two servers of one group of the embedding
+servers' first fixed failure domain in a stripe (:func:`spread`, the Gale-Ryser construction: it
+finds such a layout whenever one exists), keeping full stripes of ``k + m`` and one shorter
+remainder when the groups allow it and shortening as few stripes as they require otherwise
+(:func:`domain_aware_layout`); :meth:`ECRM.check` refuses a scenario where no layout can.
+``"contiguous"``: consecutive servers. The parity's memory (``m/k`` of the embedding tables,
+:meth:`ECRM.plan_extra_memory`) is reported by the planner per option and capped by its
+``max_extra_memory``.
+
 **Check-N-Run** (``checknrun``). Full-recovery semantics. A checkpoint writes only the rows
 modified since the last one (the access model's ``touched(tau x samples/s)`` share of the rows),
 quantized to ``bits`` (of 32); every ``full_every``-th checkpoint is a full baseline. A restore
@@ -31,7 +41,8 @@ below MFU's in-sample share): a cheaper, weaker MFU, not an upper bound on it. T
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -73,8 +84,8 @@ class ECRMParams(BaseModel):
     )
     placement: Literal["domain-aware", "contiguous"] = Field(
         "domain-aware",
-        description="a stripe's servers in distinct fixed failure domains (the embedding servers' "
-        "first fixed [[failures.domains]]), or consecutive servers",
+        description="no stripe holds two servers of one group of the embedding servers' first "
+        "fixed [[failures.domains]] (refused when no layout can), or consecutive servers",
     )
     trainer_degraded: bool = Field(
         True,
@@ -83,27 +94,118 @@ class ECRMParams(BaseModel):
     )
 
 
-def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:
-    """The stripe of each embedding server (index 0 .. N_e - 1).
-
-    Contiguous: servers in id order, cut into stripes of ``k + m``. Domain-aware: the servers are
-    ordered by their position inside their fixed failure domain, then by domain (the first server
-    of every domain, then the second of every domain, ...), and that order is cut into stripes, so
-    ``k + m`` consecutive servers come from ``k + m`` distinct domains whenever there are that many.
-    """
-    ne = s.cluster.embedding_servers
-    size = k + m
-    order = list(range(ne))
-    dom = next(
+def embedding_domain(s):
+    """The failure domain ECRM's stripes are placed across: the embedding servers' first
+    ``[[failures.domains]]`` of fixed membership (None when there is none)."""
+    return next(
         (d for d in s.failures.domains if d.node_type == "embedding" and d.membership == "fixed"),
         None,
     )
+
+
+def spread(domain_of: Sequence[Hashable], sizes: Sequence[int]) -> list[int] | None:
+    """Servers to stripes with no two members of one failure domain in a stripe, or None when no
+    such assignment exists.
+
+    ``domain_of[j]``: the domain of server ``j`` (any hashable ids, any group sizes);
+    ``sizes[i]``: the servers stripe ``i`` holds (they sum to ``len(domain_of)``). Returns the
+    stripe of each server. The constructive proof of the Gale-Ryser theorem: the domains, largest
+    first (ties: the one whose first server comes first), each put their servers in the stripes
+    with the most room left (ties: the lower stripe index; a domain's servers in id order go to
+    those stripes in index order). Giving any domain the stripes with the most room never turns
+    a solvable layout into an unsolvable one (an exchange argument), so this finds an assignment
+    whenever one exists. Deterministic: the same inputs give the same layout.
+    """
+    if sum(sizes) != len(domain_of) or any(c < 0 for c in sizes):
+        raise ValueError(f"stripe sizes {list(sizes)} do not hold {len(domain_of)} servers")
+    members: dict[Hashable, list[int]] = {}
+    for j, d in enumerate(domain_of):
+        members.setdefault(d, []).append(j)
+    room = list(sizes)
+    out = [-1] * len(domain_of)
+    for d in sorted(members, key=lambda d: (-len(members[d]), members[d][0])):
+        js = members[d]
+        if len(js) > len(room):
+            return None
+        chosen = sorted(sorted(range(len(room)), key=lambda i: (-room[i], i))[: len(js)])
+        if any(room[i] <= 0 for i in chosen):
+            return None
+        for j, i in zip(js, chosen, strict=True):
+            out[j] = i
+            room[i] -= 1
+    return out
+
+
+def stripe_sizes(n: int, k: int, m: int, full: int | None = None) -> list[int]:
+    """The servers of each stripe when ``n`` servers form ``ceil(n / (k + m))`` stripes of at most
+    ``k + m``: ``full`` stripes of ``k + m`` (default: as many as fit, ``n // (k + m)``: the
+    remainder, if any, is one shorter stripe), the rest as equal as possible, larger first."""
+    size = k + m
+    count = -(-n // size)
+    f = n // size if full is None else full
+    rest, left = count - f, n - f * size
+    if not (0 <= f <= n // size) or (rest == 0) != (left == 0):
+        raise ValueError(f"{f} full stripes of {size} do not fit {n} servers")
+    return [size] * f + [left // rest + (i < left % rest) for i in range(rest)]
+
+
+def domain_aware_layout(domain_of: Sequence[Hashable], k: int, m: int) -> list[int] | None:
+    """Domain-aware stripes (:func:`spread`) with the fewest stripes shorter than ``k + m``: the
+    usual sizes (full stripes and one shorter remainder, :func:`stripe_sizes`) when the domains
+    allow them, else one full stripe fewer, its servers spread over the shorter ones, and so on
+    down to stripes as equal as possible; None when even those cannot keep every domain's
+    members apart (``ceil(N / (k + m))`` stripes: more would only add parity)."""
+    n, size = len(domain_of), k + m
+    # without a remainder every stripe is full whatever the split: one layout to try
+    for f in [n // size] if n % size == 0 else range(n // size, -1, -1):
+        got = spread(domain_of, stripe_sizes(n, k, m, f))
+        if got is not None:
+            return got
+    return None
+
+
+def _why_not(domain_of: Sequence[Hashable], sizes: Sequence[int]) -> str:
+    """Why no assignment keeps each domain's members in distinct stripes (the Gale-Ryser condition
+    the sizes break): a domain larger than the stripes, or the largest stripes needing more
+    servers than the domains can give them one apiece."""
+    counts = sorted((list(domain_of).count(d) for d in dict.fromkeys(domain_of)), reverse=True)
+    if counts and counts[0] > len(sizes):
+        return f"a group of {counts[0]} needs {counts[0]} stripes"
+    top = sorted(sizes, reverse=True)
+    for t in range(1, len(top) + 1):
+        cap = sum(min(c, t) for c in counts)
+        if sum(top[:t]) > cap:
+            return (
+                f"its {t} largest stripes hold {sum(top[:t])} servers, the groups can give "
+                f"them at most {cap} without two of one group in a stripe"
+            )
+    return "no assignment exists"  # pragma: no cover - spread found none, so a condition fails
+
+
+def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:
+    """The stripe of each embedding server (index 0 .. N_e - 1).
+
+    ``ceil(N_e / (k + m))`` stripes of at most ``k + m`` servers. Contiguous, or domain-aware
+    without a fixed embedding domain: the servers in id order, cut into stripes of ``k + m`` (the
+    last one shorter when ``k + m`` does not divide ``N_e``). Domain-aware: no stripe holds two
+    servers of one group of the domain (:func:`embedding_domain`), with the fewest stripes shorter
+    than ``k + m`` that allows (:func:`domain_aware_layout`); a layout that cannot is refused
+    (ValueError; :meth:`ECRM.check` refuses such a scenario).
+    """
+    ne = s.cluster.embedding_servers
+    dom = embedding_domain(s)
     if placement == "domain-aware" and dom is not None:
-        order = sorted(range(ne), key=lambda j: (j % dom.nodes, j // dom.nodes))
-    stripe = [0] * ne
-    for pos, j in enumerate(order):
-        stripe[j] = pos // size
-    return stripe
+        got = domain_aware_layout([j // dom.nodes for j in range(ne)], k, m)
+        if got is None:
+            raise ValueError(
+                f"no domain-aware layout of {ne} servers in groups of {dom.nodes} into stripes "
+                f"of at most {k + m}"
+            )
+        return got
+    out: list[int] = []
+    for i, c in enumerate(stripe_sizes(ne, k, m)):
+        out += [i] * c
+    return out
 
 
 @register
@@ -150,9 +252,10 @@ class ECRM(DegradedTrainers, Strategy):
 
     @classmethod
     def check(cls, params: ECRMParams, s) -> None:
-        """The stripe must fit the embedding servers (``m < N_e``, ``k + m <= N_e``; domain-aware:
-        ``k + m`` distinct fixed domains), and a derived parity slowdown needs
-        ``job.samples_per_s``."""
+        """The stripe must fit the embedding servers (``m < N_e``, ``k + m <= N_e``); domain-aware
+        placement across a fixed domain needs ``k + m`` distinct groups and a layout with no two
+        servers of one group in a stripe (:func:`domain_aware_layout`; contiguous placement is the
+        user's choice, unchecked); a derived parity slowdown needs ``job.samples_per_s``."""
         ne = s.cluster.embedding_servers
         if params.m >= ne:
             raise ValueError(
@@ -167,26 +270,37 @@ class ECRM(DegradedTrainers, Strategy):
                 "strategy 'ecrm' derives its parity slowdown from job.samples_per_s: "
                 "give it, or strategy.parity_slowdown"
             )
-        dom = next(
-            (
-                d
-                for d in s.failures.domains
-                if d.node_type == "embedding" and d.membership == "fixed"
-            ),
-            None,
-        )
+        dom = embedding_domain(s)
         if params.placement == "domain-aware" and dom is not None:
+            size = params.k + params.m
             n_dom = len(dom.groups(ne))
-            if params.k + params.m > n_dom:
+            if size > n_dom:
                 raise ValueError(
-                    f"strategy.k + strategy.m ({params.k + params.m}) exceeds the {n_dom} embedding "
+                    f"strategy.k + strategy.m ({size}) exceeds the {n_dom} embedding "
                     f"failure domains of {dom.name!r}: a stripe cannot span distinct domains; "
                     'set strategy.placement = "contiguous"'
+                )
+            groups = [j // dom.nodes for j in range(ne)]
+            if domain_aware_layout(groups, params.k, params.m) is None:
+                even = stripe_sizes(ne, params.k, params.m, 0)  # the sizes most likely to work
+                raise ValueError(
+                    f'strategy.placement = "domain-aware": {ne} embedding servers in groups of '
+                    f"{dom.nodes} (failure domain {dom.name!r}) cannot form {len(even)} stripes "
+                    f"of at most strategy.k + strategy.m ({size}) with no two servers of one "
+                    f"group in a stripe ({_why_not(groups, even)}); set "
+                    'strategy.placement = "contiguous", or a smaller strategy.k + strategy.m'
                 )
 
     def stripe(self, run: RunView, node: int) -> int:
         """The stripe of embedding server ``node`` (a node id, not a shard index)."""
         return self.stripe_of[node]
+
+    @classmethod
+    def plan_extra_memory(cls, s, params: dict[str, Any]) -> float:
+        """The parity's memory, a fraction of the embedding tables: ``m/k`` (the code's rate; a
+        stripe shorter than ``k + m`` holds relatively more)."""
+        p = cls.Params.model_validate(params)
+        return p.m / p.k
 
     @classmethod
     def plan_note(cls, s, costs) -> str:
@@ -219,7 +333,7 @@ class ECRM(DegradedTrainers, Strategy):
         """Extra memory m/k of the parity, and the steady parity-update slowdown."""
         p = cls.Params.model_validate(s.strategy.params)
         return {
-            "memory_overhead": p.m / p.k,
+            "memory_overhead": cls.plan_extra_memory(s, s.strategy.params),
             "parity_slowdown": cls.parity_slowdown(s, p, costs),
             "rebuild_s": p.k * costs.shard_bytes / costs.node_bps,
         }

@@ -160,6 +160,12 @@ class Strategy:
         return ""
 
     @classmethod
+    def plan_extra_memory(cls, s, params: dict[str, Any]) -> float:
+        """Memory the strategy adds to the embedding tables, as a fraction of them, with these
+        parameters (:func:`cprsim.registry.extra_memory`; 0: its checkpoints live in storage)."""
+        return 0.0
+
+    @classmethod
     def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:
         """First-order E[wall]/W - 1 (rates: cprsim.plan.rates.Rates; every failure rolls back)."""
         from cprsim import analytic

@@ -951,5 +951,6 @@ def _write_plan(sweep: Sweep, path: Path) -> None:
         objective=p.objective,
         max_checkpoint_age_h=p.max_checkpoint_age_h,
         precision=None if p.precision == "off" else float(p.precision),
+        max_extra_memory=p.max_extra_memory,
     )
     atomic_write_json(path, plan.as_dict())

@@ -79,6 +79,9 @@ class PlanSpec(_Model):
     )
     objective: Literal["mean", "p90"] = "mean"
     max_checkpoint_age_h: float | None = Field(None, gt=0)
+    max_extra_memory: float | None = Field(
+        None, ge=0, description="leave out options adding more memory (a fraction of the tables)"
+    )
     precision: float | Literal["off"] = Field(
         0.1, description="the planner's adaptive replication, or 'off'"
     )
