@@ -744,3 +744,140 @@ def machine_repair_availability(
     top = max(logp)
     w = [math.exp(x - top) for x in logp]
     return sum(w[: spares + 1]) / sum(w)
+
+
+def machine_repair_availability_powered(
+    n: int, spares: int, lam: float, mu: float, crews: int | None = None
+) -> float:
+    """:func:`machine_repair_availability` with *hot* spares (``failures.clock = "powered"``): an
+    idle spare fails at ``lam`` as a machine in service does. With ``k`` machines failed, failures
+    come at ``(n + s - k) lam`` (every machine not in repair) and repairs at ``min(k, c) mu``; the
+    share of time every slot has a machine is ``sum_{k <= s} pi_k``."""
+    if n < 1 or spares < 0 or lam <= 0 or mu <= 0:
+        raise ValueError("need n >= 1, spares >= 0, lam > 0 and mu > 0")
+    total = n + spares
+    c = total if crews is None else crews
+    logp = [0.0]
+    for k in range(1, total + 1):
+        logp.append(logp[-1] + math.log((total - (k - 1)) * lam) - math.log(min(k, c) * mu))
+    top = max(logp)
+    w = [math.exp(x - top) for x in logp]
+    return sum(w[: spares + 1]) / sum(w)
+
+
+def full_wall_computing(W: float, tau: float, delta: float, lam: float, R: float) -> float:
+    """Exact E[wall] for full recovery when the failure clock runs only while the job computes
+    (``failures.clock = "computing"``): Poisson failures at ``lam`` per second of computing, none
+    during a save (``delta``) or a recovery (``R``: the wait and the restore). A segment of ``a``
+    seconds of compute is retried until it runs through: ``expm1(lam a)`` failures on average
+    (geometric), each costing ``R`` plus the compute it lost, ``E[X | X < a]`` for ``X ~
+    Exp(lam)``; in all ``E[T(a)] = expm1(lam a) (1/lam + R)``. The job is ``k`` segments of
+    ``tau`` each followed by a save, then ``W - k tau`` (:func:`n_saves`). Against
+    :func:`full_wall` (the clock in wall time: failures strike saves and recoveries too) it is the
+    ``1/(1 + lam R)`` against ``exp(-lam R)`` behaviour of the share of useful time."""
+    k = n_saves(W, tau)
+    if lam <= 0:
+        return k * (tau + delta) + (W - k * tau)
+
+    def seg(a: float) -> float:
+        return math.expm1(lam * a) * (1.0 / lam + R)
+
+    return k * (seg(tau) + delta) + seg(W - k * tau)
+
+
+#: the states of :func:`health_chain`: good or bad; in service (bad: ``BF`` with a fault a false
+#: repair left, which recurs), in automatic repair, in manual repair (``BMc``: a bad machine whose
+#: automatic repair cured it, escalated all the same: good when it comes out)
+HEALTH_STATES = ("GU", "GA", "GM", "BU", "BF", "BA", "BMc", "BM")
+
+
+def health_chain(
+    lam: float,
+    k: float,
+    mu_auto: float,
+    t: float,
+    *,
+    bad0: float = 0.0,
+    turn_bad: float = 0.0,
+    escalate_p: float = 0.0,
+    mu_manual: float = 1.0,
+    cure_auto_p: float = 0.0,
+    cure_manual_p: float = 0.0,
+    false_success_p: float = 0.0,
+    recur_rate: float = 1.0,
+) -> dict[str, float]:
+    """One machine of the node lifecycle as a continuous-time Markov chain, from service at time 0
+    (bad with probability ``bad0``) to ``t``: the oracle of repairs that cure
+    (:mod:`cprsim.sim.lifecycle`, item 2). Exponential lifetimes (a good machine fails at ``lam``,
+    a bad one at ``k lam``; a good one in service turns bad at ``turn_bad``), exponential repairs
+    (automatic at ``mu_auto``; escalated to manual, rate ``mu_manual``, with probability
+    ``escalate_p``), and no wait between repair and service (the machine goes straight back: no
+    detection, selection or spare pool). A bad machine's repair cures it with probability
+    ``cure_auto_p`` (automatic) or, escalated and not cured yet, ``cure_manual_p`` (manual); an
+    uncured one comes back with a persisting fault with probability ``false_success_p`` (its next
+    failure at ``recur_rate``), else bad as before. A machine is counted bad until the repair that
+    cures it ends.
+
+    Returns per machine: ``bad_share`` (P(bad at t)), ``failures_bad`` and ``failures_good`` (the
+    expected failures of the machine while bad / good over ``[0, t]``), ``cures`` (expected cures
+    over ``[0, t]``), ``in_service`` (P(in service at t)) and ``bad_share_stationary`` (the
+    long-run share of time bad: ``bad0`` when machines neither turn bad nor are cured, 1 or 0
+    when only one of the two happens). ``P(t) = p0 exp(Q t)``; the integrals over ``[0, t]`` from the
+    block matrix ``exp([[Q, I], [0, 0]] t)`` (Van Loan)."""
+    import numpy as np
+    from scipy.linalg import expm
+
+    S = {s: i for i, s in enumerate(HEALTH_STATES)}
+    n = len(S)
+    Q = np.zeros((n, n))
+
+    def rate(a: str, b: str, r: float) -> None:
+        Q[S[a], S[b]] += r
+
+    e, ca, cm, f = escalate_p, cure_auto_p, cure_manual_p, false_success_p
+    rate("GU", "GA", lam)
+    rate("GU", "BU", turn_bad)
+    rate("GA", "GU", mu_auto * (1 - e))
+    rate("GA", "GM", mu_auto * e)
+    rate("GM", "GU", mu_manual)
+    rate("BU", "BA", k * lam)
+    rate("BF", "BA", recur_rate)
+    rate("BA", "GU", mu_auto * (1 - e) * ca)
+    rate("BA", "BF", mu_auto * (1 - e) * (1 - ca) * f)
+    rate("BA", "BU", mu_auto * (1 - e) * (1 - ca) * (1 - f))
+    rate("BA", "BMc", mu_auto * e * ca)
+    rate("BA", "BM", mu_auto * e * (1 - ca))
+    rate("BMc", "GU", mu_manual)
+    rate("BM", "GU", mu_manual * cm)
+    rate("BM", "BF", mu_manual * (1 - cm) * f)
+    rate("BM", "BU", mu_manual * (1 - cm) * (1 - f))
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    p0 = np.zeros(n)
+    p0[S["GU"]], p0[S["BU"]] = 1.0 - bad0, bad0
+    big = np.zeros((2 * n, 2 * n))
+    big[:n, :n], big[:n, n:] = Q * t, np.eye(n) * t
+    E = expm(big)
+    p_t = p0 @ E[:n, :n]
+    occ = p0 @ E[:n, n:]  # expected time in each state over [0, t]
+    bad = [S[x] for x in ("BU", "BF", "BA", "BMc", "BM")]
+    cures = (
+        occ[S["BA"]] * mu_auto * (1 - e) * ca
+        + occ[S["BMc"]] * mu_manual
+        + occ[S["BM"]] * mu_manual * cm
+    )
+    cure_p = (1 - e) * ca + e * (ca + (1 - ca) * cm)  # a bad machine's repair cures it
+    if turn_bad > 0 and cure_p > 0:  # the long-run law: pi Q = 0, sum pi = 1
+        A = np.vstack([Q.T, np.ones(n)])
+        b = np.zeros(n + 1)
+        b[-1] = 1.0
+        stationary = float(np.linalg.lstsq(A, b, rcond=None)[0][bad].sum())
+    else:  # no way back one way or the other: every machine ends (or stays) on one side
+        stationary = 1.0 if turn_bad > 0 else (0.0 if cure_p > 0 else bad0)
+    return {
+        "bad_share": float(p_t[bad].sum()),
+        "failures_bad": float(k * lam * occ[S["BU"]] + recur_rate * occ[S["BF"]]),
+        "failures_good": float(lam * occ[S["GU"]]),
+        "cures": float(cures),
+        "in_service": float(p_t[S["GU"]] + p_t[S["BU"]] + p_t[S["BF"]]),
+        "bad_share_stationary": stationary,
+    }

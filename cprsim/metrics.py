@@ -107,6 +107,7 @@ ALL: tuple[Metric, ...] = (
     Metric("unfilled_s", "a slot without a machine", "time", "lifecycle", optional=True),
     Metric("failures_bad", "failures of bad machines", "count", "lifecycle", optional=True),
     Metric("machines_retired", "machines retired", "count", "lifecycle", optional=True),
+    Metric("machines_cured", "bad machines cured", "count", "lifecycle", optional=True),
     Metric("memory_restores", "restores from peers' memory", "count", "tiers", optional=True),
     Metric("storage_restores", "restores from storage", "count", "tiers", optional=True),
 )

@@ -385,9 +385,49 @@ class JobFailure(FailureDist):
     )
 
 
+#: when a machine's time to failure runs (``[failures.clock]``)
+ClockPolicy = Literal["powered", "in-service", "computing"]
+
+
+class FailureClock(_Model):
+    """Which states a machine wears in, per node type: its time to failure (the lifetimes of
+    ``[failures.trainer]``/``[failures.embedding]``, and of its failure domains) runs
+
+    * ``"in-service"`` (default): while it fills a job slot, whatever the job is doing (computing,
+      saving, restoring, waiting for another node): wall time in service. A machine in repair, or
+      idle in a pool, does not wear.
+    * ``"powered"``: whenever it is not in repair: in service or idle as a standby or spare ("hot"
+      spares: an idle machine fails too, and goes to repair). Without ``[lifecycle]`` there are no
+      idle machines: the same as ``"in-service"``.
+    * ``"computing"``: only while the job computes (trains, at whatever rate); not while it saves
+      (a blocking save or snapshot), restores, or waits for nodes. Failures then never strike a
+      save or a recovery, which is what simulators that stop the clock outside compute assume.
+
+    ``job``: the same for job-level interruptions (``[failures.job]``): ``"in-service"`` (the
+    job's wall time) or ``"computing"``. Injected and replayed failures keep their wall times."""
+
+    trainer: ClockPolicy = Field("in-service", description="when a trainer's failure clock runs")
+    embedding: ClockPolicy = Field(
+        "in-service", description="when an embedding server's failure clock runs"
+    )
+    job: Literal["in-service", "computing"] = Field(
+        "in-service", description="when the clock of job-level interruptions runs"
+    )
+
+    def of(self, node_type: str) -> str:
+        """The policy of ``"trainer"``, ``"embedding"`` or ``"job"``."""
+        return str(getattr(self, node_type))
+
+    @property
+    def computing(self) -> bool:
+        """Some failure clock runs only while the job computes."""
+        return "computing" in (self.trainer, self.embedding, self.job)
+
+
 class Failures(_Model):
     """What fails and when: per-node lifetimes of trainers and embedding servers, failure domains,
-    injected failures, job-level interruptions, a replayed trace, and how the processes start."""
+    injected failures, job-level interruptions, a replayed trace, how the processes start, and
+    in which states machines wear (``clock``)."""
 
     trainer: FailureDist | None = Field(None, description="per-trainer inter-failure time")
     embedding: FailureDist | None = Field(
@@ -406,6 +446,10 @@ class Failures(_Model):
         description="at t=0 every node (and failure domain) starts a fresh lifetime, or is "
         "observed in steady state: its first failure comes after the equilibrium residual life "
         "(density S(t)/mean), so that failures arrive at the long-run rate 1/mean from the start",
+    )
+    clock: FailureClock = Field(
+        FailureClock(),
+        description="per node type, the states in which a machine's time to failure runs",
     )
     # `model = "fitted.toml"` is also accepted in a scenario file: merged at load (see load_raw)
 
@@ -454,15 +498,31 @@ class Repair(_Model):
         Delay(family="lognormal", mean_s=72 * HOUR, sigma=1.0),
         description="manual repair, after the automatic one when it escalates",
     )
+    cure_auto_p: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="probability that an automatic repair cures a bad machine (it becomes good: "
+        "fails at the base rate from then on)",
+    )
+    cure_manual_p: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="probability that a manual repair (after an escalation) cures a bad machine "
+        "the automatic one did not",
+    )
     false_success_p: float = Field(
         0.0,
         ge=0,
         lt=1,
-        description="probability that a repair reports success while the fault persists",
+        description="probability that a bad machine's repair reports success while its fault "
+        "stays (it is not cured, and fails again after a draw of recur once back in service); "
+        "good machines are not affected",
     )
     recur: FailureDist = Field(
         FailureDist(family="exponential", mtbf_h=1.0),
-        description="a persisting fault's time to fail again once the machine is back in service",
+        description="a falsely repaired bad machine's time to fail again once back in service",
     )
     crews: int | None = Field(
         None, ge=1, le=1_000_000, description="repairs at once (None: unlimited)"

@@ -45,6 +45,7 @@ CONCERNS = {
     "slot": 10,  # node lifecycle: the lifetimes of the machines serving node slot n after its first
     "slot-block": 11,  # node lifecycle: the first machines' lifetimes, per block of 1,024 slots
     "training": 12,  # the planner: a run's training outcome (its accuracy loss, predictive draw)
+    "idle": 13,  # node lifecycle, "powered" clocks: 0 the idle machines' first lifetimes, 1 the later
 }
 
 #: replication numbers are the first part of every stream name. The planner searches on

@@ -44,7 +44,7 @@ from cprsim.calibrate import runner as R
 from cprsim.calibrate.emulation import Setting
 from cprsim.errors import InputError
 from cprsim.names import PARTIAL
-from cprsim.scenario import HOUR, Scenario
+from cprsim.scenario import HOUR, FailureClock, Scenario
 
 #: the intervals calibrated, as multiples of Young's interval for the scenario's full checkpoint
 FACTORS: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -55,12 +55,16 @@ _UNUSED = ("name", "description", "replications", "strategy", "sources")
 def scenario_digest(s: Scenario) -> str:
     """SHA-256 of the scenario's validated content that shapes its failure schedules: everything
     except its name, description, replication count, strategy, checkpoint interval and the record
-    of where keys came from (``sources``)."""
+    of where keys came from (``sources``); the failure clocks only when they are not the
+    defaults (so files written before them keep their digest)."""
     d = s.model_dump(mode="json")
     for k in _UNUSED:
         d.pop(k, None)
     if isinstance(d.get("checkpoint"), dict):
         d["checkpoint"].pop("interval_h", None)
+    fail = d.get("failures")
+    if isinstance(fail, dict) and fail.get("clock") == FailureClock().model_dump(mode="json"):
+        fail.pop("clock")  # the default clocks: the digest of files written before they existed
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 

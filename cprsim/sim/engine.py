@@ -52,6 +52,7 @@ from cprsim.failures.distributions import Distribution
 from cprsim.pls import ShardLedger
 from cprsim.scenario import Scenario
 from cprsim.sim import strategies
+from cprsim.sim.clock import ComputeClock
 from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.records import Event, ReplicationResult
@@ -185,6 +186,8 @@ class Run:
     load_left: float | None = field(init=False, default=None)
     #: the restore the last rollback chose (tiered): its load time
     tier_load: float | None = field(init=False, default=None)
+    #: the job's compute clock (a failure clock is ``"computing"``: ``[failures.clock]``); None: none
+    clock: ComputeClock | None = field(init=False, default=None)
     #: the job process (:func:`simulate_one` starts it after the failure processes); None: a run
     #: without one (e.g. made by hand in a test): a failure interrupts nothing
     job: simpy.Process | None = field(init=False, default=None)
@@ -232,6 +235,8 @@ class Run:
         )
         self.strategy = cls(params, setup)
         self.ledger = self.strategy.make_ledger(setup)
+        if s.failures.clock.computing:
+            self.clock = ComputeClock(self.env, self._computing, self._compute_elapsed)
         if ck.mode == "tiered":
             spec = self.shared.get("tier_spec")
             if spec is None:
@@ -244,6 +249,24 @@ class Run:
     def now(self) -> float:
         """The simulated wall clock (``env.now``)."""
         return self.env._now
+
+    def _computing(self) -> bool:
+        return self.phase == COMPUTE
+
+    def _compute_elapsed(self) -> float:
+        """The job's compute clock: seconds computed so far, the phase under way included."""
+        if self.phase == COMPUTE:
+            return self.compute_s + (self.env._now - self.phase_start)
+        return self.compute_s
+
+    def wait_life(self, node_type: str) -> Callable[[float], simpy.Event]:
+        """How a failure process of ``node_type`` (``"trainer"``, ``"embedding"``, ``"job"``) waits
+        for a lifetime: an URGENT wall timeout, or (``failures.clock``: ``"computing"``) an event
+        at that much compute time from now."""
+        if self.clock is not None and self.scenario.failures.clock.of(node_type) == "computing":
+            return self.clock.after
+        env = self.env
+        return lambda dt: _urgent_timeout(env, dt)
 
     # -- what strategies use (cprsim.sim.protocol.RunView: the docs of each member are there) ------
     def log(self, kind: str, node: int = -1, value: float = 0.0, t: float | None = None) -> None:
@@ -416,7 +439,7 @@ class Run:
             self.tiers
         )  # tiered: the save is the snapshot's stall; the tiers replicate and persist
         timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
-        save_cost, commit = strat.save_s, strat.on_commit
+        save_cost, commit, clock = strat.save_s, strat.on_commit, self.clock
         # the hot phases (compute, blocking save) test `_quiet`'s condition in line: a phase ending
         # before the first scheduled event moves the clock (env._now: env.now without the property)
         queue, skip = env._queue, QUIET_PHASES
@@ -475,6 +498,8 @@ class Run:
                     dt = (target - progress) / rate
                     partial_step = False
                 self.phase, self.phase_start, self.phase_rate = COMPUTE, now, rate
+                if clock is not None:
+                    clock.resume()
                 end = now + dt
                 if skip and (not queue or end < queue[0][0]):
                     env._now = end
@@ -652,6 +677,7 @@ class Run:
             wait_s=self.wait_s,
             unfilled_s=self.fleet.finish() if self.fleet is not None else 0.0,
             machines_retired=self.fleet.retired if self.fleet is not None else 0,
+            machines_cured=self.fleet.cured if self.fleet is not None else 0,
             failures_bad=self.fleet.failures_bad if self.fleet is not None else 0,
             memory_restores=self.memory_restores,
             storage_restores=self.storage_restores,
@@ -674,33 +700,46 @@ def _renewal_process(
     down: Callable[[np.random.Generator], tuple[float, ...]],
     rng: np.random.Generator,
     stationary: bool = False,
+    wait: Callable[[float], simpy.Event] | None = None,
 ) -> Generator[simpy.Event, Any, None]:
     """A renewal process that takes ``members`` down together (a node, a fixed failure domain, or
     the job's pseudo node for job-level interruptions): a lifetime, a failure, ``down(rng)`` seconds
     per member until they are back, then a fresh lifetime. ``stationary``: the first lifetime is
-    already partly used (a draw of the equilibrium residual life)."""
+    already partly used (a draw of the equilibrium residual life). ``wait``: how a lifetime is
+    waited for (:meth:`Run.wait_life`; default: in wall time)."""
     env = run.env
+    if wait is None:
+        wait = lambda dt: _urgent_timeout(env, dt)
     first_draw = stationary
     while True:
-        yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
+        yield wait(dist.sample_residual(rng) if first_draw else dist.sample(rng))
         first_draw = False
         rhos = down(rng)
         run.fail(members, rhos)
         yield _urgent_timeout(env, max(rhos))  # down until every member is back
 
 
-def _bulk_process(run: Run, bulk: BulkFailures) -> Generator[simpy.Event, Any, None]:
+def _bulk_process(
+    run: Run, bulk: BulkFailures, compute: bool = False
+) -> Generator[simpy.Event, Any, None]:
     """Hand the job the failures of :class:`BulkFailures` in time order (those at one instant in one
-    step, as separate processes would), then wait for the horizon and draw the next window."""
+    step, as separate processes would), then wait for the horizon and draw the next window.
+    ``compute``: the times are on the job's compute clock (:class:`ComputeClock`)."""
     env = run.env
+    at: Callable[[float], simpy.Event]
+    if compute:
+        assert run.clock is not None
+        at = run.clock.at
+    else:
+        at = lambda t: _urgent_at(env, t)
     while True:
         last = None
         for t, nodes, rhos in bulk.advance():
             if t != last:
-                yield _urgent_at(env, t)
+                yield at(t)
                 last = t
             run.fail(nodes, rhos)
-        yield _urgent_at(env, bulk.horizon)
+        yield at(bulk.horizon)
 
 
 def _domain_process(
@@ -712,12 +751,15 @@ def _domain_process(
     resched: Distribution,
     rng: np.random.Generator,
     stationary: bool = False,
+    wait: Callable[[float], simpy.Event] | None = None,
 ) -> Generator[simpy.Event, Any, None]:
     env = run.env
+    if wait is None:
+        wait = lambda dt: _urgent_timeout(env, dt)
     constant = resched.family == "constant"
     first_draw = stationary
     while True:
-        yield _urgent_timeout(env, dist.sample_residual(rng) if first_draw else dist.sample(rng))
+        yield wait(dist.sample_residual(rng) if first_draw else dist.sample(rng))
         first_draw = False
         picked = pick(rng, count, take, first)
         rhos = (resched.scale,) * take if constant else tuple(resched.sample(rng, take).tolist())
@@ -799,12 +841,16 @@ def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists
     """One process for the renewal processes of every node and fixed failure-domain group (with a
     node lifecycle, the nodes' own failures come from :class:`~cprsim.sim.lifecycle.Fleet`)."""
     nt, ne, seed, resched = s.cluster.trainers, s.cluster.embedding_servers, s.seed, dists.resched
+    clock = s.failures.clock
+    #: the kinds on the wall clock, and those on the job's compute clock (a stream of their own)
     kinds: list[Units] = []
-    for kind, (dist, first, count) in enumerate(
-        ((dists.trainer, 0, nt), (dists.embedding, nt, ne))
+    compute: list[Units] = []
+    for kind, (dist, first, count, typ) in enumerate(
+        ((dists.trainer, 0, nt, "trainer"), (dists.embedding, nt, ne, "embedding"))
     ):
         if dist is not None and count > 0 and run.fleet is None:
-            kinds.append(
+            on_compute = clock.of(typ) == "computing"
+            (compute if on_compute else kinds).append(
                 Units(
                     first,
                     count,
@@ -813,12 +859,14 @@ def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists
                     resched,
                     stationary,
                     _block_streams(seed, rep, "node-block", kind),
+                    renew_at_failure=on_compute,
                 )
             )
     for i, d in enumerate(s.failures.domains):
         if d.membership == "fixed":
             first, count = (0, nt) if d.node_type == "trainer" else (nt, ne)
-            kinds.append(
+            on_compute = clock.of(d.node_type) == "computing"
+            (compute if on_compute else kinds).append(
                 Units(
                     first,
                     count,
@@ -827,10 +875,15 @@ def _start_bulk(run: Run, s: Scenario, rep: int, stationary: bool, dists: _Dists
                     resched,
                     stationary,
                     _block_streams(seed, rep, "domain-block", i),
+                    renew_at_failure=on_compute,
                 )
             )
     if kinds:
         run.env.process(_bulk_process(run, BulkFailures(kinds, BULK_HORIZON * s.duration_s)))
+    if compute:
+        run.env.process(
+            _bulk_process(run, BulkFailures(compute, BULK_HORIZON * s.duration_s), compute=True)
+        )
     for i, d in enumerate(s.failures.domains):
         if d.membership == "random":
             _start_random_domain(run, s, rep, i, stationary, dists)
@@ -841,9 +894,13 @@ def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _D
     stream per node and per fixed failure-domain group."""
     env, resched, f = run.env, dists.resched, s.failures
     nt, ne = s.cluster.trainers, s.cluster.embedding_servers
-    for dist, first, count in ((dists.trainer, 0, nt), (dists.embedding, nt, ne)):
+    for dist, first, count, typ in (
+        (dists.trainer, 0, nt, "trainer"),
+        (dists.embedding, nt, ne, "embedding"),
+    ):
         if dist is None or run.fleet is not None:
             continue
+        wait = run.wait_life(typ)
         for n in range(first, first + count):
             env.process(
                 _renewal_process(
@@ -853,6 +910,7 @@ def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _D
                     lambda rng: (resched.sample(rng),),
                     stream(s.seed, rep, "node", n),
                     stationary,
+                    wait,
                 )
             )
     for i, d in enumerate(f.domains):
@@ -871,6 +929,7 @@ def _start_per_node(run: Run, s: Scenario, rep: int, stationary: bool, dists: _D
                     _group_down(resched, size),
                     stream(s.seed, rep, "domain", DOMAIN_GROUP_STRIDE * i + g),
                     stationary,
+                    run.wait_life(d.node_type),
                 )
             )
 
@@ -891,6 +950,7 @@ def _start_random_domain(
             dists.resched,
             stream(s.seed, rep, "domain", i),
             stationary,
+            run.wait_life(d.node_type),
         )
     )
 
@@ -1028,6 +1088,7 @@ def simulate_one(
                 p.job_down,
                 stream(s.seed, rep, "job", 0),
                 stationary,
+                run.wait_life("job"),
             )
         )
     sched = injected_schedule(s, rep) if f.injected else []

@@ -53,6 +53,11 @@ class Units:
     resched: Distribution
     stationary: bool
     rng: Callable[[int], np.random.Generator]
+    #: the next lifetime starts at the failure, not when the unit is back: the times are on the
+    #: job's compute clock, which stands still while the job waits for the unit
+    #: (``failures.clock = "computing"``; exact when the job waits for it, see
+    #: :mod:`cprsim.sim.clock`)
+    renew_at_failure: bool = False
 
     @property
     def n_units(self) -> int:
@@ -118,7 +123,7 @@ class _Blocks:
             if self.short and blocks[-1] == u.n_blocks - 1:
                 c = (u.n_units - 1) % w
                 down[-1, c] = rho[-1, c, : self.short].max()
-        self.up[blocks] = t + down
+        self.up[blocks] = t if u.renew_at_failure else t + down
         self.pending.append((blocks, t, rho))
 
     def until(self, horizon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

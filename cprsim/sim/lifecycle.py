@@ -9,8 +9,13 @@ failure and the slot's return:
    (synchronous training hangs on the dead rank).
 2. **Repair.** At detection the machine leaves for repair: ``repair.auto``; with probability
    ``escalate_p`` also ``repair.manual``; ``crews`` repairs at once at most (first come, first
-   served). With probability ``false_success_p`` the repair reports success while the fault
-   persists: once back in service the machine fails again after a draw of ``repair.recur``.
+   served). A repair of a *bad* machine (4.) may cure it: the automatic repair with probability
+   ``cure_auto_p``, else, when it escalated, the manual one with probability ``cure_manual_p``
+   (a replaced part, a reseated cable: the cause is gone); a cured machine comes out of repair
+   good (it fails at the base rate, and may turn bad again with age). An uncured bad machine
+   stays bad; with probability ``false_success_p`` its repair also reports success while the
+   fault that just failed it stays: back in service, it fails again after a draw of
+   ``repair.recur``. A good machine's repair is a repair (neither applies to it).
    A machine with ``retirement.failures`` failures within ``retirement.window_h`` is retired instead.
 3. **Replacement.** At detection the slot asks for a machine: a warm standby (in service after a
    ``swap`` draw; a spare, if any, is then warmed up in the background, ``select``, to refill the
@@ -23,7 +28,10 @@ failure and the slot's return:
    ``S_bad(t) = S(k t)``; for exponential lifetimes the same as k times the hazard; for a Weibull of
    shape b, k^b times the hazard). A good machine in service turns bad after an exponential time of
    rate ``turn_bad_per_h`` (from then on its clock runs k times as fast,
-   ``S(t | turned at x) = S(x + k (t - x)) / S(x)``); it stays bad.
+   ``S(t | turned at x) = S(x + k (t - x)) / S(x)``); it stays bad until a repair cures it (2.).
+   With exponential lifetimes and repairs each machine is then a Markov chain (bad or good; in
+   service, in automatic or in manual repair): :func:`cprsim.analytic.health_chain` gives its
+   expected bad share over time and the failures it makes.
 
 A slot's machine starts a fresh lifetime when it enters service (``failures.start = "stationary"``:
 the first machines start in steady state, drawing the equilibrium residual life, a bad machine's
@@ -42,7 +50,7 @@ Accounting (per replication): ``detection_s`` and ``wait_s`` split the job's wai
 (``reschedule_s``) into detection, waiting for a machine, and (the rest) swap-in/selection, by the
 node the job waits for longest; ``unfilled_s`` is the wall time during which at least one slot has
 no machine in service (1 - unfilled/wall is the fleet's availability); ``machines_retired``;
-``failures_bad``: node failures of bad machines.
+``machines_cured``: bad machines a repair made good; ``failures_bad``: node failures of bad machines.
 """
 
 from __future__ import annotations
@@ -171,6 +179,7 @@ class Fleet:
             (hrng.random(n) < h.bad_fraction).tolist() if h.bad_fraction > 0 else [False] * n
         )
         self.fault = [False] * n  #: a persisting fault (a repair that reported success wrongly)
+        self.curing: set[int] = set()  #: bad machines in a repair that will cure them
         self.rng = stream(s.seed, rep, "lifecycle", 1)
         self.seed, self.rep = s.seed, rep
         self.slot_rng: dict[int, np.random.Generator] = {}  #: made when a slot first draws
@@ -196,6 +205,25 @@ class Fleet:
         )
         self.lc = lc
         self.resched = s.reschedule.dist
+        clock = s.failures.clock
+        #: each slot's failure clock (``failures.clock`` of its node type)
+        self.policy = [clock.trainer] * nt + [clock.embedding] * ne
+        #: the lifetime an idle machine wears by when a node type's clock is "powered" (the pools
+        #: serve both types: the powered type's, the embedding servers' if both are); None: idle
+        #: machines do not wear
+        idle = [
+            lifetimes[i]
+            for i, p in ((1, clock.embedding), (0, clock.trainer))
+            if p == "powered" and lifetimes[i] is not None
+        ]
+        self.idle_life: Distribution | None = idle[0] if idle else None
+        #: machine -> the wall time its running lifetime ends and it turns bad ("powered" clocks:
+        #: a machine's lifetime runs from the end of its repair, idle or in service)
+        self.life_end: dict[int, float] = {}
+        self.turn_end: dict[int, float] = {}
+        #: machine -> bumped when it leaves a pool: a pending idle failure of it is stale
+        self.mgen = [0] * n
+        self.failures_idle = 0  #: idle machines that failed ("powered" clocks)
         self.history: dict[
             int, deque[float]
         ] = {}  #: machine -> its recent failure times (retirement)
@@ -207,6 +235,7 @@ class Fleet:
         self.unfilled_since = 0.0
         self.unfilled_s = 0.0
         self.retired = 0
+        self.cured = 0  #: bad machines a repair made good
         self.failures_bad = 0
         self.in_repair = 0
 
@@ -219,6 +248,11 @@ class Fleet:
             rng = stream(self.seed, self.rep, "slot-block", b // BLOCK)
             for slot in range(b, min(n_slots, b + BLOCK)):
                 self._arm(slot, 0.0, stationary, rng)
+        if self.idle_life is not None:  # the pools' machines wear from the start too
+            rng = stream(self.seed, self.rep, "idle", 0)
+            for m in (*self.standby, *self.spare):
+                self._wear(m, stationary, rng)
+                self._idle(m)
 
     # -- draws ----------------------------------------------------------------------------------
     def _delay(self, spec) -> float:
@@ -250,12 +284,21 @@ class Fleet:
         """The slot's machine enters service in ``up_in`` seconds; its lifetime starts then."""
         m = self.machine[slot]
         assert m is not None
-        life, turn = self._lifetime(slot, m, stationary, rng)
+        policy = self.policy[slot]
+        if policy == "powered" and self.life[slot] is not None:
+            # the machine's lifetime runs on from where it was (drawn at the start, or at the end
+            # of its last repair); one that entered service for the first time draws it now
+            if m not in self.life_end:
+                self._wear(m, stationary, rng, slot)
+            start = self.env.now + up_in
+            life, turn = max(0.0, self.life_end[m] - start), self.turn_end[m] - start
+        else:
+            life, turn = self._lifetime(slot, m, stationary, rng)
         self.turn_at[slot] = self.env.now + up_in + turn
-        self.env.process(self._in_service(slot, self.gen[slot], up_in, life))
+        self.env.process(self._in_service(slot, self.gen[slot], up_in, life, turn))
 
     def _in_service(
-        self, slot: int, gen: int, up_in: float, life: float
+        self, slot: int, gen: int, up_in: float, life: float, turn: float
     ) -> Generator[simpy.Event, Any, None]:
         if up_in > 0:
             yield self.urgent(self.env, up_in)
@@ -263,9 +306,71 @@ class Fleet:
             self._filled()
         if life == INF:
             return
-        yield self.urgent(self.env, life)
+        if self.policy[slot] == "computing":  # a lifetime of the job's compute time
+            clock = self.run.clock
+            assert clock is not None
+            self.turn_at[slot] = clock.elapsed() + turn
+            yield clock.after(life)
+        else:
+            yield self.urgent(self.env, life)
         if self.gen[slot] == gen:  # still the same machine, in service: it fails
             self.run.fail((slot,), (INF,))
+
+    # -- "powered" clocks: a machine wears when idle too ------------------------------------------
+    def _wear(
+        self,
+        m: int,
+        stationary: bool = False,
+        rng: np.random.Generator | None = None,
+        slot: int | None = None,
+    ) -> None:
+        """Machine ``m``'s next lifetime starts now (the idle lifetime, or ``slot``'s)."""
+        base = self.idle_life if slot is None else self.life[slot]
+        if rng is None:
+            rng = self.idle_rng
+        if self.fault[m]:
+            life, turn = float(self.lc.repair.recur.dist.sample(rng)), INF
+        else:
+            life, turn = draw_lifetime(base, self.bad[m], self.k, self.turn_bad, rng, stationary)
+        now = self.env.now
+        self.life_end[m], self.turn_end[m] = now + life, now + turn
+
+    @property
+    def idle_rng(self) -> np.random.Generator:
+        """The stream of idle machines' lifetimes after the first ones."""
+        rng = self.slot_rng.get(-1)
+        if rng is None:
+            rng = self.slot_rng[-1] = stream(self.seed, self.rep, "idle", 1)
+        return rng
+
+    def _idle(self, m: int) -> None:
+        """Machine ``m`` is idle in a pool: it fails there when its lifetime ends, unless it has
+        left the pool by then."""
+        end = self.life_end.get(m, INF)
+        if end == INF:
+            return
+        self.env.process(self._idle_wait(m, self.mgen[m], max(0.0, end - self.env.now)))
+
+    def _idle_wait(self, m: int, g: int, dt: float) -> Generator[simpy.Event, Any, None]:
+        yield self.urgent(self.env, dt)
+        if self.mgen[m] != g:
+            return  # it left the pool: its lifetime goes on in service
+        self.mgen[m] += 1
+        if m in self.standby:
+            self.standby.remove(m)
+        elif m in self.spare:
+            self.spare.remove(m)
+        else:  # being warmed up to join the standbys
+            self.warming -= 1
+        self.failures_idle += 1
+        if self.env.now >= self.turn_end.get(m, INF):
+            self.bad[m] = True
+        d = self._delay(self.lc.detection)
+        if d == 0:
+            self._detected(None, m)
+        else:
+            self.env.process(self._later(d, self._detected, None, m))
+        self._dispatch()  # refill the standbys from the spares
 
     def _filled(self) -> None:
         self.unfilled -= 1
@@ -281,7 +386,8 @@ class Fleet:
         assert m is not None
         self.gen[slot] += 1
         self.machine[slot] = None
-        if now >= self.turn_at[slot]:
+        clock = self.run.clock if self.policy[slot] == "computing" else None
+        if (now if clock is None else clock.elapsed()) >= self.turn_at[slot]:
             self.bad[m] = True  # it had turned bad in service
         if self.bad[m]:
             self.failures_bad += 1
@@ -306,12 +412,14 @@ class Fleet:
         return d
 
     def _later(
-        self, dt: float, fn: Callable[..., None], *args: int
+        self, dt: float, fn: Callable[..., None], *args: Any
     ) -> Generator[simpy.Event, Any, None]:
         yield self.urgent(self.env, dt)
         fn(*args)
 
-    def _detected(self, slot: int, m: int) -> None:
+    def _detected(self, slot: int | None, m: int) -> None:
+        """Machine ``m``'s failure is detected: repair (or retirement); its slot (None: it failed
+        idle) asks for a machine."""
         now = self.env.now
         ret = self.lc.retirement
         hist = self.history.setdefault(m, deque())
@@ -329,15 +437,30 @@ class Fleet:
                 )
         else:
             self._repair(m, now)
-        self.waiting.append(slot)
+        if slot is not None:
+            self.waiting.append(slot)
         self._dispatch()
 
     def _repair(self, m: int, now: float) -> None:
+        """Machine ``m`` enters repair: its duration (automatic, plus manual if it escalates) and,
+        for a bad machine, whether it comes out cured, or falsely repaired (drawn now, in this
+        order, from the lifecycle stream; a good machine draws nothing more)."""
         r = self.lc.repair
         dur = self._delay(r.auto)
-        if r.escalate_p > 0 and self.rng.random() < r.escalate_p:
+        escalated = r.escalate_p > 0 and bool(self.rng.random() < r.escalate_p)
+        if escalated:
             dur += self._delay(r.manual)
-        self.fault[m] = r.false_success_p > 0 and bool(self.rng.random() < r.false_success_p)
+        self.fault[m] = False
+        if self.bad[m]:
+            cured = (r.cure_auto_p > 0 and bool(self.rng.random() < r.cure_auto_p)) or (
+                escalated and r.cure_manual_p > 0 and bool(self.rng.random() < r.cure_manual_p)
+            )
+            if cured:
+                self.curing.add(m)
+            else:
+                self.fault[m] = r.false_success_p > 0 and bool(
+                    self.rng.random() < r.false_success_p
+                )
         start = now
         self.in_repair += 1
         if self.crews is not None:
@@ -347,18 +470,31 @@ class Fleet:
 
     def _repaired(self, m: int) -> None:
         self.in_repair -= 1
+        if m in self.curing:  # the repair found and fixed the cause: a good machine from now on
+            self.curing.discard(m)
+            self.bad[m] = False
+            self.cured += 1
+        if self.idle_life is not None:  # "powered": its next lifetime runs from now, idle or not
+            self._wear(m)
         if self.waiting:
             self._assign(self.waiting.popleft(), m, self._delay(self.lc.select))
         elif len(self.standby) + self.warming < self.standby_target:
-            self._warm(m)
+            self._warm(m, from_repair=True)
         else:
             self.spare.append(m)
+            self._idle(m)
 
-    def _warm(self, m: int) -> None:
+    def _warm(self, m: int, from_repair: bool = False) -> None:
+        """Warm machine ``m`` up to join the standbys (``select``); it wears meanwhile ("powered":
+        one from the spares already does)."""
         self.warming += 1
-        self.env.process(self._later(self._delay(self.lc.select), self._warmed, m))
+        self.env.process(self._later(self._delay(self.lc.select), self._warmed, m, self.mgen[m]))
+        if from_repair and self.idle_life is not None:
+            self._idle(m)
 
-    def _warmed(self, m: int) -> None:
+    def _warmed(self, m: int, g: int) -> None:
+        if self.mgen[m] != g:
+            return  # it failed while warming up
         self.warming -= 1
         self.standby.append(m)
         self._dispatch()
@@ -377,6 +513,7 @@ class Fleet:
 
     def _assign(self, slot: int, m: int, delay: float) -> None:
         now = self.env.now
+        self.mgen[m] += 1  # out of the pools: an idle failure pending for it is stale
         self.machine[slot] = m
         self.t_assign[slot] = now
         self._arm(slot, delay)

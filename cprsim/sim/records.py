@@ -64,6 +64,7 @@ class ReplicationResult:
     wait_s: float = 0.0
     unfilled_s: float = 0.0  #: wall time with at least one node slot lacking a machine in service
     machines_retired: int = 0  #: machines removed by the retirement policy
+    machines_cured: int = 0  #: bad machines a repair made good
     failures_bad: int = 0  #: node failures of bad machines
     #: tiered checkpoints (checkpoint.mode = "tiered"): rollbacks restored from peers' memory / storage
     memory_restores: int = 0

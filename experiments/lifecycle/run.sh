@@ -7,7 +7,7 @@
 echo "start $(date -u '+%Y-%m-%d %H:%M:%S') UTC; load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores" \
   > "$OUT/run.log.tmp"
 # the sweeps' outputs (not the folder: OUT may be anything)
-rm -rf "$OUT"/{pools,escalation,detection,health,feasibility,llm-blocking,llm-tiered,llm-standbys} \
+rm -rf "$OUT"/{pools,escalation,detection,health,cures,feasibility,llm-blocking,llm-tiered,llm-standbys} \
   "$OUT"/simulate-* "$OUT"/plan-llm-16k-gpus.* "$OUT/tables" "$OUT/tables.md" "$OUT/quick"
 mv "$OUT/run.log.tmp" "$OUT/run.log"
 if quick; then
@@ -21,7 +21,7 @@ else
   "$PY" make_scenarios.py
 fi
 # 1. dlrm-spares: pools, escalation, detection x interval, bad machines (cprsim sweep)
-for s in pools escalation detection health; do
+for s in pools escalation detection health cures; do
   "${CPRSIM[@]}" sweep "$(quick_sweep "$s.toml" replications="${R:-}")" --out "$OUT/$s" --jobs "$JOBS"
 done
 #    retirement on: points a sweep cannot run (the fleet runs out of machines in some replication)
