@@ -37,10 +37,11 @@ EXPECTED = {
         "ckpt_overhead_vs_interval.png",
         "pls_vs_interval.png",
         "breakdown_0.7h.png",
+        "mfu_gap.csv",
         "run.md",
     ],
     "lifecycle": [
-        *(f"{s}/summary.csv" for s in ("pools", "escalation", "detection", "health")),
+        *(f"{s}/summary.csv" for s in ("pools", "escalation", "detection", "health", "cures")),
         *(f"{s}/results.csv.gz" for s in ("llm-blocking", "llm-tiered", "llm-standbys")),
         "feasibility/summary.csv",
         "simulate-dlrm-spares/summary.json",
