@@ -540,7 +540,11 @@ def provenance(wall_s: float) -> str:
     rev = git("rev-parse", "--short", "HEAD") or "unknown"
     if git("status", "--porcelain"):
         rev += " with uncommitted changes"
-    args = " ".join(sys.argv[1:])
+    # paths inside the experiment's folder as run.sh names them (relative), not this machine's
+    args = " ".join(
+        os.path.relpath(a, here) if os.path.isabs(a) and a.startswith(str(here)) else a
+        for a in sys.argv[1:]
+    )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return (
         f"Produced by `python experiments/cpr_production/mfu_gap.py{' ' + args if args else ''}` "
