@@ -81,7 +81,9 @@ def _run_fleet(s: sc.Scenario, rep: int, T: float) -> dict[str, float]:
     )
     return {
         "bad": bad,
-        "in_service": sum(1 for slot in range(nt, fleet.n_slots) if fleet.machine[slot] is not None),
+        "in_service": sum(
+            1 for slot in range(nt, fleet.n_slots) if fleet.machine[slot] is not None
+        ),
         "failures_bad": fleet.failures_bad,
         "failures_good": stub.fails - fleet.failures_bad,
         "cures": fleet.cured,
