@@ -26,14 +26,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import numbers
 import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cprsim import names
 from cprsim import scenario as _sc
@@ -123,6 +124,180 @@ def require_pandas(what: str = "to_frame()") -> Any:
     return pandas
 
 
+# -- parameter checks -----------------------------------------------------------------------------
+# Each raises a one-line ParameterError naming the parameter and what it takes (", or None" where
+# None is allowed) before any work is done; a valid value passes unchanged.
+def _shown(value: Any) -> str:
+    """``value`` as an error shows it: its repr when short and on one line, else its type."""
+    text = repr(value)
+    return text if len(text) <= 60 and "\n" not in text else f"a {type(value).__name__}"
+
+
+def _refuse(param: str, expected: str, value: Any, none: bool = False) -> NoReturn:
+    raise ParameterError(
+        param, f"must be {expected}{', or None' if none else ''}, got {_shown(value)}"
+    )
+
+
+def _check_int(param: str, value: Any, least: int = 0, *, none: bool = False) -> None:
+    """A whole number (not a bool, not a float) >= ``least``."""
+    if value is None and none:
+        return
+    if not (
+        isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= least
+    ):
+        _refuse(param, f"a whole number >= {least}", value, none)
+
+
+def _check_number(
+    param: str,
+    value: Any,
+    *,
+    above: float | None = None,
+    least: float | None = None,
+    below: float | None = None,
+    finite: bool = True,
+    none: bool = False,
+) -> None:
+    """A real number (not a bool, never NaN; finite unless ``finite`` is False) > ``above`` or
+    >= ``least``, and < ``below`` (each where given; ``below`` with a lower bound)."""
+    if value is None and none:
+        return
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
+    ok = ok and (math.isfinite(value) or not finite)
+    ok = ok and (above is None or value > above) and (least is None or value >= least)
+    ok = ok and (below is None or value < below)
+    if ok:
+        return
+    low = f"({above:g}" if above is not None else f"[{least:g}" if least is not None else ""
+    if low and below is not None:
+        expected = f"a number in {low}, {below:g})"
+    else:
+        bound = f" > {above:g}" if above is not None else f" >= {least:g}" if low else ""
+        expected = ("a finite number" if finite else "a number") + bound
+    _refuse(param, expected, value, none)
+
+
+def _check_bool(param: str, value: Any) -> None:
+    """True or False (a numpy bool too)."""
+    if not isinstance(_plain(value), bool):
+        _refuse(param, "True or False", value)
+
+
+def _check_choice(param: str, value: Any, choices: Sequence[str], *, none: bool = False) -> None:
+    """One of the strings ``choices``."""
+    if value is None and none:
+        return
+    if not (isinstance(value, str) and value in choices):
+        _refuse(param, f"one of {', '.join(choices)}", value, none)
+
+
+def _check_callable(param: str, value: Any) -> None:
+    """A function (a callback), or None."""
+    if value is not None and not callable(value):
+        _refuse(param, "a function", value, True)
+
+
+def _check_path(param: str, value: Any, *, none: bool = False) -> None:
+    """A path: a str or an os.PathLike."""
+    if value is None and none:
+        return
+    if not isinstance(value, (str, os.PathLike)):
+        _refuse(param, "a path (a str or os.PathLike)", value, none)
+
+
+def _check_scenario(param: str, value: Any) -> None:
+    """A built-in scenario's name, a TOML file's path or a Scenario."""
+    if not isinstance(value, (str, os.PathLike, Scenario)):
+        _refuse(param, "a built-in scenario's name, a TOML file's path or a Scenario", value)
+
+
+def _check_calibration(param: str, value: Any) -> None:
+    """A Calibration, a calibration.toml's path, or None (the shipped one)."""
+    if value is not None and not isinstance(value, (Calibration, str, os.PathLike)):
+        _refuse(param, "a Calibration or a calibration.toml's path", value, True)
+
+
+def _check_mapping(param: str, value: Any, *, none: bool = False) -> None:
+    """A dict (a Mapping) whose keys are strings."""
+    if value is None and none:
+        return
+    if not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+        _refuse(param, "a dict with string keys", value, none)
+
+
+def _names(param: str, value: Any, what: str, *, none: bool = False) -> Any:
+    """A string, or a list (any iterable but a mapping) of strings as a list: ``what`` says which
+    names. None where ``none``."""
+    if (value is None and none) or isinstance(value, str):
+        return value
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+        items = list(value)
+        if all(isinstance(x, str) for x in items):
+            return items
+    _refuse(param, f"{what} or a list of them", value, none)
+
+
+def _factors(param: str, value: Any, what: str) -> tuple[float, ...]:
+    """A list (any iterable but a string or mapping) of finite numbers > 0, as a tuple."""
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+        items = tuple(value)
+        if all(
+            isinstance(k, numbers.Real)
+            and not isinstance(k, bool)
+            and math.isfinite(k)
+            and float(k) > 0
+            for k in items
+        ):
+            return items
+    _refuse(param, what, value)
+
+
+def _set_items(value: Any) -> Mapping[str, Any] | list[str]:
+    """``set``: dotted keys to values, or ``key=value`` strings as a list (one string, a list of
+    them, or None: no strings)."""
+    if isinstance(value, Mapping):
+        _check_mapping("set", value)
+        return value
+    if value is None or isinstance(value, str):
+        return [] if value is None else [value]
+    if isinstance(value, Iterable) and not isinstance(value, bytes):
+        items = list(value)
+        if all(isinstance(x, str) for x in items):
+            return items
+    _refuse("set", "a dict of dotted keys to values or a list of 'key=value' strings", value, True)
+
+
+def _check_strategy_name(param: str, value: Any) -> None:
+    """A registered strategy's name (a built-in or an installed plugin's)."""
+    from cprsim import registry
+
+    registry.ensure_loaded()
+    if not (isinstance(value, str) and value in registry.REGISTRY):
+        raise ParameterError(
+            param,
+            f"unknown strategy {_shown(value)} (known: {', '.join(sorted(registry.REGISTRY))})",
+        )
+
+
+def _check_apart(param: str, key: str, given: Mapping[str, str], *, shown: bool) -> None:
+    """A ParameterError unless the dotted ``key`` that ``param`` sets is apart from the keys
+    ``given`` by other parameters (key -> parameter; ``set``'s own keys apply in order): equal
+    keys, or a table and a key inside it, would let one silently replace the other. ``shown``:
+    the error shows ``key`` after the parameter's name (a keyword override's)."""
+    for other, by in given.items():
+        if by == param == "set":
+            continue
+        if other == key or key.startswith(other + ".") or other.startswith(key + "."):
+            what = "set" if shown and other == key else f"{other} is set"
+            raise ParameterError(
+                param,
+                f"{what} by `{by}` too: give each key in one place",
+                key=key if shown else None,
+                also=(by,),
+            )
+
+
 # -- scenarios ------------------------------------------------------------------------------------
 def _plain(v: Any) -> Any:
     """A value the scenario's strict validation takes: numpy scalars as Python numbers, tuples as lists."""
@@ -160,18 +335,26 @@ def _override(key: str, value: Any) -> Any:
 
 
 def _updates(
-    set_: Mapping[str, Any] | Sequence[str] | None, overrides: Mapping[str, Any]
+    set_: Mapping[str, Any] | Sequence[str] | None,
+    overrides: Mapping[str, Any],
+    origin: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The dotted-key updates of ``set`` and the keyword ``overrides``; ``origin`` (when given)
+    receives the parameter each key came from. A key of an override that ``set`` or another
+    override sets too (or a table holding it) raises a ParameterError."""
+    items = _set_items(set_)
     out: dict[str, Any] = {}
-    if set_ is not None:
-        if isinstance(set_, Mapping):
-            out.update(set_)
-        elif isinstance(set_, str):
-            out.update(_sc.parse_set([set_], "set"))
-        else:
-            out.update(_sc.parse_set(list(set_), "set"))
+    if isinstance(items, Mapping):
+        out.update(items)
+    elif items:
+        out.update(_sc.parse_set(items, "set"))
+    given = {k: "set" for k in out}
     for k, v in overrides.items():
-        out[k.replace("__", ".")] = v
+        key = k.replace("__", ".")
+        _check_apart("overrides", key, given, shown=True)
+        out[key], given[key] = v, "overrides"
+    if origin is not None:
+        origin.update(given)
     return {k: _override(k, v) for k, v in out.items()}
 
 
@@ -207,12 +390,23 @@ def load_scenario(
 
     Units: ``*_h`` hours, ``*_s`` seconds, ``*_gb`` GB, ``*_gbps`` GB/s. An unknown key or an
     impossible value raises :class:`InputError` naming it (a :class:`ParameterError` naming
-    ``set``, ``overrides`` and the key, or the shortcut, when an override is at fault).
+    ``set``, ``overrides`` and the key, or the shortcut, when an override is at fault). A key that
+    two of ``set``, the keyword overrides and the shortcuts give (or a table and a key inside it)
+    raises a ParameterError naming the later one: neither silently wins.
     """
-    upd = _updates(set, overrides)
+    _check_scenario("name_or_path", name_or_path)
+    if strategy is not None and not isinstance(strategy, (str, Mapping)):
+        _refuse("strategy", "a strategy's name or a dict of its table", strategy, True)
+    _check_number("interval_h", interval_h, above=0, none=True)
+    _check_int("replications", replications, 1, none=True)
+    _check_int("seed", seed, none=True)
+    _check_path("model", model, none=True)
+    origin: dict[str, str] = {}  # scenario key -> the parameter that set it
+    upd = _updates(set, overrides, origin)
     shortcut: dict[str, str] = {}  # scenario key -> the shortcut parameter that set it
     if strategy is not None:
         key = "strategy.name" if isinstance(strategy, str) else "strategy"
+        _check_apart("strategy", key, origin, shown=False)
         upd[key] = strategy if isinstance(strategy, str) else _plain(dict(strategy))
         shortcut[key] = "strategy"
     for key, param, value in (
@@ -221,11 +415,8 @@ def load_scenario(
         ("seed", "seed", seed),
     ):
         if value is not None:
+            _check_apart(param, key, origin, shown=False)
             upd[key], shortcut[key] = _plain(value), param
-    if not isinstance(name_or_path, (str, os.PathLike, Scenario)):
-        raise TypeError(
-            f"load_scenario takes a name, a path or a Scenario, not {type(name_or_path).__name__}"
-        )
     try:
         if isinstance(name_or_path, Scenario):
             s = name_or_path if model is None else _sc.with_model(name_or_path, model)
@@ -238,6 +429,7 @@ def load_scenario(
 
 
 def _as_scenario(scenario: str | os.PathLike[str] | Scenario) -> Scenario:
+    _check_scenario("scenario", scenario)
     return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
 
 
@@ -325,6 +517,7 @@ class Runs:
     def timeline(self, replication: int | None = None) -> list[Event]:
         """The events of one replication (default: the first), re-run alone with event recording
         (each replication is reproducible on its own): times in seconds (:class:`Event`)."""
+        _check_int("replication", replication, none=True)
         first = self.results[0].replication if self.results else 0
         i = first if replication is None else int(replication)
         if self.events and i == first:
@@ -340,6 +533,7 @@ class Runs:
         replication), readable by :func:`load_results` and ``cprsim plot``. Returns the folder."""
         from cprsim.runfiles import write_run
 
+        _check_path("folder", folder)
         out = Path(folder)
         write_run(out, self.scenario, self.results, self.timeline(), self.summary())
         return out
@@ -373,16 +567,22 @@ def simulate(
     events, or (unless ``force``) a regime the analytic check calls hopeless, raises InputError.
     ``progress(n)`` is called as replications complete. Times in the results are seconds.
     """
+    from cprsim.sim.replicate import METRICS
+
+    _check_scenario("scenario", scenario)
+    _check_int("replications", replications, 1, none=True)
+    _check_int("seed", seed, none=True)
+    _check_int("first", first)
+    _check_number("precision", precision, above=0, none=True)
+    _check_int("min_replications", min_replications, 2)
+    _check_choice("precision_metric", precision_metric, METRICS)
+    _check_bool("record", record)
+    _check_bool("force", force)
+    _check_number("max_events", max_events, above=0, finite=False)
+    _check_callable("progress", progress)
     s = _as_scenario(scenario)
-    upd: dict[str, Any] = {}
-    if replications is not None:
-        upd["replications"] = _plain(replications)
-    if seed is not None:
-        upd["seed"] = _plain(seed)
-    if upd:
-        s = load_scenario(s, set=upd)
-    if first < 0:
-        raise InputError(f"first must be >= 0, got {first}")
+    if replications is not None or seed is not None:
+        s = load_scenario(s, replications=replications, seed=seed)
     from cprsim.runfiles import preflight
     from cprsim.sim.replicate import run_adaptive, run_replications
 
@@ -443,12 +643,16 @@ class Plan(_PlanRecord):
         strategy and parameters, its checkpoint interval (hours; at most the job) and its checkpoint
         mode (an option of another mode than the scenario's: ``checkpoint_modes``). ``scenario``:
         the scenario planned (default: the one given to :func:`plan`)."""
+        if scenario is not None and not isinstance(scenario, Scenario):
+            _refuse("scenario", "a Scenario", scenario, True)
         base = scenario if scenario is not None else getattr(self, "_scenario", None)
         if base is None:
-            raise InputError("this plan does not hold its scenario: pass scenario=")
+            raise ParameterError("scenario", "this plan does not hold its scenario: pass it")
         labels = [o.label for o in self.options]
         if label is not None and label not in labels:
-            raise InputError(f"no option {label!r} in this plan (options: {', '.join(labels)})")
+            raise ParameterError(
+                "label", f"no option {_shown(label)} in this plan (options: {', '.join(labels)})"
+            )
         o = self.option(label if label is not None else self.recommended)
         params = dict(o.params)
         updates: dict[str, Any] = {}
@@ -560,6 +764,27 @@ def plan(
     """
     from cprsim.plan import ALL_STRATEGIES, make_plan
 
+    _check_scenario("scenario", scenario)
+    _check_number("max_accuracy_loss", max_accuracy_loss, above=0, below=0.5, none=True)
+    _check_choice("metric", metric, ("auc", "logloss"))
+    strategies = _names("strategies", strategies, "a strategy's name (or 'all')")
+    _check_number("confidence", confidence, least=0.5, below=1, none=True)
+    _check_choice("objective", objective, ("mean", "p90"))
+    _check_number("max_checkpoint_age_h", max_checkpoint_age_h, above=0, none=True)
+    _check_int("replications", replications, 1, none=True)
+    _check_int("search_replications", search_replications, 1, none=True)
+    _check_number("precision", precision, above=0, below=1, none=True)
+    _check_calibration("calibration", calibration)
+    _check_bool("allow_extrapolation", allow_extrapolation)
+    _check_bool("allow_no_full_checkpoint", allow_no_full_checkpoint)
+    _check_callable("progress", progress)
+    sensitivity = _factors(
+        "sensitivity", sensitivity, "a list of finite factors > 0, e.g. (2, 4, 10)"
+    )
+    _check_int("model_rows", model_rows, 1, none=True)
+    _check_number("loss_scale", loss_scale, above=0, none=True)
+    checkpoint_modes = _names("checkpoint_modes", checkpoint_modes, "a checkpoint mode", none=True)
+    _check_number("max_extra_memory", max_extra_memory, least=0, none=True)
     s = _as_scenario(scenario)
     names = (
         list(ALL_STRATEGIES)
@@ -568,9 +793,10 @@ def plan(
     )
     unknown = [x for x in names if x not in ALL_STRATEGIES]
     if unknown:
-        raise InputError(
-            f"strategies: unknown {', '.join(map(repr, unknown))} (choose from "
-            f"{', '.join(ALL_STRATEGIES)}, or 'all')"
+        raise ParameterError(
+            "strategies",
+            f"unknown {', '.join(map(repr, unknown))} (choose from "
+            f"{', '.join(ALL_STRATEGIES)}, or 'all')",
         )
     cal = calibration
     if cal is not None and not isinstance(cal, Calibration):
@@ -621,31 +847,16 @@ def pls_bound(
 
     from cprsim.plan.accuracy import plan_accuracy
 
-    if not (
-        isinstance(max_accuracy_loss, (int, float))
-        and math.isfinite(max_accuracy_loss)
-        and max_accuracy_loss > 0
-    ):
-        raise InputError(
-            f"max_accuracy_loss must be a finite number > 0, got {max_accuracy_loss!r}"
-        )
+    _check_number("max_accuracy_loss", max_accuracy_loss, above=0)
+    _check_strategy_name("strategy", strategy)
+    _check_choice("metric", metric, ("auc", "logloss"))
+    _check_calibration("calibration", calibration)
+    _check_number("confidence", confidence, least=0.5, below=1, none=True)
+    _check_number("loss_scale", loss_scale, above=0)
     if isinstance(calibration, Calibration):
         cal = calibration
     else:
         cal = load_calibration(None if calibration is None else Path(calibration))
-    if confidence is not None and not (
-        isinstance(confidence, (int, float)) and 0.5 <= confidence < 1
-    ):
-        raise InputError(
-            f"confidence must be a probability in [0.5, 1) or None, got {confidence!r}"
-        )
-    if not (
-        isinstance(loss_scale, (int, float))
-        and not isinstance(loss_scale, bool)
-        and math.isfinite(loss_scale)
-        and loss_scale > 0
-    ):
-        raise InputError(f"loss_scale must be a finite number > 0, got {loss_scale!r}")
     q = None if confidence is None else float(confidence)
     acc = _dc.replace(plan_accuracy(cal, metric), scale=float(loss_scale))
     return float(acc.pls_bound(float(max_accuracy_loss), strategy, q))
@@ -675,6 +886,12 @@ def run_calibration(
     torch.save/load and the end-to-end check (clock measurements); ``resume``: finish a killed
     calibration in ``out``; ``progress(n, what, resumed)`` is called as runs finish.
     """
+    _check_path("out", out)
+    _check_int("jobs", jobs, 1)
+    _check_int("threads", threads, 1)
+    _check_bool("measure_costs", measure_costs)
+    _check_bool("resume", resume)
+    _check_callable("progress", progress)
     if (
         "torch" not in sys.modules
     ):  # OpenMP threads that sleep while they wait (as `cprsim calibrate`)
@@ -688,15 +905,16 @@ def run_calibration(
     from cprsim.calibrate.pipeline import calibrate
     from cprsim.calibrate.runner import PRESETS
 
-    if preset not in PRESETS:
-        raise InputError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    _check_choice("preset", preset, tuple(PRESETS))
     p = PRESETS[preset]
     if changes:
         known = {f.name for f in dataclasses.fields(p)}
         bad = [k for k in changes if k not in known]
         if bad:
-            raise InputError(
-                f"unknown preset field {bad[0]!r} (fields: {', '.join(sorted(known))})"
+            raise ParameterError(
+                "changes",
+                f"not a field of the preset (fields: {', '.join(sorted(known))})",
+                key=bad[0],
             )
         fields: dict[str, Any] = {  # checked against the preset's fields above
             k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()
@@ -767,14 +985,38 @@ class Sweep:
     ) -> None:
         from pydantic import ValidationError
 
+        from cprsim.sim.replicate import METRICS
         from cprsim.sweep.spec import SweepError, SweepFile, expand
 
+        _check_scenario("scenario", scenario)
+        _check_mapping("grid", grid, none=True)
+        listed = (
+            list(strategies)
+            if isinstance(strategies, Iterable)
+            and not isinstance(strategies, (str, bytes, Mapping))
+            else None
+        )
+        if listed is None or not all(isinstance(e, (str, Mapping)) for e in listed):
+            _refuse("strategies", "a list of strategy names or tables (dicts)", strategies)
+        for e in listed:
+            if isinstance(e, str) or "name" in e:
+                _check_strategy_name("strategies", e if isinstance(e, str) else e["name"])
+        strategies = listed
+        set = _set_items(set) if set is not None else None
+        _check_int("replications", replications, 1, none=True)
+        _check_int("seed", seed, none=True)
+        if not isinstance(name, str):
+            _refuse("name", "a string", name)
+        if not isinstance(description, str):
+            _refuse("description", "a string", description)
+        _check_number("precision", precision, above=0, none=True)
+        _check_int("min_replications", min_replications, 2)
+        _check_choice("precision_metric", precision_metric, METRICS)
+        _check_mapping("plan", plan, none=True)
+        _check_number("max_events", max_events, above=0, finite=False, none=True)
         self._base: Scenario | None = scenario if isinstance(scenario, Scenario) else None
         if self._base is None:
-            if not isinstance(scenario, (str, os.PathLike)):
-                raise TypeError(
-                    f"Sweep takes a scenario name, path or Scenario, not {type(scenario).__name__}"
-                )
+            assert isinstance(scenario, (str, os.PathLike))
             ref = os.fspath(scenario)
             if not _sc.is_builtin(ref):
                 ref = str(Path(ref).resolve())
@@ -801,7 +1043,9 @@ class Sweep:
             doc["set"] = fixed
         if grid:
             doc["grid"] = {
-                k: [_plain(x) for x in v] if not isinstance(v, (str, bytes, Mapping)) else v
+                k: [_plain(x) for x in v]
+                if isinstance(v, Iterable) and not isinstance(v, (str, bytes, Mapping))
+                else v
                 for k, v in grid.items()
             }
         if plan is not None:
@@ -865,6 +1109,7 @@ class Sweep:
         ``cprsim sweep FOLDER/sweep.toml``; returns the sweep file's path."""
         from cprsim.io import atomic_write_text
 
+        _check_path("folder", folder)
         out = Path(folder)
         if self._base is not None:
             atomic_write_text(out / "scenario.toml", self._scenario_toml())
@@ -890,11 +1135,18 @@ class Sweep:
         called as points complete."""
         from cprsim.sweep.runner import run_sweep
 
-        if jobs < 1:
-            raise InputError(f"jobs must be >= 1, got {jobs}")
+        _check_path("out", out, none=True)
+        _check_int("jobs", jobs, 1)
+        _check_bool("resume", resume)
+        if scheduler is not None and not isinstance(scheduler, str):
+            _refuse("scheduler", "an address (a str: tcp://HOST:PORT)", scheduler, True)
+        _check_int("dask_local", dask_local, 1, none=True)
+        _check_callable("progress", progress)
         if out is None:
             if resume:
-                raise InputError("resume needs the folder of the sweep to finish: out=")
+                raise ParameterError(
+                    "resume", "needs the folder of the sweep to finish: pass `out`", also=("out",)
+                )
             with tempfile.TemporaryDirectory(prefix="cprsim-sweep-") as tmp:
                 return self.run(
                     Path(tmp) / self.name,
@@ -933,6 +1185,11 @@ def read_trace(
     and their observed flags; the last of each node right-censored)."""
     from cprsim.failures.traces import read_trace as _read
 
+    _check_path("path", path)
+    _check_mapping("filters", filters, none=True)
+    if filters and not all(isinstance(v, str) for v in filters.values()):
+        _refuse("filters", "a dict of column names to strings", filters, True)
+    _check_int("node_count", node_count, 1, none=True)
     return _read(path, format, dict(filters or {}), node_count)
 
 
@@ -970,26 +1227,49 @@ def fit(
 
     from cprsim.failures.fit import FIT_FAMILIES, fit_all
 
+    families = _names("families", families, "a family's name", none=True)
+    if isinstance(families, str):
+        families = [families]
+    for f in families or ():
+        _check_choice("families", f, FIT_FAMILIES)
+    if families is not None and not families:
+        _refuse("families", f"one or more of {', '.join(FIT_FAMILIES)}", families, True)
+    _check_int("bootstrap", bootstrap, none=True)
+    _check_int("seed", seed)
+    if node_type is not None and not isinstance(node_type, str):
+        _refuse("node_type", "a node type (a str)", node_type, True)
+    _check_callable("progress", progress)
+    trace = hasattr(data, "intervals") and hasattr(data, "nodes")
+    if observed is not None and (trace or isinstance(data, (str, os.PathLike))):
+        raise ParameterError(
+            "observed",
+            "applies to durations; a failure log says which lifetimes are censored",
+        )
     what = "fit"
     if isinstance(data, (str, os.PathLike)):
         what = os.fspath(data)
         data = read_trace(data, format, filters=filters, node_count=node_count)
-    if hasattr(data, "intervals") and hasattr(data, "nodes"):  # a Trace
-        if observed is not None:
-            raise TypeError(
-                "observed= applies to durations; a failure log says which lifetimes are censored"
-            )
+        trace = True
+    if trace:
         what = what if what != "fit" else str(getattr(data, "source", "fit"))
         t, obs = data.intervals(interarrival, node_type)
     else:
-        t = np.asarray(data, dtype=float).ravel()
-        obs = (
-            np.ones(t.size, dtype=bool)
-            if observed is None
-            else np.asarray(observed, dtype=bool).ravel()
-        )
+        try:
+            t = np.asarray(data, dtype=float).ravel()
+        except (TypeError, ValueError):
+            _refuse("data", "a failure log's path, a Trace or durations in hours", data)
+        if not np.all(np.isfinite(t) & (t > 0)):
+            raise ParameterError("data", "durations must be finite and > 0 (hours)")
+        try:
+            obs = (
+                np.ones(t.size, dtype=bool)
+                if observed is None
+                else np.asarray(observed, dtype=bool).ravel()
+            )
+        except (TypeError, ValueError):
+            _refuse("observed", "event flags (True: observed, False: right-censored)", observed)
         if obs.size != t.size:
-            raise InputError(f"observed has {obs.size} flags for {t.size} durations")
+            raise ParameterError("observed", f"has {obs.size} flags for {t.size} durations")
     if t.size == 0:
         raise InputError(
             f"{what}: no lifetimes{' of node type ' + node_type if node_type else ''} to fit"
@@ -998,7 +1278,7 @@ def fit(
     return fit_all(
         t,
         obs,
-        tuple(families) if families is not None else FIT_FAMILIES,
+        tuple(families) if families is not None else FIT_FAMILIES,  # checked above
         bootstrap=B,
         seed=seed,
         what=what,

@@ -173,7 +173,7 @@ def test_a_malformed_model_table_is_a_one_line_error(tmp_path):
         '[model.auc]\nchosen = "age"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "coefficients",
         '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0, 2.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "cov",
         '[model.auc]\nchosen = "slope"\n[model.auc.coef.mfu]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "'partial'",
-        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [nan]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "b must be finite",
+        '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [nan]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n': "model.auc.coef.*.b[0]",
         '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n'
         '[model.range.partial]\npls = "x"\n': "model.range.partial.pls",
         '[model.auc]\nchosen = "slope"\n[model.auc.coef."*"]\nb = [0.1]\ncov = [[1.0]]\ndof = 3\nrss = 1.0\nn = 4\n'

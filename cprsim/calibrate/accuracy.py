@@ -125,14 +125,20 @@ class Coef:
         v0, v1 = self.resid_var
         return v0 * pls + v1 * pls * pls
 
+    def _coef_variance(self, X: np.ndarray) -> np.ndarray:
+        """``x' C x`` for each row of ``X`` (>= 0): infinite without residual degrees of freedom
+        (no estimate of the coefficients' uncertainty), except at a zero row (PLS 0: no loss)."""
+        if self.dof <= 0:
+            return np.where(np.any(X != 0, axis=1), math.inf, 0.0)
+        return np.maximum(np.einsum("ij,jk,ik->i", X, self.cov, X), 0.0)
+
     def predictive(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mean and the scale of a single run's loss for each row of ``X`` (its first column is
         PLS): the run's loss is ``mean + scale x T``, T Student-t with :attr:`dof` degrees of
         freedom (residual scatter plus the coefficients' uncertainty)."""
         X = np.atleast_2d(np.asarray(X, float))
         m = X @ self.b
-        var = np.einsum("ij,jk,ik->i", X, self.cov, X)
-        return m, np.sqrt(np.maximum(var, 0.0) + self.residual_variance(X[:, 0]))
+        return m, np.sqrt(self._coef_variance(X) + self.residual_variance(X[:, 0]))
 
     def predictive_quantile(self, X: np.ndarray, q: float) -> np.ndarray:
         """The ``q``-quantile of a single run's loss for each row of ``X`` (:meth:`predictive`)."""
@@ -145,10 +151,10 @@ class Coef:
         """Mean prediction and its 95% CI (lower, upper) for each row of ``X``."""
         X = np.atleast_2d(np.asarray(X, float))
         m = X @ self.b
-        var = np.einsum("ij,jk,ik->i", X, self.cov, X)
-        h = (t_ppf(0.975, self.dof) if self.dof > 0 else math.inf) * np.sqrt(np.maximum(var, 0.0))
-        with np.errstate(invalid="ignore"):
-            return m, m - h, m + h
+        sd = np.sqrt(self._coef_variance(X))
+        # without residual degrees of freedom the CI is unbounded, except at PLS 0 (no loss)
+        h = t_ppf(0.975, self.dof) * sd if self.dof > 0 else np.where(sd > 0, math.inf, 0.0)
+        return m, m - h, m + h
 
     def to_dict(self) -> dict[str, Any]:
         """Plain floats and ints for calibration.toml's ``coef`` tables (what :meth:`from_dict`
@@ -174,7 +180,7 @@ class Coef:
             b = np.asarray(d["b"], dtype=float).reshape(-1)
             cov = np.asarray(d["cov"], dtype=float)
             dof, rss, n = int(d["dof"]), float(d["rss"]), int(d["n"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise InputError(
                 f"{where}: expected b (numbers), cov (a square array), dof, rss and n"
             ) from None
@@ -794,12 +800,14 @@ class AccuracyFit(Fitted):
             st: {"pls": (0.0, 1.0), "position": (0.5, 0.5), "age": (0.0, 0.0)}
             for st in (coef if not pooled else {VANILLA: None})
         }
-        why = fit.inadmissible(box)
-        if why:
-            raise InputError(
-                f"{where}.coef: not a model of lost updates ({why}); expected a loss that is "
-                "positive and grows with PLS over the measured range: recalibrate"
-            )
+        for st, r in box.items():
+            why = fit.inadmissible({st: r})
+            if why:
+                k = "*" if pooled else st if st in coef else VANILLA
+                raise InputError(
+                    f"{where}.coef.{k}.b: not a model of lost updates ({why}); expected a loss "
+                    "that is positive and grows with PLS over the measured range: recalibrate"
+                )
         return fit
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cprsim.errors import InputError
-from cprsim.io import dumps_toml, read_toml
+from cprsim.io import dumps_toml, read_toml, short
 from cprsim.names import VANILLA
 
 METRICS = ("auc", "logloss")
@@ -158,7 +158,9 @@ def _inherit_scale(cal: Calibration) -> Calibration:
 
 
 def load_calibration(path: str | Path | None = None) -> Calibration:
-    """Read a calibration file (default: the packaged one; none: a labelled placeholder)."""
+    """Read a calibration file (default: the packaged one; none: a labelled placeholder); a
+    malformed one is a one-line :class:`~cprsim.errors.InputError` naming the file and the key
+    (:func:`from_doc`)."""
     if path is None:
         path = default_path()
         if path is None:
@@ -169,79 +171,49 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
 
 def from_doc(raw: dict[str, Any], p: str | Path = "calibration") -> Calibration:
     """A calibration document (a calibration.toml's tables) as a :class:`Calibration`, checked
-    as :func:`load_calibration` checks a file (errors name ``p``)."""
-    prov = raw.get("provenance")
-    if not isinstance(prov, dict):
-        raise InputError(f"{p}: missing [provenance]")
-    fits = raw.get("fit")
-    if not isinstance(fits, dict) or not fits:
-        raise InputError(f"{p}: missing [fit.<strategy>] tables")
+    as :func:`load_calibration` checks a file (errors name ``p``): every key the code reads, once
+    (:func:`cprsim.calibrate.schema.check_document`), and the accuracy model it implies (a mean
+    loss that is positive and grows with PLS over the measured range)."""
+    from cprsim.calibrate.accuracy import AccuracyFit
+    from cprsim.calibrate.schema import check_document
+
+    p = short(p)  # a file name on one line
+    check_document(raw, p)
+    prov, fits = raw["provenance"], raw["fit"]
     slopes: dict[str, dict[str, float]] = {}
     upper: dict[str, dict[str, float]] = {}
     for st, f in fits.items():
-        slopes[st], upper[st] = {}, {}
-        for m in METRICS:
-            for key, dest in ((f"{m}_slope", slopes), (f"{m}_slope_hi", upper)):
-                v = f.get(key) if isinstance(f, dict) else None
-                if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
-                    raise InputError(f"{p}: fit.{st}.{key}: expected a number, got {v!r}")
-                dest[st][m] = float(v)
+        slopes[st] = {m: float(f[f"{m}_slope"]) for m in METRICS}
+        upper[st] = {m: float(f[f"{m}_slope_hi"]) for m in METRICS}
     models = {}
-    table = raw.get("model")
-    if table is not None:
-        from cprsim.calibrate.accuracy import AccuracyFit
-
-        if not isinstance(table, dict):
-            raise InputError(f"{p}: [model] must be a table")
-        ranges = table.get("range", {})
-        if not isinstance(ranges, dict):
-            raise InputError(f"{p}: model.range must be a table of strategies")
-        for m in METRICS:
-            if m in table:
-                if not isinstance(table[m], dict):
-                    raise InputError(f"{p}: model.{m} must be a table")
-                models[m] = AccuracyFit.from_table(table[m], m, ranges, f"{p}: model.{m}")
-    if "scale" in raw:
-        _check_scale(raw["scale"], Path(p))
+    table = raw.get("model") or {}
+    ranges = table.get("range", {})
+    for m in METRICS:
+        if m in table:
+            models[m] = AccuracyFit.from_table(table[m], m, ranges, f"{p}: model.{m}")
+        else:
+            _check_points_fit(raw, m, p)
     cal = Calibration(slopes, bool(prov.get("calibrated", True)), dict(prov), upper, raw, models)
     return _inherit_scale(cal)
 
 
-def _check_scale(table: Any, p: Path) -> None:
-    """``[scale]`` (:func:`cprsim.calibrate.pipeline.scale_table`): a ``reference`` and rungs, each
-    with whole ``embedding_rows`` (and ``train_samples``) >= 1; each rung's ratios finite and >= 0
-    (``*_ratio_hi`` may be inf: a reference CI reaching 0). A one-line error names the key."""
+def _check_points_fit(raw: dict[str, Any], metric: str, p: str | Path) -> None:
+    """A file without ``[model.<metric>]`` gets its model fitted from its points when it is
+    planned (:func:`cprsim.plan.accuracy.plan_accuracy`): the same fit, refused here when it is not
+    a model of lost updates (a mean loss that is negative or falls with PLS)."""
+    from cprsim.calibrate.accuracy import AccuracyFit, Data, select
+    from cprsim.plan.accuracy import _points
 
-    def bad(key: str, want: str, v: Any) -> InputError:
-        return InputError(f"{p}: scale.{key}: expected {want}, got {v!r}")
-
-    if not isinstance(table, dict) or not isinstance(table.get("reference"), dict):
-        raise InputError(f"{p}: [scale] must be a table with a [scale.reference] table")
-    for name, r in table.items():
-        if name == "note":
-            continue
-        if not isinstance(r, dict):
-            raise bad(name, "a table", r)
-        for key in ("embedding_rows", "train_samples"):
-            v = r.get(key, 1 if key == "train_samples" else None)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise bad(f"{name}.{key}", "a whole number >= 1", v)
-        if not isinstance(r.get("real_data", False), bool):
-            raise bad(f"{name}.real_data", "true or false", r.get("real_data"))
-        if name == "reference":
-            continue
-        for m in METRICS:
-            for suffix in ("", "_lo", "_hi"):
-                key = f"{m}_ratio{suffix}"
-                v = r.get(key)
-                ok = (
-                    isinstance(v, (int, float))
-                    and not isinstance(v, bool)
-                    and v >= 0
-                    and (math.isfinite(v) or suffix == "_hi")
-                )
-                if not ok:
-                    raise bad(f"{name}.{key}", "a finite number >= 0", v)
+    pts = _points(raw, metric)
+    if not pts:
+        return
+    sel = select(Data.from_points(pts, metric), metric)
+    why = AccuracyFit.from_selection(sel).inadmissible(sel.ranges)
+    if why:
+        raise InputError(
+            f"{p}: points: the {metric} model fitted from them is not a model of lost updates "
+            f"({why}); expected a loss that is positive and grows with PLS: recalibrate"
+        )
 
 
 # -- writing (used by the calibrate command) --------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -300,9 +301,10 @@ def command(
 
             click.echo(f"schedules: {describe_matched(prov['matched'])}")
         for st, f in cal.raw.get("fit", {}).items():
+            lo = f.get("auc_slope_lo", -math.inf)  # optional (load_calibration checks the rest)
             click.echo(
                 f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
-                f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] over {f.get('n_points', '?')} runs"
+                f"[{lo:.3g}, {f['auc_slope_hi']:.3g}] over {f.get('n_points', '?')} runs"
             )
         _print_models(cal.raw)
         return
@@ -459,11 +461,13 @@ def _print_models(doc: dict) -> None:
     for metric in ("auc", "logloss"):
         m = doc.get("model", {}).get(metric)
         if m:
-            pool = "pooled over the strategies" if m["pooled"] else "per strategy"
-            pv = m["pooling_f_test_p"].get(m["chosen"])
+            # the keys the planner does not need are optional (load_calibration checks their types)
+            pool = "pooled over the strategies" if "*" in m["coef"] else "per strategy"
+            pv = m.get("pooling_f_test_p", {}).get(m["chosen"], math.nan)
             click.echo(
-                f"planner's {metric} model: {m['formula']} ({pool}, F-test p = {pv:.3g}; chosen by "
-                f"{m['selection']} among {', '.join(m['cv_mse'])})"
+                f"planner's {metric} model: {m.get('formula', m['chosen'])} ({pool}, F-test p = "
+                f"{pv:.3g}; chosen by {m.get('selection', '?')} among "
+                f"{', '.join(m.get('cv_mse', {})) or '?'})"
             )
             stab = m.get("stability")
             if isinstance(stab, dict):

@@ -29,6 +29,10 @@ def read_calibration(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(
             f"{p}: needs [fit.<strategy>] and [points.<strategy>] tables (written by cprsim calibrate)"
         )
+    from cprsim.calibrate.schema import check_document
+    from cprsim.io import short
+
+    check_document(doc, short(p))  # every key the plot reads, as load_calibration checks it
     return doc
 
 
@@ -65,7 +69,9 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
     strategies = list(doc["points"])
     for st, pts in doc["points"].items():
         c = colour(st, strategies)
-        pls, y, budget = (np.asarray(pts[k], dtype=float) for k in ("pls", key, "budget"))
+        pls, y = np.asarray(pts["pls"], dtype=float), np.asarray(pts[key], dtype=float)
+        # budget is optional (a file without it: each run on its own)
+        budget = np.asarray(pts.get("budget", pts["pls"]), dtype=float)
         xs, ys, xe, ye = [], [], [], []
         for b in sorted(set(budget.tolist())):
             sel = budget == b
@@ -86,6 +92,9 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
         )
         f = doc["fit"].get(st, {})
         slope = f.get(f"{metric}_slope")
+        # the CI's ends: lo is optional (a hand-written file), either infinite for a one-run fit
+        lo = f.get(f"{metric}_slope_lo", -math.inf)
+        hi = f.get(f"{metric}_slope_hi", math.inf)
         if isinstance(slope, float) and math.isfinite(slope) and pls.size:
             gx = np.linspace(0, pls.max() * 1.05, 50)
             ax.plot(
@@ -93,17 +102,11 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
                 slope * gx,
                 color=c,
                 lw=1,
-                label=f"{st} fit: {slope:.3g} × PLS [{f[f'{metric}_slope_lo']:.3g}, "
-                f"{f[f'{metric}_slope_hi']:.3g}], R²={f[f'{metric}_r2']:.2f}",
+                label=f"{st} fit: {slope:.3g} × PLS [{lo:.3g}, {hi:.3g}], "
+                f"R²={f.get(f'{metric}_r2', math.nan):.2f}",
             )
-            ax.fill_between(
-                gx,
-                f[f"{metric}_slope_lo"] * gx,
-                f[f"{metric}_slope_hi"] * gx,
-                color=c,
-                alpha=0.1,
-                lw=0,
-            )
+            if math.isfinite(lo) and math.isfinite(hi):
+                ax.fill_between(gx, lo * gx, hi * gx, color=c, alpha=0.1, lw=0)
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("PLS (portion of lost samples)")
     ax.set_ylabel(
