@@ -16,8 +16,8 @@ stability check, the scale ladder):
   <metric>_slope_hi`` (the CI's ends may be infinite: a fit of one run); ``r2`` at most 1 (or
   nan: no spread), ``n_points`` >= 1. Where the planner falls back on these slopes (no
   ``[model.<metric>]`` and no points), slope and upper end > 0.
-* ``[points.<strategy>]``: ``pls``, ``d_auc``, ``d_logloss`` and ``seed`` arrays, one value per
-  run and at least one run; every array of the strategy the same length; all finite; ``pls``,
+* ``[points.<strategy>]``: ``pls``, ``d_auc`` and ``d_logloss`` arrays (``seed``, ``position``,
+  ``age`` optional), one value per run and at least one run; every array of the strategy the same length; all finite; ``pls``,
   ``position`` and ``age`` in [0, 1] (fractions of the run); ``seed`` whole numbers >= 0;
   ``budget`` > 0.
 * ``[model.<metric>]``: ``chosen`` a candidate; ``coef`` with ``'*'`` or vanilla CPR's fit, each
@@ -303,7 +303,9 @@ _POINT_ARRAYS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "d_logloss": ("a finite number", _finite),
     "budget": ("a finite number > 0", lambda x: math.isfinite(x) and x > 0),
 }
-_POINTS_REQUIRED = ("pls", "d_auc", "d_logloss", "seed")
+#: ``seed`` is optional: files written before it read as one seed (0), as
+#: :meth:`cprsim.calibrate.accuracy.Data.from_points` reads them
+_POINTS_REQUIRED = ("pls", "d_auc", "d_logloss")
 
 
 def _points(w: _Walker, points: dict[str, Any]) -> None:
