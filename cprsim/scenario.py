@@ -1014,9 +1014,14 @@ def load(
 ) -> Scenario:
     """The scenario of a built-in name or a TOML file, with its node failures replaced by the
     fitted ``model`` file's (:func:`merge_model`; ``--model``) and dotted-key ``overrides``
-    applied. An error of the file itself raises ScenarioError naming the file and key; an override
-    the scenario refuses raises :class:`OverrideError` naming ``overrides``."""
+    applied. An error of the file itself raises ScenarioError naming the file and key (checked
+    first: an override or a model never hides one); an override the scenario refuses raises
+    :class:`OverrideError` naming ``overrides``."""
     raw, source = load_raw(name_or_path)
+    if overrides or model is not None:
+        # the file as written must be valid on its own, as `cprsim show FILE` says: an override
+        # or a model must not hide a bad value of the file (replications = nan)
+        validate(copy.deepcopy(raw), source)
     if model is not None:
         _merge_for(raw, model)
     if not overrides:

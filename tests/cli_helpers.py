@@ -14,9 +14,7 @@ def run(*args):
 def one_line_error(r) -> str:
     """The single ``Error:`` line of a bad-input run (exit code 2, no traceback)."""
     assert r.exit_code == 2, r.output
-    lines = [
-        ln for ln in r.output.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))
-    ]
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]  # usage errors too (issue 27)
     assert len(lines) == 1 and lines[0].startswith("Error:"), r.output
     assert "Traceback" not in r.output
     return lines[0]

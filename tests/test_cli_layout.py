@@ -798,3 +798,21 @@ def test_without_lost_updates_the_pls_columns_are_not_shown():
     assert "no option loses updates" in " ".join(out.split()) and "left out" not in out
     d = json.loads(run(*quick_args(strategies="ecrm"), "--json").output)
     assert all(o["pls_bound"] is None for o in d["options"])  # inf: loses no update
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["plan", "toy", "--max-accuracy-loss", "abc"], "'abc' is not a valid float"),
+        (["simulate", "toy", "--nope"], "No such option '--nope'"),
+        (["simulat", "toy"], "Did you mean 'simulate'?"),
+        (["simulate"], "Missing argument"),
+    ],
+)
+def test_a_usage_error_is_one_line_that_says_where_help_is(args, needle):
+    """click's usage errors (a bad option value, an unknown option or command, a missing
+    argument) are one line like every other bad input (issue 27), naming the help to read."""
+    from cli_helpers import one_line_error, run
+
+    line = one_line_error(run(*args))
+    assert needle in line and "--help` lists the" in line, line

@@ -42,3 +42,16 @@ def test_show_prints_readable_lines_that_load_back(name, tmp_path):
     path.write_text(text)
     assert tomllib.loads(text)["description"] == desc
     assert sc.load(str(path)) == sc.load(name)
+
+
+@pytest.mark.parametrize("value", ["nan", "true", "1e308"])
+def test_an_override_does_not_hide_a_bad_value_of_the_file(tmp_path, value):
+    """`simulate F -n 2` refuses what `show F` refuses (issue 27): the file's own `replications =
+    nan` used to be replaced by the option's value unchecked."""
+    from cli_helpers import one_line_error, run
+
+    f = tmp_path / "s.toml"
+    f.write_text(f'name = "x"\nreplications = {value}\n')
+    for args in (["show", f], ["simulate", f, "-n", 2], ["simulate", f, "--set", "replications=3"]):
+        line = one_line_error(run(*args))
+        assert str(f) in line and "replications" in line, line

@@ -334,3 +334,12 @@ def test_a_bad_nodes_model_file_feeds_a_scenario_with_a_lifecycle(tmp_path):
     without = {**base, "failures": {**base["failures"], "model": str(m)}}
     f.write_text(sc.to_toml(without))
     assert sc.load(str(f)).lifecycle is None
+
+
+def test_a_node_count_beyond_the_cap_is_refused_at_once(tmp_path):
+    """`--nodes 100000000` used to run for about an hour (issue 27): refused, naming the option."""
+    from cli_helpers import one_line_error
+
+    f = _tiny(tmp_path, "a,node,fail,5,\nb,node,fail,7,\nc,node,fail,9,\n")
+    line = one_line_error(run("fit", f, "--bad-nodes", "--nodes", 100_000_000))
+    assert "--nodes" in line and "1,000,000" in line, line

@@ -119,9 +119,7 @@ def ok(p: subprocess.CompletedProcess) -> str:
 
 def one_error_line(p: subprocess.CompletedProcess) -> str:
     assert p.returncode == 2, (p.stdout, p.stderr)
-    lines = [
-        ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith(("Usage:", "Try "))
-    ]
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: "), p.stderr
     return lines[0]
 

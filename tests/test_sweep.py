@@ -194,6 +194,13 @@ def test_resume_refuses_a_changed_sweep(tmp_path, cli, one_line_error):
         ('scenario = "nope"\n', "scenario: "),
         ('scenario = "toy"\nstrategies = ["full", "nosuch"]\n', "nosuch"),
         ('scenario = "toy"\nstrategies = ["full", "full"]\n', "share the label"),
+        # a [plan] that cannot prove its confidence with the replications it would have: refused
+        # before any point runs (issue 27), not after all of them
+        (
+            'scenario = "toy"\nreplications = 4\n[plan]\nmax_accuracy_loss = 0.001\n'
+            "replications = 10\n",
+            "plan.replications: proving P(PLS <= bound) >= 0.9 takes at least 29",
+        ),
     ],
 )
 def test_a_malformed_sweep_file_is_a_one_line_error(tmp_path, text, expected, one_line_error, cli):

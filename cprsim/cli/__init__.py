@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import signal
+from typing import Any
 
 import click
 
@@ -177,6 +178,25 @@ class _Group(click.Group):
 
 def _one_line(text: str) -> str:
     return " ".join(text.split("\n")) if "\n" in text else text
+
+
+def _show_usage_error(self: click.UsageError, file: Any = None) -> None:
+    """A usage error (a bad option or argument) as the one line every other bad input gets:
+    ``Error: <what is wrong> (`cprsim plan --help` lists the options)``, not click's three lines
+    of usage, hint and error."""
+    where = ""
+    if self.ctx is not None and self.ctx.command.get_help_option(self.ctx) is not None:
+        what = "commands" if isinstance(self.ctx.command, click.Group) else "options"
+        where = f" (`{self.ctx.command_path} --help` lists the {what})"
+    click.echo(
+        f"Error: {_one_line(self.format_message())}{where}",
+        file=file,
+        err=file is None,
+        color=self.ctx.color if self.ctx is not None else None,
+    )
+
+
+click.UsageError.show = _show_usage_error  # type: ignore[method-assign]
 
 
 class UserError(click.ClickException):

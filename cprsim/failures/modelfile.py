@@ -320,6 +320,11 @@ class BadNodesFit:
     report: BadNodeReport
 
 
+#: the largest node count ``fit_bad_nodes`` takes (``nodes``): its per-node work is Python-level
+#: (10^8 took about an hour); 10^6 is the largest cluster cprsim plans for
+MAX_NODES = 1_000_000
+
+
 def fit_bad_nodes(
     trace: str | os.PathLike[str],
     format: str = "csv",
@@ -341,8 +346,15 @@ def fit_bad_nodes(
     test of "no bad nodes" (0: neither); ``seed``: their seed; ``progress(done, total)``: called
     as the bootstrap draws are done.
     """
+    from cprsim.errors import ParameterError
     from cprsim.failures.mixture import analyse, node_counts
 
+    if nodes is not None and not (1 <= nodes <= MAX_NODES):
+        raise ParameterError(
+            "nodes",
+            f"a cluster of 1 to {MAX_NODES:,} nodes, got {nodes:,} (each node is a count the "
+            "mixture fits)",
+        )
     path = Path(trace)
     flt = check_filters(format, dict(filters or {}))
     log = read_trace(path, format, flt, node_count)

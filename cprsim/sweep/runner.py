@@ -684,6 +684,7 @@ def run_sweep(
     the workers started here (and a Dask cluster's) and leaves the journal for ``--resume``."""
     check_format(output_format)
     check_out(sweep, out, resume)
+    check_plan(sweep)
     connection = (
         _dask_connect(scheduler, dask_local, connect_timeout)
         if scheduler is not None or dask_local is not None
@@ -932,13 +933,36 @@ def _write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -
     atomic_write_text(path, csv_text(summary_header(sweep), rows))
 
 
+def _plan_base(sweep: Sweep) -> sc.Scenario:
+    """The scenario a sweep's ``[plan]`` plans: its base, else its first point's."""
+    try:
+        return sc.validate(dict(sweep.base_raw), sweep.source)
+    except sc.ScenarioError:
+        return sc.validate(dict(sweep.points[0].raw), sweep.source)
+
+
+def check_plan(sweep: Sweep) -> None:
+    """A sweep's ``[plan]`` that the planner would refuse for its replications, refused before any
+    point runs (a one-line :class:`SweepError` naming the key), not after all of them."""
+    from cprsim.plan.search import min_replications
+
+    p = sweep.plan
+    if p is None or p.confidence == "mean":
+        return
+    n = p.replications or _plan_base(sweep).replications
+    need = min_replications(float(p.confidence))
+    if n < need:
+        raise SweepError(
+            f"{sweep.source}: plan.replications: proving P(PLS <= bound) >= {float(p.confidence):g} "
+            f"takes at least {need} replications, the plan would have {n} (set plan.replications, "
+            'or plan.confidence = "mean")'
+        )
+
+
 def _write_plan(sweep: Sweep, path: Path) -> None:
     from cprsim.plan import make_plan
 
-    try:
-        base = sc.validate(dict(sweep.base_raw), sweep.source)
-    except sc.ScenarioError:
-        base = sc.validate(dict(sweep.points[0].raw), sweep.source)
+    base = _plan_base(sweep)
     p = sweep.plan
     assert p is not None
     plan = make_plan(
