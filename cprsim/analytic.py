@@ -732,13 +732,22 @@ def machine_repair_availability(
     With ``k`` machines failed, failures come at ``min(n, n + s - k) lam`` and repairs at
     ``min(k, c) mu``; the birth-death chain's stationary law ``pi_k`` gives ``sum_{k <= s} pi_k``.
     """
+    return _machine_repair(n, spares, lam, mu, crews, idle_fail=False)
+
+
+def _machine_repair(
+    n: int, spares: int, lam: float, mu: float, crews: int | None, idle_fail: bool
+) -> float:
+    """The birth-death chain of :func:`machine_repair_availability` (``idle_fail``: the spares
+    fail too, :func:`machine_repair_availability_powered`): ``sum_{k <= s} pi_k``."""
     if n < 1 or spares < 0 or lam <= 0 or mu <= 0:
         raise ValueError("need n >= 1, spares >= 0, lam > 0 and mu > 0")
     total = n + spares
     c = total if crews is None else crews
     logp = [0.0]
     for k in range(1, total + 1):
-        birth = min(n, n + spares - (k - 1)) * lam
+        up = total - (k - 1)  # machines not in repair
+        birth = (up if idle_fail else min(n, up)) * lam
         death = min(k, c) * mu
         logp.append(logp[-1] + math.log(birth) - math.log(death))
     top = max(logp)
@@ -753,16 +762,7 @@ def machine_repair_availability_powered(
     idle spare fails at ``lam`` as a machine in service does. With ``k`` machines failed, failures
     come at ``(n + s - k) lam`` (every machine not in repair) and repairs at ``min(k, c) mu``; the
     share of time every slot has a machine is ``sum_{k <= s} pi_k``."""
-    if n < 1 or spares < 0 or lam <= 0 or mu <= 0:
-        raise ValueError("need n >= 1, spares >= 0, lam > 0 and mu > 0")
-    total = n + spares
-    c = total if crews is None else crews
-    logp = [0.0]
-    for k in range(1, total + 1):
-        logp.append(logp[-1] + math.log((total - (k - 1)) * lam) - math.log(min(k, c) * mu))
-    top = max(logp)
-    w = [math.exp(x - top) for x in logp]
-    return sum(w[: spares + 1]) / sum(w)
+    return _machine_repair(n, spares, lam, mu, crews, idle_fail=True)
 
 
 def full_wall_computing(W: float, tau: float, delta: float, lam: float, R: float) -> float:

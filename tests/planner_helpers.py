@@ -16,6 +16,26 @@ class LinearAccuracy:
 
 
 #: a small DLRM job with job-level interruptions (crash, NaN, outage): every strategy rolls back
+#: ``cprsim plan``'s quick form on a small cluster (16 servers, 8 trainers, node MTBF 300 h, a 20 h
+#: job): the tests add the bound and the replications they need
+QUICK = [
+    "plan",
+    "--embedding-servers",
+    "16",
+    "--trainers",
+    "8",
+    "--node-mtbf-h",
+    "300",
+    "--save-s",
+    "120",
+    "--load-s",
+    "60",
+    "--samples-per-s",
+    "1e5",
+    "--duration-h",
+    "20",
+]
+
 JOBBED_SCENARIO = {
     "name": "jobbed",
     "seed": 5,

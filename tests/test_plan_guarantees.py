@@ -17,23 +17,7 @@ from cprsim.plan.search import GRID_RATIO
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import estimate, run_replications
 
-QUICK = [
-    "plan",
-    "--embedding-servers",
-    "16",
-    "--trainers",
-    "8",
-    "--node-mtbf-h",
-    "300",
-    "--save-s",
-    "120",
-    "--load-s",
-    "60",
-    "--samples-per-s",
-    "1e5",
-    "--duration-h",
-    "20",
-]
+from planner_helpers import QUICK
 
 
 def _plan(args):

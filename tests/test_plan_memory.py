@@ -22,6 +22,8 @@ from cprsim.registry import extra_memory
 from cprsim.sim import strategies
 from cprsim.sim.replicate import estimate
 
+import planner_helpers
+
 #: 8 embedding servers whose failures take 2 random servers at once: a 4 + 1 stripe often loses
 #: both, so ECRM's cheapest variants carry more parity
 PAIRS = {
@@ -195,21 +197,7 @@ def test_the_table_shows_extra_memory_only_when_an_option_takes_some(pairs, line
 
 # -- the command -----------------------------------------------------------------------------------
 QUICK = [
-    "plan",
-    "--embedding-servers",
-    "16",
-    "--trainers",
-    "8",
-    "--node-mtbf-h",
-    "300",
-    "--save-s",
-    "120",
-    "--load-s",
-    "60",
-    "--samples-per-s",
-    "1e5",
-    "--duration-h",
-    "20",
+    *planner_helpers.QUICK,
     "--max-accuracy-loss",
     "0.001",
     "-n",
