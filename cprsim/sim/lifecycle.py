@@ -223,7 +223,6 @@ class Fleet:
         self.turn_end: dict[int, float] = {}
         #: machine -> bumped when it leaves a pool: a pending idle failure of it is stale
         self.mgen = [0] * n
-        self.failures_idle = 0  #: idle machines that failed ("powered" clocks)
         self.history: dict[
             int, deque[float]
         ] = {}  #: machine -> its recent failure times (retirement)
@@ -362,7 +361,6 @@ class Fleet:
             self.spare.remove(m)
         else:  # being warmed up to join the standbys
             self.warming -= 1
-        self.failures_idle += 1
         if self.env.now >= self.turn_end.get(m, INF):
             self.bad[m] = True
         d = self._delay(self.lc.detection)
