@@ -62,6 +62,8 @@ SLOTS = {
         True,
     ),
     "plot calibration": (lambda d, p: ["plot", "calibration", p, "-o", d / "x.png"], True),
+    "calibrate --refit": (lambda d, p: ["calibrate", "--refit", p], True),
+    "calibrate --show": (lambda d, p: ["calibrate", "--show", p], True),
     "fit LOG": (lambda d, p: ["fit", p], False),
     "fit LOG (JSON)": (lambda d, p: ["fit", p, "--format", "infinitehbd"], False),
     "plot fit": (lambda d, p: ["plot", "fit", p, "-o", d / "x.png"], False),
@@ -70,6 +72,7 @@ SLOTS = {
         lambda d, p: ["plot", "overhead", d, "--plan", p, "-o", d / "x.png"],
         False,
     ),
+    "calibrate --validate": (lambda d, p: ["calibrate", "--validate", p, "--out", d / "v"], False),
     "calibrate --data": (
         lambda d, p: [
             "calibrate",
