@@ -223,7 +223,8 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
             raise InputError(f"{short(path)}: empty file (expected the header {','.join(HEADER)})")
         if [h.strip() for h in header] != HEADER:
             raise InputError(
-                f"{short(path)}: line 1: expected the columns {','.join(HEADER)}, found {len(header)} columns that are not these"
+                f"{short(path)}: line 1: expected the columns {','.join(HEADER)} (the header "
+                f"differs: {len(header)} field{'' if len(header) == 1 else 's'})"
             )
         n = 0
         for line, row in enumerate(reader, start=2):
