@@ -48,7 +48,14 @@ from typing import Any, overload
 import numpy as np
 
 from cprsim.errors import InputError
-from cprsim.io import atomic_write_text, check_input_file, decode_errors, open_input_text, short
+from cprsim.io import (
+    atomic_write_text,
+    check_input_file,
+    decode_errors,
+    open_input_text,
+    read_input_text,
+    short,
+)
 
 #: Criteo Kaggle (Display Advertising Challenge) table cardinalities, as used by DLRM
 CRITEO_KAGGLE = (
@@ -204,7 +211,7 @@ class AccessModel:
                     c = float(row["count"])
                 except (TypeError, ValueError):
                     raise InputError(
-                        f"{p}: line {line}: count {short(row['count'], 20)!r} is not a number"
+                        f"{short(p)}: line {line}: column count: expected a number"
                     ) from None
                 if not math.isfinite(c) or c < 0:
                     raise InputError(f"{p}: line {line}: count must be a finite number >= 0")
@@ -216,8 +223,7 @@ class AccessModel:
                         n = 0
                     if n < 1:
                         raise InputError(
-                            f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not a whole "
-                            "number >= 1"
+                            f"{short(p)}: line {line}: column rows: expected a whole number >= 1"
                         )
                     sizes[row["table"]] = n
         if not counts:
@@ -436,8 +442,8 @@ def _disk_path() -> Path | None:
 
 def _read_disk(path: Path) -> dict[str, dict[str, object]]:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_input_text(path, "access cache", "data"))
+    except (InputError, ValueError, RecursionError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
@@ -520,7 +526,7 @@ def _read_tables(path: str, mtime_ns: int) -> tuple[int, ...]:
                 n = int(row["rows"])
             except (TypeError, ValueError, OverflowError):
                 raise InputError(
-                    f"{p}: line {line}: rows {short(row['rows'], 20)!r} is not an integer"
+                    f"{short(p)}: line {line}: column rows: expected an integer"
                 ) from None
             if n < 1:
                 raise InputError(f"{p}: line {line}: rows must be >= 1")

@@ -1,6 +1,17 @@
-"""Atomic file output: write to a temporary file beside the target, then rename.
+"""Atomic file output (write to a temporary file beside the target, then rename) and bounded
+input (every reader of a user's file goes through :func:`check_input_file`,
+:func:`read_input_bytes`, :func:`read_input_text`, :func:`read_input_json`,
+:func:`open_input_text` or :func:`read_toml`).
 
 A reader never sees a half-written file, and an interrupted run leaves the previous version.
+
+Input files must be regular files (a named pipe, a device or a folder is refused with one line
+naming it, never opened to wait or read forever) within a size cap of their kind, checked before
+reading: ``"config"`` files (scenario, sweep, calibration, schema, fitted model) at most
+:data:`MAX_CONFIG_BYTES` (1 MiB), ``"data"`` files (logs, traces, tables, results, reports) at
+most :data:`MAX_DATA_BYTES` (256 MiB); the environment variables ``CPRSIM_MAX_CONFIG_MB`` and
+``CPRSIM_MAX_INPUT_MB`` override them. Errors name the file (and line, column or key), never its
+content.
 """
 
 from __future__ import annotations
@@ -157,12 +168,51 @@ def dumps_toml(doc: dict[str, Any], header: str = "", multiline: bool = False) -
     return text
 
 
-#: a configuration file (scenario, sweep, fitted model, calibration) is at most this large
-MAX_CONFIG_BYTES = 16 * 2**20
-#: a data file (failure log, trace, table sizes, access counts) is at most this large
-MAX_DATA_BYTES = 4 * 2**30
+#: A configuration file (scenario, sweep, fitted model, calibration, data schema) is at most this
+#: large: 1 MiB, twenty times cprsim's largest (a calibration's 52 kB), and parsed in well under a
+#: second; a larger one (a million keys) is refused before parsing. ``CPRSIM_MAX_CONFIG_MB``
+#: (a positive number of MiB) overrides it.
+MAX_CONFIG_BYTES = 2**20
+#: A data file (failure log, trace, calibration data, table sizes, access counts, results tables,
+#: events) is at most this large: 256 MiB, some 40 times the largest public trace cprsim reads;
+#: refused at once, before it is read. ``CPRSIM_MAX_INPUT_MB`` (a positive number of MiB)
+#: overrides it.
+MAX_DATA_BYTES = 256 * 2**20
 #: configuration files nest tables and arrays at most this deep (cprsim's own use 4)
 MAX_DEPTH = 32
+#: the environment variable that overrides each kind of cap
+CAP_VARIABLES = {"config": "CPRSIM_MAX_CONFIG_MB", "data": "CPRSIM_MAX_INPUT_MB"}
+
+Cap = int | Literal["config", "data"] | None
+
+
+def input_cap(kind: Literal["config", "data"]) -> int:
+    """The size cap (bytes) of a ``"config"`` or ``"data"`` input file: :data:`MAX_CONFIG_BYTES`
+    or :data:`MAX_DATA_BYTES`, or the environment's ``CPRSIM_MAX_CONFIG_MB`` /
+    ``CPRSIM_MAX_INPUT_MB`` (MiB, a positive number) where set; a malformed value is an
+    ``InputError`` naming the variable."""
+    from cprsim.errors import InputError
+
+    var = CAP_VARIABLES[kind]
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return MAX_CONFIG_BYTES if kind == "config" else MAX_DATA_BYTES
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = float("nan")
+    if not (0 < mb < 2**40):
+        raise InputError(f"{var}: expected a positive number of MiB, got {short(text, 40)}")
+    return max(1, int(mb * 2**20))
+
+
+def _cap(max_bytes: Cap, default: Literal["config", "data"]) -> tuple[int, str]:
+    """(the cap in bytes, how to raise it) of a ``max_bytes`` argument."""
+    if max_bytes is None:
+        max_bytes = default
+    if isinstance(max_bytes, str):
+        return input_cap(max_bytes), f"; {CAP_VARIABLES[max_bytes]} raises it"
+    return int(max_bytes), ""
 
 
 def short(value: Any, limit: int = 200) -> str:
@@ -175,15 +225,47 @@ def short(value: Any, limit: int = 200) -> str:
     return text
 
 
-def check_input_file(
-    path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES
-) -> Path:
-    """``path`` as a ``Path`` if it is a regular file of at most ``max_bytes``; otherwise a one-line
-    ``InputError`` naming it (missing, a device or folder, unreadable, too large, name too long)."""
+def _not_regular(mode: int) -> str:
+    import stat as st_
+
+    if st_.S_ISDIR(mode):
+        return "a folder"
+    if st_.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if st_.S_ISCHR(mode) or st_.S_ISBLK(mode):
+        return "a device"
+    if st_.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _check_stat(p: Path, info: os.stat_result, what: str, cap: int, hint: str) -> None:
     import stat as st_
 
     from cprsim.errors import InputError
 
+    if not st_.S_ISREG(info.st_mode):
+        kind = _not_regular(info.st_mode)
+        raise InputError(
+            f"{short(p)}: {kind}, not a regular file (a {what} must be one)"
+            if kind != "not a regular file"
+            else f"{short(p)}: not a regular file (a {what} must be one)"
+        )
+    if info.st_size > cap:
+        raise InputError(
+            f"{short(p)}: {info.st_size:,} bytes, more than a {what} may have ({cap:,} bytes{hint})"
+        )
+
+
+def check_input_file(path: str | os.PathLike, what: str = "file", max_bytes: Cap = None) -> Path:
+    """``path`` as a ``Path`` if it is a regular file within its size cap; otherwise a one-line
+    ``InputError`` naming it (missing, a named pipe, a device or folder, unreadable, too large,
+    name too long). ``max_bytes``: a number of bytes, or ``"config"`` / ``"data"`` (the default)
+    for :func:`input_cap` of that kind. Nothing is opened: a named pipe or device is refused by
+    its kind, never read."""
+    from cprsim.errors import InputError
+
+    cap, hint = _cap(max_bytes, "data")
     p = Path(path)
     try:
         info = p.stat()
@@ -193,13 +275,61 @@ def check_input_file(
         raise InputError(
             f"{short(p)}: cannot read this {what} ({getattr(e, 'strerror', None) or e})"
         ) from None
-    if not st_.S_ISREG(info.st_mode):
-        raise InputError(f"{short(p)}: not a regular file (a {what} must be one)")
-    if info.st_size > max_bytes:
-        raise InputError(
-            f"{short(p)}: {info.st_size:,} bytes, more than a {what} may have ({max_bytes:,})"
-        )
+    _check_stat(p, info, what, cap, hint)
     return p
+
+
+def open_input_binary(path: str | os.PathLike, what: str = "file", max_bytes: Cap = None):
+    """A user's input file opened for reading bytes, checked as :func:`check_input_file` checks it
+    and then once more on the open file itself (opened without blocking, so a file swapped for a
+    named pipe between the two is refused, not waited on)."""
+    import fcntl
+
+    from cprsim.errors import InputError
+
+    cap, hint = _cap(max_bytes, "data")
+    p = check_input_file(path, what, "data" if max_bytes is None else max_bytes)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(p, flags | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as e:
+        raise InputError(
+            f"{short(p)}: cannot read this {what} ({getattr(e, 'strerror', None) or e})"
+        ) from None
+    try:
+        _check_stat(p, os.fstat(fd), what, cap, hint)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        raw = io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(
+        _Capped(raw, cap, f"{short(p)}: more than a {what} may have ({cap:,} bytes{hint})")
+    )
+
+
+class _Capped(io.RawIOBase):
+    """A raw file that raises a one-line ``InputError`` once more than ``cap`` bytes are read
+    (a file that grows while read, or a kernel file whose size says 0)."""
+
+    def __init__(self, raw: Any, cap: int, message: str) -> None:
+        self.raw, self.cap, self.message, self.count = raw, cap, message, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        from cprsim.errors import InputError
+
+        n = self.raw.readinto(b)
+        self.count += n or 0
+        if self.count > self.cap:
+            raise InputError(self.message)
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 def decode_text(data: bytes, label: str) -> str:
@@ -212,33 +342,47 @@ def decode_text(data: bytes, label: str) -> str:
         raise InputError(f"{label}: not UTF-8 text (byte {e.start})") from None
 
 
-def read_input_text(
-    path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES
-) -> str:
-    """The text of a user's input file: a regular UTF-8 file of at most ``max_bytes``."""
+def read_input_bytes(path: str | os.PathLike, what: str = "file", max_bytes: Cap = None) -> bytes:
+    """The bytes of a user's input file: a regular file within its cap (``max_bytes``, default
+    the ``"data"`` cap: :func:`input_cap`); one that grows past the cap while read is refused."""
     from cprsim.errors import InputError
 
-    p = check_input_file(path, what, max_bytes)
-    try:
-        with p.open("rb") as f:
-            data = f.read(max_bytes + 1)
-    except OSError as e:
-        raise InputError(f"{short(p)}: cannot read this {what} ({e.strerror})") from None
-    if len(data) > max_bytes:
-        raise InputError(f"{short(p)}: more than a {what} may have ({max_bytes:,} bytes)")
-    return decode_text(data, short(p))
+    with open_input_binary(path, what, max_bytes) as f:
+        try:
+            return f.read()
+        except OSError as e:
+            raise InputError(f"{short(path)}: cannot read this {what} ({e.strerror})") from None
 
 
-def open_input_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_DATA_BYTES):
-    """A regular UTF-8 data file opened for streaming (CSV readers); decode errors while reading
-    surface as ``UnicodeDecodeError``: wrap the loop in ``decode_errors``."""
+def read_input_text(path: str | os.PathLike, what: str = "file", max_bytes: Cap = "config") -> str:
+    """The text of a user's input file: a regular UTF-8 file within ``max_bytes`` (default the
+    ``"config"`` cap: :func:`input_cap`; pass ``"data"`` for a data file)."""
+    return decode_text(read_input_bytes(path, what, max_bytes), short(path))
+
+
+def read_input_json(path: str | os.PathLike, what: str = "file", max_bytes: Cap = "data") -> Any:
+    """A user's JSON input file (default cap: ``"data"``): invalid JSON is a one-line
+    ``InputError`` naming the file, line and column, never its content."""
     from cprsim.errors import InputError
 
-    p = check_input_file(path, what, max_bytes)
+    text = read_input_text(path, what, max_bytes)
     try:
-        return p.open(newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise InputError(f"{short(p)}: cannot read this {what} ({e.strerror})") from None
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"{short(path)}: line {e.lineno}, column {e.colno}: invalid JSON (a {what}: {e.msg})"
+        ) from None
+    except RecursionError:
+        raise InputError(f"{short(path)}: nested too deeply (a {what})") from None
+
+
+def open_input_text(path: str | os.PathLike, what: str = "file", max_bytes: Cap = "data"):
+    """A regular UTF-8 data file (default cap: ``"data"``) opened for streaming (CSV readers);
+    decode errors while reading surface as ``UnicodeDecodeError``: wrap the loop in
+    ``decode_errors``."""
+    return io.TextIOWrapper(
+        open_input_binary(path, what, max_bytes), encoding="utf-8-sig", newline=""
+    )
 
 
 class decode_errors:
@@ -292,9 +436,10 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
 
 
 def read_toml(path: str | os.PathLike, what: str = "file") -> dict[str, Any]:
-    """A TOML file as a dict; a missing, undecodable, oversized or invalid file is a one-line
+    """A TOML configuration file as a dict; a missing, undecodable, invalid file, or one larger
+    than the ``"config"`` cap (:func:`input_cap`, checked before parsing), is a one-line
     ``InputError``."""
-    return parse_toml(read_input_text(path, what), short(path))
+    return parse_toml(read_input_text(path, what, "config"), short(path))
 
 
 def silence_stdout() -> None:

@@ -259,16 +259,16 @@ def _bad_rows(tmp_path, edit):
     [
         (
             lambda r, h: h.__setitem__(5, "n_visits"),
-            r"log.csv: no column 'visits' \(named by .*schema.toml: dense\[1\]\); its columns: 'ts', 'user'",
+            r"log.csv: no column 'visits' \(named by .*schema.toml: dense\[1\]\) among the 8 columns of its header$",
         ),
         (
             lambda r, h: r[6].__setitem__(4, "cheap"),
-            r"log.csv: line 8: column 'price' \(dense\): expected a finite number or nothing, got 'cheap'",
+            r"log.csv: line 8: column 'price' \(dense\): expected a finite number or nothing$",
         ),
         (lambda r, h: r[9].__setitem__(5, "inf"), r"log.csv: line 11: column 'visits' \(dense\)"),
         (
             lambda r, h: r[2].__setitem__(6, "2"),
-            r"log.csv: line 4: label column 'click': expected 0 or 1 \(or set label_threshold in .*schema.toml\), got '2'",
+            r"log.csv: line 4: label column 'click': expected 0 or 1 \(or set label_threshold in .*schema.toml\)$",
         ),
         (
             lambda r, h: r[3].__setitem__(6, "yes"),
@@ -282,7 +282,7 @@ def _bad_rows(tmp_path, edit):
         (lambda r, h: r.__setitem__(7, []), r"log.csv: line 9: empty line"),
         (
             lambda r, h: h.__setitem__(7, "user"),
-            r"log.csv: line 1: the header names column 'user' twice",
+            r"log.csv: line 1: header fields 2 and 8 name the same column",
         ),
         (lambda r, h: r.clear(), r"log.csv: no data rows \(only a header\)"),
     ],
@@ -531,14 +531,14 @@ def test_movielens_reader_on_small_files(tmp_path):
 @pytest.mark.parametrize(
     "inter, users, msg",
     [
-        (["1\t1\t6\t880000000"], None, r"ml-100k.inter: line 2: rating: expected 1..5, got 6"),
+        (["1\t1\t6\t880000000"], None, r"ml-100k.inter: line 2: rating: expected 1..5$"),
         (
             ["1\t1\tfive\t880000000"],
             None,
-            r"ml-100k.inter: line 2: rating: expected an integer, got 'five'",
+            r"ml-100k.inter: line 2: rating: expected an integer$",
         ),
-        (["3\t1\t4\t880000000"], None, r"ml-100k.inter: line 2: user_id 3 is not in ml-100k.user"),
-        (["1\t9\t4\t880000000"], None, r"ml-100k.inter: line 2: item_id 9 is not in ml-100k.item"),
+        (["3\t1\t4\t880000000"], None, r"ml-100k.inter: line 2: user_id: not in ml-100k.user"),
+        (["1\t9\t4\t880000000"], None, r"ml-100k.inter: line 2: item_id: not in ml-100k.item"),
         (["1\t1\t4"], None, r"ml-100k.inter: line 2: expected 4 tab-separated fields, got 3"),
         (
             ["1\t1\t4\t880000000"],

@@ -202,11 +202,11 @@ def test_resume_refuses_other_threads_and_an_unknown_journal(reference, tmp_path
     [
         (
             "0,1,partial,partial@0.5,0.5,abc,0.5,0.1,0.7,0.4,,",
-            r"line 3: pls: expected a number, got 'abc'",
+            r"line 3: pls: expected a number$",
         ),
         (
             "0,1,partial,partial@0.5,0.5,0.1,x,0.1,0.7,0.4,,",
-            r"line 3: position: expected a number, got 'x'",
+            r"line 3: position: expected a number$",
         ),
         (
             "0,1,partial,partial@0.5,0.5,0.1,0.7",

@@ -120,15 +120,15 @@ def test_cluster_mtbf_closed_forms():
     [
         (
             "node,node_type,event,time_h,cause\na,node,fail,5,\na,node,fail,3,\n",
-            "line 3: time 3.0 h is before",
+            "line 3: column time_h: before this node's previous event (line 2)",
         ),
         (
             "node,node_type,event,time_h,cause\na,node,fail,-1,\n",
-            "line 2: time must be a finite number >= 0",
+            "line 2: column time_h: expected a finite number >= 0",
         ),
         (
             "node,node_type,event,time_h,cause\na,node,fail,nan,\n",
-            "line 2: time must be a finite number >= 0",
+            "line 2: column time_h: expected a finite number >= 0",
         ),
         (
             "node,node_type,event,time_h,cause\na,node,repair,1,\n",
@@ -136,7 +136,10 @@ def test_cluster_mtbf_closed_forms():
         ),
         ("node,type,event,time\n", "line 1: expected the columns"),
         ("", "empty file"),
-        ("node,node_type,event,time_h,cause\na,node,crash,1,\n", "line 2: event must be one of"),
+        (
+            "node,node_type,event,time_h,cause\na,node,crash,1,\n",
+            "line 2: column event: expected one of",
+        ),
     ],
 )
 def test_malformed_traces_are_one_line_errors_with_exit_2(tmp_path, body, needle):

@@ -35,6 +35,7 @@ import numpy as np
 
 from cprsim.access import CRITEO_KAGGLE, AccessModel
 from cprsim.errors import InputError
+from cprsim.io import open_input_binary, short
 
 N_DENSE = 13
 N_CAT = 26
@@ -161,11 +162,11 @@ def _criteo_line(
     f = line.rstrip("\r\n").split("\t")
     if len(f) != 1 + N_DENSE + N_CAT:
         raise InputError(
-            f"{path}: line {lineno}: expected {1 + N_DENSE + N_CAT} tab-separated "
+            f"{short(path)}: line {lineno}: expected {1 + N_DENSE + N_CAT} tab-separated "
             f"fields (label, 13 integers, 26 hex categoricals), got {len(f)}"
         )
     if f[0] not in ("0", "1"):
-        raise InputError(f"{path}: line {lineno}: label {f[0]!r} is not 0 or 1")
+        raise InputError(f"{short(path)}: line {lineno}: the label (field 1) is not 0 or 1")
     for i in range(N_DENSE):
         s = f[1 + i]
         if s == "":
@@ -175,7 +176,8 @@ def _criteo_line(
             x = int(s)
         except ValueError:
             raise InputError(
-                f"{path}: line {lineno}: integer feature I{i + 1} {s!r} is not an integer"
+                f"{short(path)}: line {lineno}: integer feature I{i + 1} (field {2 + i}) is not "
+                "an integer"
             ) from None
         dense[i] = math.log1p(x) if x > 0 else 0.0
     for t in range(N_CAT):
@@ -187,7 +189,8 @@ def _criteo_line(
             h = int(s, 16)
         except ValueError:
             raise InputError(
-                f"{path}: line {lineno}: categorical C{t + 1} {s!r} is not a hex string"
+                f"{short(path)}: line {lineno}: categorical C{t + 1} (field {2 + N_DENSE + t}) is "
+                "not a hex string"
             ) from None
         n = tables[t]
         cat[t] = 1 + h % (n - 1) if n > 1 else 0
@@ -202,9 +205,10 @@ def read_criteo_tsv(
     tables: tuple[int, ...] | None = None,
 ) -> Dataset:
     """Read a Criteo Kaggle/Terabyte TSV (see the module docstring) into a :class:`Dataset`."""
+    import io
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file")
+    raw = open_input_binary(p, "Criteo TSV file")  # a regular file within the data cap
     tabs = tables or scaled_tables(scale)
     dense_rows: list[np.ndarray] = []
     cat_rows: list[np.ndarray] = []
@@ -213,12 +217,12 @@ def read_criteo_tsv(
     d = np.zeros((block, N_DENSE), np.float32)
     c = np.zeros((block, N_CAT), np.int64)
     k = 0
-    with p.open("r", encoding="ascii", errors="replace") as fh:
+    with io.TextIOWrapper(raw, encoding="ascii", errors="replace", newline="") as fh:
         for lineno, line in enumerate(fh, start=1):
             if limit is not None and len(labels) >= limit:
                 break
             if not line.strip():
-                raise InputError(f"{p}: line {lineno}: empty line")
+                raise InputError(f"{short(p)}: line {lineno}: empty line")
             labels.append(_criteo_line(line, tabs, p, lineno, d[k], c[k]))
             k += 1
             if k == block:
@@ -228,7 +232,7 @@ def read_criteo_tsv(
     dense_rows.append(d[:k].copy())
     cat_rows.append(c[:k].copy())
     if not labels:
-        raise InputError(f"{p}: no samples")
+        raise InputError(f"{short(p)}: no samples")
     return Dataset(
         np.concatenate(dense_rows), np.concatenate(cat_rows), np.asarray(labels, np.float32)
     )

@@ -60,6 +60,7 @@ from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
     check_input_file,
     decode_errors,
+    open_input_binary,
     open_input_text,
     read_input_text,
     read_toml,
@@ -149,7 +150,7 @@ class DataSpec:
 
 def _sha256(path: Path) -> str:
     try:
-        with path.open("rb") as f:
+        with open_input_binary(path) as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
         raise InputError(f"{short(path)}: cannot read this file ({e.strerror or e})") from None
@@ -187,7 +188,7 @@ def resolve(data: str, schema: str | Path | None = None) -> DataSpec | None:
     p = check_input_file(p, "data file").resolve()
     suffix = p.suffix.lower()
     if schema is not None:
-        s = check_input_file(schema, "schema file").resolve()
+        s = check_input_file(schema, "schema file", "config").resolve()
         read_schema(s)  # a malformed schema fails now, not in the workers
         return DataSpec("table", str(p), _sha256(p), str(s), _sha256(s))
     if suffix in (".tsv", ".txt"):
@@ -446,9 +447,7 @@ def _int(path: Path, line: int, name: str, s: str) -> int:
     try:
         return int(s)
     except ValueError:
-        raise InputError(
-            f"{short(path)}: line {line}: {name}: expected an integer, got {short(s)!r}"
-        ) from None
+        raise InputError(f"{short(path)}: line {line}: {name}: expected an integer") from None
 
 
 #: MovieLens-1M's age groups (the 100k file has exact ages): rows 1..7
@@ -526,14 +525,14 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
     for ln, f in users:
         uid = _int(fu, ln, "user_id", f[0])
         if uid < 1 or known_user[uid]:
-            raise InputError(f"{short(fu)}: line {ln}: user_id {uid} is not positive or repeats")
+            raise InputError(
+                f"{short(fu)}: line {ln}: user_id: not positive, or repeats an earlier line's"
+            )
         age_y = _int(fu, ln, "age", f[1])
         if not 0 < age_y < 150:
-            raise InputError(f"{short(fu)}: line {ln}: age: expected 1..149 years, got {age_y}")
+            raise InputError(f"{short(fu)}: line {ln}: age: expected 1..149 years")
         if f[2] not in ("M", "F"):
-            raise InputError(
-                f"{short(fu)}: line {ln}: gender: expected M or F, got {short(f[2])!r}"
-            )
+            raise InputError(f"{short(fu)}: line {ln}: gender: expected M or F")
         known_user[uid] = True
         zip_area = int(f[4][0]) + 1 if f[4][:1].isdigit() and f[4][:1].isascii() else 11
         u_cat[uid] = (
@@ -554,7 +553,9 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
     for ln, f in items:
         mid = _int(fm, ln, "item_id", f[0])
         if mid < 1 or known_item[mid]:
-            raise InputError(f"{short(fm)}: line {ln}: item_id {mid} is not positive or repeats")
+            raise InputError(
+                f"{short(fm)}: line {ln}: item_id: not positive, or repeats an earlier line's"
+            )
         known_item[mid] = True
         gs = f[3].split()[:ML_GENRE_TABLES]
         m_cat[mid, : len(gs)] = [g_row[g] for g in gs]
@@ -572,15 +573,13 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         uid, mid = _int(fi, ln, "user_id", f[0]), _int(fi, ln, "item_id", f[1])
         stars, t_s = _int(fi, ln, "rating", f[2]), _int(fi, ln, "timestamp", f[3])
         if not (0 < uid <= n_users and known_user[uid]):
-            raise InputError(f"{short(fi)}: line {ln}: user_id {uid} is not in {fu.name}")
+            raise InputError(f"{short(fi)}: line {ln}: user_id: not in {fu.name}")
         if not (0 < mid <= n_items and known_item[mid]):
-            raise InputError(f"{short(fi)}: line {ln}: item_id {mid} is not in {fm.name}")
+            raise InputError(f"{short(fi)}: line {ln}: item_id: not in {fm.name}")
         if not 1 <= stars <= 5:
-            raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5, got {stars}")
+            raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5")
         if t_s < 0:
-            raise InputError(
-                f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970, got {t_s}"
-            )
+            raise InputError(f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970")
         r[i] = (uid, mid, stars, t_s)
     n = len(r)
     # per user: the latest fifth of the user's ratings (by time, then movie id) is held out
@@ -824,10 +823,9 @@ class _Table:
 def _missing_column(
     src: str, schema: Schema, name: str, key: str, have: Sequence[str]
 ) -> InputError:
-    shown = ", ".join(repr(h) for h in list(have)[:12]) + (", ..." if len(have) > 12 else "")
-    return InputError(
-        f"{src}: no column {name!r} (named by {short(schema.path)}: {key}); "
-        f"its columns: {shown or 'none'}"
+    return InputError(  # the file's own column names are its content: counted, never shown
+        f"{src}: no column {name!r} (named by {short(schema.path)}: {key}) among the "
+        f"{len(have)} column{'' if len(have) == 1 else 's'} of its header"
     )
 
 
@@ -840,9 +838,13 @@ def _read_csv(path: Path, schema: Schema) -> _Table:
         header = next(reader, None)
         if header is None:
             raise InputError(f"{src}: empty file (expected a header line naming the columns)")
-        dup = sorted({h for h in header if header.count(h) > 1})
-        if dup:
-            raise InputError(f"{src}: line 1: the header names column {dup[0]!r} twice")
+        seen: dict[str, int] = {}
+        for j, h in enumerate(header, start=1):
+            if h in seen:
+                raise InputError(
+                    f"{src}: line 1: header fields {seen[h]} and {j} name the same column"
+                )
+            seen[h] = j
         idx = {}
         for name, key in need:
             if name not in header:
@@ -936,7 +938,7 @@ def _numbers(t: _Table, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
         except _Bad:
             raise InputError(
                 f"{t.src}: {t.where(i)}: column {name!r} ({what}): expected a finite "
-                f"number or nothing, got {short(repr(v))}"
+                "number or nothing"
             ) from None
         if y is None:
             miss[i] = True
@@ -972,10 +974,9 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
         bad = (y != 0) & (y != 1)
         if bad.any():
             i = int(np.argmax(bad))
-            got = short(repr(t.columns[sch.label][i]))
             raise InputError(
                 f"{src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
-                f"label_threshold in {short(sch.path)}), got {got}"
+                f"label_threshold in {short(sch.path)})"
             )
         label = y.astype(np.float32)
     else:
@@ -1019,7 +1020,7 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
             except _Bad:
                 raise InputError(
                     f"{src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
-                    f"value, got {short(repr(v))}"
+                    "single value (text or a number)"
                 ) from None
         if c.buckets is not None:
             b = c.buckets

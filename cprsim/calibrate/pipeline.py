@@ -50,7 +50,13 @@ from cprsim.calibrate.calibration import to_toml
 from cprsim.calibrate.datasets import describe as describe_data
 from cprsim.calibrate.emulation import Setting, periodic_actions
 from cprsim.errors import InputError, ParameterError
-from cprsim.io import atomic_write_json, atomic_write_text, csv_text
+from cprsim.io import (
+    atomic_write_json,
+    atomic_write_text,
+    csv_text,
+    read_input_bytes,
+    short,
+)
 from cprsim.names import FAIL, PARTIAL
 
 #: ``progress(n, what, resumed=False)``: ``n`` more runs (or the costs step) done, ``what`` says
@@ -174,17 +180,20 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def _read_manifest(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
+    data = read_input_bytes(path, "calibration manifest")  # a regular file within the cap
     try:
-        m = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        m = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         m = None
     if not isinstance(m, dict) or not isinstance(m.get("fingerprint"), str):
-        raise InputError(f"{path}: not a cprsim calibration manifest")
+        raise InputError(f"{short(path)}: not a cprsim calibration manifest")
     return m
 
 
 def _complete_lines(path: Path) -> int:
-    return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0
+    if not path.exists():
+        return 0
+    return max(0, read_input_bytes(path, "calibration journal").count(b"\n") - 1)
 
 
 def extends(old: Any, new: dict[str, Any]) -> bool:
@@ -285,17 +294,17 @@ def _number(path: Path, line: int, name: str, text: str, empty_ok: bool = False)
     try:
         return float(text)
     except ValueError:
-        raise InputError(f"{path}: line {line}: {name}: expected a number, got {text!r}") from None
+        raise InputError(f"{short(path)}: line {line}: {name}: expected a number") from None
 
 
 def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.RunResult]:
     """The finished runs in ``points.csv`` (file order); a torn last line (no newline) is dropped."""
-    data = path.read_bytes()
+    data = read_input_bytes(path, "calibration journal")
     text_b = data[: data.rfind(b"\n") + 1]
     try:
         lines = text_b.decode("utf-8").split("\n")[:-1]
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None
+        raise InputError(f"{short(path)}: not a UTF-8 text file") from None
     if not lines:
         return []  # the header itself was torn
     if lines[0] != ",".join(POINTS_HEADER):
@@ -315,9 +324,7 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
         try:
             key = (int(row[0]), int(row[1]))
         except ValueError:
-            raise InputError(
-                f"{path}: line {i}: seed and run must be integers, got {row[0]!r} and {row[1]!r}"
-            ) from None
+            raise InputError(f"{short(path)}: line {i}: seed and run must be integers") from None
         run = planned.get(key)
         if run is None:
             raise InputError(
@@ -327,7 +334,7 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
         if (row[2], row[3], budget) != (run.strategy, run.label, run.budget):
             raise InputError(
                 f"{path}: line {i}: seed {key[0]} run {key[1]} is {run.label} at budget "
-                f"{run.budget!r} in this calibration, not {row[3]} at {row[4]}"
+                f"{run.budget!r} in this calibration, not this line's strategy, label or budget"
             )
         if key in seen:
             raise InputError(

@@ -50,7 +50,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import json
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -65,7 +64,14 @@ from cprsim import __version__
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.emulation import Action, Setting
 from cprsim.errors import InputError, ParameterError
-from cprsim.io import atomic_write_json, atomic_write_text, check_input_file, csv_text, short
+from cprsim.io import (
+    atomic_write_json,
+    atomic_write_text,
+    csv_text,
+    read_input_bytes,
+    read_input_json,
+    short,
+)
 from cprsim.names import EMULATED, FAIL, SAVE_FULL, SAVE_PARTIAL
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import Event, ReplicationResult
@@ -161,11 +167,8 @@ class Target:
 
 def read_plan(path: str | Path) -> dict[str, Any]:
     """The JSON of ``cprsim plan --out`` at ``path`` (a one-line :class:`InputError` otherwise)."""
-    p = check_input_file(path, "plan file")
-    try:
-        d = json.loads(p.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{short(p)}: not a plan JSON file ({e})") from None
+    p = Path(path)
+    d = read_input_json(p, "plan file")
     if not isinstance(d, dict) or not isinstance(d.get("options"), list) or "recommended" not in d:
         raise InputError(
             f"{short(p)}: not a plan (expected the JSON of a plan written by `cprsim plan`, with "
@@ -279,7 +282,7 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
     cal = plan.get("calibration") or {}
     return Target(
         str(path),
-        hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+        hashlib.sha256(read_input_bytes(path, "plan file")).hexdigest(),
         s,
         str(label),
         strategy,
@@ -611,7 +614,7 @@ def _row(r: _Run, pair: Pair, t: Target, acc: Any) -> list[Any]:
 def read_rows(path: Path, runs: dict[int, _Run]) -> list[list[Any]]:
     """The finished runs of a validation journal (``validation.csv``) that belong to ``runs``
     (same run, replication and seed); a torn last line (no newline) is dropped."""
-    data = path.read_bytes()
+    data = read_input_bytes(path, "validation journal")
     text = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace")
     lines = text.split("\n")[:-1]
     if not lines:
@@ -638,9 +641,11 @@ def read_rows(path: Path, runs: dict[int, _Run]) -> list[list[Any]]:
 
 def _read_doc(path: Path) -> dict[str, Any] | None:
     """A validation.json as a dict (None: absent or not a JSON object)."""
+    if not path.exists():
+        return None
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        d = read_input_json(path, "validation document")
+    except InputError:
         return None
     return d if isinstance(d, dict) else None
 
@@ -726,7 +731,7 @@ def validate(
     rows: list[list[Any]] = []
     old = _read_doc(doc_path) if journal.exists() else None
     if not resume and old is not None and old.get("finished") is False:
-        k = max(0, journal.read_bytes().count(b"\n") - 1)
+        k = max(0, read_input_bytes(journal, "validation journal").count(b"\n") - 1)
         if k:
             raise ParameterError(
                 "out",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -55,8 +54,9 @@ KINDS = {
 @click.option(
     "--plan",
     "plan_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="A `cprsim plan --out` JSON whose options are marked (default: the sweep's plan.json).",
+    type=click.Path(path_type=Path),
+    help="overhead: a `cprsim plan --out` JSON whose options are marked (default: the sweep's "
+    "plan.json).",
 )
 @click.option(
     "--pls-bound",
@@ -94,10 +94,20 @@ def command(
     timeline     `cprsim simulate --out` folder -> Gantt of one replication
     """
     from cprsim.errors import InputError
+    from cprsim.io import check_input_file, read_input_json, short
     from cprsim.plots import figure_format, save_figure
 
+    if plan_file is not None and kind != "overhead":
+        raise click.BadParameter(
+            f"does not apply to {kind} (only to overhead)", param_hint="--plan"
+        )
     if not results.exists():
-        raise InputError(f"{results}: no such file or folder")
+        raise InputError(f"{short(results)}: no such file or folder")
+    if kind == "fit" or not results.is_dir():  # a file: regular, within the cap of its kind
+        if kind == "calibration":
+            check_input_file(results, "calibration file", "config")
+        else:
+            check_input_file(results, "fit report" if kind == "fit" else "results file")
     folder = results if results.is_dir() else results.parent
     target = out if out is not None else folder / f"{kind}.png"
     figure_format(target)
@@ -116,6 +126,11 @@ def command(
             f"{band!r} does not apply to {kind} (only to overhead, pls and frontier)",
             param_hint="--band",
         )
+    plan = None
+    if plan_file is not None:  # read before the results: a bad plan file fails at once
+        plan = read_input_json(plan_file, "plan file")
+        if not isinstance(plan, dict):
+            raise InputError(f"{short(plan_file)}: expected a `cprsim plan --out` JSON object")
     if x is not None and kind not in ("overhead", "pls", "frontier"):
         raise click.BadParameter(
             f"{x!r} does not apply to {kind} (only to overhead, pls and frontier)",
@@ -147,14 +162,6 @@ def command(
                     "marks the plan's intervals on the interval axis; not with --x",
                     param_hint="--plan",
                 )
-            plan = None
-            if plan_file is not None:
-                try:
-                    plan = json.loads(plan_file.read_text())
-                except json.JSONDecodeError:
-                    raise InputError(
-                        f"{plan_file}: invalid JSON (expected `cprsim plan --out` output)"
-                    ) from None
             fig = P.plot_overhead(
                 res, metric or "overhead", plan, band=band or "ci", x=x, where=where
             )
@@ -171,12 +178,11 @@ def command(
         from cprsim.failures.fit import FitReport
         from cprsim.plots.fit import plot_fit
 
-        try:
-            doc = json.loads(results.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError):
+        doc = read_input_json(results, "fit report")
+        if not isinstance(doc, dict):
             raise InputError(
-                f"{results}: not a JSON fit report (write one with `cprsim fit --report`)"
-            ) from None
+                f"{short(results)}: not a JSON fit report (write one with `cprsim fit --report`)"
+            )
         rep = FitReport.from_dict(doc, str(results))
         fig = plot_fit(
             rep,

@@ -30,7 +30,6 @@ failures and turns the others into competing risks (``OTHER``; InfiniteHBD ignor
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import re
@@ -44,11 +43,10 @@ import numpy as np
 
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
-    MAX_DATA_BYTES,
     check_input_file,
     decode_errors,
     open_input_text,
-    read_input_text,
+    read_input_json,
     short,
 )
 
@@ -217,7 +215,7 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
     cause_flt = {k: v for k, v in filters.items() if k == "cause"}
     node_flt = {k: v for k, v in filters.items() if k != "cause"}
     nodes: dict[str, NodeHistory] = {}
-    last: dict[str, float] = {}
+    last: dict[str, tuple[float, int]] = {}  # node -> the time and line of its previous event
     with _open(path) as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -225,7 +223,8 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
             raise InputError(f"{short(path)}: empty file (expected the header {','.join(HEADER)})")
         if [h.strip() for h in header] != HEADER:
             raise InputError(
-                f"{short(path)}: line 1: expected the columns {','.join(HEADER)}, found {len(header)} columns that are not these"
+                f"{short(path)}: line 1: expected the columns {','.join(HEADER)} (the header "
+                f"differs: {len(header)} field{'' if len(header) == 1 else 's'})"
             )
         n = 0
         for line, row in enumerate(reader, start=2):
@@ -240,20 +239,21 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
                 raise InputError(f"{short(path)}: line {line}: empty node id")
             if ev not in EVENTS:
                 raise InputError(
-                    f"{short(path)}: line {line}: event must be one of {', '.join(EVENTS)}, got {short(ev, 20)!r}"
+                    f"{short(path)}: line {line}: column event: expected one of {', '.join(EVENTS)}"
                 )
             t = _time(ts, path, line)
             h = nodes.setdefault(node, NodeHistory(node, ntype or "node"))
             if ntype and ntype != h.node_type:
                 raise InputError(
-                    f"{short(path)}: line {line}: node {node} changes type ({h.node_type} -> {ntype})"
+                    f"{short(path)}: line {line}: column node_type: differs from the type of this "
+                    f"node's earlier events (line {last[node][1]})"
                 )
-            if node in last and t < last[node]:
+            if node in last and t < last[node][0]:
                 raise InputError(
-                    f"{short(path)}: line {line}: time {t} h is before the node's previous event ({last[node]} h): "
-                    "events must be sorted per node"
+                    f"{short(path)}: line {line}: column time_h: before this node's previous event "
+                    f"(line {last[node][1]}): events must be sorted per node"
                 )
-            last[node] = t
+            last[node] = (t, line)
             if ev == "start":
                 if h.events or h.start is not None:
                     raise InputError(
@@ -267,7 +267,7 @@ def read_csv(path: Path, filters: dict[str, str]) -> Trace:
                     raise InputError(f"{short(path)}: line {line}: event after the node's `end`")
                 if ev == "repair" and not any(e in ("fail", OTHER) for _, e, _ in h.events):
                     raise InputError(
-                        f"{short(path)}: line {line}: repair before any failure of node {node}"
+                        f"{short(path)}: line {line}: repair before any failure of this node"
                     )
                 if ev == "fail" and not _match(cause_flt, {"cause": cause}, substring=("cause",)):
                     ev = OTHER  # competing risk: ends this cause's lifetime, censored
@@ -329,9 +329,7 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
                 f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type"
             ) from None
         if node is None or isinstance(node, (bool, dict, list)) or not str(node).strip():
-            raise InputError(
-                f"{short(path)}: event {i}: node_id must be a name or a number, got {short(node, 20)!r}"
-            )
+            raise InputError(f"{short(path)}: event {i}: node_id must be a name or a number")
         node = str(node)
         if not all(isinstance(x, str) for x in (level, klass, desc)) or not level.split():
             raise InputError(
@@ -368,7 +366,7 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
                     h.events.append((t, "repair", cause))
         else:
             raise InputError(
-                f"{short(path)}: event {i}: event_type must be fault_start or fault_end, got {short(kind, 20)!r}"
+                f"{short(path)}: event {i}: event_type must be fault_start or fault_end"
             )
     faulty = len(nodes)
     total = 400 if node_count is None else node_count
@@ -430,7 +428,9 @@ _LANL_STARTED, _LANL_FIXED = LANL_RECORD_COLUMNS[:2]
 _LANL_IDENTITY = ("node", "nodenum", "nodenumz")
 
 
-def _lanl_month(text: str, path: Path, line: int, *, end: bool = False) -> datetime | None:
+def _lanl_month(
+    text: str, path: Path, line: int, column: str, *, end: bool = False
+) -> datetime | None:
     """LANL install/production/decommission dates: 'Jan-97', '5-Jun' (2005), or 'current'.
 
     Month precision: a production month counts from its first day; with ``end`` (a decommission
@@ -448,7 +448,7 @@ def _lanl_month(text: str, path: Path, line: int, *, end: bool = False) -> datet
             d = datetime.strptime(f"{(1900 if yy >= 50 else 2000) + yy}-{a}", "%Y-%b")
     except ValueError:
         raise InputError(
-            f"{short(path)}: line {line}: date {short(text, 20)!r} is not like Jan-97 or 5-Jun"
+            f"{short(path)}: line {line}: column {column}: expected a month like Jan-97 or 5-Jun"
         ) from None
     if end:
         d = datetime(d.year + d.month // 12, d.month % 12 + 1, 1)
@@ -515,7 +515,7 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             if k not in keys:
                 raise ParameterError(
                     "filters",
-                    f"no such column in this file (columns: {', '.join(sorted(keys))})",
+                    f"no such column in this file (columns: {', '.join(sorted(set(keys) & set(COLUMNS['lanl'])))})",
                     short(path),
                     key=k,
                 )
@@ -539,8 +539,8 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             cause = next((c for c in LANL_CAUSES if row[c]), "Undetermined")
             node = f"{row['System']}/{row['nodenum']}"
             cols = {column_key(k): v for k, v in row.items()} | {"node": node, "cause": cause}
-            prod = _lanl_month(row["node prod"], path, line)
-            decom = _lanl_month(row["node decom"], path, line, end=True)
+            prod = _lanl_month(row["node prod"], path, line, "node prod")
+            decom = _lanl_month(row["node decom"], path, line, "node decom", end=True)
             if prod is not None and decom is not None and decom < prod:
                 raise InputError(f"{short(path)}: line {line}: node decom is before node prod")
             recs.append(
@@ -610,8 +610,11 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         selected = _match(node_flt, {k: shared[k] for k in node_flt if shared[k] is not None})
         counts_seen = sorted({r.cols.get("nodes", "") for r in rs} - {""})
         if len(counts_seen) > 1:
+            given = [r for r in rs if r.cols.get("nodes", "")]
+            line = next(r.line for r in given if r.cols["nodes"] != given[0].cols["nodes"])
             raise InputError(
-                f"{short(path)}: system {sysid}: the nodes column varies ({', '.join(counts_seen)})"
+                f"{short(path)}: line {line}: column nodes: differs from the earlier records of "
+                f"the same System (line {given[0].line})"
             )
         if not counts_seen:
             if selected:
@@ -623,12 +626,12 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         except (ValueError, OverflowError):
             line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
             raise InputError(
-                f"{short(path)}: line {line}: nodes {short(counts_seen[0], 20)!r} is not a whole number"
+                f"{short(path)}: line {line}: column nodes: expected a whole number"
             ) from None
         if count < logged:
             raise InputError(
-                f"{short(path)}: system {sysid}: {logged} different nodes fail in the log, "
-                f"but its nodes column says {count}"
+                f"{short(path)}: line {rs[0].line}: column nodes: fewer than the {logged} "
+                "different nodes of this System that fail in the log"
             )
         per_system[sysid] = {"in_log": logged, "nodes": count}
         if count == logged:
@@ -722,7 +725,7 @@ def read_titan(path: Path, filters: dict[str, str]) -> Trace:
             if k not in keys:
                 raise ParameterError(
                     "filters",
-                    f"no such column in this file (columns: {', '.join(sorted(keys))})",
+                    f"no such column in this file (columns: {', '.join(sorted(keys & set(COLUMNS['titan'])))})",
                     short(path),
                     key=k,
                 )
@@ -800,7 +803,7 @@ def read_philly(path: Path, filters: dict[str, str]) -> Trace:
         if not att:
             raise InputError(f"{short(path)}: job {i}: no attempts")
         if gpus < 0:
-            raise InputError(f"{short(path)}: job {i}: num_gpus must be >= 0, got {gpus}")
+            raise InputError(f"{short(path)}: job {i}: num_gpus must be >= 0")
         for a, (t0, t1) in enumerate(att):
             if t1 < t0:
                 raise InputError(f"{short(path)}: job {i}: attempt {a} ends before it starts")
@@ -884,25 +887,17 @@ def _open(path: Path):
 
 
 def _json(path: Path) -> Any:
-    text = read_input_text(path, "failure log", MAX_DATA_BYTES)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{short(path)}: line {e.lineno}: invalid JSON ({e.msg})") from None
-    except RecursionError:
-        raise InputError(f"{short(path)}: JSON nested too deeply") from None
+    return read_input_json(path, "failure log", "data")
 
 
 def _time(text: str, path: Path, line: int) -> float:
     try:
         t = float(text)
     except (TypeError, ValueError):
-        raise InputError(
-            f"{short(path)}: line {line}: time {short(text, 20)!r} is not a number"
-        ) from None
+        raise InputError(f"{short(path)}: line {line}: column time_h: expected a number") from None
     if not math.isfinite(t) or t < 0:
         raise InputError(
-            f"{short(path)}: line {line}: time must be a finite number >= 0, got {short(text, 20)!r}"
+            f"{short(path)}: line {line}: column time_h: expected a finite number >= 0"
         )
     return t
 

@@ -22,22 +22,25 @@ def read_events(path: str | Path) -> list[Event]:
     """``events.csv`` of ``cprsim simulate --out`` (columns time_s, kind, node, value)."""
     import csv
 
+    from cprsim.io import decode_errors, open_input_text, short
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file")
-    with p.open(newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows or rows[0] != list(Event._fields):
-        raise InputError(
-            f"{p}: expected the columns {','.join(Event._fields)} (the events.csv of a simulation's "
-            "run folder)"
-        )
+    src = short(p)
     out = []
-    for line, r in enumerate(rows[1:], start=2):
-        try:
-            out.append(Event(float(r[0]), r[1], int(r[2]), float(r[3])))
-        except (ValueError, IndexError):
-            raise InputError(f"{p}:{line}: expected time_s,kind,node,value") from None
+    with open_input_text(p, "events file") as f, decode_errors(p):
+        reader = csv.reader(f)
+        if next(reader, None) != list(Event._fields):
+            raise InputError(
+                f"{src}: line 1: expected the columns {','.join(Event._fields)} (the events.csv "
+                "of a simulation's run folder)"
+            )
+        for r in reader:
+            try:
+                out.append(Event(float(r[0]), r[1], int(r[2]), float(r[3])))
+            except (ValueError, IndexError, OverflowError):
+                raise InputError(
+                    f"{src}: line {reader.line_num}: expected time_s,kind,node,value"
+                ) from None
     return out
 
 
