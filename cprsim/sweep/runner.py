@@ -49,7 +49,6 @@ import logging
 import math
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
@@ -70,6 +69,8 @@ from cprsim.io import (
     check_input_file,
     csv_text,
     dumps_json,
+    make_dirs,
+    remove_made_dirs,
     short,
 )
 from cprsim.report import versions
@@ -77,6 +78,7 @@ from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import METRICS, Precision, estimate_metric, run_replications
 from cprsim.sweep.results import point_complete, summary_stats
 from cprsim.sweep.spec import Point, Sweep, SweepError
+from cprsim.workers import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -165,63 +167,17 @@ def _point_failed(e: PointFailed, runs: list[_PointRun]) -> InputError:
     )
 
 
-def _die_with_parent() -> None:
-    """In a worker process: exit as soon as the sweep process that started it is gone (``kill -9``
-    included), never outlive it as an orphan.
-
-    * Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills this process when its parent
-      (the thread that forked it) exits. The parent is the sweep process (fork) or the forkserver.
-    * everywhere: a daemon thread waits on the multiprocessing parent sentinel (a pipe the sweep
-      process holds: it closes when the sweep dies, also under a forkserver, whose workers would
-      otherwise keep the forkserver alive) and checks that the parent pid has not changed."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait as mp_wait
-
-    ppid = os.getppid()
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        except (
-            OSError,
-            AttributeError,
-        ):  # pragma: no cover - no libc prctl: the thread below suffices
-            pass
-    parent = mp.parent_process()
-    try:
-        sentinel = parent.sentinel if parent is not None else None
-    except ValueError:  # pragma: no cover
-        sentinel = None
-
-    def gone() -> bool:
-        return os.getppid() != ppid or (
-            sentinel is not None and bool(mp_wait([sentinel], timeout=0))
-        )
-
-    if gone():  # the parent died before the death signal was armed
-        os._exit(1)
-
-    def watch() -> None:
-        while True:
-            if sentinel is not None:
-                mp_wait([sentinel], timeout=0.5)
-            else:  # pragma: no cover
-                threading.Event().wait(0.5)
-            if gone():
-                os._exit(1)
-
-    threading.Thread(target=watch, name="cprsim-parent-watch", daemon=True).start()
-
-
 def _worker_init() -> None:
     """A local worker's initializer: default SIGTERM, ignore SIGINT, die with the sweep."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler a forked worker inherited
     signal.signal(
         signal.SIGINT, signal.SIG_IGN
     )  # Ctrl-C reaches the process group: the sweep stops us
-    _die_with_parent()
+    die_with_parent()
+
+
+class WorkerDied(SweepError):
+    """A worker process died (killed, out of memory): the completed points are kept for a resume."""
 
 
 def _warm() -> str:
@@ -433,7 +389,7 @@ class LocalWorkers(_Backend):
     simulator once (they then inherit no threads or locks, e.g. a progress bar's). Create them
     before starting threads (``cprsim sweep`` does, before its progress bar).
 
-    The workers die with this process (:func:`_die_with_parent`). :meth:`close` waits for the
+    The workers die with this process (:func:`cprsim.workers.die_with_parent`). :meth:`close` waits for the
     running chunks; ``close(abort=True)`` (and leaving the ``with`` block on an exception, e.g. a
     signal) kills the workers at once. A forkserver exits by itself once its workers are gone and
     this process exits (CPython closes its pipe)."""
@@ -481,7 +437,7 @@ class LocalWorkers(_Backend):
 
     @staticmethod
     def _broken() -> SweepError:
-        return SweepError(
+        return WorkerDied(
             "a worker process died (killed, or out of memory?); the completed points are kept: "
             "resume the sweep to run the others"
         )
@@ -809,7 +765,32 @@ def run_sweep(
         if scheduler is not None or dask_local is not None
         else None
     )
-    out.mkdir(parents=True, exist_ok=True)
+    fresh = not (out / "manifest.json").exists()
+    before = {n for n in OWN_FILES if os.path.lexists(out / n)}  # (a user's sweep.toml, say)
+    made = make_dirs(out)
+    try:
+        return _run_into(
+            sweep, out, jobs, progress, resumed, sweep_text, workers, output_format, connection
+        )
+    except Exception as e:
+        if fresh and not isinstance(e, WorkerDied):  # nothing to resume: leave nothing behind
+            _remove_own_files(out, keep=before)
+            remove_made_dirs(made)
+        raise
+
+
+def _run_into(
+    sweep: Sweep,
+    out: Path,
+    jobs: int,
+    progress: Callable[[int], None] | None,
+    resumed: Callable[[int], None] | None,
+    sweep_text: bytes | None,
+    workers: LocalWorkers | None,
+    output_format: str,
+    connection: tuple[Any, Any] | None,
+) -> Outcome:
+    """:func:`run_sweep` once ``out`` exists and its inputs are checked."""
     repaired = _remove_stale_temporaries(out)
     head = header(sweep)
     journal = Journal(
@@ -1001,6 +982,16 @@ def _cost(p: Point) -> float:
         )
     except (InputError, ValueError, ZeroDivisionError):  # pragma: no cover - points were validated
         return 1.0
+
+
+def _remove_own_files(out: Path, keep: set[str]) -> None:
+    """A fresh sweep that failed (not a signal: that one is resumed): the files it wrote (not those
+    in ``keep``, there before) and its temporaries removed, so that the folder, if the sweep made
+    it, can go too."""
+    for name in OWN_FILES:
+        if name not in keep:
+            (out / name).unlink(missing_ok=True)
+    _remove_stale_temporaries(out)
 
 
 def _remove_stale_temporaries(out: Path) -> list[str]:
