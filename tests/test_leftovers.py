@@ -181,3 +181,26 @@ def test_kill_9_of_calibrate_leaves_no_process_behind(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_sweep_stopped_before_its_manifest_leaves_no_folder(tmp_path, monkeypatch):
+    """A signal (a KeyboardInterrupt) before the manifest: nothing to resume, nothing left; after
+    it: the folder stays for a resume."""
+    import cprsim.sweep.runner as runner
+    from cprsim.sweep import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('scenario = "toy"\nreplications = 2\n[grid]\n"checkpoint.interval_h" = [0.5, 1]\n')
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "atomic_write_json", stop)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_sweep(load_sweep(f), tmp_path / "o", sweep_text=f.read_bytes())
+    assert not (tmp_path / "o").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(runner.Journal, "append", stop)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_sweep(load_sweep(f), tmp_path / "o", sweep_text=f.read_bytes())
+    assert (tmp_path / "o" / "manifest.json").exists()

@@ -772,8 +772,12 @@ def run_sweep(
         return _run_into(
             sweep, out, jobs, progress, resumed, sweep_text, workers, output_format, connection
         )
-    except Exception as e:
-        if fresh and not isinstance(e, WorkerDied):  # nothing to resume: leave nothing behind
+    except (Exception, KeyboardInterrupt) as e:
+        # a failure leaves nothing behind; a signal (a KeyboardInterrupt: cprsim sweep's SIGTERM
+        # too) or a dead worker leaves the journal to resume, once there is one (the manifest
+        # comes first)
+        resumable = isinstance(e, (KeyboardInterrupt, WorkerDied))
+        if fresh and not (resumable and (out / "manifest.json").exists()):
             _remove_own_files(out, keep=before)
             remove_made_dirs(made)
         raise
