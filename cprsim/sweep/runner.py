@@ -604,8 +604,20 @@ class Journal:
 
     def digest(self, row: Sequence[str]) -> bytes:
         """A row's checksum (128 bits of SHA-256 over the fingerprint and the row as written)."""
-        line = csv_text(None, [row]).encode("utf-8", "surrogateescape")
-        return hashlib.sha256(self.key.encode() + b"\n" + line).digest()[:16]
+        buf = self._buf
+        buf.seek(0)
+        buf.truncate()
+        self._writer.writerow(
+            row
+        )  # the cells as read back: strings, written as csv_text wrote them
+        h = self._seed.copy()
+        h.update(buf.getvalue().encode("utf-8", "surrogateescape"))
+        return h.digest()[:16]
+
+    def __post_init__(self) -> None:
+        self._buf = io.StringIO()
+        self._writer = csv.writer(self._buf, lineterminator="\n")
+        self._seed = hashlib.sha256(self.key.encode() + b"\n")
 
     def _known(self) -> set[bytes]:
         if not self.sums.exists():
