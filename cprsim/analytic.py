@@ -76,6 +76,7 @@ simulator at 4 servers, node MTBF 5 h, 400 s reschedule: within 0.3% (the defaul
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Sequence
@@ -325,6 +326,7 @@ class Feasibility(NamedTuple):
     log10_ratio: float  #: always finite: for messages about astronomically long jobs
 
 
+@functools.lru_cache(maxsize=4096)  # a sweep's points share it (issue 27: checked before running)
 def hopeless(
     W: float,
     delta: float,

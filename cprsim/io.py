@@ -18,22 +18,105 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import io
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+#: when this process started (about: when cprsim was imported), for :func:`remove_stale_temporaries`
+_STARTED = time.time()
+
+
+def _temporary_prefix(name: str) -> str:
+    """A temporary file of ``name`` is ``.NAME.PID-XXXXXXXX.tmp``: the writer's pid in its name says
+    whether it is still being written (:func:`remove_stale_temporaries`)."""
+    return f".{name}.{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)  # (POSIX only: on Windows this would end the process)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, names: Iterable[str]) -> list[str]:
+    """Remove the temporary files that an atomic write of one of ``names`` into ``folder`` left
+    when its process was killed (``kill -9``, a power cut), and return their names.
+
+    The rule (safe with concurrent writers): a temporary ``.NAME.PID-XXXXXXXX.tmp`` is removed when
+    no process with that pid exists (a live writer's is kept; a pid reused since keeps a stale one,
+    never the reverse); one without a pid (``.NAME.XXXXXXXX.tmp``, from an earlier cprsim) when it
+    is older than this process. Only on POSIX systems (elsewhere nothing is removed)."""
+    d = Path(folder)
+    if os.name != "posix" or not d.is_dir():
+        return []
+    gone: list[str] = []
+    for name in names:
+        head = f".{name}."
+        try:
+            found = list(d.glob(glob.escape(head) + "*.tmp"))
+        except OSError:  # pragma: no cover - an unreadable folder: the write itself will say
+            return gone
+        for tmp in found:
+            middle = tmp.name[len(head) : -len(".tmp")]
+            pid, dash, _ = middle.partition("-")
+            try:
+                if dash and pid.isascii() and pid.isdigit():
+                    stale = not _alive(int(pid))
+                else:
+                    stale = tmp.lstat().st_mtime < _STARTED
+                if stale and tmp.is_file() and not tmp.is_symlink():
+                    tmp.unlink()
+                    gone.append(tmp.name)
+            except OSError:  # gone meanwhile, or not ours to remove
+                continue
+    return gone
+
+
+def make_dirs(folder: str | os.PathLike) -> list[Path]:
+    """``mkdir -p folder``; returns the folders it created, outermost first (for
+    :func:`remove_made_dirs` when what was to be written there fails)."""
+    d = Path(folder)
+    missing = []
+    p = d
+    while not os.path.lexists(p) and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    d.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))
+
+
+def remove_made_dirs(made: Sequence[Path]) -> None:
+    """Remove the folders :func:`make_dirs` created, innermost first, each only if empty: a
+    failed write leaves no folder it created (and never one that existed before)."""
+    for p in reversed(made):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (a temporary file beside it, fsync'd, then renamed;
-    missing folders made), with the permissions ``open`` would give; returns the path."""
+    missing folders made), with the permissions ``open`` would give; returns the path. A failure
+    removes the temporary and the folders it made; stale temporaries of ``path`` (their writer
+    killed) are removed first (:func:`remove_stale_temporaries`)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    made = make_dirs(p.parent)
+    if not made:
+        remove_stale_temporaries(p.parent, [p.name])
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(p.name), suffix=".tmp", dir=p.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the permissions open() would
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -41,8 +124,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        remove_made_dirs(made)
         raise
     return p
 
@@ -51,13 +136,16 @@ def atomic_write_set(folder: str | os.PathLike, files: dict[str, str | bytes]) -
     """Write several files into ``folder`` as a set: every file is first written to a temporary
     file beside its target; only when all are written are they renamed into place. A failure
     while writing (full disk, read-only folder) removes the temporaries and leaves the folder as
-    it was: never a mix of old and new files."""
+    it was (a folder it created removed): never a mix of old and new files. Stale temporaries of
+    these files (their writer killed) are removed first (:func:`remove_stale_temporaries`)."""
     d = Path(folder)
-    d.mkdir(parents=True, exist_ok=True)
+    made = make_dirs(d)
+    if not made:
+        remove_stale_temporaries(d, files)
     staged: list[tuple[str, Path]] = []
     try:
         for name, data in files.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=d)
+            fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(name), suffix=".tmp", dir=d)
             staged.append((tmp, d / name))
             os.fchmod(fd, 0o666 & ~_umask())
             with os.fdopen(fd, "wb") as f:
@@ -68,6 +156,7 @@ def atomic_write_set(folder: str | os.PathLike, files: dict[str, str | bytes]) -
         for tmp, _ in staged:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+        remove_made_dirs(made)
         raise
     for tmp, target in staged:
         os.replace(tmp, target)

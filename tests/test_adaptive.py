@@ -223,7 +223,7 @@ def test_adaptive_sweep_resume_reruns_a_point_cut_short(tmp_path, cli):
     assert n0 > 25
     out = tmp_path / "cut"
     out.mkdir()
-    for name in ("manifest.json", "config.toml", "sweep.toml"):
+    for name in ("manifest.json", "config.toml", "sweep.toml", "journal.sha256"):
         (out / name).write_bytes((ref / name).read_bytes())
     lines = (ref / "results.csv").read_text().splitlines(keepends=True)
     (out / "results.csv").write_text(

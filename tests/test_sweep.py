@@ -155,7 +155,7 @@ def test_resume_discards_a_torn_tail_and_an_incomplete_point(tmp_path, cli):
     assert cli("sweep", sweep, "--out", ref).exit_code == 0
     out = tmp_path / "torn"
     out.mkdir()
-    for name in ("manifest.json", "config.toml"):
+    for name in ("manifest.json", "config.toml", "journal.sha256"):
         (out / name).write_bytes((ref / name).read_bytes())
     lines = (ref / "results.csv").read_text().splitlines(keepends=True)
     # points 0-1 whole, point 2 with 4 of its 6 rows, then half a line (a write cut by kill -9)

@@ -528,9 +528,13 @@ def run_one(p: Preset, run: Run) -> tuple[RunResult, float, float]:
 
 
 def _init_worker(threads: int) -> None:
-    signal.signal(
-        signal.SIGINT, signal.SIG_IGN
-    )  # the parent handles Ctrl-C (and stops the workers)
+    """A worker's initializer: ignore SIGINT (the parent handles Ctrl-C and stops the workers),
+    die with the parent (``kill -9`` of ``cprsim calibrate`` included: no orphaned workers,
+    forkserver or resource tracker), ``threads`` torch threads."""
+    from cprsim.workers import die_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     torch.set_num_threads(threads)
 
 

@@ -11,8 +11,10 @@
   (``_p50``, ``_p90``, ``_p99``; ETTR, where higher is better: ``ettr_p10``, ``ettr_p1``: the
   spread of runs, not of the mean); written at the end.
 * ``manifest.json``: the sweep's fingerprint, points, seed, the versions of cprsim, Python, numpy,
-  scipy and simpy; ``sweep.toml``: the sweep file as given; ``config.toml``: the effective config of
-  point 0; ``plan.json`` if the sweep asks.
+  scipy and simpy, the SHA-256 of the sweep file; ``sweep.toml``: the sweep file as given;
+  ``config.toml``: the effective config of point 0; ``plan.json`` if the sweep asks.
+* ``journal.sha256``: a checksum of each row of ``results.csv`` (written before the row), which
+  ``--resume`` checks.
 * ``results.parquet``, ``summary.parquet`` (``output_format="parquet"``, needs pyarrow): the same
   tables as the CSV files (same columns; a column is int64, float64 or string as all its CSV cells
   read as ints, else as floats, else as text), written at the end in addition to the CSV files.
@@ -21,7 +23,10 @@
 were running: the journal holds whole lines of whole points, except possibly a torn last write,
 which ``--resume`` discards (it keeps only points with every replication present and rewrites
 the journal atomically before appending). A resumed sweep skips completed points and never
-duplicates one. Resuming with a changed sweep file is refused (the fingerprint differs).
+duplicates one. Resuming with a changed sweep file is refused (the fingerprint differs), and so is
+a folder changed after the sweep wrote it (:func:`check_out`, :class:`Journal`: a row without its
+checksum, a manifest whose points or replications differ, an edited sweep.toml or config.toml, a
+file that is not a regular file): one line naming the file and line, saying to start afresh.
 
 **No orphans.** Local workers (:class:`LocalWorkers`) die with the sweep: on Linux each sets
 ``PR_SET_PDEATHSIG`` (SIGKILL when its parent dies), and everywhere a watcher thread in each worker
@@ -37,13 +42,13 @@ worker that ran it: every replication draws from streams named by ``(seed, repli
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import logging
 import math
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
@@ -56,12 +61,24 @@ from typing import Any
 from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError, ParameterError
-from cprsim.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text, short
+from cprsim.io import (
+    MAX_DATA_BYTES,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_input_file,
+    csv_text,
+    dumps_json,
+    make_dirs,
+    remove_made_dirs,
+    short,
+)
 from cprsim.report import versions
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import METRICS, Precision, estimate_metric, run_replications
 from cprsim.sweep.results import point_complete, summary_stats
 from cprsim.sweep.spec import Point, Sweep, SweepError
+from cprsim.workers import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -150,63 +167,17 @@ def _point_failed(e: PointFailed, runs: list[_PointRun]) -> InputError:
     )
 
 
-def _die_with_parent() -> None:
-    """In a worker process: exit as soon as the sweep process that started it is gone (``kill -9``
-    included), never outlive it as an orphan.
-
-    * Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills this process when its parent
-      (the thread that forked it) exits. The parent is the sweep process (fork) or the forkserver.
-    * everywhere: a daemon thread waits on the multiprocessing parent sentinel (a pipe the sweep
-      process holds: it closes when the sweep dies, also under a forkserver, whose workers would
-      otherwise keep the forkserver alive) and checks that the parent pid has not changed."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait as mp_wait
-
-    ppid = os.getppid()
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        except (
-            OSError,
-            AttributeError,
-        ):  # pragma: no cover - no libc prctl: the thread below suffices
-            pass
-    parent = mp.parent_process()
-    try:
-        sentinel = parent.sentinel if parent is not None else None
-    except ValueError:  # pragma: no cover
-        sentinel = None
-
-    def gone() -> bool:
-        return os.getppid() != ppid or (
-            sentinel is not None and bool(mp_wait([sentinel], timeout=0))
-        )
-
-    if gone():  # the parent died before the death signal was armed
-        os._exit(1)
-
-    def watch() -> None:
-        while True:
-            if sentinel is not None:
-                mp_wait([sentinel], timeout=0.5)
-            else:  # pragma: no cover
-                threading.Event().wait(0.5)
-            if gone():
-                os._exit(1)
-
-    threading.Thread(target=watch, name="cprsim-parent-watch", daemon=True).start()
-
-
 def _worker_init() -> None:
     """A local worker's initializer: default SIGTERM, ignore SIGINT, die with the sweep."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler a forked worker inherited
     signal.signal(
         signal.SIGINT, signal.SIG_IGN
     )  # Ctrl-C reaches the process group: the sweep stops us
-    _die_with_parent()
+    die_with_parent()
+
+
+class WorkerDied(SweepError):
+    """A worker process died (killed, out of memory): the completed points are kept for a resume."""
 
 
 def _warm() -> str:
@@ -418,7 +389,7 @@ class LocalWorkers(_Backend):
     simulator once (they then inherit no threads or locks, e.g. a progress bar's). Create them
     before starting threads (``cprsim sweep`` does, before its progress bar).
 
-    The workers die with this process (:func:`_die_with_parent`). :meth:`close` waits for the
+    The workers die with this process (:func:`cprsim.workers.die_with_parent`). :meth:`close` waits for the
     running chunks; ``close(abort=True)`` (and leaving the ``with`` block on an exception, e.g. a
     signal) kills the workers at once. A forkserver exits by itself once its workers are gone and
     this process exits (CPython closes its pipe)."""
@@ -466,7 +437,7 @@ class LocalWorkers(_Backend):
 
     @staticmethod
     def _broken() -> SweepError:
-        return SweepError(
+        return WorkerDied(
             "a worker process died (killed, or out of memory?); the completed points are kept: "
             "resume the sweep to run the others"
         )
@@ -581,38 +552,126 @@ def _dask_connect(
 
 
 # -- the journal --------------------------------------------------------------------------------
+#: beside results.csv: a checksum of each row the sweep wrote (a resume keeps only rows it vouches for)
+SUMS = "journal.sha256"
+
+
+def tampered(path: Path | str, detail: str) -> ParameterError:
+    """A resume refused: a file of the sweep changed after the sweep wrote it (one line naming the
+    file, and the line where known; never its content)."""
+    return ParameterError(
+        "resume",
+        f"{detail}: the sweep's files were changed after it wrote them; start afresh: leave out "
+        "`resume`, or choose another `out`",
+        short(path),
+        also=("resume", "out"),
+    )
+
+
+def _read_resume_file(path: Path, what: str) -> bytes:
+    """A file of an existing sweep read for a resume: a regular file (not a FIFO or a device) of
+    bounded size, else a one-line error."""
+    check_input_file(path, what, MAX_DATA_BYTES)
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{short(path)}: cannot read this {what} ({e.strerror})") from None
+
+
 @dataclass
 class Journal:
     """The results table of a sweep under way (results.csv): read back by a resume, rewritten, and
-    appended to a point's rows at a time."""
+    appended to a point's rows at a time.
+
+    Each row the sweep writes has its checksum (SHA-256 of the sweep's fingerprint and the row)
+    in ``journal.sha256`` beside it, appended and fsync'd before the row (:meth:`seal`): a kill
+    leaves at most a torn last line without one (dropped, with the rest of its point, which runs
+    again) and checksums of rows not yet written (ignored). A complete row without a checksum, a
+    row that is not one of the sweep's, a bad header or a malformed checksum file is tampering:
+    a resume refuses it with the file and line."""
 
     path: Path
     head: list[str]
     replications: int  #: a point's replications (with ``rule``: the most)
     rule: Precision | None = None  #: adaptive replication: a point is complete where the rule stops
+    key: str = ""  #: the sweep's fingerprint (in every row's checksum)
+    points: Sequence[Point] = ()  #: the sweep's points (rows are checked against them)
+
+    @property
+    def sums(self) -> Path:
+        """The checksum file beside the journal."""
+        return self.path.with_name(SUMS)
+
+    def digest(self, row: Sequence[str]) -> bytes:
+        """A row's checksum (128 bits of SHA-256 over the fingerprint and the row as written)."""
+        buf = self._buf
+        buf.seek(0)
+        buf.truncate()
+        self._writer.writerow(
+            row
+        )  # the cells as read back: strings, written as csv_text wrote them
+        h = self._seed.copy()
+        h.update(buf.getvalue().encode("utf-8", "surrogateescape"))
+        return h.digest()[:16]
+
+    def __post_init__(self) -> None:
+        self._buf = io.StringIO()
+        self._writer = csv.writer(self._buf, lineterminator="\n")
+        self._seed = hashlib.sha256(self.key.encode() + b"\n")
+
+    def _known(self) -> set[bytes]:
+        if not self.sums.exists():
+            return set()
+        data = _read_resume_file(self.sums, "sweep journal checksum file")
+        cut = data.rfind(b"\n")  # a torn last line (a kill during its write) is not one
+        known = set()
+        for n, line in enumerate(data[: cut + 1].split(b"\n")[:-1], start=1):
+            try:
+                if len(line) != 32:
+                    raise ValueError
+                known.add(bytes.fromhex(line.decode("ascii")))
+            except ValueError:
+                raise tampered(f"{self.sums}:{n}", "not a checksum") from None
+        return known
 
     def read(self) -> tuple[dict[int, list[list[str]]], list[int]]:
-        """Complete points' rows (by point) and the order they were written in; torn tails dropped."""
-        data = self.path.read_bytes()
+        """Complete points' rows (by point) and the order they were written in; a torn last line
+        dropped (its point is incomplete); tampering refused (:func:`tampered`)."""
+        data = _read_resume_file(self.path, "sweep results table")
+        known = self._known()
         cut = data.rfind(b"\n")
-        text = data[: cut + 1].decode("utf-8") if cut >= 0 else ""
-        rows = list(csv.reader(io.StringIO(text)))
-        if not rows or rows[0] != self.head:
-            raise SweepError(f"{self.path}: not the results table of this sweep (header differs)")
+        text = data[: cut + 1].decode("utf-8", "surrogateescape")
+        reader = csv.reader(io.StringIO(text))
+        try:
+            first = next(reader, None)
+        except csv.Error:
+            first = None
+        if first != self.head:
+            raise tampered(f"{self.path}:1", "not the header of this sweep's results table")
         by_point: dict[int, list[list[str]]] = {}
         order: list[int] = []
-        for r in rows[1:]:
-            if len(r) != len(self.head):
-                continue
+        prefixes: dict[int, list[str]] = {}
+        rep_col = self.head.index("replication")
+        line = 2
+        while True:
             try:
-                i = int(r[0])
-            except ValueError:
-                continue
+                r = next(reader)
+            except StopIteration:
+                break
+            except csv.Error:  # pragma: no cover - the reader is not strict
+                break
+            if self.digest(r) not in known:
+                raise tampered(
+                    f"{self.path}:{line}", f"a row not written by the sweep (no checksum in {SUMS})"
+                )
+            i = self._check(r, prefixes, rep_col)
+            if i is None:
+                raise tampered(f"{self.path}:{line}", "a row that does not belong to this sweep")
             if i not in by_point:
                 by_point[i] = []
                 order.append(i)
             by_point[i].append(r)
-        rep_col = self.head.index("replication")
+            line = reader.line_num + 1
         complete = {
             i: rs
             for i, rs in by_point.items()
@@ -620,22 +679,50 @@ class Journal:
         }
         return complete, [i for i in order if i in complete]
 
+    def _check(self, r: list[str], prefixes: dict[int, list[str]], rep_col: int) -> int | None:
+        """The point of a checksummed row whose cells are what the sweep writes, else None."""
+        if len(r) != len(self.head) or not _is_int(r[0]):
+            return None
+        i = int(r[0])
+        if not 0 <= i < len(self.points) or self.points[i].index != i:
+            return None
+        if i not in prefixes:
+            prefixes[i] = next(csv.reader([csv_text(None, [_prefix(self.points[i])])]))
+        if r[:rep_col] != prefixes[i] or not _is_int(r[rep_col]):
+            return None
+        if not 0 <= int(r[rep_col]) < self.replications:
+            return None
+        if not all(_is_float(c) for c in r[rep_col + 1 :]):
+            return None
+        return i
+
     def rewrite(self, points: dict[int, list[list[str]]], order: Sequence[int]) -> None:
-        """Replace the file atomically with the rows of ``points``, in ``order``."""
-        atomic_write_text(self.path, csv_text(self.head, (r for i in order for r in points[i])))
+        """Replace the file atomically with the rows of ``points``, in ``order``, then the
+        checksums (a kill between the two leaves checksums of every row: a set, in any order)."""
+        rows = [r for i in order for r in points[i]]
+        atomic_write_text(self.path, csv_text(self.head, rows))
+        atomic_write_bytes(self.sums, b"".join(self.digest(r).hex().encode() + b"\n" for r in rows))
 
     def append(self, text: str) -> None:
         """Append ``text`` (whole rows) to the file and fsync it."""
-        data = text.encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append(self.path, text.encode("utf-8"))
+
+    def seal(self, text: str) -> None:
+        """Append the checksums of ``text``'s rows (about to be appended) to the checksum file."""
+        rows = csv.reader(io.StringIO(text))
+        _append(self.sums, b"".join(self.digest(r).hex().encode() + b"\n" for r in rows))
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -690,10 +777,46 @@ def run_sweep(
         if scheduler is not None or dask_local is not None
         else None
     )
-    out.mkdir(parents=True, exist_ok=True)
+    fresh = not (out / "manifest.json").exists()
+    before = {n for n in OWN_FILES if os.path.lexists(out / n)}  # (a user's sweep.toml, say)
+    made = make_dirs(out)
+    try:
+        return _run_into(
+            sweep, out, jobs, progress, resumed, sweep_text, workers, output_format, connection
+        )
+    except (Exception, KeyboardInterrupt) as e:
+        # a failure leaves nothing behind; a signal (a KeyboardInterrupt: cprsim sweep's SIGTERM
+        # too) or a dead worker leaves the journal to resume, once there is one (the manifest
+        # comes first)
+        resumable = isinstance(e, (KeyboardInterrupt, WorkerDied))
+        if fresh and not (resumable and (out / "manifest.json").exists()):
+            _remove_own_files(out, keep=before)
+            remove_made_dirs(made)
+        raise
+
+
+def _run_into(
+    sweep: Sweep,
+    out: Path,
+    jobs: int,
+    progress: Callable[[int], None] | None,
+    resumed: Callable[[int], None] | None,
+    sweep_text: bytes | None,
+    workers: LocalWorkers | None,
+    output_format: str,
+    connection: tuple[Any, Any] | None,
+) -> Outcome:
+    """:func:`run_sweep` once ``out`` exists and its inputs are checked."""
     repaired = _remove_stale_temporaries(out)
     head = header(sweep)
-    journal = Journal(out / "results.csv", head, sweep.replications, sweep.precision)
+    journal = Journal(
+        out / "results.csv",
+        head,
+        sweep.replications,
+        sweep.precision,
+        sweep.fingerprint,
+        sweep.points,
+    )
     manifest_path = out / "manifest.json"
     manifest = {
         "cprsim_version": __version__,
@@ -711,9 +834,18 @@ def run_sweep(
             {"point": p.index, "strategy": p.strategy, "values": {k: v for k, v in p.values}}
             for p in sweep.points
         ],
+        **(
+            {"sweep_sha256": hashlib.sha256(sweep_text).hexdigest()}
+            if sweep_text is not None
+            else {}
+        ),
     }
     fresh = not manifest_path.exists()
-    if sweep_text is not None and not (out / "sweep.toml").exists():
+    if (
+        sweep_text is not None
+        and not (out / "sweep.toml").exists()
+        and (fresh or _read_manifest(manifest_path).get("sweep_sha256") == manifest["sweep_sha256"])
+    ):
         atomic_write_bytes(out / "sweep.toml", sweep_text)
         if not fresh:
             repaired.append("sweep.toml")
@@ -728,7 +860,7 @@ def run_sweep(
         journal.rewrite(done, order)  # drops a torn tail or an incomplete point, atomically
     else:
         done, order = {}, []
-        atomic_write_text(journal.path, csv_text(head, []))
+        journal.rewrite(done, order)
     todo = [p for p in sweep.points if p.index not in done]
     tell = resumed if resumed is not None else progress
     if tell is not None and done:
@@ -747,7 +879,9 @@ def run_sweep(
     finished = False
     try:
         for r in _schedule(runs, backend, sweep.fingerprint):
-            journal.append(r.text())
+            text = r.text()
+            journal.seal(text)  # the checksums first: every complete row has one
+            journal.append(text)
             r.rows.clear()
             if progress is not None:
                 progress(1)
@@ -786,6 +920,7 @@ OWN_FILES = (
     "sweep.toml",
     "config.toml",
     "plan.json",
+    SUMS,
     "results.parquet",
     "summary.parquet",
 )
@@ -865,6 +1000,16 @@ def _cost(p: Point) -> float:
         return 1.0
 
 
+def _remove_own_files(out: Path, keep: set[str]) -> None:
+    """A fresh sweep that failed (not a signal: that one is resumed): the files it wrote (not those
+    in ``keep``, there before) and its temporaries removed, so that the folder, if the sweep made
+    it, can go too."""
+    for name in OWN_FILES:
+        if name not in keep:
+            (out / name).unlink(missing_ok=True)
+    _remove_stale_temporaries(out)
+
+
 def _remove_stale_temporaries(out: Path) -> list[str]:
     """Temporary files an interrupted atomic write left in ``out`` (only the sweep's own)."""
     gone = []
@@ -876,7 +1021,9 @@ def _remove_stale_temporaries(out: Path) -> list[str]:
 
 
 def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
-    """Refuse to overwrite another run's results, or to resume a different sweep."""
+    """Refuse to overwrite another run's results, or to resume a different sweep, or one whose
+    manifest.json, sweep.toml or config.toml changed after the sweep wrote them (the rows of
+    results.csv are checked against their checksums when the sweep reads them back)."""
     manifest_path = out / "manifest.json"
     if (out / "results.csv").exists() or manifest_path.exists():
         if not resume:
@@ -892,19 +1039,49 @@ def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
             raise ParameterError(
                 "resume",
                 f"its results come from a different sweep (fingerprint "
-                f"{old.get('fingerprint')} != {sweep.fingerprint}); choose another `out`",
+                f"{short(old.get('fingerprint'), 40)} != {sweep.fingerprint}); choose another `out`",
                 str(out),
                 also=("out",),
             )
+        expected = {
+            "seed": sweep.seed,
+            "replications": sweep.replications,
+            "keys": list(sweep.keys),
+            "strategies": list(sweep.strategies),
+            "precision": sweep.precision.as_dict() if sweep.precision is not None else None,
+            "points": [
+                {"point": p.index, "strategy": p.strategy, "values": {k: v for k, v in p.values}}
+                for p in sweep.points
+            ],
+        }
+        for k, v in expected.items():
+            if json.loads(dumps_json(v)) != old.get(k):
+                raise tampered(manifest_path, f"{k} differs from the sweep's")
+        sha = old.get("sweep_sha256")
+        if sha is not None and not isinstance(sha, str):
+            raise tampered(manifest_path, "sweep_sha256 is not a checksum")
+        copy = out / "sweep.toml"
+        if copy.exists() and sha is not None:
+            if hashlib.sha256(_read_resume_file(copy, "sweep file copy")).hexdigest() != sha:
+                raise tampered(copy, "differs from the sweep file the sweep started with")
+        config = out / "config.toml"
+        if config.exists():
+            text = sc.to_toml(sweep.points[0].raw).encode("utf-8")
+            if _read_resume_file(config, "sweep configuration") != text:
+                raise tampered(config, "differs from the configuration of point 0")
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
+    data = _read_resume_file(path, "sweep manifest")
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise SweepError(f"{path}: not a cprsim sweep manifest (invalid JSON)") from None
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise tampered(path, "not a cprsim sweep manifest (invalid JSON)") from None
+    if not isinstance(doc, dict):
+        raise tampered(path, "not a cprsim sweep manifest (a JSON object expected)")
+    return doc
 
 
 def summary_header(sweep: Sweep) -> list[str]:

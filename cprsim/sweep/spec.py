@@ -177,14 +177,22 @@ class Sweep:
     precision: Precision | None = None  #: adaptive replication (``replications`` is then its cap)
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(
+    d: dict[str, Any], prefix: str = "", table: str = "", source: str = ""
+) -> dict[str, Any]:
+    """Nested tables as dotted keys; a key given twice (``"a.b" = ...`` and ``[table.a] b = ...``)
+    is a one-line :class:`SweepError` naming it (``table``: the table's name in the message)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
+        items = _flatten(v, key + ".", table, source).items() if isinstance(v, dict) else [(key, v)]
+        for name, value in items:
+            if name in out:
+                raise SweepError(
+                    f"{source}: {table}{'.' if table else ''}{short(name, 120)}: given twice "
+                    "(as a dotted key and in a table, or in two tables); give it once"
+                )
+            out[name] = value
     return out
 
 
@@ -239,7 +247,9 @@ def expand(
     into its points: the base scenario with ``[set]`` and ``overrides`` applied, one point per grid
     combination and strategy, each validated and within ``max_events`` events a replication."""
     from cprsim.plan import feasibility
+    from cprsim.sim import strategies as registry
 
+    registry.ensure_loaded()
     budget = feasibility.MAX_EVENTS if max_events is None else max_events
     source = str(path)
     scen = spec.scenario
@@ -254,7 +264,7 @@ def expand(
             sc.merge_model(base_raw, Path(model), replace=True)
         except InputError as e:
             raise ParameterError("model", str(e)) from None
-    fixed = _flatten(spec.set)
+    fixed = _flatten(spec.set, table="set", source=source)
     fixed.update(overrides or {})
     if spec.seed is not None:
         fixed["seed"] = spec.seed
@@ -269,7 +279,7 @@ def expand(
                 raise e.replace(where=source) from None
             raise SweepError(f"{source}: set {k}: {e.detail}") from None
     sc.drop_stale_tiers(base, fixed)
-    grid = _flatten(spec.grid)
+    grid = _flatten(spec.grid, table="grid", source=source)
     for k, vals in grid.items():
         if not isinstance(vals, list) or not vals:
             raise SweepError(f"{source}: grid.{k}: expected a non-empty list of values")
@@ -318,6 +328,8 @@ def expand(
             try:
                 s = sc.validate(copy.deepcopy(raw), here)
                 feasibility.check_budget(s, budget)
+                if not s.failures.replay:  # as cprsim simulate: a regime that would never finish
+                    feasibility.check(s, registry.get(s.strategy.name).plan_kind)
             except sc.ScenarioError as e:
                 raise SweepError(str(e)) from None
             except ParameterError as e:  # max_events
