@@ -141,7 +141,9 @@ def test_a_fifo_in_place_of_a_file_is_refused_without_blocking(done, tmp_path, n
     assert time.monotonic() - t0 < 30
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{out}/{name}: not a regular file" in lines[0], p.stderr
+    assert len(lines) == 1 and f"{out}/{name}: " in lines[0] and "not a regular file" in lines[0], (
+        p.stderr
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 
 from cprsim.cli.common import load_scenario
+from cprsim.errors import InputError
+from cprsim.io import read_input_bytes
 
 
 def _cores() -> int:
@@ -380,7 +382,10 @@ def command(
             )
     except KeyboardInterrupt:
         pts = out / "points.csv"
-        k = max(0, pts.read_bytes().count(b"\n") - 1) if pts.exists() else 0
+        try:
+            k = max(0, read_input_bytes(pts, "calibration journal").count(b"\n") - 1)
+        except InputError:  # not written yet
+            k = 0
         raise click.ClickException(
             f"interrupted: {k} finished runs are in {pts}; finish with --resume"
         ) from None

@@ -17,6 +17,7 @@ from cprsim.cli.progress import (
     signals_raise,
     stopped,
 )
+from cprsim.io import read_input_bytes
 
 __all__ = ["Interrupted", "Terminated", "command"]
 
@@ -162,7 +163,7 @@ def command(
             f"{reps}, seed {sw.seed}, on {where}",
             err=True,
         )
-    sweep_text = sweep_file.read_bytes()
+    sweep_text = read_input_bytes(sweep_file, "sweep file", "config")
     try:
         with signals_raise(), contextlib.ExitStack() as stack:
             # local workers start before the progress bar's thread: they can then be forked, warm;

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from cprsim import metrics
 from cprsim.errors import InputError, ParameterError
+from cprsim.io import decode_text, read_input_bytes, short
 from cprsim.sim.replicate import METRICS, Estimate, Precision, estimate_metric, tail_names
 
 #: summarized per point: the simulator's metrics and the failure-free time W (useful_s)
@@ -175,9 +176,9 @@ def _value(text: str) -> Any:
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    data = path.read_bytes()
+    data = read_input_bytes(path, "sweep results table")
     cut = data.rfind(b"\n")  # a sweep still running may have a torn last line
-    rows = list(csv.reader(data[: cut + 1].decode("utf-8").splitlines()))
+    rows = list(csv.reader(decode_text(data[: cut + 1], short(path)).splitlines()))
     if not rows:
         raise InputError(f"{path}: empty results file")
     return rows[0], rows[1:]

@@ -62,14 +62,13 @@ from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
-    MAX_DATA_BYTES,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
-    check_input_file,
     csv_text,
     dumps_json,
     make_dirs,
+    read_input_bytes,
     remove_made_dirs,
     short,
 )
@@ -571,11 +570,7 @@ def tampered(path: Path | str, detail: str) -> ParameterError:
 def _read_resume_file(path: Path, what: str) -> bytes:
     """A file of an existing sweep read for a resume: a regular file (not a FIFO or a device) of
     bounded size, else a one-line error."""
-    check_input_file(path, what, MAX_DATA_BYTES)
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{short(path)}: cannot read this {what} ({e.strerror})") from None
+    return read_input_bytes(path, what)
 
 
 @dataclass
