@@ -429,3 +429,285 @@ def trace_seeds(folder: Path | None = None) -> dict[str, tuple[str, bytes, list[
         "philly": ("philly", philly.encode(), []),
         "infinitehbd": ("infinitehbd", ihbd.encode(), ["--node-count", "6"]),
     }
+
+
+# -- calibration files, quick-form flags, special files, tampered resumes (issue 27) ---------------------------
+def calibration_seed() -> dict:
+    """The shipped matched calibration of cpr-production, as a table to mutate."""
+    import tomllib
+
+    from cprsim.calibrate.calibration import matched_path
+
+    path = matched_path("cpr-production")
+    assert path is not None
+    return tomllib.loads(path.read_text())
+
+
+#: the quick form's required flags (valid values) and its optional ones
+QUICK_BASE = {
+    "--node-mtbf-h": "10",
+    "--embedding-servers": "4",
+    "--save-s": "60",
+    "--load-s": "60",
+    "--max-accuracy-loss": "0.001",
+}
+QUICK_OPTIONAL = {
+    "--trainers": "8",
+    "--shard-load-s": "15",
+    "--reschedule-s": "300",
+    "--duration-h": "50",
+    "--samples-per-s": "100000",
+    "--job-mtbf-h": "100",
+}
+#: a quick plan small enough for thousands of runs (29 replications prove a 90% bound)
+QUICK_TAIL = ["-n", "29", "--search-replications", "29", "--strategies", "partial"]
+
+
+@st.composite
+def quick_args(draw: Any) -> tuple[list[str], list[str]]:
+    """Quick-form flags with one or two hostile values (or a required flag missing); returns the
+    arguments and the flags changed."""
+    flags = dict(QUICK_BASE)
+    for k, v in QUICK_OPTIONAL.items():
+        if draw(st.booleans()):
+            flags[k] = v
+    changed = []
+    for _ in range(draw(st.integers(1, 2))):
+        k = draw(st.sampled_from(sorted({**QUICK_BASE, **QUICK_OPTIONAL})))
+        if draw(st.integers(0, 9)) == 0:
+            flags.pop(k, None)
+        else:
+            v = draw(hostile_values())
+            flags[k] = v if isinstance(v, str) else toml_value(v)
+        changed.append(k)
+    args = ["plan"]
+    for k, v in flags.items():
+        args += [k, v]
+    return args + QUICK_TAIL, changed
+
+
+#: a 12 MB TOML file of 750,000 unknown keys (the TOML parser alone takes most of a minute)
+def huge_toml(path: Path) -> Path:
+    with path.open("w") as f:
+        for i in range(750_000):
+            f.write(f"k{i} = {i}\n")
+    return path
+
+
+def special_files(folder: Path) -> dict[str, Path]:
+    """Things that are not a readable regular file of a sensible size, by name: a FIFO, devices,
+    a folder, symbolic links (to a device, dangling, a loop), a 3 GiB sparse file, a 12 MB TOML,
+    an empty file, binary garbage, a name too long."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Path] = {}
+    fifo = folder / "fifo.csv"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    out["fifo"] = fifo
+    out["dev-zero"] = Path("/dev/zero")
+    out["dev-null"] = Path("/dev/null")
+    out["dev-urandom"] = Path("/dev/urandom")
+    out["folder"] = folder
+    link = folder / "zero-link.toml"
+    if not link.is_symlink():
+        link.symlink_to("/dev/zero")
+    out["link-to-device"] = link
+    dangling = folder / "dangling.toml"
+    if not dangling.is_symlink():
+        dangling.symlink_to(folder / "nothing-here")
+    out["dangling-link"] = dangling
+    loop = folder / "loop.toml"
+    if not loop.is_symlink():
+        loop.symlink_to(loop)
+    out["link-loop"] = loop
+    sparse = folder / "sparse.csv"
+    if not sparse.exists():
+        with sparse.open("wb") as f:
+            f.truncate(3 * 2**30)
+    out["sparse-3GiB"] = sparse
+    big = folder / "huge.toml"
+    if not big.exists():
+        huge_toml(big)
+    out["toml-12MB"] = big
+    empty = folder / "empty.toml"
+    empty.write_bytes(b"")
+    out["empty"] = empty
+    garbage = folder / "garbage.toml"
+    garbage.write_bytes(bytes(range(256)) * 64)
+    out["garbage"] = garbage
+    out["name-too-long"] = Path(LONG_PATH)
+    return out
+
+
+def special_slots(work: Path, results: Path, schema: Path, data: Path) -> dict[str, Any]:
+    """Every place the CLI reads a file, as ``name -> f(path, i) -> arguments``; ``results`` is a
+    finished sweep folder, ``schema`` and ``data`` a valid calibration schema and data file."""
+    n2 = ["-n", "2", "--max-events", "2e5"]
+    return {
+        "simulate FILE": lambda p, i: ["simulate", str(p), *n2],
+        "show FILE": lambda p, i: ["show", str(p)],
+        "sweep FILE": lambda p, i: ["sweep", str(p), "--out", str(work / f"sp{i}")],
+        "fit LOG": lambda p, i: ["fit", str(p)],
+        "fit LOG --format lanl": lambda p, i: ["fit", str(p), "--format", "lanl"],
+        "fit LOG --format philly": lambda p, i: ["fit", str(p), "--format", "philly"],
+        "plot fit FILE": lambda p, i: ["plot", "fit", str(p), "--out", str(work / f"sp{i}.png")],
+        "plot calibration FILE": lambda p, i: [
+            "plot",
+            "calibration",
+            str(p),
+            "--out",
+            str(work / f"sp{i}.png"),
+        ],
+        "plot timeline FILE": lambda p, i: [
+            "plot",
+            "timeline",
+            str(p),
+            "--out",
+            str(work / f"sp{i}.png"),
+        ],
+        "plot overhead --plan FILE": lambda p, i: [
+            "plot",
+            "overhead",
+            str(results),
+            "--plan",
+            str(p),
+            "--out",
+            str(work / f"sp{i}.png"),
+        ],
+        "calibrate --show FILE": lambda p, i: ["calibrate", "--show", str(p)],
+        "calibrate --data FILE": lambda p, i: [
+            "calibrate",
+            "--data",
+            str(p),
+            "--schema",
+            str(schema),
+            "--no-costs",
+            "--jobs",
+            "1",
+            "--out",
+            str(work / f"sp{i}"),
+        ],
+        "calibrate --schema FILE": lambda p, i: [
+            "calibrate",
+            "--data",
+            str(data),
+            "--schema",
+            str(p),
+            "--no-costs",
+            "--jobs",
+            "1",
+            "--out",
+            str(work / f"sp{i}"),
+        ],
+        "calibrate --validate FILE": lambda p, i: [
+            "calibrate",
+            "--validate",
+            str(p),
+            "--runs",
+            "1",
+            "--out",
+            str(work / f"sp{i}"),
+        ],
+        "plan --calibration FILE": lambda p, i: [
+            "plan",
+            "toy",
+            "--max-accuracy-loss",
+            "0.001",
+            "--calibration",
+            str(p),
+            *QUICK_TAIL,
+        ],
+        "failures.replay": lambda p, i: [
+            "simulate",
+            "toy",
+            *n2,
+            "--set",
+            f"failures.replay={json.dumps(str(p))}",
+        ],
+        "simulate --model FILE": lambda p, i: ["simulate", "toy", *n2, "--model", str(p)],
+        "access --counts FILE": lambda p, i: ["access", "--counts", str(p)],
+        "access --tables FILE": lambda p, i: ["access", "--tables", str(p)],
+    }
+
+
+#: how a finished sweep's folder is tampered with before ``--resume``
+RESUME_FILES = ("results.csv", "manifest.json", "sweep.toml", "config.toml", "summary.csv")
+
+
+@st.composite
+def tamper(draw: Any) -> tuple[str, Any]:
+    """One tampering of a sweep folder: ``(description, f(folder, sweep_file))``."""
+    import os
+    import random
+
+    name = draw(st.sampled_from(RESUME_FILES))
+    op = draw(
+        st.sampled_from(
+            ["truncate", "flip", "cell", "cell", "drop-line", "dup-line", "swap-lines", "mutate",
+             "delete", "fifo", "folder", "device-link", "empty", "spec"]
+        )
+    )  # fmt: skip
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    value = draw(hostile_values())
+    cell = value if isinstance(value, str) else toml_value(value)
+    mutation = draw(mutated_text("x = 1\n")) if op == "mutate" else b""
+
+    def f(folder: Path, spec: Path) -> None:
+        p = folder / name
+        data = p.read_bytes() if p.is_file() else b""
+        lines = data.split(b"\n")
+        if op == "truncate":
+            p.write_bytes(data[: rng.randrange(len(data) + 1)])
+        elif op == "flip" and data:
+            i = rng.randrange(len(data))
+            p.write_bytes(data[:i] + bytes([rng.randrange(256)]) + data[i + 1 :])
+        elif op == "cell" and len(lines) > 1:
+            i = rng.randrange(len(lines))
+            cells = lines[i].split(b",")
+            cells[rng.randrange(len(cells))] = cell.encode("utf-8", "surrogatepass")
+            lines[i] = b",".join(cells)
+            p.write_bytes(b"\n".join(lines))
+        elif op == "drop-line" and len(lines) > 1:
+            del lines[rng.randrange(len(lines))]
+            p.write_bytes(b"\n".join(lines))
+        elif op == "dup-line" and len(lines) > 1:
+            i = rng.randrange(len(lines))
+            lines.insert(i, lines[i])
+            p.write_bytes(b"\n".join(lines))
+        elif op == "swap-lines" and len(lines) > 2:
+            i, j = rng.sample(range(len(lines)), 2)
+            lines[i], lines[j] = lines[j], lines[i]
+            p.write_bytes(b"\n".join(lines))
+        elif op == "mutate":
+            # a random edit of the text: a mutated line appended, or the text cut and re-encoded
+            p.write_bytes(data[: rng.randrange(len(data) + 1)] + mutation)
+        elif op == "delete" and p.exists():
+            p.unlink()
+        elif op == "fifo":
+            p.unlink(missing_ok=True)
+            os.mkfifo(p)
+        elif op == "folder":
+            p.unlink(missing_ok=True)
+            p.mkdir()
+        elif op == "device-link":
+            p.unlink(missing_ok=True)
+            p.symlink_to("/dev/zero")
+        elif op == "empty":
+            p.write_bytes(b"")
+        elif op == "spec":
+            # the sweep file itself changed since the first run
+            text = spec.read_text()
+            spec.write_text(
+                text.replace('"replications" = 2', '"replications" = 3')
+                if rng.random() < 0.5
+                else text.replace("[0.5, 1.0]", "[0.5, 2.0]")
+            )
+
+    return f"{op} {name}", f
+
+
+def short_path(p: Path) -> str:
+    """How an error may name ``p`` when its full text is too long: its last 40 characters."""
+    return str(p)[-40:]

@@ -549,3 +549,15 @@ def test_a_freshly_trained_tiny_calibration_loads(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _plan_with(load_calibration(tmp_path / "calibration.toml"))
+
+
+def test_show_without_the_optional_f_test_prints_no_nan(tmp_path, cli):
+    """``pooling_f_test_p`` is optional: a file without it shows no "F-test p = nan" (the fuzz)."""
+    doc = copy.deepcopy(BASE)
+    for metric in ("auc", "logloss"):
+        doc["model"][metric].pop("pooling_f_test_p", None)
+    path = tmp_path / "no-f-test.toml"
+    path.write_text(to_toml(doc))
+    r = cli("calibrate", "--show", path)
+    assert r.exit_code == 0, r.output
+    assert "planner's auc model" in r.output and "nan" not in r.output.lower(), r.output

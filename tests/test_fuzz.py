@@ -11,16 +11,29 @@ import itertools
 import json
 import os
 import random
+import shutil
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from cprsim.cli import main
 
 import fuzzing as fz
 
 TOTAL = int(os.environ.get("FUZZ_EXAMPLES", "0"))
 #: share of the long profile per kind (%), and the fast profile's examples
-PROFILE = {"scenario": (30, 40), "set": (30, 40), "sweep": (10, 10), "trace": (30, 40)}
+PROFILE = {
+    "scenario": (20, 40),
+    "set": (20, 40),
+    "sweep": (8, 10),
+    "trace": (17, 40),
+    "calibration": (12, 12),
+    "quick": (8, 8),
+    "special": (8, 20),
+    "resume": (7, 12),
+}
 BUDGET_S = 60
 #: the fuzz lowers the events budget so that an accepted scenario stays within BUDGET_S
 MAX_EVENTS = ["--max-events", "2e5"]
@@ -213,3 +226,111 @@ def test_failure_logs(work, data):
         BUDGET_S,
         describe=body[:300].decode("utf-8", "replace"),
     )
+
+
+# -- issue 27's kinds: calibration files, quick-form flags, special files, tampered resumes ---------------------
+CALIBRATION = fz.calibration_seed()
+
+
+@_settings("calibration")
+@given(data=st.data())
+def test_calibration_files(work, data):
+    """A mutated calibration file through the commands that read one: shown, drawn, planned with."""
+    if data.draw(st.booleans()):
+        body = fz.toml_text(data.draw(fz.mutated_table(CALIBRATION))).encode()
+    else:
+        body = data.draw(fz.mutated_text(fz.toml_text(CALIBRATION)))
+    i = next(_COUNTER)
+    f = work / f"calibration{i}.toml"
+    f.write_bytes(body)
+    how = data.draw(st.sampled_from(["show", "show", "show", "plot", "plot", "plan"]))
+    args = {
+        "show": ["calibrate", "--show", str(f)],
+        "plot": ["plot", "calibration", str(f), "--out", str(work / f"calibration{i}.png")],
+        "plan": [
+            "plan",
+            "toy",
+            "--max-accuracy-loss",
+            "0.001",
+            "--calibration",
+            str(f),
+            *fz.QUICK_TAIL,
+        ],
+    }[how]
+    fz.check("calibration", args, (f.name, "calibration"), BUDGET_S, describe=how)
+
+
+@_settings("quick")
+@given(data=st.data())
+def test_quick_form_flags(data):
+    """``cprsim plan`` without a scenario: the quick form's flags, one or two of them hostile."""
+    args, changed = data.draw(fz.quick_args())
+    # a hopeless regime is the quick form's as a whole ("quick-form: hopeless: ..."): it says which
+    # cost makes it so, in words
+    fz.check("quick", args, (*changed, "quick options", "quick-form"), BUDGET_S)
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(work):
+    """A finished two-point sweep (its spec file and folder) to resume, plot and tamper with."""
+    spec = work / "base-sweep.toml"
+    spec.write_text(fz.toml_text(fz.SWEEP_SEED))
+    out = work / "base-sweep"
+    r = CliRunner().invoke(main, ["sweep", str(spec), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return spec, out
+
+
+@pytest.fixture(scope="module")
+def specials(work, finished_sweep):
+    files = fz.special_files(work / "special")
+    schema = work / "schema.toml"
+    schema.write_text(
+        'label = "click"\ncategorical = ["user", "item"]\ndense = ["price"]\nheld_out = 0.25\n'
+    )
+    data = work / "log.csv"
+    data.write_text(
+        "user,item,price,click\n"
+        + "".join(f"u{i % 7},i{i % 5},{i % 3},{i % 2}\n" for i in range(40))
+    )
+    return files, fz.special_slots(work, finished_sweep[1], schema, data)
+
+
+@_settings("special")
+@given(data=st.data())
+def test_special_files(work, specials, data):
+    """A FIFO, a device, a folder, a link, a sparse 3 GiB file, a 12 MB TOML... in every input slot:
+    refused at once with one line naming the file, never read to the end, never blocking."""
+    files, slots = specials
+    what = data.draw(st.sampled_from(sorted(files)))
+    slot = data.draw(st.sampled_from(sorted(slots)))
+    path = files[what]
+    args = slots[slot](path, next(_COUNTER))
+    fz.check(
+        "special", args, (path.name, fz.short_path(path)), BUDGET_S, describe=f"{what} as {slot}"
+    )
+
+
+@_settings("resume")
+@given(data=st.data())
+def test_tampered_resumes(work, finished_sweep, data):
+    """A finished sweep's folder tampered with, then ``--resume``: refused with one line naming the
+    folder or file, or finished with exactly the untampered files (a cut journal is what kill -9
+    leaves: resuming it must give the same bytes)."""
+    spec0, base = finished_sweep
+    what, f = data.draw(fz.tamper())
+    i = next(_COUNTER)
+    folder = work / f"resume{i}"
+    shutil.copytree(base, folder)
+    spec = work / f"resume{i}.toml"
+    shutil.copyfile(spec0, spec)
+    f(folder, spec)
+    names = (folder.name, spec.name, *fz.RESUME_FILES, "--resume")
+    outcome = fz.check(
+        "resume", ["sweep", str(spec), "--out", str(folder), "--resume"], names, BUDGET_S, what
+    )
+    if outcome == "ok":
+        for name in ("results.csv", "summary.csv"):
+            got = (folder / name).read_bytes() if (folder / name).is_file() else b"(missing)"
+            if got != (base / name).read_bytes():
+                fz._fail("resume", "tampering carried into the results", f"{what}: {name} differs")

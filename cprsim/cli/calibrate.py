@@ -468,10 +468,10 @@ def _print_models(doc: dict) -> None:
         if m:
             # the keys the planner does not need are optional (load_calibration checks their types)
             pool = "pooled over the strategies" if "*" in m["coef"] else "per strategy"
-            pv = m.get("pooling_f_test_p", {}).get(m["chosen"], math.nan)
+            pv = m.get("pooling_f_test_p", {}).get(m["chosen"])
+            test = "" if pv is None else f", F-test p = {pv:.3g}"  # optional: absent, not NaN
             click.echo(
-                f"planner's {metric} model: {m.get('formula', m['chosen'])} ({pool}, F-test p = "
-                f"{pv:.3g}; chosen by {m.get('selection', '?')} among "
+                f"planner's {metric} model: {m.get('formula', m['chosen'])} ({pool}{test}; chosen by {m.get('selection', '?')} among "
                 f"{', '.join(m.get('cv_mse', {})) or '?'})"
             )
             stab = m.get("stability")

@@ -4,8 +4,10 @@ For right-censored durations ``t_i`` with event flags ``d_i`` the log-likelihood
 
     log L(theta) = sum_{d_i = 1} log f(t_i; theta) + sum_{d_i = 0} log S(t_i; theta)
 
-maximised by ``scipy.stats.<family>.fit(CensoredData(...), floc=0)`` for the five families
-(exponential, Weibull, gamma, lognormal, log-logistic). 95% intervals on the parameters come
+maximised in closed form (exponential) or by L-BFGS-B on the closed-form log-likelihood
+(:mod:`cprsim.failures.likelihood`) for the five families (exponential, Weibull, gamma,
+lognormal, log-logistic); ``scipy.stats.<family>.fit(CensoredData(...), floc=0)`` where that
+does not converge. 95% intervals on the parameters come
 from the observed information: the numerical Hessian of ``log L`` in the log-parameters (so the
 intervals stay positive), inverted, ``exp(log theta +- 1.96 se)``. Models are ranked by AIC
 (``2k - 2 log L``; BIC ``k ln n - 2 log L``, ``n`` all observations). Goodness of fit valid under
@@ -28,24 +30,25 @@ file gets: the best by AIC with a finite mean (a scenario's stationary start nee
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
+from scipy.optimize import OptimizeWarning
 
 from cprsim.errors import InputError
+from cprsim.failures import likelihood
 from cprsim.failures.distributions import Distribution
 
 FIT_FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic")
-_SCIPY = {
-    "exponential": stats.expon,
-    "weibull": stats.weibull_min,
-    "gamma": stats.gamma,
-    "lognormal": stats.lognorm,
-    "loglogistic": stats.fisk,
+#: the scipy.stats names of the families (the fallback fit; imported only then: ~0.5 s)
+_SCIPY_NAMES = {
+    "exponential": "expon",
+    "weibull": "weibull_min",
+    "gamma": "gamma",
+    "lognormal": "lognorm",
+    "loglogistic": "fisk",
 }
 
 
@@ -87,7 +90,7 @@ class Fit:
 
     def sf(self, t: np.ndarray) -> np.ndarray:
         """The fitted survival at ``t`` (in the unit of the data)."""
-        return _frozen(self.family, self.scale_, self.shape_).sf(t)
+        return likelihood.sf(self.family, self.scale_, self.shape_, t)
 
 
 #: a fitted mean this many times the exponential's (or more) is called heavy-tailed
@@ -335,11 +338,6 @@ class FitReport:
             ) from None
 
 
-def _frozen(family: str, scale: float, shape: float):
-    d = _SCIPY[family]
-    return d(scale=scale) if family == "exponential" else d(shape, scale=scale)
-
-
 def _check(t: np.ndarray, observed: np.ndarray, what: str) -> None:
     if t.ndim != 1 or t.shape != observed.shape:
         raise InputError(f"{what}: durations and event flags must be 1-D of one length")
@@ -361,8 +359,7 @@ def _check(t: np.ndarray, observed: np.ndarray, what: str) -> None:
 def loglik(family: str, scale: float, shape: float, t: np.ndarray, observed: np.ndarray) -> float:
     """The censored log-likelihood: the log densities of the observed durations plus the log
     survivals of the censored ones."""
-    d = _frozen(family, scale, shape)
-    return float(np.sum(d.logpdf(t[observed])) + np.sum(d.logsf(t[~observed])))
+    return likelihood.loglik(family, scale, shape, t, observed)
 
 
 def fit_family(
@@ -397,11 +394,13 @@ def fit_family(
 def _mle(
     family: str, t: np.ndarray, observed: np.ndarray, guess: tuple[float, float] | None = None
 ) -> tuple[float, float]:
-    dist = _SCIPY[family]
+    fast = likelihood.mle(family, t, observed, guess)
+    if fast is not None:
+        return fast
+    from scipy import stats  # the fallback: scipy's generic censored fit (Nelder-Mead)
+
+    dist = getattr(stats, _SCIPY_NAMES[family])
     data = stats.CensoredData(uncensored=t[observed], right=t[~observed])
-    if family == "exponential":
-        # closed form: total time on test / events (what expon.fit computes too)
-        return float(t.sum() / observed.sum()), 1.0
     args = () if guess is None else (guess[1],)
     kw = {} if guess is None else {"scale": guess[0]}
     shape, _, scale = dist.fit(data, *args, floc=0, **kw)
@@ -436,14 +435,7 @@ def _intervals(family: str, scale: float, shape: float, t: np.ndarray, observed:
 
 def kaplan_meier(t: np.ndarray, observed: np.ndarray):
     """Kaplan-Meier survival with a 95% log-log (Greenwood) band, at the distinct event times."""
-    res = stats.ecdf(stats.CensoredData(uncensored=t[observed], right=t[~observed]))
-    sf = res.sf
-    with (
-        warnings.catch_warnings()
-    ):  # undefined at S = 0 or 1: scipy returns nan there, as it should
-        warnings.simplefilter("ignore", RuntimeWarning)
-        ci = sf.confidence_interval(0.95, method="log-log")
-    return sf.quantiles, sf.probabilities, ci.low.probabilities, ci.high.probabilities
+    return likelihood.kaplan_meier(t, observed)
 
 
 def _gof(
@@ -489,7 +481,7 @@ def _gof_draw(
     except Exception:
         return None
     kt, ks, _, _ = kaplan_meier(tb, obs_b)
-    return float(np.max(np.abs(ks - _frozen(f.family, sc, sh).sf(kt))))
+    return float(np.max(np.abs(ks - likelihood.sf(f.family, sc, sh, kt))))
 
 
 def fit_all(
@@ -519,7 +511,7 @@ def fit_all(
                     fam, t, observed, bootstrap=bootstrap, rng=rng, what=what, progress=progress
                 )
             )
-        except (ValueError, RuntimeError, FloatingPointError, optimize.OptimizeWarning):
+        except (ValueError, RuntimeError, FloatingPointError, OptimizeWarning):
             if progress is not None and bootstrap:  # its draws will not run
                 progress(bootstrap)
             continue
