@@ -22,6 +22,7 @@ import glob
 import io
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -506,6 +507,10 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{source}: invalid TOML: {e}") from None
+    except ValueError:  # an integer literal of more than sys.get_int_max_str_digits() digits
+        raise InputError(
+            f"{source}: invalid TOML: an integer of more than {sys.get_int_max_str_digits()} digits"
+        ) from None
     except RecursionError:
         raise InputError(
             f"{source}: nested too deeply (a configuration nests at most {MAX_DEPTH} levels)"

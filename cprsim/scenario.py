@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import sys
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -779,6 +780,10 @@ def parse_set(items: tuple[str, ...] | list[str], param: str = "overrides") -> d
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             value = text
+        except ValueError:  # an integer of more than sys.get_int_max_str_digits() digits
+            raise OverrideError(
+                param, f"an integer of more than {sys.get_int_max_str_digits()} digits", key=key
+            ) from None
         out[key] = value
     return out
 

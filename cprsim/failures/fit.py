@@ -42,6 +42,9 @@ from cprsim.failures import likelihood
 from cprsim.failures.distributions import Distribution
 
 FIT_FAMILIES = ("exponential", "weibull", "gamma", "lognormal", "loglogistic")
+#: the widest ratio of the longest duration to the shortest that a fit accepts (a millisecond to
+#: 30,000 years, in one unit: wider is a unit or parsing error, and overflows the likelihoods)
+MAX_SPAN = 1e15
 #: the scipy.stats names of the families (the fallback fit; imported only then: ~0.5 s)
 _SCIPY_NAMES = {
     "exponential": "expon",
@@ -347,6 +350,13 @@ def _check(t: np.ndarray, observed: np.ndarray, what: str) -> None:
         raise InputError(f"{what}: durations must be finite and > 0")
     if not observed.any():
         raise InputError(f"{what}: every duration is censored: nothing to fit")
+    lo, hi = float(t.min()), float(t.max())
+    if hi > MAX_SPAN * lo:
+        raise InputError(
+            f"{what}: durations from {lo:.3g} to {hi:.3g}: more than {MAX_SPAN:.0e} between the "
+            "shortest and the longest, which no failure log in one time unit has (check the unit "
+            "and the rows that make the extremes)"
+        )
     n_obs, distinct = int(observed.sum()), int(np.unique(t).size)
     if n_obs < 2 or distinct < 2:
         raise InputError(
