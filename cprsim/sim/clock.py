@@ -20,7 +20,8 @@ import heapq
 from collections.abc import Callable
 
 import simpy
-from simpy.core import URGENT
+
+from cprsim.sim.simpy_adapter import Env
 
 INF = float("inf")
 
@@ -31,7 +32,7 @@ class ComputeClock:
 
     def __init__(
         self,
-        env: simpy.Environment,
+        env: Env,
         computing: Callable[[], bool],
         elapsed: Callable[[], float],
     ) -> None:
@@ -70,11 +71,8 @@ class ComputeClock:
         due = self._heap[0][0]
         self._due = due
         gen = self._gen
-        ev = simpy.Event(self.env)
-        ev._ok = True
-        ev._value = None
+        ev = self.env.urgent(max(0.0, due - self.elapsed()))
         ev.callbacks.append(lambda _e: self._wake(gen))
-        self.env.schedule(ev, URGENT, max(0.0, due - self.elapsed()))
 
     def _wake(self, gen: int) -> None:
         if gen != self._gen or not self.computing():
@@ -83,7 +81,5 @@ class ComputeClock:
         heap = self._heap
         while heap and heap[0][0] <= now + 1e-9 * max(1.0, now):
             _, _, ev = heapq.heappop(heap)
-            ev._ok = True
-            ev._value = None
-            self.env.schedule(ev, URGENT)
+            self.env.fire(ev)
         self._schedule()

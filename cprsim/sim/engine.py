@@ -38,13 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import InitVar, dataclass, field
-from heapq import heappush
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import simpy
 from pydantic import BaseModel
-from simpy.core import URGENT
 
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError
@@ -56,6 +54,7 @@ from cprsim.sim.clock import ComputeClock
 from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.records import Event, ReplicationResult
+from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.tiers import TierSpec, TierState
 from cprsim.streams import stream
 
@@ -90,21 +89,13 @@ class Runaway(InputError):
 Scheduled = tuple[float, tuple[int, ...], tuple[float, ...]]
 
 
-def _urgent_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
-    ev = simpy.Event(env)
-    ev._ok = True
-    ev._value = None
-    env.schedule(ev, URGENT, delay)
-    return ev
+def _urgent_timeout(env: Env, delay: float) -> simpy.Event:
+    return env.urgent(delay)
 
 
-def _urgent_at(env: simpy.Environment, t: float) -> simpy.Event:
+def _urgent_at(env: Env, t: float) -> simpy.Event:
     """An URGENT timeout that fires at exactly ``t`` (``now + (t - now)`` may round differently)."""
-    ev = simpy.Event(env)
-    ev._ok = True
-    ev._value = None
-    heappush(env._queue, (t, URGENT, next(env._eid), ev))
-    return ev
+    return env.urgent_at(t)
 
 
 class _Setup(NamedTuple):
@@ -138,7 +129,7 @@ class Run:
 
     scenario: Scenario
     costs: Costs
-    env: simpy.Environment
+    env: Env
     record: bool
     n_trainers: int
     n_embedding: int
@@ -248,7 +239,7 @@ class Run:
     @property
     def now(self) -> float:
         """The simulated wall clock (``env.now``)."""
-        return self.env._now
+        return self.env.now
 
     def _computing(self) -> bool:
         return self.phase == COMPUTE
@@ -256,7 +247,7 @@ class Run:
     def _compute_elapsed(self) -> float:
         """The job's compute clock: seconds computed so far, the phase under way included."""
         if self.phase == COMPUTE:
-            return self.compute_s + (self.env._now - self.phase_start)
+            return self.compute_s + (self.env.now - self.phase_start)
         return self.compute_s
 
     def wait_life(self, node_type: str) -> Callable[[float], simpy.Event]:
@@ -423,12 +414,7 @@ class Run:
         phase goes through SimPy: a failure at that very instant comes first.
         """
         env = self.env
-        end = env._now + dt  # what a timeout would be scheduled at
-        queue = env._queue
-        if QUIET_PHASES and (not queue or end < queue[0][0]):
-            env._now = end
-            return True
-        return False
+        return QUIET_PHASES and env.skip_to(env.now + dt)  # end: what a timeout would be due at
 
     def job_process(self) -> Generator[simpy.Event, Any, None]:
         """The job's SimPy process: compute to the next checkpoint or the end, save, recover after
@@ -440,9 +426,9 @@ class Run:
         )  # tiered: the save is the snapshot's stall; the tiers replicate and persist
         timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
         save_cost, commit, clock = strat.save_s, strat.on_commit, self.clock
-        # the hot phases (compute, blocking save) test `_quiet`'s condition in line: a phase ending
-        # before the first scheduled event moves the clock (env._now: env.now without the property)
-        queue, skip = env._queue, QUIET_PHASES
+        # the hot phases (compute, blocking save) skip in line, as `_quiet` does: a phase ending
+        # before the first scheduled event moves the clock (the adapter's `skip_to`)
+        skip_to, skip = env.skip_to, QUIET_PHASES
         # the rate can change during a compute step only with these: otherwise a fast path
         variable = (
             self.persist_slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
@@ -459,17 +445,14 @@ class Run:
                     if two_phase:
                         yield from self._save_two_phase()
                         continue
-                    now = env._now
+                    now = env.now
                     self.phase, self.phase_start = SAVE, now
                     if rec:
                         self.log("save_start", -1, progress)
                     dt = save_cost(self) if tiers is None else tiers.snapshot(now, progress)
-                    end = now + dt
-                    if skip and (not queue or end < queue[0][0]):  # nothing can happen meanwhile
-                        env._now = end
-                    else:
+                    if not (skip and skip_to(now + dt)):  # something can happen meanwhile
                         yield timeout(dt)
-                    self.save_s += env._now - now
+                    self.save_s += env.now - now
                     self.checkpoints += 1
                     if self.checkpoints > MAX_CHECKPOINTS:
                         raise Runaway(
@@ -485,7 +468,7 @@ class Run:
                     self.next_ckpt = progress + tau
                     continue
                 target = self.next_ckpt if self.next_ckpt < W else W
-                now = env._now
+                now = env.now
                 if variable:
                     rate = self.rate_at(now)
                     dt = (target - progress) / rate
@@ -500,10 +483,7 @@ class Run:
                 self.phase, self.phase_start, self.phase_rate = COMPUTE, now, rate
                 if clock is not None:
                     clock.resume()
-                end = now + dt
-                if skip and (not queue or end < queue[0][0]):
-                    env._now = end
-                else:
+                if not (skip and skip_to(now + dt)):
                     yield timeout(dt)
                 self.compute_s += dt
                 self.progress = min(target, progress + dt * rate) if partial_step else target
@@ -1051,7 +1031,7 @@ def simulate_one(
     if streams not in STREAMS:
         raise ValueError(f"streams must be one of {', '.join(STREAMS)}, got {streams!r}")
     p = _prepare(s, costs)
-    env = simpy.Environment()
+    env = Env()
     f = s.failures
     stationary = f.start == "stationary"
     # the lifecycle's machines first: the run holds them (they start once the run exists)

@@ -66,6 +66,7 @@ import simpy
 
 from cprsim.errors import InputError
 from cprsim.failures.distributions import Distribution
+from cprsim.sim.simpy_adapter import Env
 from cprsim.streams import stream
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,12 +158,12 @@ class Fleet:
 
     def __init__(
         self,
-        env: simpy.Environment,
+        env: Env,
         s: Scenario,
         rep: int,
         lifetimes: tuple[Distribution | None, Distribution | None],
         stationary: bool,
-        urgent: Callable[[simpy.Environment, float], simpy.Event],
+        urgent: Callable[[Env, float], simpy.Event],
     ) -> None:
         lc = s.lifecycle
         assert lc is not None
