@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from scenario_builder import merged, small
 from scipy import optimize
 
 from cprsim import analytic
@@ -20,24 +21,13 @@ from cprsim.scenario import HOUR
 from cprsim.sim.prioritized import coverage_of
 from cprsim.sim.replicate import estimate, run_replications
 
-BASE = {
-    "name": "t",
-    "seed": 3,
-    "replications": 10,
-    "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
-    "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 100.0},
-    "checkpoint": {"interval_h": 1.0},
-}
+BASE = small()
 
 DELTA, R = 85.0, 345.0  # a save and a recovery (s), as in cpr-production
 
 
 def scen(**upd) -> sc.Scenario:
-    raw = {**BASE, **{k: v for k, v in upd.items() if k != "cluster"}}
-    raw["cluster"] = {**BASE["cluster"], **upd.get("cluster", {})}
-    return sc.validate(raw, "test")
+    return merged(BASE, **upd)
 
 
 def inside(expect: float, est) -> bool:

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import pytest
+from scenario_builder import small
 
 from cprsim import scenario as sc
 from cprsim.costs import costs_of
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import run_replications
 
-BASE = {
-    "name": "dense",
-    "seed": 4,
-    "replications": 40,
-    "cluster": {"trainers": 1, "embedding_servers": 4, "embedding_gb": 20.0, "dense_gb": 0.5},
-    "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 120.0},
-    "checkpoint": {"interval_h": 1.0},
-    "failures": {"trainer": {"family": "exponential", "mtbf_h": 5.0}},
-}
+BASE = small(
+    name="dense",
+    seed=4,
+    replications=40,
+    cluster={"trainers": 1, "embedding_servers": 4, "embedding_gb": 20.0, "dense_gb": 0.5},
+    job={"duration_h": 20.0, "samples_per_s": 10000.0},
+    reschedule={"mean_s": 120.0},
+    failures={"trainer": {"family": "exponential", "mtbf_h": 5.0}},
+)
 
 
 @pytest.mark.parametrize("strategy", ["partial", "mfu", "ecrm"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from scenario_builder import small, validated
 
-from cprsim import scenario as sc
 from cprsim.errors import InputError
 from cprsim.failures.rates import failure_rates
 from cprsim.scenario import HOUR
@@ -14,16 +14,15 @@ from cprsim.sim.beyond import stripe_layout
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
-BASE = {
-    "name": "dom",
-    "seed": 9,
-    "replications": 50,
-    "cluster": {"trainers": 4, "embedding_servers": 12, "embedding_gb": 24.0, "dense_gb": 0.2},
-    "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 300.0},
-    "checkpoint": {"interval_h": 1.0},
-    "failures": {
+BASE = small(
+    name="dom",
+    seed=9,
+    replications=50,
+    cluster={"embedding_servers": 12, "embedding_gb": 24.0, "dense_gb": 0.2},
+    job={"duration_h": 20.0, "samples_per_s": 10000.0},
+    storage={"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0},
+    reschedule={"mean_s": 300.0},
+    failures={
         "domains": [
             {
                 "name": "host",
@@ -33,12 +32,11 @@ BASE = {
             }
         ]
     },
-}
+)
 
 
 def scen(**upd):
-    s = sc.validate(BASE, "t")
-    return s.with_updates(upd) if upd else s
+    return validated(BASE, "t", **upd)
 
 
 def test_a_fixed_domain_always_takes_down_the_same_members():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from scenario_builder import small, validated
 
 from cprsim import analytic
 from cprsim import scenario as sc
@@ -15,21 +16,11 @@ from cprsim.sim import engine
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
-BASE = {
-    "name": "t",
-    "seed": 3,
-    "replications": 10,
-    "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
-    "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 100.0},
-    "checkpoint": {"interval_h": 1.0},
-}
+BASE = small()
 
 
 def scen(**upd) -> sc.Scenario:
-    s = sc.validate(BASE, "test")
-    return s.with_updates(upd) if upd else s
+    return validated(BASE, **upd)
 
 
 def identity_gap(r) -> float:

@@ -15,6 +15,7 @@ form and exclude the other policy's.
 from __future__ import annotations
 
 import pytest
+from scenario_builder import GONE, small, validated
 
 from cprsim import analytic
 from cprsim import scenario as sc
@@ -24,21 +25,19 @@ from cprsim.scenario import HOUR
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
-BASE = {
-    "name": "clock",
-    "seed": 21,
-    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
-    "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 900.0},
-    "checkpoint": {"interval_h": 1.0},
-    "strategy": {"name": "full"},
-}
+BASE = small(
+    replications=GONE,
+    name="clock",
+    seed=21,
+    cluster={"embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
+    job={"duration_h": 20.0, "samples_per_s": 10000.0},
+    reschedule={"mean_s": 900.0},
+    strategy={"name": "full"},
+)
 
 
 def scen(**upd) -> sc.Scenario:
-    s = sc.validate(BASE, "test")
-    return s.with_updates(upd) if upd else s
+    return validated(BASE, **upd)
 
 
 ALL_COMPUTING = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scenario_builder import small, validated
 
 from cprsim import analytic
 from cprsim import scenario as sc
@@ -13,22 +14,19 @@ from cprsim.scenario import HOUR
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
-BASE = {
-    "name": "jobfail",
-    "seed": 11,
-    "replications": 300,
-    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
-    "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 120.0},
-    "checkpoint": {"interval_h": 1.0},
-    "failures": {"job": {"family": "exponential", "mtbf_h": 4.0, "restart_s": 200.0}},
-}
+BASE = small(
+    name="jobfail",
+    seed=11,
+    replications=300,
+    cluster={"embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
+    job={"duration_h": 20.0, "samples_per_s": 10000.0},
+    reschedule={"mean_s": 120.0},
+    failures={"job": {"family": "exponential", "mtbf_h": 4.0, "restart_s": 200.0}},
+)
 
 
 def scen(**upd) -> sc.Scenario:
-    s = sc.validate(BASE, "test")
-    return s.with_updates(upd) if upd else s
+    return validated(BASE, **upd)
 
 
 def test_only_job_failures_cost_full_and_partial_recovery_the_same():

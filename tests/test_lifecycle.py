@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scenario_builder import merged, small
 from scipy import stats
 
 from cprsim import analytic
@@ -97,22 +98,11 @@ def test_same_seed_gives_identical_bytes_on_one_machine(tmp_path):
     assert there.stdout.strip() == here == g.digest(g.values(s))
 
 
-BASE = {
-    "name": "t",
-    "seed": 3,
-    "replications": 10,
-    "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 0.3},
-    "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 100.0},
-    "checkpoint": {"interval_h": 1.0},
-}
+BASE = small()
 
 
 def scen(**upd) -> sc.Scenario:
-    raw = {**BASE, **{k: v for k, v in upd.items() if k != "cluster"}}
-    raw["cluster"] = {**BASE["cluster"], **upd.get("cluster", {})}
-    return sc.validate(raw, "test")
+    return merged(BASE, **upd)
 
 
 def cli_runs(s: sc.Scenario, n: int, folder: Path) -> list[dict[str, float]]:

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from scenario_builder import small, validated
 
 from cprsim import analytic
 from cprsim import scenario as sc
@@ -25,22 +26,12 @@ from cprsim.sim.prioritized import MFU, MFUParams, SSUParams
 from cprsim.sim.replicate import estimate, run_replications
 from cprsim.sim.strategies import Partial, PartialParams, Strategy, partial_node_overhead
 
-BASE = {
-    "name": "deg",
-    "seed": 7,
-    "replications": 10,
-    # dense 5 GB x 2 (optimizer) at 1.25 GB/s: an 8 s dense copy
-    "cluster": {"trainers": 4, "embedding_servers": 6, "embedding_gb": 30.0, "dense_gb": 5.0},
-    "job": {"duration_h": 10.0, "samples_per_s": 5_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 300.0},
-    "checkpoint": {"interval_h": 1.0},
-}
+# dense 5 GB x 2 (optimizer) at 1.25 GB/s: an 8 s dense copy
+BASE = small(name="deg", seed=7, cluster={"dense_gb": 5.0}, reschedule={"mean_s": 300.0})
 
 
 def scen(**upd) -> sc.Scenario:
-    s = sc.validate(BASE, "test")
-    return s.with_updates(upd) if upd else s
+    return validated(BASE, **upd)
 
 
 def identity_gap(r) -> float:
