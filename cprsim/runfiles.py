@@ -51,9 +51,15 @@ def preflight(
 
     1. the event budget: a scenario whose replications would each simulate more than
        ``max_events`` events (checkpoints + failures + nodes, first order) raises InputError;
+       then its numbers (:func:`cprsim.plan.feasibility.check_numbers`, whatever ``force``
+       says): a cost, a delay or the failure-free time that is not finite or beyond any
+       simulated time raises InputError naming the keys it comes from;
     2. no failure source: ``warn(message)`` is called (default: :func:`warnings.warn`);
     3. unless ``force`` or the failures are a replayed log: a regime the analytic check calls
-       hopeless (the job would never finish) raises InputError saying why and what would help.
+       hopeless (the job would never finish) raises InputError saying why and what would help;
+       so does a job that cannot progress at its own checkpoint interval (a save, restore or
+       delay too long for the time between failures or for the job:
+       :func:`cprsim.plan.feasibility.check_progress`), naming the keys that drive it.
 
     The strategy registry must be loaded (``cprsim.sim.strategies.ensure_loaded()``) for a plugin
     strategy's name to be known.
@@ -62,6 +68,7 @@ def preflight(
     from cprsim.sim import strategies as registry
 
     feasibility.check_budget(scenario, max_events)
+    feasibility.check_numbers(scenario)
     if no_failure_source(scenario):
         message = (
             f"{scenario.name}: no failure source ([failures] is empty or missing): "
@@ -72,7 +79,9 @@ def preflight(
         else:
             warn(message)
     if not force and not scenario.failures.replay:
-        feasibility.check(scenario, registry.get(scenario.strategy.name).plan_kind)
+        kind = registry.get(scenario.strategy.name).plan_kind
+        feasibility.check(scenario, kind)
+        feasibility.check_progress(scenario, kind)
 
 
 def run_summary(
