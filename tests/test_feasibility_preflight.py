@@ -82,7 +82,7 @@ def test_force_does_not_pass_a_cost_no_simulation_reaches(one_line_error):
 
 def test_the_engine_stops_a_forced_job_that_does_not_progress(one_line_error):
     line = _refused(
-        ["simulate", "toy", "-n", "1", "--force", "--set", "storage.latency_s=1e11"],
+        ["simulate", "toy", "-n", "1", "--force", "--set", "costs.save_s=1e5"],
         one_line_error,
     )
     assert "not progressing" in line and f"{engine.MAX_WALL_RATIO:.0f}x" in line

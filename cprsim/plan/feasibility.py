@@ -291,6 +291,22 @@ def _recovery_delay(s: Scenario) -> tuple[float, str]:
     return det + wait, what
 
 
+def _save_stall(s: Scenario, c: Costs) -> tuple[float, str]:
+    """What a checkpoint stalls the job for (blocking: the save; two-phase and tiered: the
+    snapshot, and a persist longer than the interval(s) it has), and the keys of its largest part."""
+    items = {it.what: it for it in cost_items(s, c)}
+    ck, tau = s.checkpoint, s.interval_s
+    if ck.mode == "blocking":
+        return c.save_s, items["a save"].keys
+    every = ck.tier_spec.persist_every if ck.mode == "tiered" else 1
+    parts = [(c.snapshot_s, items["a snapshot"].keys)]
+    parts.append((max(0.0, c.save_s - every * tau) / every, items["a save"].keys))
+    if ck.mode == "tiered":
+        it = items["a memory snapshot's fixed cost"]
+        parts.append((it.seconds, it.keys))
+    return sum(x for x, _ in parts), _largest(parts)[1]
+
+
 def check_numbers(s: Scenario, c: Costs | None = None) -> None:
     """Refuse (InputError naming the keys) a scenario whose numbers no simulation can reach: a
     failure-free time, a cost or a delay that is not finite or longer than :data:`MAX_COST_S`, or
@@ -316,6 +332,18 @@ def check_numbers(s: Scenario, c: Costs | None = None) -> None:
                 )
                 + f" (at most {MAX_COST_S:.0e} s)"
             )
+    # failure-free, the saves alone: a job they stretch past MAX_WALL_RATIO x its work is
+    # stopped by the engine anyway (cprsim.sim.engine.MAX_WALL_RATIO)
+    from cprsim.sim.engine import MAX_WALL_RATIO
+
+    stall, keys = _save_stall(s, c or costs_of(s))
+    k = analytic.n_saves(W, s.interval_s)
+    if k and not (W + k * stall <= MAX_WALL_RATIO * max(W, HOUR)):
+        raise InputError(
+            f"{s.name}: {keys}: a save takes {dur_text(stall)}, and {k:,} of them (one every "
+            f"checkpoint.interval_h = {_g(s.checkpoint.interval_h)}) would stretch the job's "
+            f"{dur_text(W)} of work past {MAX_WALL_RATIO:.0f}x, even without a failure"
+        )
     a = s.access
     if a.rows is None and a.tables == "criteo-kaggle" and s.cluster.embedding_gb > 0:
         dim = a.dim if a.dim is not None else 64
