@@ -43,14 +43,15 @@ def no_failure_source(scenario: Scenario) -> bool:
 
 def preflight(
     scenario: Scenario,
-    max_events: float = 1e7,
+    max_events: float | None = 1e7,
     force: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> None:
     """The checks before simulating ``scenario``, in this order:
 
     1. the event budget: a scenario whose replications would each simulate more than
-       ``max_events`` events (checkpoints + failures + nodes, first order) raises InputError;
+       ``max_events`` events (checkpoints + failures + nodes, first order) raises InputError
+       (``None``: no budget, as ``cprsim show``);
        then its numbers (:func:`cprsim.plan.feasibility.check_numbers`, whatever ``force``
        says): a cost, a delay or the failure-free time that is not finite or beyond any
        simulated time raises InputError naming the keys it comes from;
@@ -67,7 +68,8 @@ def preflight(
     from cprsim.plan import feasibility
     from cprsim.sim import strategies as registry
 
-    feasibility.check_budget(scenario, max_events)
+    if max_events is not None:
+        feasibility.check_budget(scenario, max_events)
     feasibility.check_numbers(scenario)
     if no_failure_source(scenario):
         message = (

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import click
 
 from cprsim import scenario as sc
@@ -39,7 +37,7 @@ def show_cmd(scenario: str, overrides: tuple[str, ...], model: str | None, as_js
     registry.ensure_loaded()
     # what `cprsim simulate` would refuse (a cost no simulation reaches, a job that cannot
     # progress), refused here too: the costs below would be infinite or meaningless
-    preflight(s, math.inf, warn=lambda message: None)  # the event budget is simulate's option
+    preflight(s, None, warn=lambda message: None)  # the event budget is simulate's option
     d = sc.effective_dict(s)
     if as_json:
         from cprsim.io import dumps_json
