@@ -43,17 +43,24 @@ def no_failure_source(scenario: Scenario) -> bool:
 
 def preflight(
     scenario: Scenario,
-    max_events: float = 1e7,
+    max_events: float | None = 1e7,
     force: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> None:
     """The checks before simulating ``scenario``, in this order:
 
     1. the event budget: a scenario whose replications would each simulate more than
-       ``max_events`` events (checkpoints + failures + nodes, first order) raises InputError;
+       ``max_events`` events (checkpoints + failures + nodes, first order) raises InputError
+       (``None``: no budget, as ``cprsim show``);
+       then its numbers (:func:`cprsim.plan.feasibility.check_numbers`, whatever ``force``
+       says): a cost, a delay or the failure-free time that is not finite or beyond any
+       simulated time raises InputError naming the keys it comes from;
     2. no failure source: ``warn(message)`` is called (default: :func:`warnings.warn`);
     3. unless ``force`` or the failures are a replayed log: a regime the analytic check calls
-       hopeless (the job would never finish) raises InputError saying why and what would help.
+       hopeless (the job would never finish) raises InputError saying why and what would help;
+       so does a job that cannot progress at its own checkpoint interval (a save, restore or
+       delay too long for the time between failures or for the job:
+       :func:`cprsim.plan.feasibility.check_progress`), naming the keys that drive it.
 
     The strategy registry must be loaded (``cprsim.sim.strategies.ensure_loaded()``) for a plugin
     strategy's name to be known.
@@ -61,7 +68,9 @@ def preflight(
     from cprsim.plan import feasibility
     from cprsim.sim import strategies as registry
 
-    feasibility.check_budget(scenario, max_events)
+    if max_events is not None:
+        feasibility.check_budget(scenario, max_events)
+    feasibility.check_numbers(scenario)
     if no_failure_source(scenario):
         message = (
             f"{scenario.name}: no failure source ([failures] is empty or missing): "
@@ -72,7 +81,9 @@ def preflight(
         else:
             warn(message)
     if not force and not scenario.failures.replay:
-        feasibility.check(scenario, registry.get(scenario.strategy.name).plan_kind)
+        kind = registry.get(scenario.strategy.name).plan_kind
+        feasibility.check(scenario, kind)
+        feasibility.check_progress(scenario, kind)
 
 
 def run_summary(

@@ -94,7 +94,7 @@ scenario = "toy"
 replications = 2
 [set]
 "failures.embedding.family" = "exponential"
-"failures.embedding.mtbf_h" = 1.0
+"failures.embedding.mtbf_h" = 5.0
 "lifecycle.retirement.window_h" = 1000.0
 [grid]
 "lifecycle.retirement.failures" = [1000, 1]

@@ -85,6 +85,23 @@ def _extra_memory(ctx, param, value):
     return value
 
 
+#: the quick form's options, by the scenario key each sets (as error messages name the key)
+QUICK_KEYS = {
+    "costs.save_s = ": "--save-s ",
+    "costs.load_s = ": "--load-s ",
+    "costs.shard_load_s = ": "--shard-load-s ",
+    "reschedule.mean_s = ": "--reschedule-s ",
+    "job.duration_h": "--duration-h",
+}
+
+
+def _quick_options(message: str) -> str:
+    """An error about the quick form's scenario with its keys named as the options that set them."""
+    for key, option in QUICK_KEYS.items():
+        message = message.replace(key, option)
+    return message
+
+
 @click.command("plan")
 @click.argument("scenario", metavar="[NAME|FILE]", required=False)
 @click.option(
@@ -358,6 +375,17 @@ def command(
             s = s.with_updates(sc.parse_set(overrides), param="overrides")
     else:
         s = load_scenario(scenario, overrides, model=model)
+    from cprsim.errors import InputError
+    from cprsim.plan import feasibility
+
+    try:  # a cost or a time no arithmetic downstream survives, a hopeless regime: refused now
+        feasibility.check_numbers(s)
+        if not s.failures.replay:
+            feasibility.check(s, "rollback")  # the full-recovery baseline (make_plan's check)
+    except InputError as e:
+        if scenario is None:  # the quick form: its options set these keys
+            raise InputError(_quick_options(str(e))) from None
+        raise
     if max_accuracy_loss is None and s.cluster.embedding_servers > 0:
         raise click.UsageError(
             "Missing option '--max-accuracy-loss': the model has embedding shards, and partial "

@@ -31,6 +31,13 @@ def scenarios_cmd() -> None:
 def show_cmd(scenario: str, overrides: tuple[str, ...], model: str | None, as_json: bool) -> None:
     """Print the effective config of a scenario (defaults included) and its derived costs."""
     s = load_scenario(scenario, overrides, model=model)
+    from cprsim.runfiles import preflight
+    from cprsim.sim import strategies as registry
+
+    registry.ensure_loaded()
+    # what `cprsim simulate` would refuse (a cost no simulation reaches, a job that cannot
+    # progress), refused here too: the costs below would be infinite or meaningless
+    preflight(s, None, warn=lambda message: None)  # the event budget is simulate's option
     d = sc.effective_dict(s)
     if as_json:
         from cprsim.io import dumps_json

@@ -355,6 +355,7 @@ def _make_plan(
     if not dense and acc.calibrated:
         notes += _scale_notes(scale, metric, acc.provenance)
     notes += _failure_notes(s, rates)
+    feasibility.check_numbers(s, c)  # no cost or time the arithmetic below cannot hold
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
     ctx = _Context(
         s,

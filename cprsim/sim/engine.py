@@ -68,6 +68,10 @@ INF = float("inf")
 #: stopped with a one-line error (the regime is hopeless, or the interval absurdly short)
 MAX_FAILURE_EVENTS = 200_000
 MAX_CHECKPOINTS = 2_000_000
+#: and one whose simulated wall time passes this many times its work ``W`` (an hour at least), or
+#: whose save would: the job is not progressing (the preflight refuses such a scenario unless
+#: forced, :func:`cprsim.plan.feasibility.check_progress`; this is the second line)
+MAX_WALL_RATIO = 1000.0
 
 #: the bulk stream's first window: this many times the job's failure-free duration (most jobs end
 #: within it; a longer one draws further windows)
@@ -154,6 +158,8 @@ class Run:
     sharded: bool = field(init=False)
     #: training slowdown while a persist runs (two-phase, tiered; else 0)
     persist_slowdown: float = field(init=False)
+    #: the simulated wall time past which the job is not progressing (:data:`MAX_WALL_RATIO`)
+    wall_cap: float = field(init=False)
     # -- state ----------------------------------------------------------------------------------
     progress: float = field(init=False, default=0.0)
     #: the last durable full checkpoint (progress)
@@ -210,6 +216,7 @@ class Run:
         self.sharded = s.cluster.dense == "sharded"
         self.persist_slowdown = ck.persist_slowdown if ck.mode in ("two-phase", "tiered") else 0.0
         self.next_ckpt = self.tau
+        self.wall_cap = MAX_WALL_RATIO * max(self.W, 3600.0)
         if strategy_of is None:
             cls = strategies.get(s.strategy.name)
             strategy_of = cls, cls.Params.model_validate(s.strategy.params)
@@ -346,6 +353,8 @@ class Run:
                 )
         if new and self.job is not None and self.job.is_alive:
             self.fail_events += 1
+            if not now <= self.wall_cap:
+                self._no_progress(now)
             if self.fail_events > MAX_FAILURE_EVENTS:
                 raise Runaway(
                     f"{self.scenario.name}: stopped after {MAX_FAILURE_EVENTS:,} failure events at "
@@ -356,6 +365,21 @@ class Run:
             if self.pending is not None:
                 self._settle(strict=True)
             self.job.interrupt(new)
+
+    def _no_progress(self, t: float, save: float | None = None) -> None:
+        """Stop a replication whose simulated wall time ``t`` passes (or whose ``save`` due now
+        would end past) :data:`MAX_WALL_RATIO` times its work: :class:`Runaway`, one line."""
+        past = f"past {MAX_WALL_RATIO:.0f}x the job's {self.W / 3600:.3g} h of work"
+        when = (
+            f"stopped at {t / 3600:.3g} h of wall time, {past}"
+            if save is None
+            else f"a save of {save:.3g} s due at {t / 3600:.3g} h of wall time would end {past}"
+        )
+        raise Runaway(
+            f"{self.scenario.name}: {when}, with {self.progress / 3600:.3g} h of progress: the job "
+            "is not progressing (its saves, restores or delays are too long for the time between "
+            "failures; `cprsim plan` says whether the job can finish)"
+        )
 
     def commit_full(self, progress: float) -> None:
         """A full checkpoint of ``progress`` is durable: the next rollback goes back to it."""
@@ -450,6 +474,8 @@ class Run:
                     if rec:
                         self.log("save_start", -1, progress)
                     dt = save_cost(self) if tiers is None else tiers.snapshot(now, progress)
+                    if not now + dt <= self.wall_cap:
+                        self._no_progress(now, dt)
                     if not (skip and skip_to(now + dt)):  # something can happen meanwhile
                         yield timeout(dt)
                     self.save_s += env.now - now

@@ -327,7 +327,10 @@ def expand(
             here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
             try:
                 s = sc.validate(copy.deepcopy(raw), here)
+                # before any point runs, what `cprsim simulate` refuses even when forced (a
+                # sweep may explore hopeless regimes: the engine's guards stop those)
                 feasibility.check_budget(s, budget)
+                feasibility.check_numbers(s)
                 if not s.failures.replay:  # as cprsim simulate: a regime that would never finish
                     feasibility.check(s, registry.get(s.strategy.name).plan_kind)
             except sc.ScenarioError as e:
