@@ -91,7 +91,8 @@ def _strategy_names() -> list[str]:
     "--force",
     is_flag=True,
     help="Simulate even a regime the analytic check calls hopeless (each replication still stops "
-    "after 200,000 failure events).",
+    "after 200,000 failure events, or past 1000x the job's work in wall time). Costs that are "
+    "not finite or beyond any simulated time are refused all the same.",
 )
 @max_events_option
 def command(
