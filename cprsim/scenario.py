@@ -853,17 +853,24 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
     A model file (``cprsim fit --out``) is merged by :func:`merge_model`; the scenario's own keys
     win over the model's.
     """
+
+    def resolved(name: str, key: str) -> str:
+        try:
+            return str((base / name).resolve())  # type: ignore[operator]
+        except (ValueError, OSError) as e:  # a NUL byte, a name too long, a link loop
+            raise ScenarioError(f"{source}: {key}: not a usable file name ({e})") from None
+
     acc = raw.get("access")
     if isinstance(acc, dict):
         tab = acc.get("tables")
         if isinstance(tab, str) and tab != "criteo-kaggle" and base is not None:
-            acc["tables"] = str((base / tab).resolve())
+            acc["tables"] = resolved(tab, "access.tables")
     fail = raw.get("failures")
     if not isinstance(fail, dict):
         return
     rep = fail.get("replay")
     if isinstance(rep, str) and base is not None:
-        fail["replay"] = str((base / rep).resolve())
+        fail["replay"] = resolved(rep, "failures.replay")
     model = fail.pop("model", None)
     if model is None:
         return

@@ -47,3 +47,12 @@ def test_a_wide_but_plausible_span_still_fits(tmp_path, cli):
     )
     r = cli("fit", f, "--bootstrap", "0")
     assert r.exit_code == 0, r.output
+
+
+def test_a_nul_byte_as_the_replayed_trace_is_one_line(tmp_path, cli, one_line_error):
+    line = one_line_error(cli("simulate", "toy", "-n", "2", "--set", 'failures.replay="\\u0000"'))
+    assert "failures.replay" in line, line
+    f = tmp_path / "nul.toml"
+    f.write_text('name = "nul"\n[failures]\nreplay = "\\u0000"\n')
+    line = one_line_error(cli("simulate", f, "-n", "2"))
+    assert str(f) in line or "failures.replay" in line, line
