@@ -367,6 +367,8 @@ def mtbf_for_ratio(
     """
     if not ratio > 1.0:
         raise ValueError("ratio must be > 1")
+    if not math.isfinite(W + delta + R + restore_s):  # an infinite mean recovery, say
+        raise ValueError("no finite MTBF reaches this ratio (a save or recovery takes forever)")
     target = math.log(ratio)
 
     def g(log_m: float) -> float:

@@ -22,6 +22,7 @@ import glob
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -33,10 +34,21 @@ from typing import Any, Literal
 _STARTED = time.time()
 
 
+def _host_id() -> str:
+    """This machine, as 8 hex digits of its host name (a pid means something on its host only)."""
+    import hashlib
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+_HOST = _host_id()
+
+
 def _temporary_prefix(name: str) -> str:
-    """A temporary file of ``name`` is ``.NAME.PID-XXXXXXXX.tmp``: the writer's pid in its name says
-    whether it is still being written (:func:`remove_stale_temporaries`)."""
-    return f".{name}.{os.getpid()}-"
+    """A temporary file of ``name`` is ``.NAME.HOST-PID-XXXXXXXX.tmp``: the writer's host and pid
+    in its name say whether it is still being written (:func:`remove_stale_temporaries`)."""
+    return f".{name}.{_HOST}-{os.getpid()}-"
 
 
 def _alive(pid: int) -> bool:
@@ -51,14 +63,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: the middle of a temporary's name, ``HOST-PID-XXXXXXXX`` (this cprsim) or ``XXXXXXXX`` (earlier)
+_OURS = re.compile(r"(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]{1,10})-[a-z0-9_]{8}")
+_OLD = re.compile(r"[a-z0-9_]{8}")
+
+
 def remove_stale_temporaries(folder: str | os.PathLike, names: Iterable[str]) -> list[str]:
     """Remove the temporary files that an atomic write of one of ``names`` into ``folder`` left
     when its process was killed (``kill -9``, a power cut), and return their names.
 
-    The rule (safe with concurrent writers): a temporary ``.NAME.PID-XXXXXXXX.tmp`` is removed when
-    no process with that pid exists (a live writer's is kept; a pid reused since keeps a stale one,
-    never the reverse); one without a pid (``.NAME.XXXXXXXX.tmp``, from an earlier cprsim) when it
-    is older than this process. Only on POSIX systems (elsewhere nothing is removed)."""
+    The rule (safe with concurrent writers): a temporary ``.NAME.HOST-PID-XXXXXXXX.tmp`` (exactly
+    that shape: ``XXXXXXXX`` is ``mkstemp``'s 8 characters) is removed when it was written on this
+    host (``HOST``: a hash of the host name, so a writer on another machine of a shared folder is
+    never judged by this machine's processes) and no process with that pid exists (a live writer's
+    is kept; a pid reused since keeps a stale one, never the reverse); one of an earlier cprsim's
+    shape, ``.NAME.XXXXXXXX.tmp``, when it is older than this process. Nothing else is touched.
+    Only on POSIX systems (elsewhere nothing is removed)."""
     d = Path(folder)
     if os.name != "posix" or not d.is_dir():
         return []
@@ -71,12 +91,14 @@ def remove_stale_temporaries(folder: str | os.PathLike, names: Iterable[str]) ->
             return gone
         for tmp in found:
             middle = tmp.name[len(head) : -len(".tmp")]
-            pid, dash, _ = middle.partition("-")
+            ours = _OURS.fullmatch(middle)
             try:
-                if dash and pid.isascii() and pid.isdigit():
-                    stale = not _alive(int(pid))
-                else:
+                if ours is not None:
+                    stale = ours["host"] == _HOST and not _alive(int(ours["pid"]))
+                elif _OLD.fullmatch(middle):
                     stale = tmp.lstat().st_mtime < _STARTED
+                else:
+                    continue  # not a temporary of ours
                 if stale and tmp.is_file() and not tmp.is_symlink():
                     tmp.unlink()
                     gone.append(tmp.name)

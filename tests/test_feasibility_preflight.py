@@ -180,3 +180,16 @@ def test_check_progress_blames_the_save_at_the_scenarios_own_interval():
     feasibility.check(s, "rollback")  # no error: the best interval takes no save
     with pytest.raises(InputError, match=r"costs\.save_s"):
         feasibility.check_progress(s, "rollback")
+
+
+LOGLOGISTIC = 'reschedule={family="loglogistic",scale_s=60,shape=0.9}'
+
+
+def test_a_delay_without_a_finite_mean_is_hopeless_but_forceable(cli, one_line_error):
+    """A log-logistic of shape <= 1 has no finite mean but finite draws: hopeless by the analytic
+    check (refused at once, not looping on an infinite recovery), and simulated with --force."""
+    t = time.monotonic()
+    line = one_line_error(cli("simulate", "toy", "-n", "2", "--set", LOGLOGISTIC))
+    assert "hopeless" in line and "reschedule" in line and time.monotonic() - t < 5, line
+    r = cli("simulate", "toy", "-n", "2", "--set", LOGLOGISTIC, "--force")
+    assert r.exit_code == 0, r.output

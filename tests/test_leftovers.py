@@ -32,15 +32,20 @@ def _dead_pid() -> int:
 def test_a_rerun_removes_the_temporaries_of_a_killed_writer_only(tmp_path, cli):
     out = tmp_path / "run"
     assert cli("simulate", "toy", "-n", "2", "--out", out).exit_code == 0
-    dead = _dead_pid()
-    stale = [out / f".config.toml.{dead}-abcd1234.tmp", out / f".summary.json.{dead}-x_9z8y7w.tmp"]
-    live = out / f".summary.json.{os.getppid()}-livewrit.tmp"  # a writer still running
-    other = out / f".notes.txt.{dead}-abcd1234.tmp"  # not a file of the run
-    for f in (*stale, live, other):
+    dead, host = _dead_pid(), cio._HOST
+    stale = [
+        out / f".config.toml.{host}-{dead}-abcd1234.tmp",
+        out / f".summary.json.{host}-{dead}-x_9z8y7w.tmp",
+    ]
+    live = out / f".summary.json.{host}-{os.getppid()}-livewrit.tmp"  # a writer still running
+    other = out / f".notes.txt.{host}-{dead}-abcd1234.tmp"  # not a file of the run
+    elsewhere = out / f".config.toml.0badcafe-{dead}-abcd1234.tmp"  # another host's writer
+    strange = out / f".config.toml.bak.{host}-{dead}-abcd1234.tmp"  # not a name we make
+    for f in (*stale, live, other, elsewhere, strange):
         f.write_text("half")
     assert cli("simulate", "toy", "-n", "2", "--out", out).exit_code == 0
     assert not any(f.exists() for f in stale)
-    assert live.exists() and other.exists()
+    assert live.exists() and other.exists() and elsewhere.exists() and strange.exists()
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the writer's pid is checked on POSIX only")
@@ -58,14 +63,18 @@ def test_temporaries_name_their_writer_and_an_older_unnamed_one_is_stale(tmp_pat
         cio.atomic_write_text(tmp_path / "a.txt", "x")
     finally:
         cio.tempfile.mkstemp = saved
-    assert seen and seen[0].startswith(f".a.txt.{os.getpid()}-") and seen[0].endswith(".tmp")
+    assert seen and seen[0].startswith(f".a.txt.{cio._HOST}-{os.getpid()}-"), seen
+    assert seen[0].endswith(".tmp")
     old = tmp_path / ".a.txt.abcd1234.tmp"  # an earlier cprsim's name: no pid
     old.write_text("half")
     os.utime(old, (cio._STARTED - 60, cio._STARTED - 60))
     new = tmp_path / ".a.txt.efgh5678.tmp"  # written since this process started: maybe live
+    other = tmp_path / ".a.txt.bak.tmp"  # not a temporary's shape: never touched
+    other.write_text("mine")
+    os.utime(other, (cio._STARTED - 60, cio._STARTED - 60))
     new.write_text("half")
     assert cio.remove_stale_temporaries(tmp_path, ["a.txt"]) == [old.name]
-    assert new.exists()
+    assert new.exists() and other.exists()
 
 
 # -- a failed --out leaves no folder it created --------------------------------------------------------
@@ -101,20 +110,39 @@ replications = 2
 """
 
 
-def test_a_failed_sweep_out_leaves_no_folder_it_created(tmp_path, cli, one_line_error):
-    """Point 1 cannot run (its fleet runs out of machines) after point 0 ran: the folder the sweep
-    made goes; a folder that was there keeps what it held (the sweep file itself, here)."""
+def test_a_failed_sweep_keeps_the_points_it_finished(tmp_path, cli, one_line_error):
+    """Point 1 cannot run (its fleet runs out of machines) after point 0 ran: nothing computed is
+    thrown away (point 0's rows stay in the folder, and the folder a user had keeps what it held)."""
     f = tmp_path / "s.toml"
     f.write_text(SWEEP)
-    line = one_line_error(cli("sweep", f, "--out", tmp_path / "new" / "o"))
+    out = tmp_path / "new" / "o"
+    line = one_line_error(cli("sweep", f, "--out", out))
     assert "point 1" in line, line
-    assert not (tmp_path / "new").exists()
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 and all(r.startswith("0,") for r in rows[1:]), rows
     there = tmp_path / "there"
     there.mkdir()
     (there / "sweep.toml").write_text(SWEEP)
     one_line_error(cli("sweep", there / "sweep.toml", "--out", there))
-    assert [p.name for p in there.iterdir()] == ["sweep.toml"]
     assert (there / "sweep.toml").read_text() == SWEEP
+
+
+def test_a_sweep_that_fails_before_any_point_leaves_no_folder_it_created(
+    tmp_path, monkeypatch, cli, one_line_error
+):
+    """A failure before the first row (here: every replication fails at once) removes the folder
+    the sweep made."""
+    from cprsim.sweep import runner
+
+    def boom(*a, **k):
+        raise runner.SweepError("no point can run")
+
+    monkeypatch.setattr(runner, "_write_summary", boom)
+    monkeypatch.setattr(runner, "_has_rows", lambda out: False)
+    f = tmp_path / "s.toml"
+    f.write_text('scenario = "toy"\nreplications = 2\n[grid]\n"checkpoint.interval_h" = [0.5, 1]\n')
+    one_line_error(cli("sweep", f, "--out", tmp_path / "new" / "o"))
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_sweep_without_space_leaves_no_folder_it_created(tmp_path, monkeypatch, cli):

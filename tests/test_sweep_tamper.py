@@ -184,3 +184,26 @@ def test_a_hopeless_point_is_refused_before_any_point_runs(tmp_path, cli, one_li
     assert time.monotonic() - t0 < 10
     assert "point 1 (failures.trainer.mtbf_h=0.01" in line and "hopeless" in line, line
     assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_with_the_users_own_sweep_toml_resumes(tmp_path, cli):
+    """The sweep keeps a sweep.toml the folder already had (not its copy): a resume does not take
+    it for tampering."""
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "sweep.toml").write_text("# my notes\n")
+    assert cli("sweep", f, "--out", out).exit_code == 0
+    first = (out / "results.csv").read_bytes()
+    r = cli("sweep", f, "--out", out, "--resume")
+    assert r.exit_code == 0, r.output
+    assert (out / "results.csv").read_bytes() == first
+    assert (out / "sweep.toml").read_text() == "# my notes\n"
+
+
+def test_a_folder_without_checksums_says_why(done, tmp_path, cli, one_line_error):
+    out = _copy(done, tmp_path)
+    (out / "journal.sha256").unlink()
+    line = one_line_error(cli("sweep", done[0], "--out", out, "--resume"))
+    assert "results.csv:2" in line and "without journal.sha256" in line, line

@@ -146,9 +146,11 @@ def _grad_terms(
 def mle(
     family: str, t: np.ndarray, observed: np.ndarray, guess: tuple[float, float] | None = None
 ) -> tuple[float, float] | None:
-    """The maximum-likelihood ``(scale, shape)`` of ``family`` for right-censored ``t`` (None: the
-    optimiser did not converge to a finite optimum; the caller falls back). Exponential: closed
-    form (total time on test / events)."""
+    """The maximum-likelihood ``(scale, shape)`` of ``family`` for right-censored ``t``: L-BFGS-B
+    from the moment start (or ``guess``), then from two shifted shapes while it reports no
+    convergence, the best finite result kept (a line search that stops at the float precision of
+    the optimum reports none); None when no start reaches a finite log-likelihood (the caller
+    falls back to scipy). Exponential: closed form (total time on test / events)."""
     if family == "exponential":
         return float(t.sum() / observed.sum()), 1.0
     from scipy import optimize

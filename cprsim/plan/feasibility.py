@@ -21,6 +21,7 @@ import numpy as np
 from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError, ParameterError
+from cprsim.failures.distributions import Distribution
 from cprsim.plan.rates import failure_rates
 from cprsim.scenario import HOUR, Scenario
 
@@ -232,7 +233,7 @@ def cost_items(s: Scenario, c: Costs | None = None) -> list[Item]:
                 f"checkpoint.tiers.memory_latency_s = {_g(lat)}",
             )
         )
-    items.append(Item("a rescheduling", s.reschedule.dist.mean(), _resched_keys(s)))
+    items.append(Item("a rescheduling", _typical(s.reschedule.dist), _resched_keys(s)))
     job = s.failures.job
     if job is not None and job.restart_s:
         items.append(
@@ -248,9 +249,18 @@ def cost_items(s: Scenario, c: Costs | None = None) -> list[Item]:
             ("a manual repair", "lifecycle.repair.manual", lc.repair.manual),
         ):
             if d is not None and not d.zero:
-                m = d.dist.mean()
-                items.append(Item(what, m, f"{key} = {_g(m)} s on average"))
+                m = _typical(d.dist)
+                how = "on average" if m == d.dist.mean() else "its scale (it has no finite mean)"
+                items.append(Item(what, m, f"{key} = {_g(m)} s {how}"))
     return items
+
+
+def _typical(d: Distribution) -> float:
+    """A delay's mean, or, for a family without a finite mean (a log-logistic of shape <= 1, whose
+    draws are all finite), its scale: the numbers check asks whether a draw can be simulated; the
+    hopeless checks (skipped by ``force``) judge the infinite mean."""
+    m = d.mean()
+    return m if math.isfinite(m) or not math.isfinite(d.scale) else d.scale
 
 
 def _resched_keys(s: Scenario) -> str:

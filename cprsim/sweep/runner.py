@@ -567,10 +567,15 @@ def tampered(path: Path | str, detail: str) -> ParameterError:
     )
 
 
+#: the cap on reading back a file the sweep wrote itself (results.csv of a million-row sweep is
+#: hundreds of MB): only a regular file is checked, not its size
+OWN_FILE_BYTES = 1 << 62
+
+
 def _read_resume_file(path: Path, what: str) -> bytes:
-    """A file of an existing sweep read for a resume: a regular file (not a FIFO or a device) of
-    bounded size, else a one-line error."""
-    return read_input_bytes(path, what)
+    """A file of an existing sweep read back (a resume, the end of a run): a regular file (not a
+    FIFO or a device), else a one-line error; any size (the sweep wrote it)."""
+    return read_input_bytes(path, what, OWN_FILE_BYTES)
 
 
 @dataclass
@@ -656,9 +661,13 @@ class Journal:
             except csv.Error:  # pragma: no cover - the reader is not strict
                 break
             if self.digest(r) not in known:
-                raise tampered(
-                    f"{self.path}:{line}", f"a row not written by the sweep (no checksum in {SUMS})"
+                why = (
+                    f"a row not written by the sweep (no checksum in {SUMS})"
+                    if self.sums.exists()
+                    else f"a row without {SUMS}: the folder was written before cprsim kept "
+                    "checksums of its rows, or the file was deleted"
                 )
+                raise tampered(f"{self.path}:{line}", why)
             i = self._check(r, prefixes, rep_col)
             if i is None:
                 raise tampered(f"{self.path}:{line}", "a row that does not belong to this sweep")
@@ -783,11 +792,26 @@ def run_sweep(
         # a failure leaves nothing behind; a signal (a KeyboardInterrupt: cprsim sweep's SIGTERM
         # too) or a dead worker leaves the journal to resume, once there is one (the manifest
         # comes first)
-        resumable = isinstance(e, (KeyboardInterrupt, WorkerDied))
-        if fresh and not (resumable and (out / "manifest.json").exists()):
+        if fresh and not (
+            (isinstance(e, (KeyboardInterrupt, WorkerDied)) or _has_rows(out))
+            and (out / "manifest.json").exists()
+        ):
             _remove_own_files(out, keep=before)
             remove_made_dirs(made)
         raise
+
+
+def _has_rows(out: Path) -> bool:
+    """Has the sweep in ``out`` journaled a row (a completed point)? Then a failure, whatever it
+    is, keeps the folder for ``--resume``: nothing computed is thrown away."""
+    path = out / "results.csv"
+    if not path.is_file() or path.is_symlink():  # the sweep's own file: never a FIFO to block on
+        return False
+    try:
+        with path.open("rb") as f:
+            return f.read(1 << 16).count(b"\n") >= 2  # the header and a row
+    except OSError:
+        return False
 
 
 def _run_into(
@@ -836,6 +860,13 @@ def _run_into(
         ),
     }
     fresh = not manifest_path.exists()
+    # a sweep.toml the folder already had (the user's) is kept and not the sweep's copy: a resume
+    # compares only the copy the sweep wrote
+    copy = out / "sweep.toml"
+    manifest["sweep_copy"] = sweep_text is not None and (
+        not copy.exists()
+        or (copy.is_file() and _read_resume_file(copy, "sweep file copy") == sweep_text)
+    )  # (a copy an interrupted first run left is the sweep's too)
     if (
         sweep_text is not None
         and not (out / "sweep.toml").exists()
@@ -1056,7 +1087,7 @@ def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
         if sha is not None and not isinstance(sha, str):
             raise tampered(manifest_path, "sweep_sha256 is not a checksum")
         copy = out / "sweep.toml"
-        if copy.exists() and sha is not None:
+        if copy.exists() and sha is not None and old.get("sweep_copy", True):
             if hashlib.sha256(_read_resume_file(copy, "sweep file copy")).hexdigest() != sha:
                 raise tampered(copy, "differs from the sweep file the sweep started with")
         config = out / "config.toml"

@@ -327,8 +327,9 @@ def expand(
             here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
             try:
                 s = sc.validate(copy.deepcopy(raw), here)
-                # before any point runs, what `cprsim simulate` refuses even when forced (a
-                # sweep may explore hopeless regimes: the engine's guards stop those)
+                # before any point runs, what `cprsim simulate` refuses without --force: a sweep
+                # stops at the first replication that cannot run, so a hopeless point would end
+                # it anyway, after the points before it had run (a sweep has no --force)
                 feasibility.check_budget(s, budget)
                 feasibility.check_numbers(s)
                 if not s.failures.replay:  # as cprsim simulate: a regime that would never finish
