@@ -1,12 +1,19 @@
 """The bad-input campaign as code: Hypothesis generators of hostile inputs and the CLI contract.
 
-Four kinds of input, each a mutation of something valid:
+Eight kinds of input, most of them a mutation of something valid:
 
 * **scenario files** (mutations of the built-in scenarios) through ``cprsim simulate FILE -n 2``;
 * **``--set`` values** (any scenario key, or an unknown one, set to a hostile value) through
   ``cprsim simulate toy -n 2 --set KEY=VALUE``;
 * **sweep files** (mutations of a two-point sweep of ``toy``) through ``cprsim sweep FILE``;
-* **failure logs** (mutations of small logs in each reader's format) through ``cprsim fit``.
+* **failure logs** (mutations of small logs in each reader's format) through ``cprsim fit``;
+* **calibration files** (mutations of the shipped matched calibration) through ``calibrate
+  --show``, ``plot calibration`` and ``plan --calibration``;
+* **quick-form flags** (``cprsim plan`` without a scenario, one or two flags hostile or missing);
+* **special files** (a FIFO, devices, a folder, links, a 3 GiB sparse file, a 12 MB TOML, ...)
+  in every input slot of the CLI;
+* **tampered resumes** (a finished sweep's folder changed, then ``--resume``: refused in one line,
+  or finished with exactly the untampered files).
 
 Mutations: a leaf replaced by a hostile value (wrong type, a string for a number, ``true``, non-finite
 or extreme numbers, huge integers, nested arrays, long strings, paths to devices, folders or
