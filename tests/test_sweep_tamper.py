@@ -207,3 +207,10 @@ def test_a_folder_without_checksums_says_why(done, tmp_path, cli, one_line_error
     (out / "journal.sha256").unlink()
     line = one_line_error(cli("sweep", done[0], "--out", out, "--resume"))
     assert "results.csv:2" in line and "without journal.sha256" in line, line
+
+
+def test_a_grid_value_with_a_line_break_is_refused(tmp_path, cli, one_line_error):
+    f = tmp_path / "nl.toml"
+    f.write_text('scenario = "toy"\nreplications = 2\n[grid]\n"failures.replay" = ["a\\nb"]\n')
+    line = one_line_error(cli("sweep", f, "--out", tmp_path / "o"))
+    assert "grid.failures.replay" in line and "line break" in line, line

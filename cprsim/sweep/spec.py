@@ -291,6 +291,10 @@ def expand(
             raise SweepError(
                 f"{source}: grid.{k}: seed and replications are the sweep's, not a grid axis"
             )
+        if any(isinstance(v, str) and ("\n" in v or "\r" in v) for v in vals):
+            # a value is a cell of results.csv: a line break in it would make a row of two lines,
+            # which a kill could tear into a half the resume takes for tampering
+            raise SweepError(f"{source}: grid.{k}: a value with a line break (one line each)")
     # (label, [strategy] table); (None, None): the base scenario's own strategy
     entries: list[tuple[str | None, dict[str, Any] | None]] = [
         _label(e) for e in spec.strategies
