@@ -1,5 +1,7 @@
 """A linear accuracy model for planner tests (no dependence on the shipped calibration)."""
 
+from scenario_builder import GONE, small
+
 
 class LinearAccuracy:
     calibrated = False
@@ -36,16 +38,16 @@ QUICK = [
     "20",
 ]
 
-JOBBED_SCENARIO = {
-    "name": "jobbed",
-    "seed": 5,
-    "replications": 60,
-    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
-    "job": {"duration_h": 40.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 120.0},
-    "failures": {
+JOBBED_SCENARIO = small(
+    checkpoint=GONE,
+    name="jobbed",
+    seed=5,
+    replications=60,
+    cluster={"embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
+    job={"duration_h": 40.0, "samples_per_s": 10000.0},
+    reschedule={"mean_s": 120.0},
+    failures={
         "embedding": {"family": "exponential", "mtbf_h": 200.0},
         "job": {"family": "exponential", "mtbf_h": 8.0, "restart_s": 300.0},
     },
-}
+)

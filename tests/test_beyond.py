@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from scenario_builder import small, validated
 
 from cprsim import scenario as sc
 from cprsim.cli import main
@@ -15,20 +16,18 @@ from cprsim.scenario import HOUR
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.replicate import estimate, run_replications
 
+_BASE = small(
+    seed=11,
+    replications=200,
+    cluster={"embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.2},
+    job={"duration_h": 20.0, "samples_per_s": 10000.0},
+    storage={"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0},
+    reschedule={"mean_s": 120.0},
+)
+
 
 def _scen(**upd):
-    base = {
-        "name": "t",
-        "seed": 11,
-        "replications": 200,
-        "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.2},
-        "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
-        "storage": {"write_gbps": 2.0, "read_gbps": 4.0, "latency_s": 2.0, "node_gbps": 1.25},
-        "reschedule": {"family": "constant", "mean_s": 120.0},
-        "checkpoint": {"interval_h": 1.0},
-    }
-    s = sc.validate(base, "test")
-    return s.with_updates(upd) if upd else s
+    return validated(_BASE, **upd)
 
 
 def _rows(scale: float) -> int:

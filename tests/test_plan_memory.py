@@ -11,6 +11,7 @@ import math
 
 import pytest
 from click.testing import CliRunner
+from scenario_builder import GONE, small
 
 from cprsim import scenario as sc
 from cprsim.cli import main
@@ -26,15 +27,15 @@ import planner_helpers
 
 #: 8 embedding servers whose failures take 2 random servers at once: a 4 + 1 stripe often loses
 #: both, so ECRM's cheapest variants carry more parity
-PAIRS = {
-    "name": "mem",
-    "seed": 4,
-    "replications": 30,
-    "cluster": {"trainers": 4, "embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
-    "job": {"duration_h": 20.0, "samples_per_s": 10_000.0},
-    "storage": {"write_gbps": 1.0, "read_gbps": 2.0, "latency_s": 3.0, "node_gbps": 1.25},
-    "reschedule": {"family": "constant", "mean_s": 120.0},
-    "failures": {
+PAIRS = small(
+    checkpoint=GONE,
+    name="mem",
+    seed=4,
+    replications=30,
+    cluster={"embedding_servers": 8, "embedding_gb": 40.0, "dense_gb": 0.4},
+    job={"duration_h": 20.0, "samples_per_s": 10000.0},
+    reschedule={"mean_s": 120.0},
+    failures={
         "domains": [
             {
                 "name": "pair",
@@ -45,7 +46,7 @@ PAIRS = {
             }
         ]
     },
-}
+)
 
 
 @pytest.fixture
