@@ -38,12 +38,11 @@ def _rows(scale: float) -> int:
 
 
 def _strategy(s):
-    import simpy
-
     from cprsim.sim import strategies
     from cprsim.sim.engine import Run
+    from cprsim.sim.simpy_adapter import Env
 
-    env = simpy.Environment()
+    env = Env()
     run = Run(
         scenario=s,
         costs=costs_of(s),

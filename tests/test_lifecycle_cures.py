@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import simpy
 
 from cprsim import analytic
 from cprsim import scenario as sc
@@ -23,6 +22,7 @@ from cprsim.scenario import HOUR
 from cprsim.sim.engine import _urgent_timeout
 from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.replicate import estimate
+from cprsim.sim.simpy_adapter import Env
 
 N = 40  #: embedding servers (slots and machines)
 #: 5 means compared per case, 2 cases: each CI at 1 - 0.05/10 (Bonferroni), so that the whole test
@@ -66,7 +66,7 @@ def _scenario(repair: dict, health: dict) -> sc.Scenario:
 
 
 def _run_fleet(s: sc.Scenario, rep: int, T: float) -> dict[str, float]:
-    env = simpy.Environment()
+    env = Env()
     f = s.failures
     assert f.embedding is not None
     fleet = Fleet(env, s, rep, (None, f.embedding.dist), False, _urgent_timeout)

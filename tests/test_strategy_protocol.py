@@ -21,12 +21,12 @@ from typing import Any
 from unittest import mock
 
 import pytest
-import simpy
 
 from cprsim import scenario as sc
 from cprsim.costs import costs_of
 from cprsim.sim import engine, strategies
 from cprsim.sim.protocol import RunSetup, RunView, members
+from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.tiers import TierState
 
 SETUP = members(RunSetup)
@@ -251,7 +251,7 @@ def bare_run(s) -> engine.Run:
     return engine.Run(
         scenario=s,
         costs=costs_of(s),
-        env=simpy.Environment(),
+        env=Env(),
         record=False,
         n_trainers=s.cluster.trainers,
         n_embedding=s.cluster.embedding_servers,

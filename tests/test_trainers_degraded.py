@@ -24,6 +24,7 @@ from cprsim.sim import engine, strategies
 from cprsim.sim.engine import simulate_one
 from cprsim.sim.prioritized import MFU, MFUParams, SSUParams
 from cprsim.sim.replicate import estimate, run_replications
+from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.strategies import Partial, PartialParams, Strategy, partial_node_overhead
 
 # dense 5 GB x 2 (optimizer) at 1.25 GB/s: an 8 s dense copy
@@ -119,7 +120,7 @@ def test_a_trainer_failing_while_shards_reload_does_not_restart_the_load():
 def test_a_degraded_trainer_in_an_episode_is_not_charged_a_dense_copy():
     s = scen(**{"strategy.name": "partial"})
     c = costs_of(s)
-    env = engine.simpy.Environment()
+    env = Env()
     run = engine.Run(
         scenario=s,
         costs=c,
