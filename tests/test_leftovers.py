@@ -130,8 +130,9 @@ def test_a_failed_sweep_keeps_the_points_it_finished(tmp_path, cli, one_line_err
 def test_a_sweep_that_fails_before_any_point_leaves_no_folder_it_created(
     tmp_path, monkeypatch, cli, one_line_error
 ):
-    """A failure before the first row (here: every replication fails at once) removes the folder
-    the sweep made."""
+    """A failure while no row is journaled removes the folder the sweep made (the failure is forced
+    at the end, with the journal taken as empty: the path a fresh sweep takes when its first point
+    fails)."""
     from cprsim.sweep import runner
 
     def boom(*a, **k):
