@@ -29,7 +29,7 @@ import time
 
 PLAN = ["plan", "cpr-production", "--max-accuracy-loss", "0.001"]
 IMPORTS = (
-    "import cprsim.cli, cprsim.cli.plan, cprsim.plan, cprsim.sim.engine, cprsim.sim.prioritized, "
+    "import cprsim.cli, cprsim.cli.plan, cprsim.planner, cprsim.sim.engine, cprsim.sim.prioritized, "
     "cprsim.calibrate.calibration"
 )
 

@@ -9,22 +9,15 @@ The public API (docs/api.md), defined in :mod:`cprsim.api` and imported on first
     runs = simulate(s, 20)
     print(runs.summary()["metrics"]["overhead"])
 
-``cprsim.plan`` is the function :func:`cprsim.api.plan`; it also gives the attributes of the
-subpackage of the same name (``import cprsim.plan.search``, ``from cprsim.plan import make_plan``
-work as before).
+``cprsim.plan`` is the function :func:`cprsim.api.plan`, a plain attribute like the others; the
+planner's package is :mod:`cprsim.planner` (``from cprsim.planner import make_plan``).
 """
 
 from __future__ import annotations
 
-import sys
-import types
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("cprsim")
-except PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.0.0+unknown"
+from cprsim.version import __version__
 
 #: the public names, defined in cprsim.api (the same list as ``cprsim.api.__all__``)
 _API = (
@@ -82,65 +75,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_API))
 
 
-class _PlanFunction:
-    """``cprsim.plan``: the function :func:`cprsim.api.plan`, which also gives (and sets) the
-    attributes of the subpackage ``cprsim.plan`` (the package name and the function's coincide)."""
-
-    __slots__ = ()
-    __name__ = "plan"
-    __qualname__ = "plan"
-    __module__ = "cprsim"
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from cprsim.api import plan
-
-        return plan(*args, **kwargs)
-
-    @property
-    def __doc__(self) -> str | None:  # type: ignore[override]
-        from cprsim.api import plan
-
-        return plan.__doc__
-
-    @property
-    def __wrapped__(self) -> Any:
-        from cprsim.api import plan
-
-        return plan
-
-    @staticmethod
-    def _package() -> types.ModuleType:
-        import importlib
-
-        return importlib.import_module("cprsim.plan")
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return getattr(self._package(), name)
-
-    def __setattr__(
-        self, name: str, value: Any
-    ) -> None:  # e.g. monkeypatch.setattr("cprsim.plan.x", ...)
-        setattr(self._package(), name, value)
-
-    def __delattr__(self, name: str) -> None:
-        delattr(self._package(), name)
-
-    def __repr__(self) -> str:
-        return "<function cprsim.plan>"
-
-
-class _Package(types.ModuleType):
-    """The ``cprsim`` module: importing the subpackage ``cprsim.plan`` leaves the attribute ``plan``
-    the function (the import system would bind the subpackage there)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "plan" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time, __getattr__ above
     from cprsim.api import (
         Calibration,
@@ -179,7 +113,3 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time,
         scenario_names,
         simulate,
     )
-else:
-    plan = _PlanFunction()  # the function; the subpackage stays in sys.modules["cprsim.plan"]
-
-sys.modules[__name__].__class__ = _Package

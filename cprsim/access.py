@@ -432,11 +432,11 @@ def _disk_path() -> Path | None:
         base = Path(xdg) / "cprsim" if xdg else Path.home() / ".cache" / "cprsim"
     import scipy
 
-    import cprsim
+    from cprsim.version import __version__
 
     h = hashlib.sha256()
     h.update(Path(__file__).read_bytes())
-    h.update(f"{np.__version__}|{scipy.__version__}|{cprsim.__version__}".encode())
+    h.update(f"{np.__version__}|{scipy.__version__}|{__version__}".encode())
     return base / f"access-{h.hexdigest()[:16]}.json"
 
 

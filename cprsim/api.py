@@ -41,10 +41,11 @@ from cprsim import scenario as _sc
 from cprsim.calibrate.calibration import Calibration, load_calibration
 from cprsim.costs import Costs
 from cprsim.errors import InputError, ParameterError, validation_line
-from cprsim.plan.records import Option
-from cprsim.plan.records import Plan as _PlanRecord
+from cprsim.optional import require_pandas
+from cprsim.planner.records import Option
+from cprsim.planner.records import Plan as _PlanRecord
 from cprsim.plots import save_figure
-from cprsim.plots.calibration import plot_calibration
+from cprsim.plots.calibration import plot_calibration, write_calibration_figure
 from cprsim.plots.gantt import plot_timeline
 from cprsim.plots.sweep import plot_breakdown, plot_overhead, plot_pls
 from cprsim.scenario import Scenario
@@ -111,17 +112,6 @@ _LAZY = {
     "Trace": "cprsim.failures.traces",
     "plot_fit": "cprsim.plots.fit",
 }
-
-
-def require_pandas(what: str = "to_frame()") -> Any:
-    """The pandas module, or an ImportError (one line) naming ``pip install pandas``."""
-    try:
-        import pandas
-    except ImportError:
-        raise ImportError(
-            f"{what} needs pandas, an optional dependency: pip install pandas", name="pandas"
-        ) from None
-    return pandas
 
 
 # -- parameter checks -----------------------------------------------------------------------------
@@ -602,7 +592,7 @@ def simulate(
 # -- planning -------------------------------------------------------------------------------------
 class Plan(_PlanRecord):
     """What :func:`plan` returns: the options, each confirmed on fresh replications, and the
-    recommendation (a :class:`cprsim.plan.Plan` with a few conveniences).
+    recommendation (a :class:`cprsim.planner.Plan` with a few conveniences).
 
     Fields: ``scenario`` (name), ``metric`` and ``accuracy_bound`` (the loss accepted), ``pls_bound``
     (CPR-vanilla's PLS bound; each :class:`Option` carries its own), ``options``, ``recommended``
@@ -657,7 +647,7 @@ class Plan(_PlanRecord):
         params = dict(o.params)
         updates: dict[str, Any] = {}
         if o.checkpoint_mode and o.checkpoint_mode != base.checkpoint.mode:
-            from cprsim.plan.tiered import with_mode
+            from cprsim.planner.tiered import with_mode
 
             base = with_mode(base, o.checkpoint_mode)
         if o.checkpoint_mode == "tiered" and "persist_every" in params:
@@ -755,14 +745,14 @@ def plan(
     these modes (``"blocking"``, ``"two-phase"``, ``"tiered"``, or ``"blocking,tiered"``; default:
     the scenario's own, a tiered scenario's blocking and tiered). ``max_extra_memory``: leave out
     the options that add more memory than this fraction of the embedding tables (ECRM's parity:
-    ``m/k``; each option's ``extra_memory``); see :func:`cprsim.plan.make_plan`.
+    ``m/k``; each option's ``extra_memory``); see :func:`cprsim.planner.make_plan`.
 
     Returns a :class:`Plan`: ``plan.recommended_option``, ``plan.to_frame()``,
     ``plan.scenario_for()`` (the scenario running the recommendation). Intervals in seconds
     (``interval_s``) and hours (``as_dict()["options"][i]["interval_h"]``), overheads and PLS
     fractions.
     """
-    from cprsim.plan import ALL_STRATEGIES, make_plan
+    from cprsim.planner import ALL_STRATEGIES, make_plan
 
     _check_scenario("scenario", scenario)
     _check_number("max_accuracy_loss", max_accuracy_loss, above=0, below=0.5, none=True)
@@ -845,7 +835,7 @@ def pls_bound(
     the plan's bound."""
     import dataclasses as _dc
 
-    from cprsim.plan.accuracy import plan_accuracy
+    from cprsim.planner.accuracy import plan_accuracy
 
     _check_number("max_accuracy_loss", max_accuracy_loss, above=0)
     _check_strategy_name("strategy", strategy)
@@ -922,7 +912,14 @@ def run_calibration(
         p = dataclasses.replace(p, **fields)
     kw: dict[str, Any] = {} if progress is None else {"progress": progress}
     return calibrate(
-        p, Path(out), measure_costs=measure_costs, jobs=jobs, threads=threads, resume=resume, **kw
+        p,
+        Path(out),
+        measure_costs=measure_costs,
+        jobs=jobs,
+        threads=threads,
+        resume=resume,
+        figure=write_calibration_figure,
+        **kw,
     )
 
 

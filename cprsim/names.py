@@ -39,7 +39,7 @@ BUILTIN: Final = (FULL, PARTIAL, MFU, SSU, LOOKAHEAD, ECRM, CHECKNRUN)
 # -- the groups the code uses ----------------------------------------------------------------------
 
 #: the built-ins the planner can rank besides full recovery, in the order it lists them (plugins'
-#: strategies follow, by name): ``cprsim.plan.ALL_STRATEGIES``
+#: strategies follow, by name): ``cprsim.planner.ALL_STRATEGIES``
 PLAN_ORDER: Final = (PARTIAL, MFU, SSU, LOOKAHEAD, ECRM, CHECKNRUN)
 #: the strategies the planner weighs against full recovery unless told otherwise
 #: (``make_plan(strategies=...)``, a sweep file's ``[plan] strategies``)

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from cprsim import __version__, metrics
+from cprsim import metrics
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import Estimate, summarize
+from cprsim.version import __version__
 
 #: (metric, label, kind): kind "time" is shown in hours and % of W (:mod:`cprsim.metrics`)
 ROWS = tuple((m.name, m.row_label, m.kind) for m in metrics.ALL if m.table == "core")
@@ -67,7 +68,7 @@ def accuracy(
     if not (est["pls"].mean > 0):
         return None
     from cprsim.calibrate.calibration import calibration_for
-    from cprsim.plan.accuracy import plan_accuracy
+    from cprsim.planner.accuracy import plan_accuracy
 
     model = calibration if calibration is not None else calibration_for(s)
     out: dict[str, Any] = {

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from cprsim.io import atomic_write_json, atomic_write_set, csv_text, dumps_json
 
 if TYPE_CHECKING:  # pragma: no cover - imported where used (the engine is slow to import)
-    from cprsim.plan.records import Plan
+    from cprsim.planner.records import Plan
     from cprsim.scenario import Scenario
     from cprsim.sim.records import Event, ReplicationResult
     from cprsim.sim.replicate import Precision
@@ -52,7 +52,7 @@ def preflight(
     1. the event budget: a scenario whose replications would each simulate more than
        ``max_events`` events (checkpoints + failures + nodes, first order) raises InputError
        (``None``: no budget, as ``cprsim show``);
-       then its numbers (:func:`cprsim.plan.feasibility.check_numbers`, whatever ``force``
+       then its numbers (:func:`cprsim.planner.feasibility.check_numbers`, whatever ``force``
        says): a cost, a delay or the failure-free time that is not finite or beyond any
        simulated time raises InputError naming the keys it comes from;
     2. no failure source: ``warn(message)`` is called (default: :func:`warnings.warn`);
@@ -60,12 +60,12 @@ def preflight(
        hopeless (the job would never finish) raises InputError saying why and what would help;
        so does a job that cannot progress at its own checkpoint interval (a save, restore or
        delay too long for the time between failures or for the job:
-       :func:`cprsim.plan.feasibility.check_progress`), naming the keys that drive it.
+       :func:`cprsim.planner.feasibility.check_progress`), naming the keys that drive it.
 
     The strategy registry must be loaded (``cprsim.sim.strategies.ensure_loaded()``) for a plugin
     strategy's name to be known.
     """
-    from cprsim.plan import feasibility
+    from cprsim.planner import feasibility
     from cprsim.sim import strategies as registry
 
     if max_events is not None:

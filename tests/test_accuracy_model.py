@@ -193,7 +193,7 @@ class _R:
 
 
 def test_the_planner_evaluates_each_run_at_its_own_position_and_age():
-    from cprsim.plan.accuracy import plan_accuracy
+    from cprsim.planner.accuracy import plan_accuracy
 
     rng = np.random.default_rng(4)
     d = _data(rng, b0=0.002, b2=0.012)
@@ -259,8 +259,8 @@ def test_the_plan_uses_the_chosen_model_per_run_and_keeps_its_promise_on_fresh_r
 
     from cprsim.calibrate.calibration import load_calibration
     from cprsim.cli import main
-    from cprsim.plan.quick import quick_scenario
-    from cprsim.plan.search import simulate
+    from cprsim.planner.quick import quick_scenario
+    from cprsim.planner.search import simulate
 
     rng = np.random.default_rng(8)
     d = _data(rng, b0=0.001, b2=0.03, sd=5e-5)
@@ -408,7 +408,7 @@ def test_a_calibration_file_with_a_loss_that_is_not_positive_is_refused(tmp_path
 def test_run_draws_are_the_predictive_distribution_and_common_to_intervals():
     """A run's draw depends on its replication only (common random numbers across intervals and
     strategies); over many runs at one PLS the draws' CDF is the predictive Student t (KS test)."""
-    from cprsim.plan.accuracy import plan_accuracy
+    from cprsim.planner.accuracy import plan_accuracy
 
     rng = np.random.default_rng(4)
     d = _data(rng, b0=0.004, sd=3e-4, seeds=4)
@@ -481,11 +481,11 @@ def test_refit_rewrites_the_model_of_a_calibration_file(tmp_path):
 
 
 def test_runs_within_judges_fresh_runs_as_the_planner_judged_its_confirmation():
-    """`cprsim.plan.runs_within` on the confirmation block reproduces each option's `within`
+    """`cprsim.planner.runs_within` on the confirmation block reproduces each option's `within`
     exactly: a user re-checking a plan on other replications uses the planner's own verdict."""
     from cprsim import scenario as sc
-    from cprsim.plan import make_plan, runs_within
-    from cprsim.plan.search import simulate
+    from cprsim.planner import make_plan, runs_within
+    from cprsim.planner.search import simulate
 
     s = sc.load("toy")
     plan = make_plan(

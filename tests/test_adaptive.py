@@ -15,8 +15,8 @@ from scipy import stats
 
 from cprsim import scenario as sc
 from cprsim.errors import InputError
-from cprsim.plan import make_plan
-from cprsim.plan.search import GRID_RATIO, cp_lower, curtailed, judge, min_successes, p_pass
+from cprsim.planner import make_plan
+from cprsim.planner.search import GRID_RATIO, cp_lower, curtailed, judge, min_successes, p_pass
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import Precision, _t_quantile, run_adaptive, run_replications
 from cprsim.streams import REPLICATION_BLOCKS
@@ -443,7 +443,7 @@ def test_the_adaptive_planner_simulates_fewer_replications(
     production_plans, monkeypatch, linear_accuracy
 ):
     """Not a timing: the number of replications each planner simulates."""
-    import cprsim.plan.search as search
+    import cprsim.planner.search as search
 
     s = sc.load("cpr-production", {"replications": 120})
     counted = {"n": 0}

@@ -8,6 +8,7 @@ import inspect
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -134,15 +135,16 @@ def test_py_typed_marker_ships() -> None:
     assert (ROOT / "cprsim" / "py.typed").is_file()
 
 
-def test_plan_is_the_function_and_still_the_subpackage() -> None:
-    import cprsim.plan.search as search  # the subpackage's modules import as before
+def test_plan_is_a_plain_function_and_the_planner_its_own_package() -> None:
+    import cprsim.planner.search  # importing the planner's package leaves cprsim.plan the function
+    from cprsim import api
     from cprsim import plan as p
-    from cprsim.plan import make_plan
 
-    assert callable(p) and "max_accuracy_loss" in inspect.signature(p).parameters
+    assert p is api.plan and cprsim.plan is api.plan
+    assert inspect.isfunction(p) and "max_accuracy_loss" in inspect.signature(p).parameters
     assert "accuracy bound" in (p.__doc__ or "")
-    assert cprsim.plan.make_plan is make_plan and cprsim.plan.search is search
-    assert sys.modules["cprsim.plan"].make_plan is make_plan
+    assert type(cprsim) is types.ModuleType  # no module-class swap
+    assert "cprsim.plan" not in sys.modules
 
 
 # -- the quickstart flow --------------------------------------------------------------------------
@@ -237,7 +239,7 @@ def test_runs_save_is_simulate_out(runs: Runs, tmp_path: Path) -> None:
 def test_plan_through_the_api() -> None:
     s = load_scenario("toy")
     p = plan(s, 0.001, replications=30, search_replications=30, strategies=("partial",))
-    from cprsim.plan.records import Plan as PlanRecord
+    from cprsim.planner.records import Plan as PlanRecord
 
     assert isinstance(p, Plan) and isinstance(p, PlanRecord)
     rec = p.recommended_option

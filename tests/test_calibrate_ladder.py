@@ -17,7 +17,7 @@ from cprsim.calibrate import pipeline as P  # noqa: E402
 from cprsim.calibrate import runner as R  # noqa: E402
 from cprsim.calibrate.calibration import load_calibration  # noqa: E402
 from cprsim.names import PARTIAL  # noqa: E402
-from cprsim.plan.accuracy import ladder_scale  # noqa: E402
+from cprsim.planner.accuracy import ladder_scale  # noqa: E402
 
 pytestmark = pytest.mark.dlrm
 

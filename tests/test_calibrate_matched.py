@@ -14,7 +14,7 @@ from cprsim import scenario as sc
 from cprsim.calibrate import matched as M
 from cprsim.calibrate.validate import map_events
 from cprsim.names import FAIL, MFU, PARTIAL, SAVE_FULL, SAVE_PARTIAL, SSU
-from cprsim.plan.search import Runs
+from cprsim.planner.search import Runs
 from cprsim.scenario import HOUR
 from cprsim.sim.engine import simulate_one
 from cprsim.streams import REPLICATION_BLOCKS
@@ -36,7 +36,7 @@ def test_settings_replay_the_simulators_schedules_with_the_planners_parameters()
     young, T_F = M.young_interval(s)
     # Young's interval from its definition: sqrt(2 x full save x MTBF of the failure events)
     from cprsim.costs import costs_of
-    from cprsim.plan.rates import failure_rates
+    from cprsim.planner.rates import failure_rates
 
     assert young == pytest.approx(
         math.sqrt(2 * costs_of(s).save_s / failure_rates(s).total), rel=1e-12
@@ -136,7 +136,7 @@ def _write_cal(tmp_path, doc, name="cal.toml"):
 
 def test_the_plan_says_which_schedules_and_plans_only_the_measured_variants(tmp_path):
     from cprsim.calibrate.calibration import load_calibration
-    from cprsim.plan import make_plan
+    from cprsim.planner import make_plan
 
     s = sc.load("cpr-production")
     cal = load_calibration(_write_cal(tmp_path, _matched_doc(s)))

@@ -25,7 +25,7 @@ from cprsim.calibrate.calibration import (
     to_toml,
 )
 from cprsim.errors import InputError
-from cprsim.plan.accuracy import ladder_scale, plan_accuracy
+from cprsim.planner.accuracy import ladder_scale, plan_accuracy
 
 BASE_PATH = matched_path("cpr-production")
 assert BASE_PATH is not None

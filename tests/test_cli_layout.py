@@ -113,8 +113,8 @@ def test_preflight_reports_through_warn_and_refuses_a_hopeless_regime():
 
 
 def test_quick_scenario_and_write_plan_give_the_bytes_of_plan_out(tmp_path):
-    from cprsim.plan import make_plan
-    from cprsim.plan.quick import plan_strategies, quick_scenario
+    from cprsim.planner import make_plan
+    from cprsim.planner.quick import plan_strategies, quick_scenario
     from cprsim.runfiles import write_plan
 
     run(*quick_args(), "--out", tmp_path / "cli.json")
@@ -215,7 +215,7 @@ def test_the_access_tables_and_figure_are_the_commands(tmp_path):
 def test_library_errors_name_parameters_and_the_cli_names_options(one_line_error):
     from cprsim.access_report import parse_samples, parse_skew
     from cprsim.errors import ParameterError
-    from cprsim.plan.quick import (
+    from cprsim.planner.quick import (
         MissingParameters,
         UnknownStrategies,
         plan_strategies,
@@ -259,7 +259,7 @@ def test_a_parameter_error_pickles_and_shows_its_parameters_as_asked():
     """Sweeps raise errors in worker processes: the fields cross the process boundary (a
     subclass's own too); ``message(shown)`` names the parameters as a caller shows them."""
     from cprsim.errors import InputError, ParameterError
-    from cprsim.plan.quick import UnknownStrategies
+    from cprsim.planner.quick import UnknownStrategies
     from cprsim.scenario import OverrideError, ScenarioError
 
     e = ParameterError(

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from cprsim import scenario as sc
 from cprsim.cli import main
 from cprsim.errors import InputError
-from cprsim.plan import feasibility
+from cprsim.planner import feasibility
 from cprsim.sim import engine
 
 

@@ -165,7 +165,7 @@ def test_simulate_reports_the_accuracy_loss_implied_by_pls(tmp_path):
 
     from cprsim.calibrate.calibration import calibration_for
     from cprsim.cli import main
-    from cprsim.plan.accuracy import plan_accuracy
+    from cprsim.planner.accuracy import plan_accuracy
 
     out = tmp_path / "run"
     r = CliRunner().invoke(

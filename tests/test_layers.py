@@ -2,7 +2,7 @@
 
 Walks every import statement (module level and inside functions) of the model layer's modules:
 no arrow from ``cprsim.scenario``, ``cprsim.failures``, ``cprsim.costs``, ``cprsim.access`` (or the
-strategy registry and the random streams they use) up to ``cprsim.sim``, ``cprsim.plan``,
+strategy registry and the random streams they use) up to ``cprsim.sim``, ``cprsim.planner``,
 ``cprsim.sweep``, ``cprsim.plots`` or ``cprsim.cli``.
 """
 
@@ -27,7 +27,7 @@ LOW = (
     "cprsim.names",
     "cprsim.errors",
 )
-HIGH = ("cprsim.sim", "cprsim.plan", "cprsim.sweep", "cprsim.plots", "cprsim.cli")
+HIGH = ("cprsim.sim", "cprsim.planner", "cprsim.sweep", "cprsim.plots", "cprsim.cli")
 
 
 def _module(p: Path) -> str:
@@ -72,7 +72,7 @@ def test_validating_a_scenario_loads_the_strategies_without_the_engine():
     themselves) but not the engine, the planner, sweeps, plots or the CLI."""
     code = (
         "import sys, cprsim.scenario as sc; sc.load('cpr-production'); "
-        "print(sorted(m for m in sys.modules if m.startswith(('cprsim.sim.engine', 'cprsim.plan', "
+        "print(sorted(m for m in sys.modules if m.startswith(('cprsim.sim.engine', 'cprsim.planner', "
         "'cprsim.sweep', 'cprsim.plots', 'cprsim.cli'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

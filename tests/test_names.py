@@ -85,7 +85,7 @@ def test_the_users_of_the_groups_read_them():
     """The defaults the constants replaced are the constants (not copies that could drift)."""
     import inspect
 
-    from cprsim.plan import _BUILTIN_ORDER, make_plan
+    from cprsim.planner import _BUILTIN_ORDER, make_plan
     from cprsim.sweep.spec import PlanSpec
 
     assert _BUILTIN_ORDER is names.PLAN_ORDER

@@ -11,7 +11,7 @@ import pytest
 
 from cprsim import scenario as sc
 from cprsim.errors import InputError
-from cprsim.plan import make_plan
+from cprsim.planner import make_plan
 
 TOY = Path(sc.__file__).parent / "scenarios" / "toy.toml"
 

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from cprsim import scenario as sc
 from cprsim.cli import main
-from cprsim.plan import make_plan
-from cprsim.plan.accuracy import fit_through_origin, plan_accuracy
-from cprsim.plan.search import GRID_RATIO
+from cprsim.planner import make_plan
+from cprsim.planner.accuracy import fit_through_origin, plan_accuracy
+from cprsim.planner.search import GRID_RATIO
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import estimate, run_replications
 
@@ -309,7 +309,7 @@ def test_two_interval_plan_against_a_brute_force_grid(linear_accuracy, jobbed):
 
 def test_p90_quantile_ci_covers_the_true_quantile_at_its_level():
     """Order-statistic CI of the P90: covers the exponential's true P90 in ~95% of samples."""
-    from cprsim.plan.report import quantile_ci
+    from cprsim.planner.report import quantile_ci
 
     rng = np.random.default_rng(3)
     true = -math.log(0.1)

@@ -16,9 +16,9 @@ from scenario_builder import GONE, small
 from cprsim import scenario as sc
 from cprsim.cli import main
 from cprsim.errors import InputError
-from cprsim.plan import make_plan
-from cprsim.plan.records import Option
-from cprsim.plan.report import recommend
+from cprsim.planner import make_plan
+from cprsim.planner.records import Option
+from cprsim.planner.report import recommend
 from cprsim.registry import extra_memory
 from cprsim.sim import strategies
 from cprsim.sim.replicate import estimate

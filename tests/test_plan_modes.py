@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cprsim import scenario as sc
 from cprsim.cli import main
 from cprsim.errors import InputError, ParameterError
-from cprsim.plan import _modes
+from cprsim.planner import _modes
 
 TOY = Path(sc.__file__).parent / "scenarios" / "toy.toml"
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from cprsim import scenario as sc
-from cprsim.plan import _optimum_not_worse, make_plan
-from cprsim.plan.records import Option
+from cprsim.planner import _optimum_not_worse, make_plan
+from cprsim.planner.records import Option
 from cprsim.sim.replicate import estimate
 
 

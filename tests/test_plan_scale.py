@@ -1,5 +1,5 @@
 """The calibration's scale ladder in the plan: which loss per unit PLS a plan assumes for the user's
-model (``cprsim.plan.accuracy.ladder_scale``), what the factor does to the accuracy model, and the
+model (``cprsim.planner.accuracy.ladder_scale``), what the factor does to the accuracy model, and the
 plan's statement of it (``--model-rows``, ``--loss-scale``, ``plan.scale``, the notes)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cprsim.calibrate.calibration import load_calibration, to_toml
-from cprsim.plan.accuracy import ladder_scale, plan_accuracy
+from cprsim.planner.accuracy import ladder_scale, plan_accuracy
 
 REF_ROWS = 33_798
 
@@ -183,7 +183,7 @@ def test_bad_model_characteristics_are_refused(cli, one_line_error):
     one_line_error(cli("plan", "toy", "--max-accuracy-loss", "0.001", "--model-rows", "-3"))
     from cprsim.api import load_scenario
     from cprsim.errors import InputError
-    from cprsim.plan import make_plan
+    from cprsim.planner import make_plan
 
     s = load_scenario("toy")
     for kw in ({"loss_scale": math.nan}, {"loss_scale": -1.0}, {"model_rows": 0}):
@@ -198,7 +198,7 @@ def test_the_search_proves_the_share_a_small_confirmation_needs(n):
     (unless proving q itself asks for more); a large confirmation asks no more than q."""
     from scipy import stats
 
-    from cprsim.plan.search import min_successes, search_share
+    from cprsim.planner.search import min_successes, search_share
 
     ns = max(200, n // 2)
     q = search_share(0.9, n, ns)

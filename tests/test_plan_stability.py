@@ -13,8 +13,8 @@ from cprsim import scenario as sc
 from cprsim.calibrate.calibration import load_calibration, matched_path
 from cprsim.cli import main
 from cprsim.errors import InputError
-from cprsim.plan import make_plan
-from cprsim.plan.stability import GRID_STEP, grid_steps, refits_without_each_seed
+from cprsim.planner import make_plan
+from cprsim.planner.stability import GRID_STEP, grid_steps, refits_without_each_seed
 
 
 def test_grid_steps_count_the_planners_grid():

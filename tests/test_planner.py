@@ -12,8 +12,8 @@ from cprsim import analytic
 from cprsim import scenario as sc
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
-from cprsim.plan import failure_rates, make_plan
-from cprsim.plan.search import cp_lower, grid_below, judge
+from cprsim.planner import failure_rates, make_plan
+from cprsim.planner.search import cp_lower, grid_below, judge
 from cprsim.scenario import HOUR
 from cprsim.sim import strategies
 from cprsim.sim.prioritized import coverage_of
@@ -129,9 +129,9 @@ def test_judge_per_run_and_on_the_mean():
 
 def test_confirmation_steps_the_interval_down_until_fresh_runs_pass(base, linear_accuracy):
     """An interval far too long fails on the confirmation block; the plan steps down the grid."""
-    from cprsim.plan import _confirm, _Context
-    from cprsim.plan.accuracy import plan_accuracy
-    from cprsim.plan.rates import failure_rates as rates_of
+    from cprsim.planner import _confirm, _Context
+    from cprsim.planner.accuracy import plan_accuracy
+    from cprsim.planner.rates import failure_rates as rates_of
     from cprsim.sim import strategies
 
     acc = plan_accuracy(linear_accuracy(), "auc")

@@ -273,7 +273,7 @@ def test_help_and_start_up_import_no_plugin(tmp_path):
     help_text = ok(cprsim("simulate", "--help", site=site, cwd=tmp_path))
     assert "compressed" not in help_text and "cprsim.strategies" in " ".join(help_text.split())
     code = (
-        "import sys, cprsim.cli, cprsim.scenario, cprsim.plan, cprsim.cli.simulate, cprsim.cli.plan, "
+        "import sys, cprsim.cli, cprsim.scenario, cprsim.planner, cprsim.cli.simulate, cprsim.cli.plan, "
         "cprsim.cli.sweep, cprsim.sweep.runner; "
         "print(sorted(m for m in sys.modules if m.startswith(('cprsim_bad', 'cprsim_compressed'))))"
     )
@@ -322,7 +322,7 @@ def in_process_plugin(tmp_path, fresh_registry):
 
 
 def test_in_process_the_registry_planner_and_cli_see_the_plugin(in_process_plugin):
-    import cprsim.plan as plan
+    import cprsim.planner as plan
     from cprsim.scenario import load
 
     assert "compressed" in strategies.names()

@@ -280,7 +280,7 @@ def test_a_replayed_traces_rates_count_trainer_and_embedding_events_apart(tmp_pa
     rates (conservative: a periodic trace varies less than Poisson)."""
     from scipy import stats
 
-    from cprsim.plan.rates import failure_rates
+    from cprsim.planner.rates import failure_rates
     from cprsim.sim.replicate import run_replications
 
     rows, nodes = [], {}

@@ -10,7 +10,7 @@ from cprsim import scenario as sc
 from cprsim.cli import main
 from cprsim.costs import costs_of
 from cprsim.errors import InputError
-from cprsim.plan import feasibility
+from cprsim.planner import feasibility
 from cprsim.sim import engine
 
 HOPELESS = ["--set", "failures.embedding.mtbf_h=0.05"]

@@ -834,3 +834,23 @@ def _describe(
         + (f" over {runs} runs" if runs is not None else "")
         + (f" (held-out MSE: {alt})" if alt else "")
     )
+
+
+def measured_points(raw: Any, metric: str) -> dict[str, dict[str, Any]]:
+    """The strategies of a calibration document's ``[points]`` with at least two finite
+    (PLS, loss) pairs of ``metric``, as they are there."""
+    points = raw.get("points") if isinstance(raw, dict) else None
+    out: dict[str, dict[str, Any]] = {}
+    if isinstance(points, dict):
+        for st, p in points.items():
+            if isinstance(p, dict) and "pls" in p and f"d_{metric}" in p:
+                x = np.asarray(p["pls"], dtype=float)
+                y = np.asarray(p[f"d_{metric}"], dtype=float)
+                if (
+                    x.size == y.size
+                    and x.size >= 2
+                    and np.all(np.isfinite(x))
+                    and np.all(np.isfinite(y))
+                ):
+                    out[st] = p
+    return out

@@ -27,15 +27,20 @@ held-out seeds: :mod:`cprsim.calibrate.accuracy`). A strategy without its own fi
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cprsim.errors import InputError
 from cprsim.io import dumps_toml, read_toml, short
 from cprsim.names import VANILLA
+
+if TYPE_CHECKING:
+    from cprsim.scenario import Scenario
 
 METRICS = ("auc", "logloss")
 
@@ -124,11 +129,9 @@ def matched_path(name: str) -> Path | None:
 def calibration_for(s: Any) -> Calibration:
     """The calibration a plan of scenario ``s`` uses by default: the packaged one matched to it
     (:func:`matched_path`; only while ``s`` shapes its failure schedules exactly as the scenario
-    it was made on: same :func:`cprsim.calibrate.matched.scenario_digest`), else the shipped
+    it was made on: same :func:`scenario_digest`), else the shipped
     generic one (:func:`load_calibration`; a matched file without a scale ladder takes the
     shipped file's ``[scale]``)."""
-    from cprsim.calibrate.matched import scenario_digest
-
     path = matched_path(s.name)
     if path is None:
         return load_calibration()
@@ -199,12 +202,11 @@ def from_doc(raw: dict[str, Any], p: str | Path = "calibration") -> Calibration:
 
 def _check_points_fit(raw: dict[str, Any], metric: str, p: str | Path) -> None:
     """A file without ``[model.<metric>]`` gets its model fitted from its points when it is
-    planned (:func:`cprsim.plan.accuracy.plan_accuracy`): the same fit, refused here when it is not
+    planned (:func:`cprsim.planner.accuracy.plan_accuracy`): the same fit, refused here when it is not
     a model of lost updates (a mean loss that is negative or falls with PLS)."""
-    from cprsim.calibrate.accuracy import AccuracyFit, Data, select
-    from cprsim.plan.accuracy import _points
+    from cprsim.calibrate.accuracy import AccuracyFit, Data, measured_points, select
 
-    pts = _points(raw, metric)
+    pts = measured_points(raw, metric)
     if not pts:
         return
     sel = select(Data.from_points(pts, metric), metric)
@@ -251,3 +253,40 @@ def refit(path: Any) -> dict[str, Any]:
         ),
     )
     return doc
+
+
+# -- what a matched calibration stands for (``provenance.matched``: cprsim.calibrate.matched) ----
+#: scenario keys that do not shape its failure schedules
+_UNUSED = ("name", "description", "replications", "strategy", "sources")
+
+
+def scenario_digest(s: Scenario) -> str:
+    """SHA-256 of the scenario's validated content that shapes its failure schedules: everything
+    except its name, description, replication count, strategy, checkpoint interval and the record
+    of where keys came from (``sources``); the failure clocks only when they are not the
+    defaults (so files written before them keep their digest)."""
+    from cprsim.scenario import FailureClock
+
+    d = s.model_dump(mode="json")
+    for k in _UNUSED:
+        d.pop(k, None)
+    if isinstance(d.get("checkpoint"), dict):
+        d["checkpoint"].pop("interval_h", None)
+    fail = d.get("failures")
+    if isinstance(fail, dict) and fail.get("clock") == FailureClock().model_dump(mode="json"):
+        fail.pop("clock")  # the default clocks: the digest of files written before they existed
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def describe(info: dict[str, Any]) -> str:
+    """One line for a plan's notes: what the matched calibration stands for."""
+    ps = "; ".join(
+        f"{st} " + ", ".join(f"{k} {v:g}" for k, v in sorted(v.items()))
+        for st, v in sorted(info.get("strategy_params", {}).items())
+    )
+    iv = ", ".join(f"{x:.3g}" for x in info.get("intervals_h", []))
+    return (
+        f"calibrated on the failure schedules of scenario {info.get('scenario')!r} "
+        f"({info.get('embedding_servers')} servers; intervals {iv} h; a full save every "
+        f"{info.get('full_interval_h', math.nan):.3g} h{'; ' + ps if ps else ''})"
+    )

@@ -16,7 +16,7 @@ the schedules the planner would run, at a geometric grid of intervals:
   interval as a fraction of the job.
 * **Strategies and parameters as the planner runs them**: vanilla CPR; MFU and SSU at the planner's
   variant with the preset's ``top_fraction`` (SSU: the planner's sample rate), each with a full
-  save every ``T_F`` (the planner's full-checkpoint interval, :func:`cprsim.plan._full_interval`)
+  save every ``T_F`` (the planner's full-checkpoint interval, :func:`cprsim.planner._full_interval`)
   by :meth:`plan_with_full_interval`. The plan then uses only these variants (a strategy parameter
   is a covariate: the planner does not extrapolate to a ``top_fraction`` nobody measured).
 * **Failures from the simulator**: seed ``s``'s interval ``i`` replays replication
@@ -34,38 +34,20 @@ The file records the scenario and a digest of everything in it that shapes the s
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 from cprsim.calibrate import runner as R
+from cprsim.calibrate.calibration import describe, scenario_digest  # noqa: F401 (re-exported)
 from cprsim.calibrate.emulation import Setting
 from cprsim.errors import InputError
 from cprsim.names import PARTIAL
-from cprsim.scenario import HOUR, FailureClock, Scenario
+from cprsim.scenario import HOUR, Scenario
 
 #: the intervals calibrated, as multiples of Young's interval for the scenario's full checkpoint
 FACTORS: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 #: the keys of a scenario that do not shape a calibration's schedules (left out of the digest)
-_UNUSED = ("name", "description", "replications", "strategy", "sources")
-
-
-def scenario_digest(s: Scenario) -> str:
-    """SHA-256 of the scenario's validated content that shapes its failure schedules: everything
-    except its name, description, replication count, strategy, checkpoint interval and the record
-    of where keys came from (``sources``); the failure clocks only when they are not the
-    defaults (so files written before them keep their digest)."""
-    d = s.model_dump(mode="json")
-    for k in _UNUSED:
-        d.pop(k, None)
-    if isinstance(d.get("checkpoint"), dict):
-        d["checkpoint"].pop("interval_h", None)
-    fail = d.get("failures")
-    if isinstance(fail, dict) and fail.get("clock") == FailureClock().model_dump(mode="json"):
-        fail.pop("clock")  # the default clocks: the digest of files written before they existed
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
 def strategy_params(s: Scenario, strategy: str, top_fraction: float) -> dict[str, Any]:
@@ -90,8 +72,8 @@ def young_interval(s: Scenario) -> tuple[float, float]:
     ``T_F`` every partial option of a plan keeps (s))."""
     from cprsim import analytic
     from cprsim.costs import costs_of
-    from cprsim.plan import _full_interval
-    from cprsim.plan.rates import failure_rates
+    from cprsim.planner import _full_interval
+    from cprsim.planner.rates import failure_rates
 
     c, rates = costs_of(s), failure_rates(s)
     if rates.total <= 0:
@@ -108,7 +90,7 @@ def matched_settings(
     seed: each interval of :data:`FACTORS` x each strategy of the preset) and the provenance."""
     from cprsim import registry
     from cprsim.calibrate.validate import map_events
-    from cprsim.plan.search import Runs
+    from cprsim.planner.search import Runs
     from cprsim.sim.engine import simulate_one
     from cprsim.streams import REPLICATION_BLOCKS
 
@@ -166,17 +148,3 @@ def matched_settings(
         "replications": f"REPLICATION_BLOCKS['calibrate'] + seed x {len(taus)} + interval index",
     }
     return p, fn, info
-
-
-def describe(info: dict[str, Any]) -> str:
-    """One line for a plan's notes: what the matched calibration stands for."""
-    ps = "; ".join(
-        f"{st} " + ", ".join(f"{k} {v:g}" for k, v in sorted(v.items()))
-        for st, v in sorted(info.get("strategy_params", {}).items())
-    )
-    iv = ", ".join(f"{x:.3g}" for x in info.get("intervals_h", []))
-    return (
-        f"calibrated on the failure schedules of scenario {info.get('scenario')!r} "
-        f"({info.get('embedding_servers')} servers; intervals {iv} h; a full save every "
-        f"{info.get('full_interval_h', math.nan):.3g} h{'; ' + ps if ps else ''})"
-    )

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime as dt
-import hashlib
 import json
 import math
 import os
@@ -43,12 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from cprsim import __version__
 from cprsim.calibrate import datasets as DS
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import to_toml
 from cprsim.calibrate.datasets import describe as describe_data
 from cprsim.calibrate.emulation import Setting, periodic_actions
+from cprsim.calibrate.journal import append_line, fingerprint
+from cprsim.calibrate.journal import utc_now as _now
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
     atomic_write_json,
@@ -58,6 +57,7 @@ from cprsim.io import (
     short,
 )
 from cprsim.names import FAIL, PARTIAL
+from cprsim.version import __version__
 
 #: ``progress(n, what, resumed=False)``: ``n`` more runs (or the costs step) done, ``what`` says
 #: which; ``resumed=True`` once at the start for the runs a resumed journal already holds
@@ -77,7 +77,9 @@ POINTS_HEADER = (
     "d_auc",
     "d_logloss",
 )
-OUTPUTS = ("calibration.toml", "accuracy_vs_pls.png", "run.json")
+#: the figure ``calibrate`` draws beside calibration.toml (where its caller passes ``figure``)
+FIGURE = "accuracy_vs_pls.png"
+OUTPUTS = ("calibration.toml", FIGURE, "run.json")
 
 
 def _noop(n: int = 1, what: str = "", resumed: bool = False) -> None:
@@ -157,13 +159,6 @@ def configuration(
     if p.data is not None:  # real data (synthetic data adds no key: its fingerprints are unchanged)
         config["data"] = p.data.fingerprint()
     return config
-
-
-def fingerprint(config: dict[str, Any]) -> str:
-    """SHA-256 (hex) of a calibration's configuration as canonical JSON (sorted keys): what
-    ``--resume`` compares."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -353,23 +348,6 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
     return out
 
 
-def append_line(path: Path, text: str) -> None:
-    """Append whole line(s) with one ``write`` and ``fsync`` (a kill leaves at most a torn tail)."""
-    data = text.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _n_dense(p: R.Preset) -> int:
     """The data's dense features (the bottom MLP's input width)."""
     from cprsim.calibrate import datasets as DS
@@ -488,9 +466,12 @@ def calibrate(
     threads: int = 1,
     resume: bool = False,
     match: bool = False,
+    figure: Callable[[dict, Path], None] | None = None,
 ) -> dict:
     """Run (or, with ``resume``, finish) the preset into ``out``: ``calibration.toml``,
-    ``points.csv``, the plot, ``manifest.json`` and ``run.json``. Returns the calibration doc.
+    ``points.csv``, ``manifest.json`` and ``run.json``, and the plot where ``figure`` is given
+    (``figure(doc, path)`` draws it: figures belong to a higher layer, so the caller passes
+    :func:`cprsim.plots.calibration.write_calibration_figure`). Returns the calibration doc.
     ``scenario``: the failure schedule of its partial-recovery run (``--from-sim``), or with
     ``match`` its own schedules at a grid of intervals (``--scenario``,
     :mod:`cprsim.calibrate.matched`)."""
@@ -531,7 +512,15 @@ def calibrate(
         rung_docs[name] = (
             rp,
             calibrate(
-                rp, out / "rungs" / name, rung_progress, None, False, jobs, threads, resume=resume
+                rp,
+                out / "rungs" / name,
+                rung_progress,
+                None,
+                False,
+                jobs,
+                threads,
+                resume=resume,
+                figure=figure,
             ),
         )
         offset += R.n_steps(rp)
@@ -653,10 +642,8 @@ def calibrate(
             "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)",
         ),
     )
-    from cprsim.plots import save_figure
-    from cprsim.plots.calibration import plot_calibration
-
-    save_figure(plot_calibration(doc), out / "accuracy_vs_pls.png")
+    if figure is not None:
+        figure(doc, out / FIGURE)
     atomic_write_json(out / "manifest.json", dict(manifest, finished=True))
     atomic_write_json(
         out / "run.json",

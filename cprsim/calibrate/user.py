@@ -72,12 +72,12 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from cprsim import __version__
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.emulation import Emulator, Setting
 from cprsim.calibrate.pipeline import POINTS_HEADER, calibration_doc
 from cprsim.errors import InputError, ParameterError
 from cprsim.names import CALIBRATION_DEFAULT, MFU, PARTIAL, SSU
+from cprsim.version import __version__
 
 #: the strategies a user-model calibration can run (lookahead needs the future batches' rows,
 #: which a user's loop does not hand over)

@@ -8,7 +8,7 @@ checks it on runs neither the planner nor the calibration ever saw:
 * **Failures the plan never saw.** Validation run ``i`` simulates replication
   ``REPLICATION_BLOCKS["validate"] + i`` (2^41 + i: never reached by a plan's search or
   confirmation) of the plan's scenario with the recommended strategy, interval and parameters
-  applied exactly as the planner applied them (:class:`cprsim.plan.search.Runs`), recording its
+  applied exactly as the planner applied them (:class:`cprsim.planner.search.Runs`), recording its
   events.
 * **The same schedule on the DLRM** (:func:`map_events`): progress ``p`` seconds of a job of ``W``
   seconds is iteration ``round(p / W x n_iters)`` (at most ``n_iters - 1``); a ``restore`` of node
@@ -27,7 +27,7 @@ checks it on runs neither the planner nor the calibration ever saw:
   and the failed run. Its loss is baseline AUC minus failed AUC (``auc``), or the failed run's
   log-loss rise (``logloss``).
 * **What the model predicted for that run**: the plan's accuracy model (the shipped calibration,
-  :func:`cprsim.plan.accuracy.plan_accuracy`) at the simulated run's PLS, failure position and
+  :func:`cprsim.planner.accuracy.plan_accuracy`) at the simulated run's PLS, failure position and
   restored-state age (what the planner scored): its mean and its predictive ``q``-quantile
   (:meth:`~cprsim.calibrate.accuracy.Fitted.predictive_quantile`); the same at the emulated
   (measured) PLS, position and age beside them.
@@ -60,7 +60,6 @@ from typing import Any
 
 import numpy as np
 
-from cprsim import __version__
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.emulation import Action, Setting
 from cprsim.errors import InputError, ParameterError
@@ -76,6 +75,7 @@ from cprsim.names import EMULATED, FAIL, SAVE_FULL, SAVE_PARTIAL
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.streams import REPLICATION_BLOCKS
+from cprsim.version import __version__
 
 #: validation run ``i`` trains seed ``FRESH_SEED + i``: far from every preset's calibration seeds
 #: (0-4), so no validation run shares a seed (training samples, initialisation) with a calibration
@@ -219,7 +219,7 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
     """The recommended option of ``plan`` (read from ``path``) as a :class:`Target`; ``scenario``:
     the plan's scenario when it is neither built in nor a file named after it."""
     from cprsim import registry
-    from cprsim.plan.search import Runs
+    from cprsim.planner.search import Runs
 
     where = short(path)
     label = plan.get("recommended")
@@ -271,7 +271,7 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
             "saves"
         )
     if base.checkpoint.mode != "blocking":  # e.g. a tiered scenario's option on blocking saves
-        from cprsim.plan.tiered import with_mode
+        from cprsim.planner.tiered import with_mode
 
         base = with_mode(base, "blocking")
     s = Runs(base, float(tau), strategy, dict(params), "validate").s
@@ -564,7 +564,7 @@ def _model(metric: str, s: Scenario) -> Any:
     (:func:`cprsim.calibrate.calibration.calibration_for`: one matched to ``s``, else the shipped
     one) and its fingerprint."""
     from cprsim.calibrate.calibration import calibration_for
-    from cprsim.plan.accuracy import plan_accuracy
+    from cprsim.planner.accuracy import plan_accuracy
 
     cal = calibration_for(s)
     return plan_accuracy(cal, metric), cal.provenance.get("fingerprint")
@@ -651,7 +651,7 @@ def _read_doc(path: Path) -> dict[str, Any] | None:
 
 
 def _append(path: Path, text: str) -> None:
-    from cprsim.calibrate.pipeline import append_line
+    from cprsim.calibrate.journal import append_line
 
     append_line(path, text)
 
@@ -694,7 +694,8 @@ def validate(
     """Validate ``t`` with ``runs`` validation runs of preset ``p`` (its sample counts, batch,
     model and data; its shards become the scenario's embedding servers) into ``out``:
     ``validation.json`` and ``validation.csv`` (module docstring). Returns the JSON document."""
-    from cprsim.calibrate.pipeline import _now, fingerprint
+    from cprsim.calibrate.journal import fingerprint
+    from cprsim.calibrate.journal import utc_now as _now
 
     if runs < 1 or jobs < 1 or threads < 1:
         raise InputError(f"runs, jobs and threads must be >= 1, got {runs}, {jobs}, {threads}")

@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from cprsim import __version__
 from cprsim.cli import progress
 from cprsim.errors import InputError, ParameterError
+from cprsim.version import __version__
 
 #: subcommand -> (its module in cprsim.cli, the first paragraph of its help); a module defines
 #: ``command`` (a click command) or ``commands`` (a list)

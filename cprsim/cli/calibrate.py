@@ -328,6 +328,7 @@ def command(
     from cprsim.calibrate.datasets import resolve, sized
     from cprsim.calibrate.pipeline import calibrate
     from cprsim.calibrate.runner import PRESETS, n_steps, resolve_device
+    from cprsim.plots.calibration import write_calibration_figure
 
     if PRESETS[preset].rungs and (limit is not None or data != "synthetic" or scenario or matched):
         raise click.UsageError(
@@ -367,6 +368,7 @@ def command(
                     threads=threads,
                     resume=resume,
                     match=matched is not None,
+                    figure=write_calibration_figure,
                 )
         else:
             doc = calibrate(
@@ -379,6 +381,7 @@ def command(
                 threads=threads,
                 resume=resume,
                 match=matched is not None,
+                figure=write_calibration_figure,
             )
     except KeyboardInterrupt:
         pts = out / "points.csv"

@@ -26,7 +26,7 @@ from cprsim.scenario import HOUR
 if TYPE_CHECKING:  # pragma: no cover - imported where used (`cprsim --help` imports neither)
     from rich.table import Table
 
-    from cprsim.plan.records import Plan
+    from cprsim.planner.records import Plan
 
 
 class Confidence(click.ParamType):
@@ -341,9 +341,9 @@ def command(
     Without a scenario, give the quick options: --embedding-servers, --node-mtbf-h, --save-s,
     --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
-    from cprsim.plan import make_plan
-    from cprsim.plan.quick import MissingParameters, plan_strategies
-    from cprsim.plan.quick import quick_scenario as build_quick
+    from cprsim.planner import make_plan
+    from cprsim.planner.quick import MissingParameters, plan_strategies
+    from cprsim.planner.quick import quick_scenario as build_quick
     from cprsim.sim import strategies as registry
 
     registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
@@ -376,7 +376,7 @@ def command(
     else:
         s = load_scenario(scenario, overrides, model=model)
     from cprsim.errors import InputError
-    from cprsim.plan import feasibility
+    from cprsim.planner import feasibility
 
     try:  # a cost or a time no arithmetic downstream survives, a hopeless regime: refused now
         feasibility.check_numbers(s)

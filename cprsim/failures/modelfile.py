@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cprsim import __version__
 from cprsim.errors import InputError
 from cprsim.failures.fit import FIT_FAMILIES, Fit, FitReport, cluster_mtbf, fit_all
 from cprsim.failures.traces import Trace, check_filters, read_trace
 from cprsim.io import atomic_write_json, atomic_write_text, dumps_toml, short
+from cprsim.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.failures.mixture import BadNodeReport

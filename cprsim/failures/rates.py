@@ -2,7 +2,7 @@
 
 Used by the planner (analytic figures) and by strategies that weigh expected restore costs
 (Check-N-Run's re-baselining rule). A replayed trace has no closed-form rate: the planner's
-:func:`cprsim.plan.rates.failure_rates` estimates it from 20 replications."""
+:func:`cprsim.planner.rates.failure_rates` estimates it from 20 replications."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def failure_rates(
     failure events, the events among them that take down embedding servers, and the embedding
     servers those take down, per second, counted as for parametric failures (an event: the nodes
     that fail together), the scenario's own failure processes included
-    (:func:`cprsim.plan.rates.failure_rates` measures them by simulation)."""
+    (:func:`cprsim.planner.rates.failure_rates` measures them by simulation)."""
     f, c = s.failures, s.cluster
     nodes = emb = emb_nodes = job = 0.0
     expo = True
@@ -68,7 +68,7 @@ def failure_rates(
         if replayed is None:
             raise ValueError(
                 f"{s.name}: a replayed trace's rates are measured by simulation: use "
-                "cprsim.plan.rates.failure_rates"
+                "cprsim.planner.rates.failure_rates"
             )
         expo = False
         nodes, emb, emb_nodes = replayed(s)

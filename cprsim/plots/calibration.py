@@ -12,7 +12,7 @@ import numpy as np
 
 from cprsim.errors import InputError
 from cprsim.io import read_toml
-from cprsim.plots import new_axes
+from cprsim.plots import new_axes, save_figure
 from cprsim.plots.style import colour
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,3 +143,10 @@ def _model_line(doc: dict[str, Any], metric: str) -> str:
     if not isinstance(m, dict) or "formula" not in m:
         return ""
     return f"\nplanner's model: {m['formula']} ({'pooled' if m.get('pooled') else 'per strategy'})"
+
+
+def write_calibration_figure(doc: Any, path: Path) -> None:
+    """Draw :func:`plot_calibration` of calibration ``doc`` into ``path``: the figure
+    ``cprsim calibrate`` writes beside calibration.toml (passed to the calibration as its
+    ``figure``, which keeps figures out of the calibration's layer)."""
+    save_figure(plot_calibration(doc), path)

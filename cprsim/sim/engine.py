@@ -70,7 +70,7 @@ MAX_FAILURE_EVENTS = 200_000
 MAX_CHECKPOINTS = 2_000_000
 #: and one whose simulated wall time passes this many times its work ``W`` (an hour at least), or
 #: whose save would: the job is not progressing (the preflight refuses such a scenario unless
-#: forced, :func:`cprsim.plan.feasibility.check_progress`; this is the second line)
+#: forced, :func:`cprsim.planner.feasibility.check_progress`; this is the second line)
 MAX_WALL_RATIO = 1000.0
 
 #: the bulk stream's first window: this many times the job's failure-free duration (most jobs end

@@ -100,7 +100,7 @@ class ReplicationResult:
 
         ``ReplicationResult.to_frame(results)`` for a list; pandas is optional: without it this
         raises an ImportError that names ``pip install pandas``."""
-        from cprsim.api import require_pandas
+        from cprsim.optional import require_pandas
 
         pd = require_pandas("ReplicationResult.to_frame()")
         cols = cls.columns()

@@ -122,7 +122,7 @@ class Strategy:
     #: :data:`SPARE_COLOURS` picked from its name (stable across runs and processes)
     colour: ClassVar[str] = ""
 
-    # -- planning hooks (read by cprsim.plan: a new strategy is planned without editing it) -------
+    # -- planning hooks (read by cprsim.planner: a new strategy is planned without editing it) -------
     plan_label: ClassVar[str] = ""  #: its name in plans (default: its ``label``)
     #: "rollback": loses no update, its interval minimises overhead; "pls": loses updates, its
     #: interval is the largest that keeps PLS within the bound
@@ -167,7 +167,7 @@ class Strategy:
 
     @classmethod
     def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:
-        """First-order E[wall]/W - 1 (rates: cprsim.plan.rates.Rates; every failure rolls back)."""
+        """First-order E[wall]/W - 1 (rates: cprsim.planner.rates.Rates; every failure rolls back)."""
         from cprsim import analytic
 
         return analytic.full_overhead(

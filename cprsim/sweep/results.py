@@ -116,7 +116,7 @@ class SweepResults:
         (e.g. ``("mean", "worst10")``). Times in seconds, overheads and PLS as fractions.
 
         pandas is optional: without it this raises an ImportError that names ``pip install pandas``."""
-        from cprsim.api import require_pandas
+        from cprsim.optional import require_pandas
 
         pd = require_pandas("SweepResults.to_frame()")
         metrics = list(self.points[0].metrics) if self.points else list(SUMMARIZED)

@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
@@ -77,6 +76,7 @@ from cprsim.sim.records import ReplicationResult
 from cprsim.sim.replicate import METRICS, Precision, estimate_metric, run_replications
 from cprsim.sweep.results import point_complete, summary_stats
 from cprsim.sweep.spec import Point, Sweep, SweepError
+from cprsim.version import __version__
 from cprsim.workers import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -105,9 +105,9 @@ def _prefix(p: Point) -> tuple[Any, ...]:
 
 
 def _version() -> str:
-    import cprsim
+    from cprsim.version import __version__
 
-    return cprsim.__version__
+    return __version__
 
 
 # -- work: chunks of a point's replications, batched into tasks ------------------------------------
@@ -1016,7 +1016,7 @@ def write_parquet(csv_path: Path, path: Path) -> Path:
 
 def _cost(p: Point) -> float:
     """First-order events of one replication of a point (sizes its chunks)."""
-    from cprsim.plan.feasibility import events_per_replication
+    from cprsim.planner.feasibility import events_per_replication
 
     try:
         return max(
@@ -1147,7 +1147,7 @@ def _plan_base(sweep: Sweep) -> sc.Scenario:
 def check_plan(sweep: Sweep) -> None:
     """A sweep's ``[plan]`` that the planner would refuse for its replications, refused before any
     point runs (a one-line :class:`SweepError` naming the key), not after all of them."""
-    from cprsim.plan.search import min_replications
+    from cprsim.planner.search import min_replications
 
     p = sweep.plan
     if p is None or p.confidence == "mean":
@@ -1163,7 +1163,7 @@ def check_plan(sweep: Sweep) -> None:
 
 
 def _write_plan(sweep: Sweep, path: Path) -> None:
-    from cprsim.plan import make_plan
+    from cprsim.planner import make_plan
 
     base = _plan_base(sweep)
     p = sweep.plan

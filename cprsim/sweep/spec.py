@@ -48,12 +48,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cprsim import __version__
 from cprsim import scenario as sc
 from cprsim.errors import InputError, ParameterError, validation_line
 from cprsim.io import read_toml, short
 from cprsim.names import FULL, PLAN_DEFAULT
 from cprsim.sim.replicate import Precision
+from cprsim.version import __version__
 
 
 class SweepError(InputError):
@@ -88,7 +88,7 @@ class PlanSpec(_Model):
 
     @model_validator(mode="after")
     def _known(self) -> PlanSpec:
-        from cprsim.plan import ALL_STRATEGIES
+        from cprsim.planner import ALL_STRATEGIES
 
         bad = [x for x in self.strategies if x not in ALL_STRATEGIES]
         if bad:
@@ -214,7 +214,7 @@ def load_sweep(
 ) -> Sweep:
     """Read, validate and expand a sweep file; ``overrides`` are extra ``[set]`` entries; every
     point must simulate at most ``max_events`` events a replication (default: the budget of
-    ``cprsim.plan.feasibility``); ``precision`` and ``min_replications`` replace the file's;
+    ``cprsim.planner.feasibility``); ``precision`` and ``min_replications`` replace the file's;
     ``model``: a fitted failure model file whose lifetimes replace the base scenario's node
     failures (``--model``; :func:`cprsim.scenario.merge_model`)."""
     p = Path(path)
@@ -246,7 +246,7 @@ def expand(
     """Expand a validated sweep file (at ``path``, which relative scenario paths are relative to)
     into its points: the base scenario with ``[set]`` and ``overrides`` applied, one point per grid
     combination and strategy, each validated and within ``max_events`` events a replication."""
-    from cprsim.plan import feasibility
+    from cprsim.planner import feasibility
     from cprsim.sim import strategies as registry
 
     registry.ensure_loaded()

@@ -56,8 +56,8 @@ from cprsim import scenario as sc
 from cprsim.calibrate.calibration import calibration_for
 from cprsim.costs import Costs, costs_of
 from cprsim.io import atomic_write_csv, atomic_write_text
-from cprsim.plan import make_plan
-from cprsim.plan.rates import failure_rates
+from cprsim.planner import make_plan
+from cprsim.planner.rates import failure_rates
 from cprsim.scenario import GB, HOUR
 from cprsim.sim.prioritized import MFU, SSU
 from cprsim.sim.records import ReplicationResult

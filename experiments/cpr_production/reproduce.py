@@ -35,7 +35,7 @@ import numpy as np
 
 from cprsim import scenario as sc
 from cprsim.io import atomic_write_bytes, atomic_write_csv, atomic_write_text
-from cprsim.plan import make_plan, runs_within
+from cprsim.planner import make_plan, runs_within
 from cprsim.scenario import HOUR
 from cprsim.sim.replicate import estimate, run_replications, summarize
 from cprsim.streams import REPLICATION_BLOCKS
@@ -254,7 +254,7 @@ def main() -> None:
 def validate(base: sc.Scenario, plan, n: int) -> tuple[list[str], list[str]]:
     """Every option of the plan on n replications of the validation block: does the promise hold?
     (A heading and a paragraph; the table.)"""
-    from cprsim.plan.search import cp_lower
+    from cprsim.planner.search import cp_lower
 
     q = plan.confidence
     head = [
@@ -265,7 +265,7 @@ def validate(base: sc.Scenario, plan, n: int) -> tuple[list[str], list[str]]:
         f"PLS within the option's cap), proven by the planner with a 95% Clopper-Pearson lower "
         f"bound on {plan.replications} confirmation replications after a search on "
         f"{plan.search_replications}; here re-checked, judged exactly as the planner judges "
-        f"(`cprsim.plan.runs_within`), on {n} replications of a third block. This checks the "
+        f"(`cprsim.planner.runs_within`), on {n} replications of a third block. This checks the "
         "simulation side of the promise; training runs that check the accuracy model itself: "
         "`cprsim calibrate --validate`.",
         "",

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cprsim import scenario as sc
 from cprsim.io import atomic_write_bytes, atomic_write_csv, atomic_write_text
-from cprsim.plan import ALL_STRATEGIES, make_plan
+from cprsim.planner import ALL_STRATEGIES, make_plan
 from cprsim.scenario import HOUR
 
 NODE_MTBF_H = 400 * 348 * 24 / 298  # InfiniteHBD hardware faults, per node (see the docstring)

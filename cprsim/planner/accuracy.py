@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select
+from cprsim.calibrate.accuracy import measured_points as _points
 from cprsim.names import VANILLA
 from cprsim.quantiles import t_ppf
 from cprsim.streams import stream
@@ -236,24 +237,6 @@ def _covariates(results: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndar
     pos = np.array([getattr(r, "pls_position", 0.5) for r in results], dtype=float)
     age = np.array([getattr(r, "pls_age", 0.0) for r in results], dtype=float)
     return pls, pos, age
-
-
-def _points(raw: Any, metric: str) -> dict[str, dict[str, Any]]:
-    points = raw.get("points") if isinstance(raw, dict) else None
-    out: dict[str, dict[str, Any]] = {}
-    if isinstance(points, dict):
-        for st, p in points.items():
-            if isinstance(p, dict) and "pls" in p and f"d_{metric}" in p:
-                x = np.asarray(p["pls"], dtype=float)
-                y = np.asarray(p[f"d_{metric}"], dtype=float)
-                if (
-                    x.size == y.size
-                    and x.size >= 2
-                    and np.all(np.isfinite(x))
-                    and np.all(np.isfinite(y))
-                ):
-                    out[st] = p
-    return out
 
 
 def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAccuracy:

@@ -5,7 +5,7 @@ choice and the plan's interval moves by at most one grid step").
 The calibration file's own ``[model.<metric>.stability]`` is a proxy that needs no scenario: it
 compares each refit's PLS bound at reference covariates. This is the check itself, for one
 scenario and bound: each refit (:func:`cprsim.calibrate.accuracy.model_table` on the points of
-the other seeds) is a calibration of its own, and :func:`cprsim.plan.make_plan` runs with it on
+the other seeds) is a calibration of its own, and :func:`cprsim.planner.make_plan` runs with it on
 the same scenario, bound and settings (the same simulated replications: common random numbers).
 The recommendation's interval is compared in steps of the planner's interval grid
 (``2^(1/4)``). One plan per seed: with 8 or 16 seeds, 8 or 16 times the plan's time.

@@ -64,13 +64,13 @@ from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError, ParameterError
 from cprsim.names import FULL, PLAN_DEFAULT, PLAN_ORDER, VANILLA
-from cprsim.plan import feasibility
-from cprsim.plan.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
-from cprsim.plan.feasibility import dur_text
-from cprsim.plan.rates import Rates, failure_rates
-from cprsim.plan.records import Option, Plan, finite
-from cprsim.plan.report import quantile_ci, recommend
-from cprsim.plan.search import (
+from cprsim.planner import feasibility
+from cprsim.planner.accuracy import AccuracyModel, PlanAccuracy, plan_accuracy
+from cprsim.planner.feasibility import dur_text
+from cprsim.planner.rates import Rates, failure_rates
+from cprsim.planner.records import Option, Plan, finite
+from cprsim.planner.report import quantile_ci, recommend
+from cprsim.planner.search import (
     PlsSearch,
     Runs,
     curtailed,
@@ -208,7 +208,7 @@ def make_plan(
     assumes. ``model_rows``: the user's embedding rows (default: the scenario's, from ``access``
     and ``cluster.embedding_gb``) and ``loss_scale``: the loss per unit PLS as a multiple of the
     calibration's (default: the calibration's scale ladder's choice for those rows,
-    :func:`cprsim.plan.accuracy.ladder_scale`; :attr:`Plan.scale` records it).
+    :func:`cprsim.planner.accuracy.ladder_scale`; :attr:`Plan.scale` records it).
     ``checkpoint_modes``: compare full recovery under each of these modes (``"blocking"``,
     ``"two-phase"``, ``"tiered"``; at least one of the first two) whatever the scenario's own
     (default: its own; a tiered scenario's is blocking and tiered); options of a mode other than
@@ -217,7 +217,7 @@ def make_plan(
     listed, else the first listed) and, with ``"tiered"``, on the tiers besides.
     ``check_stability``: make the plan again with the calibration's accuracy model refitted
     without each of its seeds (one plan per seed) and record how the recommendation and its
-    interval move in :attr:`Plan.stability` (:func:`cprsim.plan.stability.plan_stability`).
+    interval move in :attr:`Plan.stability` (:func:`cprsim.planner.stability.plan_stability`).
     ``max_extra_memory``: the most memory an option may add to the embedding tables, a fraction of
     them (ECRM's parity takes ``m/k``: 0.25 for 4 + 1); the variants that need more are not
     planned (a note says which), so that the options compared run on the same hardware; None:
@@ -242,7 +242,7 @@ def make_plan(
     plan = _make_plan(s, accuracy_bound, metric, **kw)
     if check_stability and accuracy_bound is not None:
         from cprsim.calibrate.calibration import calibration_for
-        from cprsim.plan.stability import plan_stability
+        from cprsim.planner.stability import plan_stability
 
         cal = calibration if calibration is not None else calibration_for(s)
         st = plan_stability(
@@ -381,7 +381,7 @@ def _make_plan(
         s, rates, c, age, allow_no_full_checkpoint, notes if partial_planned else []
     )
 
-    from cprsim.plan.tiered import tiered_option, with_mode
+    from cprsim.planner.tiered import tiered_option, with_mode
 
     def in_mode(m: str) -> _Context:
         return (
@@ -447,7 +447,7 @@ def _make_plan(
         if cls.plan_kind == "pls":
             o = _pls_option(base, cls, T_F, best_full)
             if tiered is not None and cls.supports_tiers:  # besides: the same strategy on the tiers
-                from cprsim.plan.tiered import tiered_pls_option
+                from cprsim.planner.tiered import tiered_pls_option
 
                 t = tiered_pls_option(tiered, cls, T_F, best_full, _pls_option)
                 if t is not None:
@@ -510,7 +510,7 @@ def _modes(s: Scenario, modes: Sequence[str] | None) -> tuple[str, ...]:
     """The checkpoint modes a plan compares (``checkpoint_modes``), validated; default: the
     scenario's own (a tiered scenario: blocking and tiered)."""
     from cprsim.errors import ParameterError
-    from cprsim.plan.tiered import MODES
+    from cprsim.planner.tiered import MODES
 
     if modes is None:
         return ("blocking", "tiered") if s.checkpoint.mode == "tiered" else (s.checkpoint.mode,)
@@ -618,9 +618,9 @@ def _scale(
     model_rows: int | None,
     loss_scale: float | None,
 ) -> dict[str, Any]:
-    """The plan's loss-per-PLS factor (:func:`cprsim.plan.accuracy.ladder_scale`), with where the
+    """The plan's loss-per-PLS factor (:func:`cprsim.planner.accuracy.ladder_scale`), with where the
     rows came from."""
-    from cprsim.plan.accuracy import ladder_scale
+    from cprsim.planner.accuracy import ladder_scale
 
     if model_rows is not None and not (
         isinstance(model_rows, numbers.Integral)
@@ -726,7 +726,7 @@ def _matched_notes(s: Scenario, acc: PlanAccuracy) -> list[str]:
     generic schedules (loss per unit PLS moves with how updates are lost)."""
     if not acc.calibrated or s.cluster.embedding_servers == 0:
         return []
-    from cprsim.calibrate.matched import describe, scenario_digest
+    from cprsim.calibrate.calibration import describe, scenario_digest
 
     m = acc.provenance.get("matched")
     if isinstance(m, dict):

@@ -112,11 +112,11 @@ class Plan:
     #: the recommendation and each partial-recovery option per factor (``make_plan(sensitivity=)``)
     sensitivity: tuple[dict[str, Any], ...] = ()
     #: the loss per unit PLS the plan assumes for the user's model, as a multiple (``factor``) of
-    #: the calibration's, and why (:func:`cprsim.plan.accuracy.ladder_scale`: the rung it rests on,
+    #: the calibration's, and why (:func:`cprsim.planner.accuracy.ladder_scale`: the rung it rests on,
     #: the model's rows, whether they lie outside what was measured)
     scale: dict[str, Any] = field(default_factory=dict)
     #: the plan made again with the accuracy model refitted without each calibration seed
-    #: (:func:`cprsim.plan.stability.plan_stability`; ``make_plan(check_stability=True)``); empty
+    #: (:func:`cprsim.planner.stability.plan_stability`; ``make_plan(check_stability=True)``); empty
     #: when not checked
     stability: dict[str, Any] = field(default_factory=dict)
     #: the most extra memory (a fraction of the embedding tables) an option could take

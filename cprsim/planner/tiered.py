@@ -19,7 +19,7 @@ from typing import Any
 
 from cprsim import analytic
 from cprsim.names import FULL
-from cprsim.plan.records import Option
+from cprsim.planner.records import Option
 from cprsim.scenario import Scenario, validate
 from cprsim.sim import strategies as registry
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from cprsim.names import FULL
-from cprsim.plan.records import Option
+from cprsim.planner.records import Option
 from cprsim.quantiles import binom_ppf
 from cprsim.scenario import HOUR
 

@@ -22,7 +22,7 @@ from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError, ParameterError
 from cprsim.failures.distributions import Distribution
-from cprsim.plan.rates import failure_rates
+from cprsim.planner.rates import failure_rates
 from cprsim.scenario import HOUR, Scenario
 
 LIMIT = 10.0  #: expected wall / W beyond which a regime is hopeless

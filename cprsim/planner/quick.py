@@ -1,8 +1,8 @@
 """The planner's quick form: a scenario from the handful of numbers an operator knows, and the
 strategies to rank, as ``cprsim plan`` takes them without a scenario file.
 
-    from cprsim.plan import make_plan
-    from cprsim.plan.quick import quick_scenario, plan_strategies
+    from cprsim.planner import make_plan
+    from cprsim.planner.quick import quick_scenario, plan_strategies
 
     s = quick_scenario(embedding_servers=16, node_mtbf_h=2000, save_s=120, load_s=60, trainers=8)
     p = make_plan(s, 0.001, strategies=plan_strategies("partial,mfu"))
@@ -120,7 +120,7 @@ def plan_strategies(spec: str | Iterable[str]) -> list[str]:
     """The strategies to rank besides full recovery: ``"all"`` (every one the registry knows,
     installed plugins included), a comma-separated list (``"partial, mfu"``) or a list of names;
     blanks are skipped. An unknown name raises :class:`UnknownStrategies`."""
-    from cprsim.plan import ALL_STRATEGIES  # the registry's, plugins included (loads them)
+    from cprsim.planner import ALL_STRATEGIES  # the registry's, plugins included (loads them)
 
     if isinstance(spec, str):
         if spec.strip() == "all":
