@@ -37,7 +37,7 @@ CONCERNS = {
     "domain": 2,  # per failure-domain process (random membership; fixed groups in the per-node layout)
     "injected": 3,  # injected failures (times, nodes)
     "replay": 4,  # trace replay, per copy of the trace's cluster: node permutation, block starts, repairs
-    "strategy": 5,  # a strategy's own randomness (e.g. SSU sub-sampling noise)
+    "strategy": 5,  # a strategy's own randomness: RunSetup.rng, one stream per replication
     "job": 6,  # job-level interruptions (failures.job)
     "node-block": 7,  # bulk layout: (node type, block of 1,024 nodes of that type)
     "domain-block": 8,  # bulk layout: (fixed domain, block of 1,024 of its groups)
@@ -60,3 +60,23 @@ def stream(seed: int, rep: int, concern: str, index: int = 0, *more: int) -> np.
     """The stream ``(rep, concern, index, *more)`` of ``seed``."""
     ss = np.random.SeedSequence(seed, spawn_key=(rep, CONCERNS[concern], index, *more))
     return np.random.Generator(np.random.PCG64(ss))
+
+
+class LazyStream:
+    """The stream ``(rep, concern, index, *more)`` of ``seed``, made on its first use (:meth:`get`):
+    a replication hands every strategy its own stream, and one that never draws pays nothing for it
+    (making a generator costs more than many a replication's strategy hooks)."""
+
+    __slots__ = ("_concern", "_index", "_rng", "_seed_rep")
+
+    def __init__(self, seed: int, rep: int, concern: str, index: int = 0, *more: int) -> None:
+        self._seed_rep = (seed, rep)
+        self._concern = concern
+        self._index = (index, *more)
+        self._rng: np.random.Generator | None = None
+
+    def get(self) -> np.random.Generator:
+        """The generator (the same one at every call: draws go on where the last stopped)."""
+        if self._rng is None:
+            self._rng = stream(*self._seed_rep, self._concern, *self._index)
+        return self._rng

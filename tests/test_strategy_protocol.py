@@ -28,6 +28,7 @@ from cprsim.sim import engine, strategies
 from cprsim.sim.protocol import RunSetup, RunView, members
 from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.tiers import TierState
+from cprsim.streams import LazyStream
 
 SETUP = members(RunSetup)
 VIEW = members(RunView)
@@ -47,6 +48,8 @@ HOOKS = (
 EXAMPLE = (
     Path(__file__).resolve().parents[1] / "examples" / "plugin_strategy" / "cprsim_compressed.py"
 )
+#: a stochastic plugin: the one that reads the strategy's own stream (``rng``)
+JITTER = Path(__file__).resolve().parent / "plugins" / "cprsim_jitter.py"
 #: parameters that reach the strategies' rarer paths (a stripe loss restores shards alone; caches)
 PARAMS: dict[str, dict[str, Any]] = {
     "ecrm": {"k": 2, "m": 1, "placement": "contiguous", "stripe_loss": "partial"},
@@ -118,24 +121,32 @@ def guarded(
 
 @pytest.fixture(scope="module")
 def example_plugin():
-    """The example plugin's strategy, registered for this module only."""
+    """The example plugin's strategy and the stochastic test plugin's, registered for this module
+    only."""
     strategies.ensure_loaded()
     saved = dict(strategies.REGISTRY)
-    spec = importlib.util.spec_from_file_location("cprsim_compressed_protocol_test", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    loaded = []
     try:
-        spec.loader.exec_module(module)
-        yield module.Compressed
+        for name, path in (
+            ("cprsim_compressed_protocol_test", EXAMPLE),
+            ("cprsim_jitter_protocol_test", JITTER),
+        ):
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            loaded.append(spec.name)
+            spec.loader.exec_module(module)
+        yield
     finally:
         strategies.REGISTRY.clear()
         strategies.REGISTRY.update(saved)
-        del sys.modules[spec.name]
+        for name in loaded:
+            del sys.modules[name]
 
 
 def names() -> list[str]:
-    return [*strategies.builtin_names(), "compressed"]
+    return [*strategies.builtin_names(), "compressed", "jitter"]
 
 
 @functools.cache
@@ -274,11 +285,12 @@ def test_run_satisfies_the_protocols():
 
 def test_a_strategy_is_made_from_the_setup_alone():
     """The setup the engine makes a strategy from is exactly a RunSetup: no view of a half-built run."""
-    assert set(engine._Setup._fields) == SETUP
+    # its fields, the strategy's stream (``stream``) read as ``rng``
+    assert set(engine._Setup._fields) - {"stream"} | {"rng"} == SETUP
     assert SETUP < VIEW
     s = sc.load("toy")
     setup = engine._Setup(
-        s, costs_of(s), 2, 4, s.duration_s, s.interval_s, 6, {}
+        s, costs_of(s), 2, 4, s.duration_s, s.interval_s, 6, {}, LazyStream(s.seed, 0, "strategy")
     )  # a RunSetup and no more
     assert isinstance(setup, RunSetup) and not isinstance(setup, RunView)
 

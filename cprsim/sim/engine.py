@@ -56,7 +56,7 @@ from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.tiers import TierSpec, TierState
-from cprsim.streams import stream
+from cprsim.streams import LazyStream, stream
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.protocol import RunSetup, RunView
@@ -114,6 +114,11 @@ class _Setup(NamedTuple):
     tau: float
     job_node: int
     shared: dict[str, Any]
+    stream: LazyStream  #: the strategy's own stream ("strategy", this replication): made when used
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self.stream.get()
 
 
 @dataclass(slots=True)
@@ -143,11 +148,15 @@ class Run:
     shared: dict[str, Any] = field(default_factory=dict)
     #: the node lifecycle (scenario [lifecycle]): machines, pools, repairs; None: [reschedule] draws
     fleet: Fleet | None = None
+    #: the replication's number (names the strategy's random stream)
+    replication: int = 0
     #: the strategy's class and validated parameters (an init-only argument; default: the
     #: scenario's, validated here: the engine validates them once per scenario)
     strategy_of: InitVar[tuple[type[strategies.Strategy], BaseModel] | None] = None
     # -- made at construction (__post_init__), final ------------------------------------------
     strategy: strategies.Strategy = field(init=False)
+    #: the strategy's random stream (:attr:`rng`), made on its first draw
+    stream: LazyStream = field(init=False)
     #: the strategy's PLS ledger (None: it never loses an update)
     ledger: ShardLedger | None = field(init=False)
     #: tiered checkpoints (checkpoint.mode = "tiered"); None: blocking or two-phase
@@ -221,6 +230,7 @@ class Run:
             cls = strategies.get(s.strategy.name)
             strategy_of = cls, cls.Params.model_validate(s.strategy.params)
         cls, params = strategy_of
+        self.stream = LazyStream(s.seed, self.replication, "strategy")
         setup = _Setup(
             s,
             self.costs,
@@ -230,6 +240,7 @@ class Run:
             self.tau,
             self.job_node,
             self.shared,
+            self.stream,
         )
         self.strategy = cls(params, setup)
         self.ledger = self.strategy.make_ledger(setup)
@@ -242,6 +253,11 @@ class Run:
             self.tiers = TierState(spec)
         else:
             self.tiers = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The strategy's random stream (made on its first use)."""
+        return self.stream.get()
 
     @property
     def now(self) -> float:
@@ -1077,6 +1093,7 @@ def simulate_one(
         tau=s.interval_s,
         shared=p.shared,
         fleet=fleet,
+        replication=rep,
         strategy_of=(p.strategy, p.params),
     )
     # the processes, in the order SimPy breaks ties at one instant by: the lifecycle's machines,

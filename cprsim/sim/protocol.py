@@ -9,7 +9,8 @@ satisfies both structurally (mypy checks it where the engine calls the hooks);
 else.
 
 * :class:`RunSetup`: what does not change during a replication (the scenario, its costs, the
-  cluster's size, the job's length, the checkpoint interval, the per-scenario cache). A strategy is
+  cluster's size, the job's length, the checkpoint interval, the per-scenario cache, the strategy's
+  own random stream ``rng``). A strategy is
   made from it (``Strategy(params, setup)``) and makes its ledger from it (``make_ledger(setup)``),
   before the replication's ``Run`` exists.
 * :class:`RunView`: a :class:`RunSetup` plus the replication's clock, progress, nodes' up times,
@@ -34,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from cprsim.costs import Costs
     from cprsim.pls import ShardLedger
     from cprsim.scenario import Scenario
@@ -86,6 +89,14 @@ class RunSetup(Protocol):
         """A cache kept for every replication of one scenario (with given costs): what a strategy
         derives from the scenario alone (prefix its keys with the strategy's name). The dict is the
         strategy's to fill; it must not hold anything that depends on one replication."""
+        ...
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The strategy's own random stream for this replication (``cprsim.streams.stream(seed,
+        replication, "strategy")``), made on its first use: the same draws whichever other
+        strategy, interval or number of workers runs, so a strategy that draws keeps common random
+        numbers and a sweep's bytes. The same generator in ``__init__`` and every hook."""
         ...
 
 
