@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from cprsim.errors import validation_line
+from cprsim.errors import InputError, validation_line
 
 
 def is_strategy(obj: Any) -> bool:
@@ -72,6 +72,10 @@ def register(cls: Any) -> Any:
         raise DuplicateStrategy(
             f"strategy {name!r} is registered already (by {old.__module__}.{old.__qualname__})"
         )
+    # its parts: required members enforced here, never defaulted (Strategy.missing_parts)
+    missing = cls.missing_parts() if callable(getattr(cls, "missing_parts", None)) else []
+    if missing:
+        raise InputError(f"strategy {name!r}: {'; '.join(missing)}")
     REGISTRY[name] = cls
     return cls
 
@@ -104,18 +108,15 @@ def validate_params(name: str, params: dict[str, Any]) -> BaseModel:
 
 def extra_memory(cls: Any, scenario: Any, params: dict[str, Any]) -> float:
     """The memory strategy ``cls`` with parameters ``params`` (a ``[strategy]`` table without its
-    name) adds to the embedding tables, as a fraction of them: its classmethod
-    ``plan_extra_memory(scenario, params)`` (ECRM's parity: ``m/k``), 0 for a strategy without
-    one (its checkpoints live in storage). The planner reports it per option and leaves out the
-    variants above its ``max_extra_memory``. A hook that gives no finite number >= 0 raises
-    ValueError naming the strategy."""
-    hook = getattr(cls, "plan_extra_memory", None)
-    if hook is None:
-        return 0.0
-    x = hook(scenario, dict(params))
+    name) adds to the embedding tables, as a fraction of them: its planning part's
+    ``extra_memory(scenario, params)`` (ECRM's parity: ``m/k``; 0: its checkpoints live in
+    storage). The planner reports it per option and leaves out the variants above its
+    ``max_extra_memory``. A part that gives no finite number >= 0 raises ValueError naming the
+    strategy."""
+    x = cls.planning.extra_memory(scenario, dict(params))
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
         raise ValueError(
-            f"strategy {getattr(cls, 'name', cls)!r}: plan_extra_memory gave {x!r}, not a "
+            f"strategy {getattr(cls, 'name', cls)!r}: planning.extra_memory gave {x!r}, not a "
             "finite fraction >= 0 of the embedding tables"
         )
     return float(x)

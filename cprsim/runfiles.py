@@ -81,7 +81,7 @@ def preflight(
         else:
             warn(message)
     if not force and not scenario.failures.replay:
-        kind = registry.get(scenario.strategy.name).plan_kind
+        kind = registry.get(scenario.strategy.name).planning.kind
         feasibility.check(scenario, kind)
         feasibility.check_progress(scenario, kind)
 

@@ -171,7 +171,7 @@ def test_the_builtin_scenarios_can_progress():
     for name in sc.builtin_names():
         s = sc.load(name)
         feasibility.check_numbers(s)
-        feasibility.check_progress(s, registry.get(s.strategy.name).plan_kind)
+        feasibility.check_progress(s, registry.get(s.strategy.name).planning.kind)
 
 
 def test_check_progress_blames_the_save_at_the_scenarios_own_interval():

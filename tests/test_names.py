@@ -20,7 +20,7 @@ from cprsim import names, registry
 
 ROOT = Path(cprsim.__file__).parent
 #: where no strategy name may be spelt out (folders: every .py below them)
-WALKED = ("plan", "calibrate", "sweep/spec.py")
+WALKED = ("planner", "calibrate", "sweep/spec.py")
 #: the strategy constants, by attribute name
 STRATEGY_CONSTANTS = ("FULL", "PARTIAL", "MFU", "SSU", "LOOKAHEAD", "ECRM", "CHECKNRUN")
 #: the module's other constants: the groups, an alias, and the emulator's action kinds
@@ -76,7 +76,7 @@ def test_the_groups():
     assert tuple(n for n in names.BUILTIN if n != names.FULL) == names.PLAN_ORDER
     # what the planner weighs by default, and what a calibration measures, lose updates (PLS)
     for n in {*names.PLAN_DEFAULT, *names.EMULATED, *names.CALIBRATION_DEFAULT, names.VANILLA}:
-        assert registry.get(n).plan_kind == "pls", n
+        assert registry.get(n).planning.kind == "pls", n
     assert set(names.CALIBRATION_DEFAULT) <= set(names.EMULATED)
     assert names.VANILLA in names.PLAN_DEFAULT and names.VANILLA in names.CALIBRATION_DEFAULT
 
@@ -140,10 +140,10 @@ def test_no_strategy_name_is_spelt_out():
 def test_the_walk_finds_a_literal_when_there_is_one(tmp_path, monkeypatch):
     """The test can fail: literals in a default, a comparison, a dict key and a call are reported;
     docstrings and comments that mention a name, and other strings, are not."""
-    (tmp_path / "plan").mkdir()
+    (tmp_path / "planner").mkdir()
     (tmp_path / "calibrate" / "sub").mkdir(parents=True)
     (tmp_path / "sweep").mkdir()
-    (tmp_path / "plan" / "a.py").write_text(
+    (tmp_path / "planner" / "a.py").write_text(
         '"""Uses "full" and partial recovery."""\n'
         'def f(s="mfu"):  # "ssu"\n'
         '    return s == "checknrun"\n'
@@ -152,13 +152,13 @@ def test_the_walk_finds_a_literal_when_there_is_one(tmp_path, monkeypatch):
     (tmp_path / "sweep" / "spec.py").write_text('get("ecrm")\nz = f"{x}@sim"\n')
     (tmp_path / "sweep" / "results.py").write_text('w = "partial"\n')  # not walked
     assert _literals(tmp_path) == [
-        "plan/a.py:2: 'mfu'",
-        "plan/a.py:3: 'checknrun'",
+        "planner/a.py:2: 'mfu'",
+        "planner/a.py:3: 'checknrun'",
         "calibrate/sub/b.py:1: 'lookahead'",
         "sweep/spec.py:1: 'ecrm'",
     ]
-    monkeypatch.setitem(ALLOWED, ("plan/a.py", "mfu"), "a test of the allow list")
-    assert _literals(tmp_path)[0] == "plan/a.py:3: 'checknrun'"
+    monkeypatch.setitem(ALLOWED, ("planner/a.py", "mfu"), "a test of the allow list")
+    assert _literals(tmp_path)[0] == "planner/a.py:3: 'checknrun'"
 
 
 def test_a_wrong_constant_fails(monkeypatch):

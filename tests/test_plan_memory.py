@@ -69,7 +69,7 @@ def _plan(s, linear_accuracy, **kw):
 
 def _variants():
     ecrm = strategies.get("ecrm")
-    return [(v, v["m"] / v["k"]) for v in ecrm.plan_variants(None)]
+    return [(v, v["m"] / v["k"]) for v in ecrm.planning.variants(None)]
 
 
 def test_each_strategy_says_what_memory_it_adds(pairs):
@@ -84,16 +84,17 @@ def test_each_strategy_says_what_memory_it_adds(pairs):
     from cprsim.costs import costs_of
 
     assert ecrm.describe(s, costs_of(s))["memory_overhead"] == pytest.approx(1.0)
-    assert "100% extra memory" in ecrm.plan_note(s, costs_of(s))
+    assert "100% extra memory" in ecrm.planning.note(s, costs_of(s))
 
 
 def test_a_hook_that_gives_no_fraction_is_refused(pairs):
-    class Bad(strategies.Strategy):  # not registered: only its hook is asked
-        name = "bad-memory"
-
-        @classmethod
-        def plan_extra_memory(cls, s, params):
+    class BadPlanning(strategies.FullPlanning):
+        def extra_memory(self, s, params):
             return params["x"]
+
+    class Bad(strategies.Strategy):  # not registered: only its planning part is asked
+        name = "bad-memory"
+        Planning = BadPlanning
 
     for x in (-0.1, math.nan, math.inf, True, "0.5"):
         with pytest.raises(ValueError, match="bad-memory"):

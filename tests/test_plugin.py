@@ -381,11 +381,11 @@ def test_register_refuses_a_taken_or_malformed_name(fresh_registry):
         strategies.register(int)  # type: ignore[arg-type]
     # the same class again, or one redefined in the same place (a notebook cell run twice): replaced
     first = strategies.register(
-        type("Again", (strategies.Strategy,), {"name": "again", "__module__": "nb"})
+        type("Again", (strategies.Full,), {"name": "again", "__module__": "nb"})
     )
     assert strategies.register(first) is first
     second = strategies.register(
-        type("Again", (strategies.Strategy,), {"name": "again", "__module__": "nb"})
+        type("Again", (strategies.Full,), {"name": "again", "__module__": "nb"})
     )
     assert strategies.REGISTRY["again"] is second
 

@@ -487,12 +487,12 @@ def test_planner_charges_a_degraded_trainer_its_window_over_n_t():
         rel=1e-12,
     )
     P = strategies.get("partial")
-    assert P.plan_expected_overhead(s, {}, tau, rates, c) < P.plan_expected_overhead(
+    assert P.planning.expected_overhead(s, {}, tau, rates, c) < P.planning.expected_overhead(
         s, {"trainer_degraded": False}, tau, rates, c
     )
     M = strategies.get("mfu")
-    assert M.plan_expected_overhead(
+    assert M.planning.expected_overhead(
         s, {"top_fraction": 0.05}, tau, rates, c
-    ) < M.plan_expected_overhead(
+    ) < M.planning.expected_overhead(
         s, {"top_fraction": 0.05, "trainer_degraded": False}, tau, rates, c
     )

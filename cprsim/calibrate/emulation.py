@@ -16,7 +16,11 @@ rows and, with hot rows scattered, about ``1/N_e`` of the accesses.
 
 **Checkpoints.** The row store keeps a saved copy of every row (weights *and* optimizer state,
 e.g. the DLRM's row-wise Adagrad accumulator). A *full* save copies all rows; a *partial* save
-(MFU/SSU/lookahead) copies the top ``r`` fraction of all rows ranked by
+copies the top ``r`` fraction of all rows ranked by the strategy's score. Which saves are partial,
+what is counted and how rows are ranked is the strategy's **emulation part**
+(``Strategy.emulation``, :mod:`cprsim.sim.emulation_parts`): the emulator asks it, never the
+strategy's name, and runs every registered strategy that has one (:func:`emulated`). The
+built-ins' parts rank by
 
 * ``mfu``: exact per-row access counts since the last save;
 * ``ssu``: counts over a Bernoulli sub-sample of the samples at rate ``s``;
@@ -57,11 +61,32 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from cprsim import registry
 from cprsim.calibrate.model import DLRM
-from cprsim.names import EMULATED, FAIL, LOOKAHEAD, MFU, PARTIAL, SAVE_FULL, SAVE_PARTIAL, SSU
+from cprsim.names import BUILTIN, FAIL, SAVE_FULL, SAVE_PARTIAL
 from cprsim.pls import ShardLedger
+from cprsim.sim.emulation_parts import Emulation, TopRows
 
-STRATEGIES = EMULATED  #: the strategies the emulator runs
+
+def emulated() -> tuple[str, ...]:
+    """The strategies the emulator runs: every registered one with an emulation part
+    (``Strategy.emulation``): the built-ins in their order (:data:`cprsim.names.BUILTIN`), then
+    the plugins' by name."""
+    known = registry.names()  # loads the plugins
+    order = [n for n in BUILTIN if n in known] + [n for n in known if n not in BUILTIN]
+    return tuple(n for n in order if registry.get(n).emulation is not None)
+
+
+def emulation_of(strategy: str) -> Emulation:
+    """The emulation part of ``strategy``; a one-line error for a strategy without one."""
+    part = registry.get(strategy).emulation
+    if part is None:
+        raise ValueError(
+            f"strategy {strategy!r} has no calibration emulation; the emulator runs "
+            f"{', '.join(emulated())}"
+        )
+    return part
+
 
 #: an action at an iteration: (SAVE_FULL, -1), (SAVE_PARTIAL, -1) or (FAIL, shard) (the kinds are
 #: cprsim.names' action kinds, spelt "full", "partial" and "fail": kinds of save, not strategies)
@@ -183,8 +208,8 @@ class Emulator:
         future_rows: torch.Tensor | None = None,
         batch: int = 1,
     ) -> None:
-        if setting.strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {setting.strategy!r}; one of {STRATEGIES}")
+        #: how the strategy's saves are emulated (its part: the emulator never asks its name)
+        self.emulation = emulation_of(setting.strategy)
         self.store: RowStore = DLRMRows(model) if isinstance(model, DLRM) else model
         self.s, self.mode = setting, mode
         self.n_shards, self.n_iters, self.batch = n_shards, n_iters, batch
@@ -196,10 +221,10 @@ class Emulator:
         # integer counts stay exact up to 2^53; a multi-hot sample's accesses weigh less each)
         self.unsaved = torch.zeros(n, dtype=torch.float64)
         self.hot = torch.zeros(n, dtype=torch.bool)
-        self.future = future_rows  # (n_iters, B*26) global rows, for lookahead
-        self.rng = (
+        self.future = future_rows  # (n_iters, B*26) global rows, for a part that looks ahead
+        self.rng = (  # a sampling part's stream (SSU's sub-sample)
             np.random.default_rng(np.random.SeedSequence([seed, 0x55]))
-            if setting.strategy == SSU
+            if self.emulation.samples
             else None
         )
         if mode == "nominal":
@@ -233,7 +258,8 @@ class Emulator:
         weight: torch.Tensor | None = None,
     ) -> None:
         """Count a trained batch's accesses: every access for the loss bookkeeping, and the
-        ranking counters (``mfu``: every sample; ``ssu``: a Bernoulli sub-sample of the samples).
+        ranking counters as the strategy's emulation part counts them (:meth:`Emulation.count`:
+        ``mfu`` every sample, ``ssu`` a Bernoulli sub-sample of the samples, vanilla nothing).
 
         ``rows``: the batch's accesses as global rows (int64, CPU, flat); ``n_samples``: its
         samples; ``sample``: each access's sample (0 .. ``n_samples`` - 1; ``None``: the accesses
@@ -243,26 +269,16 @@ class Emulator:
         ``units_per_sample`` accesses). The ranking counters count accesses, unweighted."""
         w = torch.ones(rows.shape, dtype=torch.float64) if weight is None else weight
         self.unsaved.index_add_(0, rows, w)
-        st = self.s.strategy
-        if st == MFU:
-            self.count.index_add_(0, rows, torch.ones_like(rows))
-        elif st == SSU:
-            assert self.rng is not None, "__init__ made the sampling stream for ssu"
-            keep = torch.from_numpy(self.rng.random(n_samples) < self.s.sample_rate)
-            if sample is None:
-                kept = keep.repeat_interleave(rows.shape[0] // max(1, n_samples))
-            else:
-                kept = keep[sample]
-            sub = rows[kept]
-            self.count.index_add_(0, sub, torch.ones_like(sub))
+        self.emulation.count(self, rows, n_samples, sample)
 
     # -- actions -------------------------------------------------------------------------------
     def save(self, kind: str, k: int) -> None:
-        """Save at iteration ``k``: every row (a full save, or any save of vanilla ``partial``),
-        else the top ``top_fraction`` of the rows by the strategy's ranking; the ranking counters
-        start over."""
+        """Save at iteration ``k``: every row (a full save, or any save of a strategy without
+        partial saves, e.g. vanilla ``partial``), else the top ``top_fraction`` of the rows by the
+        strategy's score (:meth:`TopRows.score`); the ranking counters start over."""
         n_rows = self.store.n_rows
-        if kind == SAVE_FULL or self.s.strategy == PARTIAL:
+        emu = self.emulation
+        if kind == SAVE_FULL or not emu.partial_saves:
             self.store.save(None)
             self.unsaved.zero_()
             self.hot.zero_()
@@ -270,12 +286,8 @@ class Emulator:
             self.saves[SAVE_FULL] += 1
         else:
             n_top = max(1, int(round(self.s.top_fraction * n_rows)))
-            if self.s.strategy == LOOKAHEAD:
-                assert self.future is not None
-                horizon = self.future[k : k + max(1, self.s.interval)].reshape(-1)
-                score = torch.bincount(horizon, minlength=n_rows)
-            else:
-                score = self.count
+            assert isinstance(emu, TopRows), "a part with partial saves ranks rows (TopRows)"
+            score = emu.score(self, k)
             rows = torch.topk(score, n_top, sorted=False).indices
             self.store.save(rows)
             self.unsaved[rows] = 0

@@ -17,7 +17,7 @@ the schedules the planner would run, at a geometric grid of intervals:
 * **Strategies and parameters as the planner runs them**: vanilla CPR; MFU and SSU at the planner's
   variant with the preset's ``top_fraction`` (SSU: the planner's sample rate), each with a full
   save every ``T_F`` (the planner's full-checkpoint interval, :func:`cprsim.planner._full_interval`)
-  by :meth:`plan_with_full_interval`. The plan then uses only these variants (a strategy parameter
+  by its planning part's ``with_full_interval``. The plan then uses only these variants (a strategy parameter
   is a covariate: the planner does not extrapolate to a ``top_fraction`` nobody measured).
 * **Failures from the simulator**: seed ``s``'s interval ``i`` replays replication
   ``REPLICATION_BLOCKS["calibrate"] + s x len(FACTORS) + i`` of the scenario with that strategy
@@ -40,9 +40,8 @@ from typing import Any
 
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import describe, scenario_digest  # noqa: F401 (re-exported)
-from cprsim.calibrate.emulation import Setting
+from cprsim.calibrate.emulation import Setting, emulation_of
 from cprsim.errors import InputError
-from cprsim.names import PARTIAL
 from cprsim.scenario import HOUR, Scenario
 
 #: the intervals calibrated, as multiples of Young's interval for the scenario's full checkpoint
@@ -52,18 +51,19 @@ FACTORS: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 
 def strategy_params(s: Scenario, strategy: str, top_fraction: float) -> dict[str, Any]:
     """The planner's variant of ``strategy`` on ``s`` whose ``top_fraction`` is ``top_fraction``
-    (vanilla CPR: no parameters); a one-line error if the planner has no such variant."""
+    (a strategy whose saves copy every row, e.g. vanilla CPR: its default parameters, it has no
+    saved fraction); a one-line error if the planner has no such variant."""
     from cprsim import registry
 
-    if strategy == PARTIAL:
+    if not emulation_of(strategy).partial_saves:
         return {}
     cls = registry.get(strategy)
-    for v in cls.plan_variants(s):
+    for v in cls.planning.variants(s):
         if math.isclose(float(v.get("top_fraction", -1.0)), top_fraction):
             return dict(v)
     raise InputError(
         f"{strategy}: the planner has no variant with top_fraction {top_fraction:g} "
-        f"(its variants: {cls.plan_variants(s)})"
+        f"(its variants: {cls.planning.variants(s)})"
     )
 
 
@@ -117,7 +117,7 @@ def matched_settings(
             rep = first + seed * len(taus) + i
             for st in p.strategies:
                 cls = registry.get(st)
-                prm = cls.plan_with_full_interval(params[st], tau, T_F) if st != PARTIAL else {}
+                prm = cls.planning.with_full_interval(params[st], tau, T_F)
                 sc = Runs(s, tau, st, prm, "calibrate").s
                 full_every = int(prm.get("full_every", 1))
                 _, events = simulate_one(sc, rep, record=True)

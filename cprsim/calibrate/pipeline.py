@@ -45,7 +45,7 @@ from cprsim.calibrate import datasets as DS
 from cprsim.calibrate import runner as R
 from cprsim.calibrate.calibration import to_toml
 from cprsim.calibrate.datasets import describe as describe_data
-from cprsim.calibrate.emulation import Setting, periodic_actions
+from cprsim.calibrate.emulation import Setting, emulation_of, periodic_actions
 from cprsim.calibrate.journal import append_line, fingerprint
 from cprsim.calibrate.journal import utc_now as _now
 from cprsim.errors import InputError, ParameterError
@@ -56,7 +56,7 @@ from cprsim.io import (
     read_input_bytes,
     short,
 )
-from cprsim.names import FAIL, PARTIAL
+from cprsim.names import FAIL, VANILLA
 from cprsim.version import __version__
 
 #: ``progress(n, what, resumed=False)``: ``n`` more runs (or the costs step) done, ``what`` says
@@ -98,23 +98,26 @@ def from_sim_settings(p: R.Preset, scenario) -> tuple[R.Preset, Callable, dict]:
     K, r = p.full_every, p.top_fraction
 
     def fn(n: int, seed: int) -> list[tuple[float, Setting]]:
-        out = [(iv / n, Setting(PARTIAL, f"{PARTIAL}@sim", acts, interval=iv))]
-        piv = max(1, int(round(iv * (1 + (K - 1) * r) / K)))
+        # vanilla CPR: the simulator's own run, its saves and failures as simulated
+        out = [(iv / n, Setting(VANILLA, f"{VANILLA}@sim", acts, interval=iv))]
         for st in p.strategies:
-            if st != PARTIAL:
-                out.append(
-                    (
-                        iv / n,
-                        Setting(
-                            st,
-                            f"{st}@sim",
-                            periodic_actions(n, piv, K, fails),
-                            top_fraction=r,
-                            sample_rate=p.sample_rate,
-                            interval=piv,
-                        ),
-                    )
+            if st == VANILLA:  # the role, not a strategy's emulation: the simulated run above
+                continue
+            # the others: the simulated failures, saves at the budget of vanilla's interval
+            piv, fe = emulation_of(st).schedule(iv, K, r)
+            out.append(
+                (
+                    iv / n,
+                    Setting(
+                        st,
+                        f"{st}@sim",
+                        periodic_actions(n, piv, fe, fails),
+                        top_fraction=r,
+                        sample_rate=p.sample_rate,
+                        interval=piv,
+                    ),
                 )
+            )
         return out
 
     info = {
@@ -417,7 +420,7 @@ def scale_table(
     reference (this calibration), and its ratio to the reference's. ``ratio_lo``/``ratio_hi`` take
     the ends of both 95% CIs (the rung's low over the reference's high, and the reverse): a range
     at least as wide as the ratio's own CI."""
-    ref = doc["fit"][PARTIAL]
+    ref = doc["fit"][VANILLA]
     table: dict[str, Any] = {
         "note": (
             "vanilla CPR's loss per unit PLS (slope through the origin, 95% CI) on each rung; "
@@ -436,7 +439,7 @@ def scale_table(
         },
     }
     for name, (rp, rd) in rungs.items():
-        f = rd["fit"][PARTIAL]
+        f = rd["fit"][VANILLA]
         row = {
             "preset": rp.name,
             "data": rd["provenance"]["data"],

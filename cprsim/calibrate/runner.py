@@ -40,7 +40,7 @@ import torch
 
 from cprsim.calibrate import data as D
 from cprsim.calibrate import datasets as DS
-from cprsim.calibrate.emulation import Emulator, Setting, periodic_actions
+from cprsim.calibrate.emulation import Emulator, Setting, emulation_of, periodic_actions
 from cprsim.calibrate.model import DLRM, ModelConfig
 from cprsim.names import CALIBRATION_DEFAULT, EMULATED, PARTIAL
 
@@ -369,10 +369,7 @@ def settings_for(p: Preset, n_iters: int, seed: int) -> list[tuple[float, Settin
         )
         vanilla = max(1, int(round(b * n_iters)))
         for st in p.strategies:
-            if st == PARTIAL:
-                iv, fe = vanilla, 1
-            else:
-                iv, fe = max(1, int(round(vanilla * (1 + (K - 1) * r) / K))), K
+            iv, fe = emulation_of(st).schedule(vanilla, K, r)
             out.append(
                 (
                     b,

@@ -73,15 +73,19 @@ import torch
 from torch import nn
 
 from cprsim.calibrate import runner as R
-from cprsim.calibrate.emulation import Emulator, Setting
+from cprsim.calibrate.emulation import Emulator, Setting, emulated, emulation_of
 from cprsim.calibrate.pipeline import POINTS_HEADER, calibration_doc
 from cprsim.errors import InputError, ParameterError
-from cprsim.names import CALIBRATION_DEFAULT, MFU, PARTIAL, SSU
+from cprsim.names import CALIBRATION_DEFAULT, VANILLA
 from cprsim.version import __version__
 
-#: the strategies a user-model calibration can run (lookahead needs the future batches' rows,
-#: which a user's loop does not hand over)
-USER_STRATEGIES = (PARTIAL, MFU, SSU)
+
+def user_strategies() -> tuple[str, ...]:
+    """The strategies a user-model calibration can run: those the emulator runs whose emulation
+    does not look ahead (lookahead needs the future batches' rows, which a user's loop does not
+    hand over)."""
+    return tuple(n for n in emulated() if not emulation_of(n).needs_future)
+
 
 Batch = TypeVar("Batch")
 
@@ -391,10 +395,10 @@ class FailureInjector:
         row_state: Mapping[str, Sequence[torch.Tensor]] | None = None,
         mode: str = "measured",
     ) -> None:
-        if setting.strategy not in USER_STRATEGIES:
+        if setting.strategy not in (ok := user_strategies()):
             raise ParameterError(
                 "strategy",
-                f"must be one of {', '.join(USER_STRATEGIES)} for a user model (lookahead needs "
+                f"must be one of {', '.join(ok)} for a user model (lookahead needs "
                 "the future batches' rows)",
                 setting.strategy,
             )
@@ -648,11 +652,10 @@ def calibrate_model(
     interval that writes the same bytes, ``failures_per_run`` failures per run on
     ``n_shards`` servers. ``progress(line)`` is told each finished run."""
     t0 = time.perf_counter()
-    bad = [s for s in strategies if s not in USER_STRATEGIES]
+    ok = user_strategies()
+    bad = [s for s in strategies if s not in ok]
     if bad or not strategies:
-        raise ParameterError(
-            "strategies", f"must be among {', '.join(USER_STRATEGIES)}", ",".join(strategies)
-        )
+        raise ParameterError("strategies", f"must be among {', '.join(ok)}", ",".join(strategies))
     if not seeds or not budgets or any(not (b > 0) for b in budgets):
         raise ParameterError(
             "budgets", "give at least one seed and budgets > 0", ",".join(map(str, budgets))
@@ -700,7 +703,7 @@ def calibrate_model(
             r0 = time.perf_counter()
             torch.manual_seed(seed)
             model, opt = build(seed, dev)
-            setting = run.setting or Setting(PARTIAL, R.BASELINE)  # no action: the baseline
+            setting = run.setting or Setting(VANILLA, R.BASELINE)  # no action: the baseline
             inj = FailureInjector(
                 tables(model) if tables is not None else model,
                 opt,
@@ -897,7 +900,7 @@ def write_calibration(
 
 
 __all__ = [
-    "USER_STRATEGIES",
+    "user_strategies",
     "Jagged",
     "Ids",
     "Lookups",

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from cprsim.calibrate import runner as R
-from cprsim.calibrate.emulation import Action, Setting
+from cprsim.calibrate.emulation import Action, Setting, emulated
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
     atomic_write_json,
@@ -71,7 +71,7 @@ from cprsim.io import (
     read_input_json,
     short,
 )
-from cprsim.names import EMULATED, FAIL, SAVE_FULL, SAVE_PARTIAL
+from cprsim.names import FAIL, SAVE_FULL, SAVE_PARTIAL
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.streams import REPLICATION_BLOCKS
@@ -229,11 +229,11 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
     if opt is None:
         raise InputError(f"{where}: the recommended option {label!r} is not among its options")
     strategy = opt.get("strategy")
-    if strategy not in EMULATED:
+    if strategy not in (runs := emulated()):
         why = (
             "loses no update, so its accuracy is the baseline's: nothing to validate"
-            if strategy is not None and registry.get(strategy).plan_kind != "pls"
-            else f"is not one the DLRM emulator runs ({', '.join(EMULATED)})"
+            if strategy is not None and not registry.get(strategy).planning.bounds_pls
+            else f"is not one the DLRM emulator runs ({', '.join(runs)})"
         )
         raise InputError(f"{where}: the recommended option {label!r} ({strategy}) {why}")
     conf = plan.get("confidence")

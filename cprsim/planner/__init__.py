@@ -12,11 +12,12 @@ Given a scenario and an accuracy bound (the AUC or log-loss loss a user accepts)
    consistent checkpoint before the job's middle) unless the user allows none.
 3. **Full recovery**: Young's and Daly's intervals and the simulated optimum over a grid around
    Daly's (common random numbers), extended downwards when the optimum is at its edge.
-4. **Partial recovery** (every strategy whose ``plan_kind`` is ``"pls"``: CPR-vanilla, MFU, SSU,
+4. **Partial recovery** (every strategy whose planning part is a ``PartialPlanning``
+   (:mod:`cprsim.sim.planning_parts`): CPR-vanilla, MFU, SSU,
    lookahead): the parameter variant with the least analytic overhead, then the
    largest grid interval whose PLS meets the bound *per run* at the plan's confidence
    (``search.py``), proven on fresh replications.
-5. **Strategies that lose no update** (``"rollback"``: ECRM, Check-N-Run): the simulated optimum
+5. **Strategies that lose no update** (a ``RollbackPlanning`` part: ECRM, Check-N-Run): the simulated optimum
    over intervals and variants.
 6. **Recommendation** (``report.py``): the cheapest option (mean or P90 overhead) that meets its
    bound; options whose CIs overlap the cheapest are tied and the simplest wins; oracles and
@@ -84,6 +85,7 @@ from cprsim.planner.search import (
 from cprsim.registry import extra_memory
 from cprsim.scenario import HOUR, Scenario
 from cprsim.sim import strategies as registry
+from cprsim.sim.planning_parts import RollbackPlanning
 from cprsim.sim.replicate import Precision, _t_quantile, estimate
 
 __all__ = [
@@ -375,7 +377,7 @@ def _make_plan(
     )
 
     age = max_checkpoint_age_h * HOUR if max_checkpoint_age_h is not None else math.inf
-    partial_planned = not dense and any(registry.get(n).plan_kind == "pls" for n in strategies)
+    partial_planned = not dense and any(registry.get(n).planning.bounds_pls for n in strategies)
     # the full-checkpoint interval concerns partial-recovery options only: noted where one is planned
     T_F = _full_interval(
         s, rates, c, age, allow_no_full_checkpoint, notes if partial_planned else []
@@ -444,16 +446,12 @@ def _make_plan(
                 f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s"
             )
             continue
-        if cls.plan_kind == "pls":
-            o = _pls_option(base, cls, T_F, best_full)
-            if tiered is not None and cls.supports_tiers:  # besides: the same strategy on the tiers
-                from cprsim.planner.tiered import tiered_pls_option
-
-                t = tiered_pls_option(tiered, cls, T_F, best_full, _pls_option)
-                if t is not None:
-                    options += of_mode([t], "tiered")
-        else:
-            o = _rollback_option(base, cls, min(age, W))
+        # the strategy's planning part picks its kind's search (cprsim.sim.planning_parts)
+        o = cls.planning.search(_SEARCHES, base, T_F, best_full, min(age, W))
+        if tiered is not None and cls.supports_tiers:  # besides: the same strategy on the tiers
+            t = cls.planning.search_tiered(_SEARCHES, tiered, T_F, best_full)
+            if t is not None:
+                options += of_mode([t], "tiered")
         if o is not None:
             options += of_mode([o], base_mode)
     options, rec, tied, message = recommend(
@@ -901,11 +899,13 @@ def _confirm(
     default ``bound``); each run's loss is checked against the accuracy bound besides."""
     stepped = 0
     score = _score(ctx, cls.name, bound if cap is None else cap)
+    #: the option promises a PLS bound (its planning part says): judged, stepped, its loss reported
+    pls_bound = cls.planning.bounds_pls
     while True:
         if ctx.precision is None:
             res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
             v = judge(score(res), 1.0, ctx.q)
-        elif cls.plan_kind == "pls":  # the n-run verdict, curtailed: exact
+        elif pls_bound:  # the n-run verdict, curtailed: exact
             v, res = curtailed(
                 ctx.runs_of(tau, cls.name, params, "confirm"),
                 ctx.n,
@@ -917,7 +917,7 @@ def _confirm(
             res = _precise(ctx, ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n)
             v = judge(score(res), 1.0, ctx.q)
         ctx.tick(1)
-        if v.passed or cls.plan_kind != "pls" or stepped >= len(steps):
+        if v.passed or not pls_bound or stepped >= len(steps):
             break
         tau = steps[stepped]
         params = params_at(tau) if params_at is not None else params
@@ -928,12 +928,10 @@ def _confirm(
     }
     pls = est["pls"]
     strat = cls.name
-    loss, loss_lo, loss_hi = (
-        ctx.acc.mean_loss(res, strat) if cls.plan_kind == "pls" else (0.0, 0.0, 0.0)
-    )
+    loss, loss_lo, loss_hi = ctx.acc.mean_loss(res, strat) if pls_bound else (0.0, 0.0, 0.0)
     # the PLS the promise is about: the mean, or the confidence-quantile of single runs
     bounded = pls.mean if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
-    if cls.plan_kind == "pls":
+    if pls_bound:
         # the loss bounded: the mean's upper end, or the q-quantile of single training runs' losses
         # (each run's predictive draw: scatter of training plus the model's uncertainty)
         tail = (
@@ -944,7 +942,7 @@ def _confirm(
     else:
         tail = 0.0
     extrap = ""
-    rng = ctx.acc.measured_range(strat) if cls.plan_kind == "pls" else None
+    rng = ctx.acc.measured_range(strat) if pls_bound else None
     stat_name = "mean PLS" if ctx.q is None else f"P{100 * ctx.q:g} PLS"
     if rng is not None and bounded > rng:
         how = "beyond twice" if bounded > 2 * rng else "beyond"
@@ -952,7 +950,7 @@ def _confirm(
             f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
             f"(up to {rng:.3g})"
         )
-    if cls.plan_kind == "pls":
+    if pls_bound:
         extrap = "; ".join(x for x in (extrap, *_covariate_warnings(ctx, res, strat)) if x)
     if stepped:
         note += (
@@ -960,7 +958,7 @@ def _confirm(
             "(the search's choice failed on fresh replications)"
         )
     if ctx.precision is not None and len(res) < ctx.n:
-        if cls.plan_kind == "pls":  # only a failure is cut short (a pass completes its n runs)
+        if pls_bound:  # only a failure is cut short (a pass completes its n runs)
             note += (
                 f"; the verdict of {ctx.n} fresh replications was settled after {len(res)} "
                 "(curtailment: the rest could not change it)"
@@ -970,7 +968,7 @@ def _confirm(
                 f"; {len(res)} fresh replications (adaptive: the 95% CI of the mean overhead within "
                 f"{100 * ctx.precision:g}% of it)"
             )
-    full_int = cls.plan_full_interval(params, tau)
+    full_int = cls.planning.full_interval(params, tau)
     o = Option(
         label,
         strat,
@@ -982,24 +980,24 @@ def _confirm(
         est["ckpt_overhead"],
         pls,
         loss,
-        v.passed if cls.plan_kind == "pls" else True,
+        v.passed if pls_bound else True,
         note,
-        bound if cls.plan_kind == "pls" else math.inf,
+        bound if pls_bound else math.inf,
         min(full_int, ctx.s.duration_s),
         est["ettr"],
         v.within,
         v.within_lo,
         (loss_lo, loss_hi),
         tail,
-        cls.plan_oracle,
+        cls.planning.oracle,
         extrap,
         False,
         stepped,
-        cls.plan_rank,
+        cls.planning.rank,
         quantile_ci([r.overhead for r in res], 0.9),
         extra_memory=extra_memory(cls, ctx.s, params),
     )
-    if cls.plan_kind == "pls":
+    if pls_bound:
         o = replace(o, pls_cap=bound if cap is None else cap)
     return o
 
@@ -1289,8 +1287,8 @@ def _pls_option(
         """Largest candidate whose first-order E[PLS] meets the bound (binary search on the grid)."""
         a, b = 0, len(cands) - 1
         if (
-            cls.plan_expected_pls(
-                s, cls.plan_with_full_interval(params, cands[0], T_F), cands[0], rates
+            cls.planning.expected_pls(
+                s, cls.planning.with_full_interval(params, cands[0], T_F), cands[0], rates
             )
             > bound
         ):
@@ -1299,7 +1297,9 @@ def _pls_option(
             m = (a + b + 1) // 2
             t = cands[m]
             if (
-                cls.plan_expected_pls(s, cls.plan_with_full_interval(params, t, T_F), t, rates)
+                cls.planning.expected_pls(
+                    s, cls.planning.with_full_interval(params, t, T_F), t, rates
+                )
                 <= bound
             ):
                 a = m
@@ -1308,7 +1308,7 @@ def _pls_option(
         return cands[a]
 
     scored = []
-    variants, why = _calibrated_variants(ctx.acc, cls.name, cls.plan_variants(s))
+    variants, why = _calibrated_variants(ctx.acc, cls.name, cls.planning.variants(s))
     if why:
         ctx.notes.append(why)
     variants = _within_memory(ctx, cls, variants)
@@ -1316,13 +1316,13 @@ def _pls_option(
         tau = analytic_tau(v)
         if tau <= 0:
             continue
-        p = cls.plan_with_full_interval(v, tau, T_F)
+        p = cls.planning.with_full_interval(v, tau, T_F)
         try:
             s.with_updates({"strategy": {"name": cls.name, **p}})
         except InputError as e:
             ctx.notes.append(f"{label} {_fmt_params(p)}: {_refusal(e)}")
             continue
-        scored.append((_safe(partial(cls.plan_expected_overhead, s, p, tau, rates, c)), v, tau))
+        scored.append((_safe(partial(cls.planning.expected_overhead, s, p, tau, rates, c)), v, tau))
     if not scored:
         ctx.notes.append(
             f"{label} cannot keep PLS <= {bound:.3g} at any interval of {dur_text(cands[0])} or more"
@@ -1337,7 +1337,7 @@ def _pls_option(
         return None
 
     def params_at(t: float) -> dict[str, Any]:
-        return cls.plan_with_full_interval(variant, t, T_F)
+        return cls.planning.with_full_interval(variant, t, T_F)
 
     runs_of = (
         (lambda t: ctx.runs_of(t, cls.name, params_at(t), "search"))
@@ -1384,7 +1384,7 @@ def _pls_option(
         + f"; confirmed on {ctx.n} fresh ones"
     )
     extra = _safe_note(
-        lambda: cls.plan_note(
+        lambda: cls.planning.note(
             s.with_updates(
                 {
                     "checkpoint.interval_h": tau / HOUR,
@@ -1396,7 +1396,7 @@ def _pls_option(
     )
     if extra:
         note += f"; {extra}"
-    if cls.plan_oracle:
+    if cls.planning.oracle:
         note += "; ORACLE: knows the future, a reference, not a deployable strategy"
     o = _confirm(
         ctx,
@@ -1404,8 +1404,8 @@ def _pls_option(
         cls,
         tau,
         params_at(tau),
-        _safe(lambda: cls.plan_expected_overhead(s, params_at(tau), tau, rates, c)),
-        _safe(lambda: cls.plan_expected_pls(s, params_at(tau), tau, rates)),
+        _safe(lambda: cls.planning.expected_overhead(s, params_at(tau), tau, rates, c)),
+        _safe(lambda: cls.planning.expected_pls(s, params_at(tau), tau, rates)),
         bound,
         note,
         steps,
@@ -1415,14 +1415,37 @@ def _pls_option(
     return o
 
 
+class _Searches:
+    """The planner's searches, one per kind of planning part: a part's ``search`` picks its own
+    (:class:`cprsim.sim.planning_parts.Searches`)."""
+
+    def rollback_option(self, ctx: Any, cls: type[registry.Strategy], cap: float) -> Any:
+        return _rollback_option(ctx, cls, cap)
+
+    def pls_option(self, ctx: Any, cls: type[registry.Strategy], T_F: float, best_full: Any) -> Any:
+        return _pls_option(ctx, cls, T_F, best_full)
+
+    def tiered_pls_option(
+        self, ctx: Any, cls: type[registry.Strategy], T_F: float, best_full: Any
+    ) -> Any:
+        from cprsim.planner.tiered import tiered_pls_option
+
+        return tiered_pls_option(ctx, cls, T_F, best_full, _pls_option)
+
+
+_SEARCHES = _Searches()
+
+
 def _rollback_option(ctx: _Context, cls: type[registry.Strategy], cap: float) -> Option | None:
     s, c, rates = ctx.s, ctx.c, ctx.rates
     ng = max(20, ctx.ns // 4)
     t_daly = min(cap, analytic.daly(c.save_s, 1.0 / rates.total))
-    lo_f, hi_f = cls.plan_interval_range
+    part = cls.planning
+    assert isinstance(part, RollbackPlanning), "the rollback search plans a RollbackPlanning part"
+    lo_f, hi_f = part.interval_range
     #: (runs, params, interval) with a precision, else (mean overhead, params, interval)
     best: tuple[Any, dict[str, Any], float] | None = None
-    for params in _within_memory(ctx, cls, cls.plan_variants(s)):
+    for params in _within_memory(ctx, cls, cls.planning.variants(s)):
         try:
             s.with_updates({"strategy": {"name": cls.name, **params}})
         except InputError as e:  # e.g. k + m larger than the cluster
@@ -1467,7 +1490,7 @@ def _rollback_option(ctx: _Context, cls: type[registry.Strategy], cap: float) ->
         return None
     _, params, t = best
     label = f"{cls.plan_label or cls.name} ({_fmt_params(params)})"
-    extra = cls.plan_note(
+    extra = cls.planning.note(
         s.with_updates(
             {
                 "checkpoint.interval_h": min(t, s.duration_s) / HOUR,

@@ -6,7 +6,8 @@ simulating, the exact Poisson forms (``analytic.hopeless``, at the best interval
 expected wall time exceeds ``limit`` times the work, and ``analytic.mtbf_for_ratio`` what MTBF
 would let the job finish within twice its work.
 
-* strategies that roll back on every failure (``plan_kind = "rollback"``): every failure event;
+* strategies that roll back on every failure (``kind = "rollback"``, the planning part's
+  ``kind``: :mod:`cprsim.sim.planning_parts`): every failure event;
 * partial recovery: only job-level interruptions roll back; node failures cost a recovery each
   (``W x exp(lam x R)``, which is hopeless when the cluster fails faster than it recovers).
 """
@@ -395,7 +396,7 @@ def check_progress(
     checkpoint interval, would need more than ``limit`` times its work ``W``: a save, a restore or
     a delay too long for the time between failures, or for the job (:func:`check` asks the same at
     the best interval). Blocking saves also ask the strategy's own first-order overhead
-    (``plan_expected_overhead``: its partial saves, its restores)."""
+    (its planning part's ``expected_overhead``: its partial saves, its restores)."""
     from cprsim.sim import strategies as registry
 
     c = c or costs_of(s)
@@ -466,7 +467,7 @@ def check_progress(
     cls = registry.get(s.strategy.name)
     try:
         with np.errstate(all="ignore"):
-            own = 1.0 + float(cls.plan_expected_overhead(s, s.strategy.params, tau, rates, c))
+            own = 1.0 + float(cls.planning.expected_overhead(s, s.strategy.params, tau, rates, c))
     except (ArithmeticError, ValueError):
         own = math.inf
     if not (own <= limit):

@@ -22,7 +22,7 @@ finds such a layout whenever one exists), keeping full stripes of ``k + m`` and 
 remainder when the groups allow it and shortening as few stripes as they require otherwise
 (:func:`domain_aware_layout`); :meth:`ECRM.check` refuses a scenario where no layout can.
 ``"contiguous"``: consecutive servers. The parity's memory (``m/k`` of the embedding tables,
-:meth:`ECRM.plan_extra_memory`) is reported by the planner per option and capped by its
+:meth:`ECRMPlanning.extra_memory`) is reported by the planner per option and capped by its
 ``max_extra_memory``.
 
 **Check-N-Run** (``checknrun``). Full-recovery semantics. A checkpoint writes only the rows
@@ -48,7 +48,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cprsim import access
 from cprsim.pls import ShardLedger
-from cprsim.sim.prioritized import MFU, MFUParams
+from cprsim.sim.emulation_parts import LookaheadTopRows
+from cprsim.sim.planning_parts import EverySaveFull, RollbackOverhead, RollbackPlanning
+from cprsim.sim.prioritized import MFU, MFUParams, MFUPlanning
 from cprsim.sim.strategies import DegradedTrainers, Strategy, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -208,6 +210,33 @@ def stripe_layout(s, k: int, m: int, placement: str) -> list[int]:
     return out
 
 
+class ECRMPlanning(RollbackOverhead, EverySaveFull, RollbackPlanning):
+    """ECRM's planning: it loses no update (a stripe loss rolls back, first order), stripes of a
+    few shapes, its parity's memory reported, intervals up to 12x Daly's (it rarely rolls back)."""
+
+    strategy: type[ECRM]
+    rank = 5
+    interval_range = (0.5, 12.0)
+
+    def variants(self, s) -> list[dict]:
+        """Stripes of 4 + 1, 4 + 2 and 2 + 2 servers."""
+        return [{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}]
+
+    def extra_memory(self, s, params: dict[str, Any]) -> float:
+        """The parity's memory, a fraction of the embedding tables: ``m/k`` (the code's rate; a
+        stripe shorter than ``k + m`` holds relatively more)."""
+        p = self.strategy.Params.model_validate(params)
+        return p.m / p.k
+
+    def note(self, s, costs) -> str:
+        """The parity's extra memory and training slowdown, and a server's rebuild time."""
+        f = self.strategy.describe(s, costs)
+        return (
+            f"parity takes {100 * f['memory_overhead']:.3g}% extra memory and slows training by "
+            f"{100 * f['parity_slowdown']:.3g}%; a server is rebuilt in {f['rebuild_s']:.3g} s"
+        )
+
+
 @register
 class ECRM(DegradedTrainers, Strategy):
     """ECRM (module docstring): a failed embedding server is rebuilt from its stripe's parity while
@@ -220,13 +249,7 @@ class ECRM(DegradedTrainers, Strategy):
     Params = ECRMParams
     params: ECRMParams  #: an instance of Params (the engine validates the scenario's with it)
     plan_label = "ECRM"
-    plan_rank = 5
-    plan_interval_range = (0.5, 12.0)
-
-    @classmethod
-    def plan_variants(cls, s) -> list[dict]:
-        """Stripes of 4 + 1, 4 + 2 and 2 + 2 servers."""
-        return [{"k": 4, "m": 1}, {"k": 4, "m": 2}, {"k": 2, "m": 2}]
+    Planning = ECRMPlanning
 
     def __init__(self, params: ECRMParams, setup: RunSetup) -> None:
         super().__init__(params, setup)
@@ -296,22 +319,6 @@ class ECRM(DegradedTrainers, Strategy):
         return self.stripe_of[node]
 
     @classmethod
-    def plan_extra_memory(cls, s, params: dict[str, Any]) -> float:
-        """The parity's memory, a fraction of the embedding tables: ``m/k`` (the code's rate; a
-        stripe shorter than ``k + m`` holds relatively more)."""
-        p = cls.Params.model_validate(params)
-        return p.m / p.k
-
-    @classmethod
-    def plan_note(cls, s, costs) -> str:
-        """The parity's extra memory and training slowdown, and a server's rebuild time."""
-        f = cls.describe(s, costs)
-        return (
-            f"parity takes {100 * f['memory_overhead']:.3g}% extra memory and slows training by "
-            f"{100 * f['parity_slowdown']:.3g}%; a server is rebuilt in {f['rebuild_s']:.3g} s"
-        )
-
-    @classmethod
     def parity_slowdown(cls, s, p, costs) -> float:
         """``m x samples/s x update bytes per sample / (N_e x node bandwidth)`` unless given; the
         update bytes default to one gradient row per table lookup (``tables x dim x bytes``)."""
@@ -333,7 +340,7 @@ class ECRM(DegradedTrainers, Strategy):
         """Extra memory m/k of the parity, and the steady parity-update slowdown."""
         p = cls.Params.model_validate(s.strategy.params)
         return {
-            "memory_overhead": cls.plan_extra_memory(s, s.strategy.params),
+            "memory_overhead": cls.planning.extra_memory(s, s.strategy.params),
             "parity_slowdown": cls.parity_slowdown(s, p, costs),
             "rebuild_s": p.k * costs.shard_bytes / costs.node_bps,
         }
@@ -478,6 +485,26 @@ class CheckNRunParams(BaseModel):
         return self
 
 
+class CheckNRunPlanning(RollbackOverhead, EverySaveFull, RollbackPlanning):
+    """Check-N-Run's planning: it loses no update; every checkpoint (a baseline plus increments)
+    restores consistently, so every save counts as a full one; first order, at full saves' cost."""
+
+    strategy: type[CheckNRun]
+    rank = 2
+
+    def variants(self, s) -> list[dict]:
+        """Unquantized and 8-bit increments, a baseline at least every 8 checkpoints."""
+        return [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}]
+
+    def note(self, s, costs) -> str:
+        """How much less it writes and stores than full checkpoints at the scenario's interval."""
+        f = self.strategy.describe(s, costs)
+        return (
+            f"writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
+            "checkpoints at this interval; quantization's accuracy cost is not modelled"
+        )
+
+
 @register
 class CheckNRun(Strategy):
     """Check-N-Run (Eisenman et al., NSDI 2022): differential + quantized checkpoints, full recovery.
@@ -504,12 +531,7 @@ class CheckNRun(Strategy):
     Params = CheckNRunParams
     needs_throughput = True
     plan_label = "Check-N-Run"
-    plan_rank = 2
-
-    @classmethod
-    def plan_variants(cls, s) -> list[dict]:
-        """Unquantized and 8-bit increments, a baseline at least every 8 checkpoints."""
-        return [{"bits": 32, "full_every": 8}, {"bits": 8, "full_every": 8}]
+    Planning = CheckNRunPlanning
 
     def __init__(self, params: CheckNRunParams, setup: RunSetup) -> None:
         super().__init__(params, setup)
@@ -666,15 +688,6 @@ class CheckNRun(Strategy):
         }
 
     @classmethod
-    def plan_note(cls, s, costs) -> str:
-        """How much less it writes and stores than full checkpoints at the scenario's interval."""
-        f = cls.describe(s, costs)
-        return (
-            f"writes {f['write_ratio']:.3g}x less and stores {f['capacity_ratio']:.3g}x less than full "
-            "checkpoints at this interval; quantization's accuracy cost is not modelled"
-        )
-
-    @classmethod
     def describe(cls, s, costs) -> dict[str, float]:
         """The footprint of a scenario's Check-N-Run, without a simulation."""
         self = cls.__new__(cls)
@@ -708,6 +721,19 @@ class LookaheadParams(MFUParams):
     )
 
 
+class LookaheadPlanning(MFUPlanning):
+    """Lookahead's planning: MFU's, with its own model of what a save protects (the strategy's)."""
+
+    rank = 5
+
+    def note(self, s, costs) -> str:
+        """MFU's note, after the protection that ranking by the next window gives up."""
+        return (
+            "ranked by the next window's accesses (no counters): protects less of the past interval than "
+            "MFU would; " + super().note(s, costs)
+        )
+
+
 @register
 class Lookahead(MFU):
     """BagPipe's lookahead applied to CPR's partial saves.
@@ -732,8 +758,9 @@ class Lookahead(MFU):
     Params = LookaheadParams
     params: LookaheadParams  #: an instance of Params (the engine validates the scenario's with it)
     needs_throughput = True
+    emulation = LookaheadTopRows()  #: partial saves of the rows the next interval uses most
     plan_label = "Lookahead"
-    plan_rank = 5
+    Planning = LookaheadPlanning
 
     @classmethod
     def protected_share(cls, s, params, tau: float) -> float:
@@ -747,14 +774,6 @@ class Lookahead(MFU):
         model = access.of(s)
         return (
             float(model.touched(tau * s.job.throughput)) * model.rows / s.cluster.embedding_servers
-        )
-
-    @classmethod
-    def plan_note(cls, s, costs) -> str:
-        """MFU's note, after the protection that ranking by the next window gives up."""
-        return (
-            "ranked by the next window's accesses (no counters): protects less of the past interval than "
-            "MFU would; " + super().plan_note(s, costs)
         )
 
     def __init__(self, params: LookaheadParams, setup: RunSetup) -> None:

@@ -41,12 +41,14 @@ on top of the counting slowdown (the two multiply).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
 from cprsim import access, analytic
 from cprsim.pls import ShardLedger
+from cprsim.sim.emulation_parts import CountedTopRows, Emulation, SubsampledTopRows
+from cprsim.sim.planning_parts import PartialPlanning
 from cprsim.sim.strategies import (
     Partial,
     PartialParams,
@@ -107,6 +109,84 @@ class SSUParams(MFUParams):
     )
 
 
+class MFUPlanning(PartialPlanning):
+    """CPR-MFU's planning (and SSU's, lookahead's: the strategy's own model of what a partial save
+    protects and costs): one variant per saved fraction, a full save every ``full_every``."""
+
+    strategy: type[MFU]  #: MFU or a subclass (SSU, lookahead): their model of a partial save
+    rank = 3
+    #: the saved fractions the planner tries; the full-save period follows from the full interval
+    top_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
+
+    def variants(self, s) -> list[dict]:
+        """One variant per saved fraction of :attr:`top_fractions`."""
+        return [{"top_fraction": r} for r in self.top_fractions]
+
+    def with_full_interval(self, params, tau, full_interval) -> dict:
+        """``full_every``: the most saves every ``tau`` within ``full_interval`` (1 .. 10,000)."""
+        return {
+            **params,
+            "full_every": max(1, min(10_000, int(math.floor(full_interval / tau * (1 + 1e-9))))),
+        }
+
+    def full_interval(self, params, tau) -> float:
+        """``full_every x tau``: progress between two full saves (s)."""
+        return tau * params.get("full_every", MFUParams.model_fields["full_every"].default)
+
+    def expected_pls(self, s, params, tau, rates) -> float:
+        """First-order E[PLS] with partial saves every ``tau`` that protect :meth:`protected_share`
+        and a full save every ``full_every`` (:func:`cprsim.analytic.expected_pls_prioritized`)."""
+        cls = self.strategy
+        p = cls._params(params)
+        cov = cls.protected_share(s, p, tau)
+        return analytic.expected_pls_prioritized(
+            s.duration_s,
+            tau,
+            rates.embedding,
+            rates.k,
+            s.cluster.embedding_servers,
+            cov,
+            p.full_every,
+        )
+
+    def expected_overhead(self, s, params, tau, rates, costs) -> float:
+        """First-order E[wall]/W - 1: partial recovery at the mean save cost, each restore reading
+        on average half of the ``full_every - 1`` partial saves, slowed by counting, plus job-level
+        rollbacks to the last full save."""
+        cls = self.strategy
+        p = cls._params(params)
+        K = p.full_every
+        counter = cls.counter_slowdown(s, p)
+        delta = analytic.prioritized_save_s(
+            cls.full_save_cost(s, p, tau, costs), cls.partial_save_cost(s, p, tau, costs), K
+        )
+        # a failure finds j = 0..K-1 partial saves since the last full one, each read on restore
+        overlays = (K - 1) / 2.0 * cls.overlay_s(s, p, costs, max(1, round(rates.k)))
+        node = partial_node_overhead(
+            s,
+            tau,
+            delta,
+            rates,
+            costs,
+            degraded=degraded_trainers(s, params),
+            shard_extra_s=overlays,
+        )
+        return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
+
+    def note(self, s, costs) -> str:
+        """The share of rows a partial save writes and of the updates it protects, what it and a
+        full save cost (s), and the counting slowdown."""
+        cls = self.strategy
+        p, tau = cls.Params(**s.strategy.params), s.interval_s
+        share = cls.protected_share(s, p, tau)
+        return (
+            f"a partial save writes {100 * p.top_fraction:.3g}% of the rows and protects {100 * share:.4g}% of an "
+            f"interval's updates; it takes {cls.partial_save_cost(s, p, tau, costs):.3g} s (a full one "
+            f"{cls.full_save_cost(s, p, tau, costs):.3g} s); counting slows training by "
+            f"{100 * cls.counter_slowdown(s, p):.2g}%"
+        )
+
+
 @register
 class MFU(Partial):
     """CPR-MFU (module docstring): partial recovery with partial saves of the top ``top_fraction``
@@ -118,28 +198,9 @@ class MFU(Partial):
     summary = "CPR-MFU: partial recovery; partial saves of the top-r rows by exact access counts, a full save every K"
     Params = MFUParams
     needs_throughput = True
+    emulation: ClassVar[Emulation | None] = CountedTopRows()  #: top rows by exact access counts
     plan_label = "CPR-MFU"
-    plan_rank = 3
-    #: the saved fractions the planner tries; the full-save period follows from the full interval
-    plan_top_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2)
-
-    @classmethod
-    def plan_variants(cls, s) -> list[dict]:
-        """One variant per saved fraction of :attr:`plan_top_fractions`."""
-        return [{"top_fraction": r} for r in cls.plan_top_fractions]
-
-    @classmethod
-    def plan_with_full_interval(cls, params, tau, full_interval) -> dict:
-        """``full_every``: the most saves every ``tau`` within ``full_interval`` (1 .. 10,000)."""
-        return {
-            **params,
-            "full_every": max(1, min(10_000, int(math.floor(full_interval / tau * (1 + 1e-9))))),
-        }
-
-    @classmethod
-    def plan_full_interval(cls, params, tau) -> float:
-        """``full_every x tau``: progress between two full saves (s)."""
-        return tau * params.get("full_every", MFUParams.model_fields["full_every"].default)
+    Planning = MFUPlanning
 
     # -- the model of what a partial save protects and costs (shared by the engine and the planner)
     @classmethod
@@ -219,59 +280,6 @@ class MFU(Partial):
     def _params(cls, params: dict):
         return cls.Params(**params)
 
-    @classmethod
-    def plan_expected_pls(cls, s, params, tau, rates) -> float:
-        """First-order E[PLS] with partial saves every ``tau`` that protect :meth:`protected_share`
-        and a full save every ``full_every`` (:func:`cprsim.analytic.expected_pls_prioritized`)."""
-        p = cls._params(params)
-        cov = cls.protected_share(s, p, tau)
-        return analytic.expected_pls_prioritized(
-            s.duration_s,
-            tau,
-            rates.embedding,
-            rates.k,
-            s.cluster.embedding_servers,
-            cov,
-            p.full_every,
-        )
-
-    @classmethod
-    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
-        """First-order E[wall]/W - 1: partial recovery at the mean save cost, each restore reading
-        on average half of the ``full_every - 1`` partial saves, slowed by counting, plus job-level
-        rollbacks to the last full save."""
-        p = cls._params(params)
-        K = p.full_every
-        counter = cls.counter_slowdown(s, p)
-        delta = analytic.prioritized_save_s(
-            cls.full_save_cost(s, p, tau, costs), cls.partial_save_cost(s, p, tau, costs), K
-        )
-        # a failure finds j = 0..K-1 partial saves since the last full one, each read on restore
-        overlays = (K - 1) / 2.0 * cls.overlay_s(s, p, costs, max(1, round(rates.k)))
-        node = partial_node_overhead(
-            s,
-            tau,
-            delta,
-            rates,
-            costs,
-            degraded=degraded_trainers(s, params),
-            shard_extra_s=overlays,
-        )
-        return (1.0 + node) * (1.0 + counter) - 1.0 + job_level_overhead(s, K * tau, rates, costs)
-
-    @classmethod
-    def plan_note(cls, s, costs) -> str:
-        """The share of rows a partial save writes and of the updates it protects, what it and a
-        full save cost (s), and the counting slowdown."""
-        p, tau = cls.Params(**s.strategy.params), s.interval_s
-        share = cls.protected_share(s, p, tau)
-        return (
-            f"a partial save writes {100 * p.top_fraction:.3g}% of the rows and protects {100 * share:.4g}% of an "
-            f"interval's updates; it takes {cls.partial_save_cost(s, p, tau, costs):.3g} s (a full one "
-            f"{cls.full_save_cost(s, p, tau, costs):.3g} s); counting slows training by "
-            f"{100 * cls.counter_slowdown(s, p):.2g}%"
-        )
-
     def __init__(self, params: MFUParams, setup: RunSetup) -> None:
         super().__init__(params, setup)
         s, cls, tau = setup.scenario, type(self), setup.tau
@@ -314,6 +322,16 @@ class MFU(Partial):
         self.saves -= self.saves % self.K  # back at a full save: the next K - 1 saves are partial
 
 
+class SSUPlanning(MFUPlanning):
+    """CPR-SSU's planning: MFU's, each variant counting 1% of the samples."""
+
+    rank = 4
+
+    def variants(self, s) -> list[dict]:
+        """MFU's variants, each counting 1% of the samples."""
+        return [{**v, "sample_rate": 0.01} for v in super().variants(s)]
+
+
 @register
 class SSU(MFU):
     """CPR-SSU: as MFU, but rows ranked by access counts over a sub-sample (``sample_rate``) of the
@@ -323,13 +341,9 @@ class SSU(MFU):
     colour = "#9467bd"
     summary = "CPR-SSU: as MFU, but rows ranked by counts from a sub-sample (rate s) of the inputs"
     Params = SSUParams
+    emulation = SubsampledTopRows()  #: partial saves of the top rows by sub-sampled counts
     plan_label = "CPR-SSU"
-    plan_rank = 4
-
-    @classmethod
-    def plan_variants(cls, s) -> list[dict]:
-        """MFU's variants, each counting 1% of the samples."""
-        return [{**v, "sample_rate": 0.01} for v in super().plan_variants(s)]
+    Planning = SSUPlanning
 
     @classmethod
     def ranking_rate(cls, params) -> float:

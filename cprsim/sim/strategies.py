@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +58,16 @@ from cprsim.registry import (  # noqa: F401 - the registry, re-exported where st
     register,
     validate_params,
 )
+from cprsim.sim.emulation_parts import Emulation, EveryRow
+from cprsim.sim.planning_parts import (
+    EverySaveFull,
+    OneVariant,
+    PartialPlanning,
+    RollbackOverhead,
+    RollbackPlanning,
+    missing_members,
+)
+from cprsim.sim.planning_parts import Planning as PlanningPart
 
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.costs import Costs
@@ -122,62 +132,30 @@ class Strategy:
     #: :data:`SPARE_COLOURS` picked from its name (stable across runs and processes)
     colour: ClassVar[str] = ""
 
-    # -- planning hooks (read by cprsim.planner: a new strategy is planned without editing it) -------
+    # -- calibration emulation (read by cprsim.calibrate: a strategy is measured without editing it)
+    #: how the DLRM calibration emulates its saves (:mod:`cprsim.sim.emulation_parts`); ``None``:
+    #: the calibration does not measure it (it loses no update, or its saves are not emulated)
+    emulation: ClassVar[Emulation | None] = None
+
+    # -- planning (read by cprsim.planner: a new strategy is planned without editing it) ---------
     plan_label: ClassVar[str] = ""  #: its name in plans (default: its ``label``)
-    #: "rollback": loses no update, its interval minimises overhead; "pls": loses updates, its
-    #: interval is the largest that keeps PLS within the bound
-    plan_kind: ClassVar[Literal["rollback", "pls"]] = "rollback"
-    plan_rank: ClassVar[int] = 50  #: simplicity: options tied within their CIs go to the lowest
-    plan_oracle: ClassVar[bool] = False  #: knows the future: labelled, never recommended
-    plan_interval_range: ClassVar[tuple[float, float]] = (0.5, 3.0)  #: "rollback": grid x Daly's
-
-    @classmethod
-    def plan_variants(cls, s) -> list[dict[str, Any]]:
-        """The parameter sets the planner tries (each validated against the scenario)."""
-        return [{}]
-
-    @classmethod
-    def plan_with_full_interval(
-        cls, params: dict[str, Any], tau: float, full_interval: float
-    ) -> dict[str, Any]:
-        """The parameters that keep a full (consistent) checkpoint at least every ``full_interval``
-        when saving every ``tau`` (every save of a plain strategy is a full one)."""
-        return dict(params)
-
-    @classmethod
-    def plan_full_interval(cls, params: dict[str, Any], tau: float) -> float:
-        """Progress between two full checkpoints at interval ``tau``."""
-        return tau
-
-    @classmethod
-    def plan_expected_pls(cls, s, params: dict[str, Any], tau: float, rates) -> float:
-        """First-order E[PLS] (0 for strategies that lose no update)."""
-        return 0.0
-
-    @classmethod
-    def plan_note(cls, s, costs) -> str:
-        """What the plan should say about this strategy at the scenario's interval and parameters."""
-        return ""
-
-    @classmethod
-    def plan_extra_memory(cls, s, params: dict[str, Any]) -> float:
-        """Memory the strategy adds to the embedding tables, as a fraction of them, with these
-        parameters (:func:`cprsim.registry.extra_memory`; 0: its checkpoints live in storage)."""
-        return 0.0
-
-    @classmethod
-    def plan_expected_overhead(cls, s, params: dict[str, Any], tau: float, rates, costs) -> float:
-        """First-order E[wall]/W - 1 (rates: cprsim.planner.rates.Rates; every failure rolls back)."""
-        from cprsim import analytic
-
-        return analytic.full_overhead(
-            s.duration_s, tau, costs.save_s, rates.total, s.reschedule.dist.mean() + costs.load_s
-        )
+    #: its planning part's class (:mod:`cprsim.sim.planning_parts`: a subclass of
+    #: ``RollbackPlanning`` or ``PartialPlanning`` that defines every required member); each
+    #: strategy class gets its own instance, :attr:`planning`
+    Planning: ClassVar[type[PlanningPart]] = PlanningPart  # type: ignore[type-abstract]
+    #: its planning part, bound to this class (made by ``__init_subclass__``)
+    planning: ClassVar[PlanningPart]
+    #: ``planning.kind``, read by callers outside the planner (the feasibility preflight's model)
+    plan_kind: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A class that sets its own ``name`` gets its own ``label``, ``plan_label`` and ``colour``
-        unless it sets them too (a subclass of a built-in does not inherit the built-in's)."""
+        """Every subclass gets its own planning part, bound to it; a class that sets its own
+        ``name`` gets its own ``label``, ``plan_label`` and ``colour`` unless it sets them too (a
+        subclass of a built-in does not inherit the built-in's)."""
         super().__init_subclass__(**kwargs)
+        if not missing_members(cls.Planning):  # an incomplete part is refused by register
+            cls.planning = cls.Planning(cls)
+            cls.plan_kind = cls.Planning.kind
         own = cls.__dict__
         if "name" not in own:
             return
@@ -187,6 +165,14 @@ class Strategy:
             cls.plan_label = cls.label
         if "colour" not in own:
             cls.colour = default_colour(cls.name)
+
+    @classmethod
+    def missing_parts(cls) -> list[str]:
+        """What registration refuses: one line per part that lacks required members (empty: none)."""
+        missing = missing_members(cls.Planning)
+        if missing:
+            return [f"its planning part {cls.Planning.__qualname__} lacks {', '.join(missing)}"]
+        return []
 
     def __init__(self, params: BaseModel, setup: RunSetup) -> None:
         self.params = params
@@ -255,6 +241,13 @@ class Strategy:
         return run.take_tier_load(self.costs.load_s)
 
 
+class FullPlanning(RollbackOverhead, EverySaveFull, OneVariant, RollbackPlanning):
+    """Full recovery's planning: the simulated optimum interval, every save full, first order
+    every failure rolling back."""
+
+    rank = 0
+
+
 @register
 class Full(Strategy):
     """Full recovery (the base class's defaults): any failure rolls the job back to the last
@@ -264,7 +257,7 @@ class Full(Strategy):
     summary = "any failure: reschedule, every node reloads the last checkpoint, re-execute since it"
     label = plan_label = "full"
     colour = "#1f77b4"
-    plan_rank = 0
+    Planning = FullPlanning
     needs_embedding_servers = False
     supports_tiers = True
 
@@ -342,6 +335,44 @@ class DegradedTrainers:
         self.degraded = {n: end for n, end in self.degraded.items() if run.up_at.get(n, -1.0) > now}
 
 
+class PartialCPRPlanning(EverySaveFull, OneVariant, PartialPlanning):
+    """Vanilla partial recovery's planning: every save full; a node failure loses its shards'
+    updates since their last save; job-level interruptions roll back."""
+
+    rank = 1
+
+    def expected_pls(self, s, params, tau, rates) -> float:
+        """First-order E[PLS] of vanilla partial recovery: each embedding failure loses its shards'
+        updates since their last save, the stalls of the failures the job waits for included
+        (:func:`cprsim.analytic.expected_pls`)."""
+        from cprsim import analytic
+        from cprsim.costs import costs_of
+
+        c = costs_of(s)
+        k = max(1, round(rates.k))
+        # events that stall the job: degraded trainers do not
+        lam_stall = rates.embedding if degraded_trainers(s, params) else rates.nodes
+        stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), lam_stall)
+        return analytic.expected_pls(
+            s.duration_s,
+            tau,
+            c.save_s,
+            rates.embedding,
+            rates.k,
+            s.cluster.embedding_servers,
+            stall_s=stall,
+            lam_stall=lam_stall,
+        )
+
+    def expected_overhead(self, s, params, tau, rates, costs) -> float:
+        """First-order E[wall]/W - 1: node failures recovered partially
+        (:func:`partial_node_overhead`) plus job-level rollbacks to the last full checkpoint
+        (:func:`job_level_overhead`)."""
+        return partial_node_overhead(
+            s, tau, costs.save_s, rates, costs, degraded=degraded_trainers(s, params)
+        ) + job_level_overhead(s, self.full_interval(params, tau), rates, costs)
+
+
 @register
 class Partial(DegradedTrainers, Strategy):
     """CPR's partial recovery.
@@ -369,41 +400,8 @@ class Partial(DegradedTrainers, Strategy):
     Params = PartialParams
     label = plan_label = "CPR-vanilla"
     colour = "#d62728"
-    plan_kind = "pls"
-    plan_rank = 1
-
-    @classmethod
-    def plan_expected_pls(cls, s, params, tau, rates) -> float:
-        """First-order E[PLS] of vanilla partial recovery: each embedding failure loses its shards'
-        updates since their last save, the stalls of the failures the job waits for included
-        (:func:`cprsim.analytic.expected_pls`)."""
-        from cprsim import analytic
-        from cprsim.costs import costs_of
-
-        c = costs_of(s)
-        k = max(1, round(rates.k))
-        # events that stall the job: degraded trainers do not
-        lam_stall = rates.embedding if degraded_trainers(s, params) else rates.nodes
-        stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), lam_stall)
-        return analytic.expected_pls(
-            s.duration_s,
-            tau,
-            c.save_s,
-            rates.embedding,
-            rates.k,
-            s.cluster.embedding_servers,
-            stall_s=stall,
-            lam_stall=lam_stall,
-        )
-
-    @classmethod
-    def plan_expected_overhead(cls, s, params, tau, rates, costs) -> float:
-        """First-order E[wall]/W - 1: node failures recovered partially
-        (:func:`partial_node_overhead`) plus job-level rollbacks to the last full checkpoint
-        (:func:`job_level_overhead`)."""
-        return partial_node_overhead(
-            s, tau, costs.save_s, rates, costs, degraded=degraded_trainers(s, params)
-        ) + job_level_overhead(s, cls.plan_full_interval(params, tau), rates, costs)
+    emulation: ClassVar[Emulation | None] = EveryRow()  #: every save copies every row
+    Planning: ClassVar[type[PlanningPart]] = PartialCPRPlanning
 
     full_restore = False  #: the next restore is a full load (no trainer survived to copy from)
     supports_tiers = (

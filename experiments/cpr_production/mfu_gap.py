@@ -365,7 +365,7 @@ def main() -> None:
             tau, params, _, _ = plan(s_plan, **case.replan)
         elif case.tau_h is not None:
             tau = case.tau_h * HOUR
-            params = MFU.plan_with_full_interval(params0, tau, (case.full_h or full0 / HOUR) * HOUR)
+            params = MFU.planning.with_full_interval(params0, tau, (case.full_h or full0 / HOUR) * HOUR)
         else:
             tau, params = tau0, dict(params0)
             if case.full_every is not None:
