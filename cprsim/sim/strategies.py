@@ -15,7 +15,14 @@ pydantic model of its scenario parameters (``[strategy]`` table), validated stri
 and ``colour`` say how tables, plans and figures show it.
 ``make_ledger(setup)`` gives the PLS ledger its lost updates go to (``None`` for a strategy that
 never loses one: full recovery keeps no ledger); ``setup.shared`` keeps what a strategy derives
-from the scenario alone across its replications.
+from the scenario alone across its replications, and ``setup.rng``/``run.rng`` is its own random
+stream for the replication (made on its first use).
+
+**Parts.** Besides its hooks and its presentation (``label``, ``colour``), a strategy names its
+planning part (``Planning``: how ``cprsim plan`` plans it, :mod:`cprsim.sim.planning_parts`;
+registration refuses a part that lacks a required member) and, if the DLRM calibration measures it,
+its emulation part (``emulation``: which rows a save copies, :mod:`cprsim.sim.emulation_parts`).
+Neither the planner nor the calibration asks a strategy's name.
 
 **What a strategy sees of the run** (:mod:`cprsim.sim.protocol`): it is made, and makes its
 ledger, from a :class:`~cprsim.sim.protocol.RunSetup` (the scenario, its costs, the cluster's
