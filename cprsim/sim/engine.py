@@ -118,6 +118,7 @@ class _Setup(NamedTuple):
 
     @property
     def rng(self) -> np.random.Generator:
+        """The strategy's random stream (made on its first use)."""
         return self.stream.get()
 
 
