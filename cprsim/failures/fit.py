@@ -448,6 +448,12 @@ def kaplan_meier(t: np.ndarray, observed: np.ndarray):
     return likelihood.kaplan_meier(t, observed)
 
 
+#: bootstrap draws refitted together (:func:`likelihood.mle_many`), at most this many durations
+#: in all (memory), and progress told after each batch
+_BATCH_DRAWS = 16
+_BATCH_DURATIONS = 2_000_000
+
+
 def _gof(
     f: Fit,
     t: np.ndarray,
@@ -456,29 +462,41 @@ def _gof(
     rng: np.random.Generator,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[float, float]:
-    km_t, km_s, _, _ = kaplan_meier(t, observed)
+    """The Kaplan-Meier distance of ``f`` to the data and its parametric-bootstrap p-value over
+    ``B`` draws: samples of the fitted model censored by times drawn from the data's censoring
+    times, each refitted from ``f``'s estimate. The draws are taken one after the other from
+    ``rng`` (the same samples whatever the batching), then refitted a batch at a time
+    (:func:`likelihood.mle_many`; a draw it does not converge alone, as :func:`_mle`)."""
+    km_t, km_s = likelihood.km_survival(t, observed)
     stat = float(np.max(np.abs(km_s - f.sf(km_t))))
     cens = t[~observed]
     horizon = t.max()
     n = t.size
     dist = f.distribution(1.0)
+    support = np.unique(cens) if cens.size else np.array([horizon])
+    per_batch = max(1, min(_BATCH_DRAWS, _BATCH_DURATIONS // n))
     worse = 0
     done = 0
-    for _ in range(B):
-        stat_b = _gof_draw(f, dist, cens, horizon, n, rng)
-        if stat_b is not None:
-            worse += stat_b >= stat
-            done += 1
+    left = B
+    while left:
+        m = min(per_batch, left)
+        left -= m
+        draws = [_gof_sample(dist, cens, horizon, n, rng) for _ in range(m)]
+        for stat_b in _gof_refit(f, draws, support):
+            if stat_b is not None:
+                worse += stat_b >= stat
+                done += 1
         if progress is not None:
-            progress(1)
+            progress(m)
     return stat, (worse + 1) / (done + 1)
 
 
-def _gof_draw(
-    f: Fit, dist: Distribution, cens: np.ndarray, horizon: float, n: int, rng: np.random.Generator
-) -> float | None:
-    """One bootstrap draw of :func:`_gof`: the Kaplan-Meier distance of a refit to a sample of the
-    fitted model (None: a sample that cannot be refitted)."""
+def _gof_sample(
+    dist: Distribution, cens: np.ndarray, horizon: float, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One bootstrap sample of :func:`_gof`: ``n`` lifetimes of ``dist`` censored by times drawn
+    from ``cens`` (else the ``horizon``), as durations and event flags (None: no event, or a
+    duration of 0: not refitted)."""
     life = dist.sample(rng, n)
     # censoring times: those of the censored observations (resampled), else the horizon
     c = rng.choice(cens, n) if cens.size else np.full(n, horizon)
@@ -486,12 +504,38 @@ def _gof_draw(
     tb = np.minimum(life, c)
     if not obs_b.any() or np.any(tb <= 0):
         return None
-    try:
-        sc, sh = _mle(f.family, tb, obs_b, guess=(f.scale_, f.shape_))
-    except Exception:
-        return None
-    kt, ks, _, _ = kaplan_meier(tb, obs_b)
-    return float(np.max(np.abs(ks - likelihood.sf(f.family, sc, sh, kt))))
+    return tb, obs_b
+
+
+def _gof_refit(
+    f: Fit, draws: list[tuple[np.ndarray, np.ndarray] | None], support: np.ndarray
+) -> list[float | None]:
+    """The Kaplan-Meier distance of each draw to its refit (None: a draw that is None or cannot
+    be refitted): the draws refitted together where the family allows
+    (:func:`likelihood.mle_many`, from ``f``'s estimate; ``support``: the sorted censoring times
+    the draws' are drawn from), one at a time otherwise."""
+    guess = (f.scale_, f.shape_)
+    live = {i: d for i, d in enumerate(draws) if d is not None}
+    fits: dict[int, tuple[float, float] | None] = {}
+    if f.family in likelihood.BATCHED and live:
+        groups = [likelihood.Grouped.of(tb, ob, support) for tb, ob in live.values()]
+        fits = dict(zip(live, likelihood.mle_many(f.family, groups, guess)))
+    out: list[float | None] = []
+    for i, d in enumerate(draws):
+        if d is None:
+            out.append(None)
+            continue
+        tb, obs_b = d
+        est = fits.get(i)
+        if est is None:
+            try:
+                est = _mle(f.family, tb, obs_b, guess=guess)
+            except Exception:
+                out.append(None)
+                continue
+        kt, ks = likelihood.km_survival(tb, obs_b)
+        out.append(float(np.max(np.abs(ks - likelihood.sf(f.family, est[0], est[1], kt)))))
+    return out
 
 
 def fit_all(
