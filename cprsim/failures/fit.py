@@ -470,10 +470,12 @@ def _gof(
     km_t, km_s = likelihood.km_survival(t, observed)
     stat = float(np.max(np.abs(km_s - f.sf(km_t))))
     cens = t[~observed]
-    horizon = t.max()
     n = t.size
     dist = f.distribution(1.0)
-    support = np.unique(cens) if cens.size else np.array([horizon])
+    # the distinct censoring times, and which each censored duration is
+    support, which = (
+        np.unique(cens, return_inverse=True) if cens.size else (np.array([t.max()]), None)
+    )
     per_batch = max(1, min(_BATCH_DRAWS, _BATCH_DURATIONS // n))
     worse = 0
     done = 0
@@ -481,8 +483,8 @@ def _gof(
     while left:
         m = min(per_batch, left)
         left -= m
-        draws = [_gof_sample(dist, cens, horizon, n, rng) for _ in range(m)]
-        for stat_b in _gof_refit(f, draws, support):
+        draws = [_gof_sample(dist, cens, support, which, n, rng) for _ in range(m)]
+        for stat_b in _gof_refit(f, draws):
             if stat_b is not None:
                 worse += stat_b >= stat
                 done += 1
@@ -491,41 +493,55 @@ def _gof(
     return stat, (worse + 1) / (done + 1)
 
 
+_Draw = tuple[np.ndarray, np.ndarray, likelihood.Grouped]
+
+
 def _gof_sample(
-    dist: Distribution, cens: np.ndarray, horizon: float, n: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray] | None:
+    dist: Distribution,
+    cens: np.ndarray,
+    support: np.ndarray,
+    which: np.ndarray | None,
+    n: int,
+    rng: np.random.Generator,
+) -> _Draw | None:
     """One bootstrap sample of :func:`_gof`: ``n`` lifetimes of ``dist`` censored by times drawn
-    from ``cens`` (else the ``horizon``), as durations and event flags (None: no event, or a
-    duration of 0: not refitted)."""
+    from ``cens`` (its distinct values ``support``, ``which`` of them each is; no censoring: all
+    at ``support[0]``, the data's longest duration), as durations, event flags and grouped (None:
+    no event, or a duration of 0: not refitted). The draws from ``rng`` are ``rng.choice(cens,
+    n)``'s (a test checks it): the numbers drawn say which censoring time each lifetime gets."""
     life = dist.sample(rng, n)
-    # censoring times: those of the censored observations (resampled), else the horizon
-    c = rng.choice(cens, n) if cens.size else np.full(n, horizon)
+    # the draws of rng.choice(cens, n), as positions
+    j = rng.choice(cens.size, n) if cens.size else None
+    c = np.full(n, support[0]) if j is None else cens[j]
     obs_b = life <= c
     tb = np.minimum(life, c)
     if not obs_b.any() or np.any(tb <= 0):
         return None
-    return tb, obs_b
+    cen = ~obs_b
+    if j is None or which is None:
+        w = np.array([float(cen.sum())])
+    else:
+        w = np.bincount(which[j[cen]], minlength=support.size).astype(float)
+    nz = w > 0
+    return tb, obs_b, likelihood.Grouped(tb[obs_b], support[nz], w[nz])
 
 
-def _gof_refit(
-    f: Fit, draws: list[tuple[np.ndarray, np.ndarray] | None], support: np.ndarray
-) -> list[float | None]:
+def _gof_refit(f: Fit, draws: list[_Draw | None]) -> list[float | None]:
     """The Kaplan-Meier distance of each draw to its refit (None: a draw that is None or cannot
     be refitted): the draws refitted together where the family allows
-    (:func:`likelihood.mle_many`, from ``f``'s estimate; ``support``: the sorted censoring times
-    the draws' are drawn from), one at a time otherwise."""
+    (:func:`likelihood.mle_many`, from ``f``'s estimate), one at a time otherwise."""
     guess = (f.scale_, f.shape_)
     live = {i: d for i, d in enumerate(draws) if d is not None}
     fits: dict[int, tuple[float, float] | None] = {}
     if f.family in likelihood.BATCHED and live:
-        groups = [likelihood.Grouped.of(tb, ob, support) for tb, ob in live.values()]
+        groups = [d[2] for d in live.values()]
         fits = dict(zip(live, likelihood.mle_many(f.family, groups, guess)))
     out: list[float | None] = []
     for i, d in enumerate(draws):
         if d is None:
             out.append(None)
             continue
-        tb, obs_b = d
+        tb, obs_b, grouped = d
         est = fits.get(i)
         if est is None:
             try:
@@ -533,7 +549,7 @@ def _gof_refit(
             except Exception:
                 out.append(None)
                 continue
-        kt, ks = likelihood.km_survival(tb, obs_b)
+        kt, ks = grouped.km_survival()
         out.append(float(np.max(np.abs(ks - likelihood.sf(f.family, est[0], est[1], kt)))))
     return out
 

@@ -259,18 +259,22 @@ class Grouped:
     w_cen: np.ndarray
 
     @classmethod
-    def of(cls, t: np.ndarray, observed: np.ndarray, support: np.ndarray | None = None) -> Grouped:
-        """Group ``t``'s censored durations; ``support``: the sorted values they are known to be
-        drawn from (a bootstrap's censoring times; counted by a search instead of a sort)."""
-        cen = t[~observed]
-        if support is not None and support.size:
-            i = np.minimum(np.searchsorted(support, cen), support.size - 1)
-            if np.array_equal(support[i], cen):
-                w = np.bincount(i, minlength=support.size)
-                nz = w > 0
-                return cls(t[observed], support[nz], w[nz].astype(float))
-        values, w = np.unique(cen, return_counts=True)
+    def of(cls, t: np.ndarray, observed: np.ndarray) -> Grouped:
+        """``t`` (``observed``: False where right-censored) grouped."""
+        values, w = np.unique(t[~observed], return_counts=True)
         return cls(t[observed], values, w.astype(float))
+
+    def km_survival(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`km_survival` of these durations (the same numbers), sorting only the distinct
+        ones."""
+        n_obs = self.t_obs.size
+        times, inv = np.unique(np.concatenate([self.t_obs, self.t_cen]), return_inverse=True)
+        deaths = np.bincount(inv[:n_obs], minlength=times.size).astype(float)
+        leaving = np.bincount(
+            inv, weights=np.concatenate([np.ones(n_obs), self.w_cen]), minlength=times.size
+        )
+        at_risk = leaving[::-1].cumsum()[::-1]
+        return times, np.cumprod(1.0 - deaths / at_risk)
 
 
 #: the families :func:`mle_many` fits (the exponential's maximum is closed: :func:`mle`)
