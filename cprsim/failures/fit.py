@@ -30,12 +30,12 @@ file gets: the best by AIC with a finite mean (a scenario's stationary start nee
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import OptimizeWarning
 
 from cprsim.errors import InputError
 from cprsim.failures import likelihood
@@ -554,6 +554,15 @@ def _gof_refit(f: Fit, draws: list[_Draw | None]) -> list[float | None]:
     return out
 
 
+def _fit_errors() -> tuple[type[Exception], ...]:
+    """What a family that cannot be fitted raises: scipy.optimize's ``OptimizeWarning`` (as an
+    error where warnings are) among them once scipy.optimize is loaded (before, nothing raised it:
+    it is loaded only by a fit that needs it)."""
+    opt = sys.modules.get("scipy.optimize")
+    warn = (opt.OptimizeWarning,) if opt is not None else ()
+    return (ValueError, RuntimeError, FloatingPointError, *warn)
+
+
 def fit_all(
     t: np.ndarray,
     observed: np.ndarray,
@@ -581,7 +590,7 @@ def fit_all(
                     fam, t, observed, bootstrap=bootstrap, rng=rng, what=what, progress=progress
                 )
             )
-        except (ValueError, RuntimeError, FloatingPointError, OptimizeWarning):
+        except _fit_errors():
             if progress is not None and bootstrap:  # its draws will not run
                 progress(bootstrap)
             continue
