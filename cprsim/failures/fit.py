@@ -13,7 +13,8 @@ intervals stay positive), inverted, ``exp(log theta +- 1.96 se)``. Models are ra
 (``2k - 2 log L``; BIC ``k ln n - 2 log L``, ``n`` all observations). Goodness of fit valid under
 censoring: the largest distance between the Kaplan-Meier curve and the fitted survival at the
 observed event times, with a parametric-bootstrap p-value (samples drawn from the fitted model,
-censored by times drawn from the data's censoring distribution, refitted each time).
+censored by times drawn from the data's censoring distribution, refitted each time: the draws
+together, by :func:`likelihood.mle_many`).
 
 **Tails** (:class:`TailCheck`, ``FitReport.tail``): a fitted mean is only as good as the tail it
 rests on. Each fit says whether its mean and variance exist (a log-logistic's tail falls as

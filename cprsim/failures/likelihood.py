@@ -22,7 +22,10 @@ loglogistic    ``log b/s + (b-1) log(t/s)             ``-log1p((t/s)^b)``
 :func:`mle` maximises ``sum log f(observed) + sum log S(censored)`` over ``(log scale, log
 shape)`` by L-BFGS-B from a moment start (or a given guess), on the mean log-likelihood;
 ``tests/test_fit_fast.py`` checks it against ``scipy.stats``' generic censored fit and against
-``lifelines``.
+``lifelines``. :func:`mle_many` maximises many samples' log-likelihoods at once (a bootstrap's
+refits): Newton's method on the samples stacked end to end, with the closed-form gradient and
+Hessian, censored durations counted once per distinct value (:class:`Grouped`);
+``tests/test_fit_bootstrap.py`` checks it against :func:`mle` draw by draw.
 """
 
 from __future__ import annotations
