@@ -162,7 +162,9 @@ class Distribution:
             return s * math.log(2.0)
         if f == "weibull":
             return s * math.log(2.0) ** (1.0 / k)
-        return float(self.scipy.median())
+        from scipy import special  # gamma: scipy.stats.gamma's median, without importing it
+
+        return float(special.gammaincinv(k, 0.5) * s)
 
     def mean_share_beyond(self, t: float) -> float:
         """The share of the mean that lifetimes longer than ``t`` seconds contribute,

@@ -13,7 +13,8 @@ intervals stay positive), inverted, ``exp(log theta +- 1.96 se)``. Models are ra
 (``2k - 2 log L``; BIC ``k ln n - 2 log L``, ``n`` all observations). Goodness of fit valid under
 censoring: the largest distance between the Kaplan-Meier curve and the fitted survival at the
 observed event times, with a parametric-bootstrap p-value (samples drawn from the fitted model,
-censored by times drawn from the data's censoring distribution, refitted each time).
+censored by times drawn from the data's censoring distribution, refitted each time: the draws
+together, by :func:`likelihood.mle_many`).
 
 **Tails** (:class:`TailCheck`, ``FitReport.tail``): a fitted mean is only as good as the tail it
 rests on. Each fit says whether its mean and variance exist (a log-logistic's tail falls as
@@ -30,12 +31,12 @@ file gets: the best by AIC with a finite mean (a scenario's stationary start nee
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import OptimizeWarning
 
 from cprsim.errors import InputError
 from cprsim.failures import likelihood
@@ -448,6 +449,12 @@ def kaplan_meier(t: np.ndarray, observed: np.ndarray):
     return likelihood.kaplan_meier(t, observed)
 
 
+#: bootstrap draws refitted together (:func:`likelihood.mle_many`), at most this many durations
+#: in all (memory), and progress told after each batch
+_BATCH_DRAWS = 16
+_BATCH_DURATIONS = 2_000_000
+
+
 def _gof(
     f: Fit,
     t: np.ndarray,
@@ -456,42 +463,105 @@ def _gof(
     rng: np.random.Generator,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[float, float]:
-    km_t, km_s, _, _ = kaplan_meier(t, observed)
+    """The Kaplan-Meier distance of ``f`` to the data and its parametric-bootstrap p-value over
+    ``B`` draws: samples of the fitted model censored by times drawn from the data's censoring
+    times, each refitted from ``f``'s estimate. The draws are taken one after the other from
+    ``rng`` (the same samples whatever the batching), then refitted a batch at a time
+    (:func:`likelihood.mle_many`; a draw it does not converge alone, as :func:`_mle`)."""
+    km_t, km_s = likelihood.km_survival(t, observed)
     stat = float(np.max(np.abs(km_s - f.sf(km_t))))
     cens = t[~observed]
-    horizon = t.max()
     n = t.size
     dist = f.distribution(1.0)
+    # the distinct censoring times, and which each censored duration is
+    support, which = (
+        np.unique(cens, return_inverse=True) if cens.size else (np.array([t.max()]), None)
+    )
+    per_batch = max(1, min(_BATCH_DRAWS, _BATCH_DURATIONS // n))
     worse = 0
     done = 0
-    for _ in range(B):
-        stat_b = _gof_draw(f, dist, cens, horizon, n, rng)
-        if stat_b is not None:
-            worse += stat_b >= stat
-            done += 1
+    left = B
+    while left:
+        m = min(per_batch, left)
+        left -= m
+        draws = [_gof_sample(dist, cens, support, which, n, rng) for _ in range(m)]
+        for stat_b in _gof_refit(f, draws):
+            if stat_b is not None:
+                worse += stat_b >= stat
+                done += 1
         if progress is not None:
-            progress(1)
+            progress(m)
     return stat, (worse + 1) / (done + 1)
 
 
-def _gof_draw(
-    f: Fit, dist: Distribution, cens: np.ndarray, horizon: float, n: int, rng: np.random.Generator
-) -> float | None:
-    """One bootstrap draw of :func:`_gof`: the Kaplan-Meier distance of a refit to a sample of the
-    fitted model (None: a sample that cannot be refitted)."""
+_Draw = tuple[np.ndarray, np.ndarray, likelihood.Grouped]
+
+
+def _gof_sample(
+    dist: Distribution,
+    cens: np.ndarray,
+    support: np.ndarray,
+    which: np.ndarray | None,
+    n: int,
+    rng: np.random.Generator,
+) -> _Draw | None:
+    """One bootstrap sample of :func:`_gof`: ``n`` lifetimes of ``dist`` censored by times drawn
+    from ``cens`` (its distinct values ``support``, ``which`` of them each is; no censoring: all
+    at ``support[0]``, the data's longest duration), as durations, event flags and grouped (None:
+    no event, or a duration of 0: not refitted). The draws from ``rng`` are ``rng.choice(cens,
+    n)``'s (a test checks it): the numbers drawn say which censoring time each lifetime gets."""
     life = dist.sample(rng, n)
-    # censoring times: those of the censored observations (resampled), else the horizon
-    c = rng.choice(cens, n) if cens.size else np.full(n, horizon)
+    # the draws of rng.choice(cens, n), as positions
+    j = rng.choice(cens.size, n) if cens.size else None
+    c = np.full(n, support[0]) if j is None else cens[j]
     obs_b = life <= c
     tb = np.minimum(life, c)
     if not obs_b.any() or np.any(tb <= 0):
         return None
-    try:
-        sc, sh = _mle(f.family, tb, obs_b, guess=(f.scale_, f.shape_))
-    except Exception:
-        return None
-    kt, ks, _, _ = kaplan_meier(tb, obs_b)
-    return float(np.max(np.abs(ks - likelihood.sf(f.family, sc, sh, kt))))
+    cen = ~obs_b
+    if j is None or which is None:
+        w = np.array([float(cen.sum())])
+    else:
+        w = np.bincount(which[j[cen]], minlength=support.size).astype(float)
+    nz = w > 0
+    return tb, obs_b, likelihood.Grouped(tb[obs_b], support[nz], w[nz])
+
+
+def _gof_refit(f: Fit, draws: list[_Draw | None]) -> list[float | None]:
+    """The Kaplan-Meier distance of each draw to its refit (None: a draw that is None or cannot
+    be refitted): the draws refitted together where the family allows
+    (:func:`likelihood.mle_many`, from ``f``'s estimate), one at a time otherwise."""
+    guess = (f.scale_, f.shape_)
+    live = {i: d for i, d in enumerate(draws) if d is not None}
+    fits: dict[int, tuple[float, float] | None] = {}
+    if f.family in likelihood.BATCHED and live:
+        groups = [d[2] for d in live.values()]
+        fits = dict(zip(live, likelihood.mle_many(f.family, groups, guess)))
+    out: list[float | None] = []
+    for i, d in enumerate(draws):
+        if d is None:
+            out.append(None)
+            continue
+        tb, obs_b, grouped = d
+        est = fits.get(i)
+        if est is None:
+            try:
+                est = _mle(f.family, tb, obs_b, guess=guess)
+            except Exception:
+                out.append(None)
+                continue
+        kt, ks = grouped.km_survival()
+        out.append(float(np.max(np.abs(ks - likelihood.sf(f.family, est[0], est[1], kt)))))
+    return out
+
+
+def _fit_errors() -> tuple[type[Exception], ...]:
+    """What a family that cannot be fitted raises: scipy.optimize's ``OptimizeWarning`` (as an
+    error where warnings are) among them once scipy.optimize is loaded (before, nothing raised it:
+    it is loaded only by a fit that needs it)."""
+    opt = sys.modules.get("scipy.optimize")
+    warn = (opt.OptimizeWarning,) if opt is not None else ()
+    return (ValueError, RuntimeError, FloatingPointError, *warn)
 
 
 def fit_all(
@@ -521,7 +591,7 @@ def fit_all(
                     fam, t, observed, bootstrap=bootstrap, rng=rng, what=what, progress=progress
                 )
             )
-        except (ValueError, RuntimeError, FloatingPointError, OptimizeWarning):
+        except _fit_errors():
             if progress is not None and bootstrap:  # its draws will not run
                 progress(bootstrap)
             continue
