@@ -277,14 +277,14 @@ class _Recorder:
 
 
 def test_the_scheduler_splits_few_points_and_batches_small_ones(tmp_path):
-    from cprsim.sweep import runner
+    from cprsim.sweep import points
 
     one = tmp_path / "one.toml"
     one.write_text('name = "one"\nscenario = "toy"\nreplications = 200\n')
     sw = load_sweep(one)
     rec = _Recorder(slots=4)
-    runs = [runner._PointRun(p, sw.replications, None) for p in sw.points]
-    done = list(runner._schedule(runs, rec, sw.fingerprint))
+    runs = [points.PointRun(p, sw.replications, None) for p in sw.points]
+    done = list(points.schedule(runs, rec, sw.fingerprint))
     assert [r.point.index for r in done] == [0]
     chunks = [c for t in rec.tasks for c in t]
     assert len(chunks) >= 4  # one point, four workers: its replications are split
@@ -297,8 +297,8 @@ def test_the_scheduler_splits_few_points_and_batches_small_ones(tmp_path):
     )
     sw = load_sweep(many)
     rec = _Recorder(slots=2)
-    runs = [runner._PointRun(p, sw.replications, None) for p in sw.points]
-    assert sorted(r.point.index for r in runner._schedule(runs, rec, sw.fingerprint)) == list(
+    runs = [points.PointRun(p, sw.replications, None) for p in sw.points]
+    assert sorted(r.point.index for r in points.schedule(runs, rec, sw.fingerprint)) == list(
         range(12)
     )
     assert (
