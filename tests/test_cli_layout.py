@@ -113,6 +113,7 @@ def test_preflight_reports_through_warn_and_refuses_a_hopeless_regime():
     preflight(hopeless, force=True)  # forced: no check of the regime
 
 
+@pytest.mark.slow
 def test_quick_scenario_and_write_plan_give_the_bytes_of_plan_out(tmp_path):
     from cprsim.planner import make_plan
     from cprsim.planner.quick import plan_strategies, quick_scenario
@@ -194,6 +195,7 @@ def test_a_job_model_without_a_cluster_size_is_refused_by_the_library_too():
     assert "[failures.job]" in text and 'fitted = "2024-01-02"' in text
 
 
+@pytest.mark.slow
 def test_the_access_tables_and_figure_are_the_commands(tmp_path):
     from cprsim.access_report import access_model, coverage_table, parse_samples, touched_table
     from cprsim.plots import save_figure
