@@ -105,12 +105,10 @@ def prepare_simulation(
     hopeless regime: InputError; no failure source: ``warn(message)``), then the adaptive rule
     when ``precision`` is given (the 95% CI half-width of the mean ``precision_metric`` within
     that fraction of the mean, checked after ``min_replications``, at most the scenario's
-    replications). Loads the strategy registry first: a plugin's name must be known."""
+    replications)."""
     from cprsim.runfiles import preflight
-    from cprsim.sim import strategies as registry
     from cprsim.sim.replicate import Precision
 
-    registry.ensure_loaded()
     preflight(scenario, max_events, force, warn=warn)
     rule = (
         Precision(precision, scenario.replications, min_replications, metric=precision_metric)
