@@ -52,6 +52,7 @@ from cprsim.scenario import Scenario
 from cprsim.sim.records import Event, ReplicationResult
 from cprsim.sim.replicate import Estimate, Precision
 from cprsim.sweep.results import PointSummary, SweepResults, load_results
+from cprsim.usecases import check_plannable, prepare_plan, prepare_simulation
 
 if TYPE_CHECKING:  # pragma: no cover - imported on first use (scipy.stats is slow to import)
     import pandas
@@ -573,20 +574,17 @@ def simulate(
     s = _as_scenario(scenario)
     if replications is not None or seed is not None:
         s = load_scenario(s, replications=replications, seed=seed)
-    from cprsim.runfiles import preflight
-    from cprsim.sim.replicate import run_adaptive, run_replications
-
-    preflight(s, max_events, force, warn=lambda m: warnings.warn(m, stacklevel=4))
-    rule = (
-        Precision(precision, s.replications, min_replications, metric=precision_metric)
-        if precision is not None
-        else None
-    )
-    if rule is None:
-        results, events = run_replications(s, first=first, record_first=record, progress=progress)
-    else:
-        results, events = run_adaptive(s, rule, first=first, record_first=record, progress=progress)
-    return Runs(s, results, events, rule)
+    # the warning points at simulate's caller: warn <- preflight <- prepare_simulation <- here
+    done = prepare_simulation(
+        s,
+        precision=precision,
+        min_replications=min_replications,
+        precision_metric=precision_metric,
+        max_events=max_events,
+        force=force,
+        warn=lambda m: warnings.warn(m, stacklevel=5),
+    ).run(first=first, record=record, progress=progress)
+    return Runs(s, done.results, done.events, done.rule)
 
 
 # -- planning -------------------------------------------------------------------------------------
@@ -752,7 +750,7 @@ def plan(
     (``interval_s``) and hours (``as_dict()["options"][i]["interval_h"]``), overheads and PLS
     fractions.
     """
-    from cprsim.planner import ALL_STRATEGIES, make_plan
+    from cprsim.planner import ALL_STRATEGIES
 
     _check_scenario("scenario", scenario)
     _check_number("max_accuracy_loss", max_accuracy_loss, above=0, below=0.5, none=True)
@@ -788,23 +786,19 @@ def plan(
             f"unknown {', '.join(map(repr, unknown))} (choose from "
             f"{', '.join(ALL_STRATEGIES)}, or 'all')",
         )
-    cal = calibration
-    if cal is not None and not isinstance(cal, Calibration):
-        cal = load_calibration(Path(cal))
-    record = make_plan(
-        s,
+    check_plannable(s)
+    record = prepare_plan(s, calibration).run(
         max_accuracy_loss,
         metric,
-        calibration=cal,
+        strategies=names,
+        progress=progress,
         replications=replications,
         search_replications=search_replications,
-        strategies=names,
         confidence=confidence,
         objective=objective,
         max_checkpoint_age_h=max_checkpoint_age_h,
         allow_extrapolation=allow_extrapolation,
         allow_no_full_checkpoint=allow_no_full_checkpoint,
-        progress=progress,
         precision=precision,
         sensitivity=tuple(sensitivity),
         model_rows=model_rows,

@@ -436,6 +436,7 @@ def test_run_draws_are_the_predictive_distribution_and_common_to_intervals():
     assert np.allclose((a - m[0]) / sd[0], (b - m3[0]) / sd3[0])
 
 
+@pytest.mark.slow
 def test_refit_rewrites_the_model_of_a_calibration_file(tmp_path):
     """`cprsim calibrate --refit FILE` (no torch needed): [model] recomputed from [points] with
     today's selection; the points are untouched; the planner reads the result."""
@@ -480,6 +481,7 @@ def test_refit_rewrites_the_model_of_a_calibration_file(tmp_path):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.slow
 def test_runs_within_judges_fresh_runs_as_the_planner_judged_its_confirmation():
     """`cprsim.planner.runs_within` on the confirmation block reproduces each option's `within`
     exactly: a user re-checking a plan on other replications uses the planner's own verdict."""

@@ -32,6 +32,7 @@ def rows(path: Path) -> list[list[str]]:
 
 
 # -- the stopping rule ---------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", [0.1, 0.05])
 def test_stopping_rule_matches_the_fixed_width_oracle_on_exponential_values(rel):
     """Exponential values have sd = mean, so the rule should stop near n* = (z / rel)^2 (Chow and
@@ -213,6 +214,7 @@ def test_adaptive_sweep_gives_identical_files_on_every_backend(tmp_path, cli):
     assert sim["replications"] == res.points[3].n
 
 
+@pytest.mark.slow
 def test_adaptive_sweep_resume_reruns_a_point_cut_short(tmp_path, cli):
     """A point's rows cut before the rule's stop are not a complete point: resume runs it again."""
     sweep = _adaptive_sweep(tmp_path)
@@ -277,14 +279,14 @@ class _Recorder:
 
 
 def test_the_scheduler_splits_few_points_and_batches_small_ones(tmp_path):
-    from cprsim.sweep import runner
+    from cprsim.sweep import points
 
     one = tmp_path / "one.toml"
     one.write_text('name = "one"\nscenario = "toy"\nreplications = 200\n')
     sw = load_sweep(one)
     rec = _Recorder(slots=4)
-    runs = [runner._PointRun(p, sw.replications, None) for p in sw.points]
-    done = list(runner._schedule(runs, rec, sw.fingerprint))
+    runs = [points.PointRun(p, sw.replications, None) for p in sw.points]
+    done = list(points.schedule(runs, rec, sw.fingerprint))
     assert [r.point.index for r in done] == [0]
     chunks = [c for t in rec.tasks for c in t]
     assert len(chunks) >= 4  # one point, four workers: its replications are split
@@ -297,8 +299,8 @@ def test_the_scheduler_splits_few_points_and_batches_small_ones(tmp_path):
     )
     sw = load_sweep(many)
     rec = _Recorder(slots=2)
-    runs = [runner._PointRun(p, sw.replications, None) for p in sw.points]
-    assert sorted(r.point.index for r in runner._schedule(runs, rec, sw.fingerprint)) == list(
+    runs = [points.PointRun(p, sw.replications, None) for p in sw.points]
+    assert sorted(r.point.index for r in points.schedule(runs, rec, sw.fingerprint)) == list(
         range(12)
     )
     assert (
@@ -463,6 +465,7 @@ def test_the_adaptive_planner_simulates_fewer_replications(
     assert adaptive < 0.6 * counted["n"], (adaptive, counted["n"])
 
 
+@pytest.mark.slow
 def test_plan_precision_option(tmp_path, one_line_error, cli, linear_accuracy):
     quick = [
         "plan",

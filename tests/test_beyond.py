@@ -197,6 +197,7 @@ def test_intermittent_checknrun_is_never_costlier_than_full(scale, tau_h):
     )
 
 
+@pytest.mark.slow
 def test_one_shot_checknrun_beats_consecutive_when_restores_matter():
     s = _scen(
         **{

@@ -188,6 +188,7 @@ def test_random_membership_domains_keep_their_streams():
         assert simulate_one(s, i, streams="bulk") == simulate_one(s, i, streams="per-node")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, shape", CASES)
 def test_the_vectorised_residual_life_follows_the_equilibrium_distribution(family, shape):
     d = Distribution.from_mean(family, 10.0, shape)
@@ -297,6 +298,7 @@ def test_a_units_draws_do_not_depend_on_the_unit_count_nor_on_the_windows(k):
 
 
 # -- (d) lazy extension: failures at the analytic rate far beyond the first window ------------------------------
+@pytest.mark.slow
 def test_a_job_far_longer_than_the_first_window_fails_at_the_poisson_rate():
     """Full recovery with a 10 h interval on a 10 h job and a 2.5 h cluster MTBF: runs last ~10x the
     first window (1.5 x 10 h). Exponential lifetimes: a node is a Poisson process while up, so the

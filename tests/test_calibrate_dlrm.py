@@ -63,6 +63,7 @@ def _emu(prep, setting, mode="measured"):
     )
 
 
+@pytest.mark.slow
 def test_model_learns(prep):
     model, _ = R.train(prep, SMALL.model, 0)
     auc, ll = R.evaluate(model, prep)

@@ -134,6 +134,7 @@ def _write_cal(tmp_path, doc, name="cal.toml"):
     return path
 
 
+@pytest.mark.slow
 def test_the_plan_says_which_schedules_and_plans_only_the_measured_variants(tmp_path):
     from cprsim.calibrate.calibration import load_calibration
     from cprsim.planner import make_plan
@@ -167,6 +168,7 @@ def test_the_plan_says_which_schedules_and_plans_only_the_measured_variants(tmp_
     assert any("failure schedules are generic" in n for n in plan3.notes)
 
 
+@pytest.mark.slow
 def test_the_packaged_matched_file_is_used_only_for_its_own_scenario(tmp_path, monkeypatch):
     from cprsim.calibrate import calibration as C
 
@@ -186,6 +188,7 @@ def test_the_packaged_matched_file_is_used_only_for_its_own_scenario(tmp_path, m
 
 
 # -- (d) end to end ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_calibrates_on_a_scenarios_schedules_and_the_plan_reads_it(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     from cprsim.calibrate.calibration import load_calibration

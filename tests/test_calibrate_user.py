@@ -263,6 +263,7 @@ def _toy_callables(reshuffle: bool = False) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_the_driver_refuses_batches_that_change_between_runs_and_unknown_metrics():
     with pytest.raises(InputError, match="same batches in the same order"):
         calibrate_model(**_toy_callables(reshuffle=True), batch=8, seeds=(0,), budgets=(0.5,))

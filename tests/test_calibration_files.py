@@ -500,6 +500,7 @@ def test_the_shipped_files_load_without_a_warning():
             _plan_with(cal)
 
 
+@pytest.mark.slow
 def test_a_fresh_calibration_document_loads(tmp_path):
     """A calibration the library's own writer makes (``calibration_doc``, as ``cprsim calibrate``
     and the user-model API do), on a few synthetic runs: loaded, planned with, no warning."""

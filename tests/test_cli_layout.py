@@ -38,10 +38,11 @@ ROOT = Path(cprsim.__file__).parent
 TRACE = ROOT.parent / "traces" / "examples" / "weibull-64.csv"
 #: the library modules the use cases of the command line live in
 LIBRARY = (
+    "usecases.py",
     "runfiles.py",
     "errors.py",
     "access_report.py",
-    "plan/quick.py",
+    "planner/quick.py",
     "plots/access.py",
     "failures/modelfile.py",
 )
@@ -112,6 +113,7 @@ def test_preflight_reports_through_warn_and_refuses_a_hopeless_regime():
     preflight(hopeless, force=True)  # forced: no check of the regime
 
 
+@pytest.mark.slow
 def test_quick_scenario_and_write_plan_give_the_bytes_of_plan_out(tmp_path):
     from cprsim.planner import make_plan
     from cprsim.planner.quick import plan_strategies, quick_scenario
@@ -193,6 +195,7 @@ def test_a_job_model_without_a_cluster_size_is_refused_by_the_library_too():
     assert "[failures.job]" in text and 'fitted = "2024-01-02"' in text
 
 
+@pytest.mark.slow
 def test_the_access_tables_and_figure_are_the_commands(tmp_path):
     from cprsim.access_report import access_model, coverage_table, parse_samples, touched_table
     from cprsim.plots import save_figure
@@ -672,6 +675,108 @@ def test_no_library_module_names_an_option_in_an_error_or_a_warning():
     for rel, src in modules.items():
         found += option_violations(src, rel, exceptions)
     assert found == []
+
+
+#: the steps of the simulate and plan use cases (cprsim/usecases.py): a front end that names one
+#: runs the sequence itself instead of calling the use case
+USE_CASE_STEPS = frozenset(
+    {
+        "preflight",
+        "run_replications",
+        "run_adaptive",
+        "Precision",
+        "run_summary",
+        "make_plan",
+        "feasibility",
+        "check_numbers",
+        "load_calibration",
+    }
+)
+
+
+def use_case_violations(source: str, name: str, functions: Iterable[str]) -> list[str]:
+    """The steps of a use case that the front-end ``functions`` of a module import or call
+    themselves (they must call :mod:`cprsim.usecases`, where each sequence is written once)."""
+    wanted = set(functions)
+    out = []
+    for node in ast.walk(ast.parse(source, name)):
+        if not isinstance(node, ast.FunctionDef) or node.name not in wanted:
+            continue
+        for mod, names, line in _imports(node):
+            out += [
+                f"{name}:{line}: {node.name} imports {x}"
+                for x in [mod.rsplit(".", 1)[-1], *names]
+                if x in USE_CASE_STEPS
+            ]
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call) and _name(call.func) in USE_CASE_STEPS:
+                out.append(f"{name}:{call.lineno}: {node.name} calls {_name(call.func)}()")
+    return out
+
+
+def test_the_front_ends_call_the_use_cases_instead_of_running_their_steps():
+    """`cprsim simulate` / `cprsim plan` and the API's simulate() / plan() run one sequence each
+    (checks, precision rule, replications or planner, summary), in cprsim/usecases.py."""
+    found = []
+    for rel, functions in (
+        ("cli/simulate.py", ["command"]),
+        ("cli/plan.py", ["command"]),
+        ("api.py", ["simulate", "plan"]),
+    ):
+        found += use_case_violations((ROOT / rel).read_text(), rel, functions)
+    assert found == []
+    bad = "def simulate(s):\n    from cprsim.runfiles import preflight\n    preflight(s)\n"
+    assert use_case_violations(bad, "bad.py", ["simulate"]) == [
+        "bad.py:2: simulate imports preflight",
+        "bad.py:3: simulate calls preflight()",
+    ]
+
+
+#: the sweep's modules that know no files: running points, their backends, the sweep's plan
+SWEEP_PURE = ("sweep/points.py", "sweep/backends.py", "sweep/planning.py")
+
+
+def file_violations(source: str, name: str) -> list[str]:
+    """What a module that knows no files does: import cprsim.sweep's file or runner module, import
+    or call a writer of cprsim.io, or call a file-writing function (csv_text and dumps, which make
+    strings, are fine)."""
+    out = []
+    for mod, names, line in _imports(ast.parse(source, name)):
+        if mod in ("cprsim.sweep.files", "cprsim.sweep.runner"):
+            out.append(f"{name}:{line}: imports {mod}")
+        out += [
+            f"{name}:{line}: imports {n} from {mod}"
+            for n in names
+            if n in IO_WRITERS - {"csv_text"}
+        ]
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.Call):
+            called = _name(node.func)
+            if called in WRITE_CALLS - {"dumps"} or called in IO_WRITERS - {"csv_text"}:
+                out.append(f"{name}:{node.lineno}: calls {called}()")
+    return out
+
+
+def test_the_sweep_runner_calls_the_writer_and_the_point_runner_knows_no_files():
+    """cprsim/sweep: runner.py sequences a sweep; points.py (and its backends) run points and
+    planning.py plans, none of them touching a file; files.py writes the folder and calls back
+    into none of the others but the points' row layout."""
+    found = []
+    for rel in SWEEP_PURE:
+        found += file_violations((ROOT / rel).read_text(), rel)
+    assert found == []
+    files = ast.parse((ROOT / "sweep" / "files.py").read_text())
+    assert {m for m, _, _ in _imports(files) if m.startswith("cprsim.sweep.")} <= {
+        "cprsim.sweep.points",
+        "cprsim.sweep.results",
+        "cprsim.sweep.spec",
+    }
+    runner = (ROOT / "sweep" / "runner.py").read_text()
+    assert [v for v in file_violations(runner, "runner.py") if "imports cprsim" not in v] == []
+    assert file_violations("from cprsim.io import atomic_write_json\nopen('x', 'w')\n", "b.py") == [
+        "b.py:1: imports atomic_write_json from cprsim.io",
+        "b.py:2: calls open()",
+    ]
 
 
 def test_the_layout_checks_fail_on_a_module_that_breaks_them():

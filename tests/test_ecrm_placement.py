@@ -112,6 +112,7 @@ def layouts(draw):
     return list(domain_of), stripes
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(layouts())
 def test_spread_finds_a_layout_exactly_when_one_exists(case):

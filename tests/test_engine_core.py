@@ -232,6 +232,7 @@ def test_mean_wall_time_and_failures_agree_with_the_exact_analytic_values(strate
     assert n.lo <= e_n <= n.hi
 
 
+@pytest.mark.slow
 def test_simulated_optimum_interval_is_near_dalys():
     """Common random numbers over a grid; 'near' = Daly's overhead is within the CI of the best."""
     lam = LAM_H / HOUR

@@ -264,6 +264,7 @@ def test_calibration_files(work, data):
     fz.check("calibration", args, (f.name, "calibration"), BUDGET_S, describe=how)
 
 
+@pytest.mark.slow
 @_settings("quick")
 @given(data=st.data())
 def test_quick_form_flags(data):

@@ -138,8 +138,8 @@ def test_a_sweep_that_fails_before_any_point_leaves_no_folder_it_created(
     def boom(*a, **k):
         raise runner.SweepError("no point can run")
 
-    monkeypatch.setattr(runner, "_write_summary", boom)
-    monkeypatch.setattr(runner, "_has_rows", lambda out: False)
+    monkeypatch.setattr(runner, "write_summary", boom)
+    monkeypatch.setattr(runner, "has_rows", lambda out: False)
     f = tmp_path / "s.toml"
     f.write_text('scenario = "toy"\nreplications = 2\n[grid]\n"checkpoint.interval_h" = [0.5, 1]\n')
     one_line_error(cli("sweep", f, "--out", tmp_path / "new" / "o"))
@@ -215,6 +215,7 @@ def test_kill_9_of_calibrate_leaves_no_process_behind(tmp_path):
 def test_a_sweep_stopped_before_its_manifest_leaves_no_folder(tmp_path, monkeypatch):
     """A signal (a KeyboardInterrupt) before the manifest: nothing to resume, nothing left; after
     it: the folder stays for a resume."""
+    import cprsim.sweep.files as files
     import cprsim.sweep.runner as runner
     from cprsim.sweep import load_sweep
 
@@ -224,7 +225,7 @@ def test_a_sweep_stopped_before_its_manifest_leaves_no_folder(tmp_path, monkeypa
     def stop(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "atomic_write_json", stop)
+    monkeypatch.setattr(files, "atomic_write_json", stop)
     with pytest.raises(KeyboardInterrupt):
         runner.run_sweep(load_sweep(f), tmp_path / "o", sweep_text=f.read_bytes())
     assert not (tmp_path / "o").exists()

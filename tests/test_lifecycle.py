@@ -296,6 +296,7 @@ def test_bad_machine_draws_live_k_times_as_fast(dist, after):
         assert m.lo <= dist.mean() / k <= m.hi, (m, dist.mean() / k)
 
 
+@pytest.mark.slow
 def test_bad_machines_fail_as_the_two_state_chain_says():
     """Half the machines bad at 9x the hazard, exponential lifetimes, 200 warm standbys (swapped in
     1 s; none comes back from repair within a replication): each slot is a two-state chain, bad at

@@ -236,6 +236,7 @@ def test_cli_writes_no_bad_nodes_when_not_identified(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_cli_keeps_no_bad_nodes_when_the_test_does_not_reject(tmp_path):
     """16 nodes with exponential lifetimes, all alike: the fit finds some mixture, the test does not
     reject one rate, and the model file holds no bad nodes (with the mixture in its comments)."""

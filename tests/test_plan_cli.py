@@ -32,6 +32,7 @@ QUICK = [
 ]
 
 
+@pytest.mark.slow
 def test_quick_form_plans_and_writes_json(tmp_path):
     out = tmp_path / "plan.json"
     r = CliRunner().invoke(
@@ -90,6 +91,7 @@ def test_plan_without_scenario_or_quick_options_says_what_is_missing(one_line_er
     assert "--node-mtbf-h" in line
 
 
+@pytest.mark.slow
 def test_access_prints_and_plots(tmp_path):
     png = tmp_path / "a.png"
     r = CliRunner().invoke(
@@ -107,6 +109,7 @@ def test_access_bad_input(args, one_line_error):
     one_line_error(CliRunner().invoke(main, ["access", *args]))
 
 
+@pytest.mark.slow
 def test_the_sensitivity_table_is_the_plan_of_a_model_that_loses_k_times_more(tmp_path):
     """`--sensitivity 4`: the row for k = 4 is the plan the planner makes with a calibration whose
     loss per unit PLS is 4x the shipped one (coefficients x4, their covariance and the single-run

@@ -26,6 +26,7 @@ def _dense(tmp_path: Path) -> sc.Scenario:
     return sc.load(str(path))
 
 
+@pytest.mark.slow
 def test_a_dense_plan_says_only_what_concerns_its_options(tmp_path):
     s = _dense(tmp_path)
     assert s.cluster.embedding_servers == 0

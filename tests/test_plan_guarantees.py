@@ -30,6 +30,7 @@ def _opt(d, label):
     return next(o for o in d["options"] if o["label"] == label)
 
 
+@pytest.mark.slow
 def test_the_same_plan_at_100_200_400_confirmations_lands_within_one_grid_step():
     taus = []
     for n in (100, 200, 400):
@@ -115,6 +116,7 @@ def test_one_pooled_slope_unless_the_strategies_differ(tmp_path):
     assert acc2.slopes["mfu"].slope > 2 * acc2.slopes["partial"].slope
 
 
+@pytest.mark.slow
 def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_path):
     cal = _calibration(
         tmp_path / "cal.toml", {"partial": 0.002, "mfu": 0.002}, {"partial": 0.5, "mfu": 0.01}
@@ -148,6 +150,7 @@ def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_pat
         assert "0.01" in mfu2["extrapolation"]
 
 
+@pytest.mark.slow
 def test_lookahead_is_planned_as_a_weaker_mfu_not_an_oracle():
     d = _plan(
         QUICK
@@ -216,6 +219,7 @@ def test_too_few_replications_to_prove_the_confidence_is_refused(one_line_error)
     assert "29" in line  # (1 - 0.95)^(1/n) >= 0.9 needs n >= 29
 
 
+@pytest.mark.slow
 def test_max_checkpoint_age_is_honoured_by_every_option():
     d = _plan(
         QUICK
@@ -322,6 +326,7 @@ def test_p90_quantile_ci_covers_the_true_quantile_at_its_level():
     assert hits >= trials * 0.95 - 3.29 * math.sqrt(trials * 0.95 * 0.05)
 
 
+@pytest.mark.slow
 def test_every_strategy_is_plannable_and_says_what_it_costs_beyond_time():
     """--strategies all reaches ECRM and Check-N-Run, each with its own note (memory, bytes)."""
     d = _plan(

@@ -120,6 +120,7 @@ def test_every_option_records_its_extra_memory(pairs, linear_accuracy):
         assert f"{100 * rec.extra_memory:.3g}% extra memory" in p.message
 
 
+@pytest.mark.slow
 def test_the_limit_leaves_out_the_variants_above_it(pairs, linear_accuracy):
     free = _plan(pairs, linear_accuracy)
     chosen = next(o for o in free.options if o.strategy == "ecrm")

@@ -24,6 +24,7 @@ def test_grid_steps_count_the_planners_grid():
     assert grid_steps(3600.0, 7200.0) == 4
 
 
+@pytest.mark.slow
 def test_each_refit_leaves_exactly_one_seed_out():
     cal = load_calibration(matched_path("cpr-production"))
     seeds = sorted({int(x) for c in cal.raw["points"].values() for x in c["seed"]})

@@ -61,6 +61,7 @@ def _run(s, tau_s, strategy, params=None, n=None, seed=None, block="search"):
     return res
 
 
+@pytest.mark.slow
 def test_full_interval_is_as_good_as_a_brute_force_optimum(base, plan):
     """Paired (common random numbers) comparison with the best of a fine grid: not worse within the CI."""
     daly = plan.option("full (Daly)").interval_s
@@ -127,6 +128,7 @@ def test_judge_per_run_and_on_the_mean():
     assert judge(x, 0.5, None).passed and not judge(x, 0.49, None).passed
 
 
+@pytest.mark.slow
 def test_confirmation_steps_the_interval_down_until_fresh_runs_pass(base, linear_accuracy):
     """An interval far too long fails on the confirmation block; the plan steps down the grid."""
     from cprsim.planner import _confirm, _Context

@@ -125,6 +125,7 @@ def svg_text(path: Path) -> str:
     return " ".join(root.itertext())
 
 
+@pytest.mark.slow
 def test_cli_writes_the_figure(sweep, cli, tmp_path):
     png = tmp_path / "f.png"
     r = cli("plot", "frontier", sweep, "--x", X, "--out", png)
@@ -154,6 +155,7 @@ def test_cli_writes_the_figure(sweep, cli, tmp_path):
     assert "where" not in text
 
 
+@pytest.mark.slow
 def test_cli_default_key_and_output_and_the_slice_in_the_title(sweep, cli):
     # the slice fixes the other key: the one left varying besides the interval is the x axis
     r = cli("plot", "frontier", sweep, "--where", f"{OTHER}=40", "--band", "p90")
@@ -165,6 +167,7 @@ def test_cli_default_key_and_output_and_the_slice_in_the_title(sweep, cli):
     assert "where failures.embedding.mtbf_h=40" in text and "mtbf_h=10" not in text
 
 
+@pytest.mark.slow
 def test_overhead_against_a_swept_key(sweep, cli):
     out = sweep / "ox.svg"
     r = cli("plot", "overhead", sweep, "--x", X, "--where", f"{OTHER}=10", "-o", out)

@@ -145,6 +145,7 @@ def test_each_kind_writes_png_and_svg_with_its_labels(files, kind, src, extra, l
         assert label in text, (label, text[:400])
 
 
+@pytest.mark.slow
 def test_same_results_same_image_bytes(files, cli):
     a, b = files / "a.png", files / "b.png"
     for out in (a, b):

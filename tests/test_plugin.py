@@ -251,6 +251,7 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path, case):
         assert says in line, line
 
 
+@pytest.mark.slow
 def test_a_broken_plugin_stops_a_sweep_in_one_line(tmp_path):
     eps, modules, says = BROKEN["import-error"]
     site = bad_site(tmp_path / "site", eps, modules)

@@ -37,6 +37,7 @@ def equilibrium_cdf(d: Distribution, t: float) -> float:
     return val / d.mean()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, shape", CASES)
 def test_residual_life_follows_the_equilibrium_distribution(family, shape):
     d = Distribution.from_mean(family, 10.0, shape)

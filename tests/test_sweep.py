@@ -311,6 +311,7 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(
     journal append written), then `--resume`: the files are byte-identical to an uninterrupted
     run's, and no temporary file is left."""
     import cprsim.io as cio
+    import cprsim.sweep.files as files
     import cprsim.sweep.runner as runner
 
     f = write_sweep(tmp_path, reps=3, intervals="[0.5, 1.0]")
@@ -345,11 +346,11 @@ def test_a_sweep_killed_at_each_write_step_resumes_to_identical_files(
             raise _Killed()
         return real_append(self, text)
 
-    monkeypatch.setattr(runner, "atomic_write_bytes", dying_atomic)
+    monkeypatch.setattr(files, "atomic_write_bytes", dying_atomic)  # every write of the folder
     monkeypatch.setattr(cio, "atomic_write_bytes", dying_atomic)
-    monkeypatch.setattr(runner, "atomic_write_text", lambda p, t: dying_atomic(p, t.encode()))
+    monkeypatch.setattr(files, "atomic_write_text", lambda p, t: dying_atomic(p, t.encode()))
     monkeypatch.setattr(
-        runner, "atomic_write_json", lambda p, o: dying_atomic(p, cio.dumps_json(o).encode())
+        files, "atomic_write_json", lambda p, o: dying_atomic(p, cio.dumps_json(o).encode())
     )
     if step == "append":
         monkeypatch.setattr(runner.Journal, "append", dying_append)

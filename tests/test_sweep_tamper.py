@@ -122,6 +122,7 @@ def test_an_intact_folder_and_a_torn_last_line_resume(done, tmp_path, cli):
         assert (out / name).read_bytes() == (done[1] / name).read_bytes(), name
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 @pytest.mark.parametrize("name", ["results.csv", "manifest.json", "journal.sha256"])
 def test_a_fifo_in_place_of_a_file_is_refused_without_blocking(done, tmp_path, name):

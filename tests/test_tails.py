@@ -68,6 +68,7 @@ def test_every_builtin_reports_the_bad_tail_through_the_cli(name, cli, tmp_path)
     assert "p10/p1" in written["definitions"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BUILTINS)
 def test_every_builtin_reports_the_bad_tail_through_the_api(name):
     runs = cprsim.simulate(name, replications=N)

@@ -168,6 +168,7 @@ def _plan(args, bound: bool = True):
     return json.loads(r.output)
 
 
+@pytest.mark.slow
 def test_plan_picks_the_snapshot_interval_and_the_persist_period_and_confirms_them():
     """A small tiered job (cpr-production's cluster, tiered, a rack of 4 servers failing together
     besides: its peers go with it, so persisting matters)."""

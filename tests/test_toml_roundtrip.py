@@ -11,6 +11,7 @@ import math
 import tomllib
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,7 @@ def plain(v):
     return v
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs, text)
 def test_any_document_written_reads_back_equal(doc, header):
@@ -59,6 +61,7 @@ def test_any_document_written_reads_back_equal(doc, header):
     assert tomllib.loads(out) == plain(doc)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     text,

@@ -306,6 +306,7 @@ def test_option_off_is_the_previous_implementation_on_the_same_failures(
 
 
 # -- Wald's identity for the mean degraded time ---------------------------------------------------------------
+@pytest.mark.slow
 def test_mean_degraded_time_is_walds_identity():
     """Trainer failures only, no saves (interval = W), exponential lifetimes (mean 1/mu) and
     rescheduling (mean rho). Trainer ``n``'s failure ``i`` keeps it out for ``rho_i + min(dc, L_i)``

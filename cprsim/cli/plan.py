@@ -22,6 +22,7 @@ from cprsim.cli.progress import Progress, outputs_at_end, writing
 from cprsim.io import dumps_json
 from cprsim.runfiles import write_plan
 from cprsim.scenario import HOUR
+from cprsim.usecases import check_plannable, prepare_plan
 
 if TYPE_CHECKING:  # pragma: no cover - imported where used (`cprsim --help` imports neither)
     from rich.table import Table
@@ -341,7 +342,6 @@ def command(
     Without a scenario, give the quick options: --embedding-servers, --node-mtbf-h, --save-s,
     --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
-    from cprsim.planner import make_plan
     from cprsim.planner.quick import MissingParameters, plan_strategies
     from cprsim.planner.quick import quick_scenario as build_quick
     from cprsim.sim import strategies as registry
@@ -376,12 +376,9 @@ def command(
     else:
         s = load_scenario(scenario, overrides, model=model)
     from cprsim.errors import InputError
-    from cprsim.planner import feasibility
 
     try:  # a cost or a time no arithmetic downstream survives, a hopeless regime: refused now
-        feasibility.check_numbers(s)
-        if not s.failures.replay:
-            feasibility.check(s, "rollback")  # the full-recovery baseline (make_plan's check)
+        check_plannable(s)
     except InputError as e:
         if scenario is None:  # the quick form: its options set these keys
             raise InputError(_quick_options(str(e))) from None
@@ -392,29 +389,23 @@ def command(
             "recovery loses updates (e.g. --max-accuracy-loss 0.001; only a dense model, "
             "cluster.embedding_servers = 0, plans without it)"
         )
-    cal = None
-    if calibration is not None:
-        from cprsim.calibrate.calibration import load_calibration
-
-        cal = load_calibration(calibration)
+    planning = prepare_plan(s, calibration)
     strats = plan_strategies(strategies)
     factors = _factors(sensitivity)
     outputs_at_end()
     with Progress(40, f"planning {s.name}", "steps", estimated=True) as advance:
-        plan = make_plan(
-            s,
+        plan = planning.run(
             max_accuracy_loss,
             metric,
-            calibration=cal,
+            strategies=strats,
+            progress=advance,
             replications=replications,
             search_replications=search_replications,
-            strategies=strats,
             confidence=confidence,
             objective=objective,
             max_checkpoint_age_h=max_checkpoint_age,
             allow_extrapolation=allow_extrapolation,
             allow_no_full_checkpoint=allow_no_full_checkpoint,
-            progress=advance,
             precision=precision,
             sensitivity=factors,
             model_rows=model_rows,

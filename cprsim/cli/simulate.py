@@ -18,8 +18,9 @@ from cprsim.cli.common import (
 from cprsim.cli.progress import Progress, outputs_at_end, writing
 from cprsim.io import dumps_json
 from cprsim.report import summary_table
-from cprsim.runfiles import preflight, run_summary, write_run, write_timeline
-from cprsim.sim.replicate import METRICS, Precision, run_adaptive, run_replications
+from cprsim.runfiles import write_run, write_timeline
+from cprsim.sim.replicate import METRICS
+from cprsim.usecases import prepare_simulation
 
 __all__ = ["command"]
 
@@ -136,23 +137,21 @@ def command(
         },
         model,
     )
-    preflight(
-        s, max_events, force, warn=lambda message: click.echo(f"warning: {message}", err=True)
+    simulation = prepare_simulation(
+        s,
+        precision=precision,
+        min_replications=min_replications,
+        precision_metric=precision_metric,
+        max_events=max_events,
+        force=force,
+        warn=lambda message: click.echo(f"warning: {message}", err=True),
     )
-    record = out is not None or timeline is not None
-    rule = (
-        Precision(precision, s.replications, min_replications, metric=precision_metric)
-        if precision is not None
-        else None
-    )
+    rule = simulation.rule
     outputs_at_end()
     unit = "replications" if rule is None else "replications (at most)"
     with Progress(s.replications, f"simulating {s.name}", unit) as advance:
-        if rule is None:
-            results, events = run_replications(s, record_first=record, progress=advance)
-        else:
-            results, events = run_adaptive(s, rule, record_first=record, progress=advance)
-    summary = run_summary(s, results, rule)
+        done = simulation.run(record=out is not None or timeline is not None, progress=advance)
+    results, events, summary = done.results, done.events, done.summary()
     with writing():
         if out is not None:
             write_run(out, s, results, events, summary)

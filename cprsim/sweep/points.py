@@ -1,0 +1,282 @@
+"""Running a sweep's points: the rows a point's replications make, chunks of replications
+batched into tasks, and the scheduler that hands them to a backend (:mod:`cprsim.sweep.backends`)
+and yields each point when it is complete.
+
+Pure work: a point's scenario in, its rows out (as tuples, and as CSV text for the journal);
+nothing here reads or writes a file (:mod:`cprsim.sweep.files` does, called by
+:mod:`cprsim.sweep.runner`). A point's numbers depend only on its scenario (seed included), never
+on the worker that ran it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cprsim import scenario as sc
+from cprsim.errors import InputError
+from cprsim.io import csv_text
+from cprsim.sim.records import ReplicationResult
+from cprsim.sim.replicate import Precision, run_replications
+from cprsim.sweep.backends import Backend
+from cprsim.sweep.spec import Point, Sweep, SweepError
+
+RESULT_METRICS = [c for c in ReplicationResult.columns() if c != "replication"]
+
+
+def cell(v: Any) -> Any:
+    """A grid value as a CSV cell: a number or a string as it is, anything else as JSON."""
+    return v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else json.dumps(v)
+
+
+def header(sweep: Sweep) -> list[str]:
+    """results.csv's columns: point, strategy, the grid keys, interval_h, replication, and every
+    metric of a replication."""
+    return ["point", "strategy", *sweep.keys, "interval_h", "replication", *RESULT_METRICS]
+
+
+def prefix(p: Point) -> tuple[Any, ...]:
+    """The cells that open every row of a point."""
+    return (
+        p.index,
+        p.strategy,
+        *(cell(v) for _, v in p.values),
+        p.raw["checkpoint"]["interval_h"],
+    )
+
+
+# -- work: chunks of a point's replications, batched into tasks ------------------------------------
+#: a chunk: (point index, the point's raw scenario, first replication, count)
+Item = tuple[int, dict[str, Any], int, int]
+
+#: per worker process: each point's scenario, validated once however many chunks of it the worker runs
+_SCENARIOS: dict[tuple[str, int], sc.Scenario] = {}
+
+
+def _scenario(key: str, index: int, raw: dict[str, Any]) -> sc.Scenario:
+    s = _SCENARIOS.get((key, index))
+    if s is None:
+        if len(_SCENARIOS) >= 512:
+            _SCENARIOS.clear()
+        s = _SCENARIOS[(key, index)] = sc.validate(dict(raw), f"point {index}")
+    return s
+
+
+class PointFailed(InputError):
+    """A replication of point ``index`` that cannot run (it would never finish: :class:`Runaway`, a
+    fleet out of machines); raised in a worker, named with the point's settings by the sweep."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(index, message)  # both in args: it crosses process boundaries (pickle)
+        self.index, self.message = index, message
+
+    def __str__(self) -> str:
+        return f"point {self.index}: {self.message}"
+
+
+def run_items(key: str, items: Sequence[Item]) -> list[list[tuple[Any, ...]]]:
+    """Runs in a worker: each chunk's replications as ``(replication, *RESULT_METRICS)`` tuples.
+    ``key`` (the sweep's fingerprint) names the scenarios a long-lived worker keeps."""
+    out = []
+    for index, raw, first, count in items:
+        try:
+            res, _ = run_replications(_scenario(key, index, raw), count, first=first)
+        except InputError as e:
+            raise PointFailed(index, str(e)) from None
+        out.append([(r.replication, *(getattr(r, c) for c in RESULT_METRICS)) for r in res])
+    return out
+
+
+def _point_failed(e: PointFailed, runs: list[PointRun]) -> InputError:
+    """One line: which point (its strategy and grid values), which replication, why; what to do."""
+    p = next((r.point for r in runs if r.point.index == e.index), None)
+    where = (
+        ""
+        if p is None
+        else " (" + ", ".join([p.strategy, *(f"{k}={cell(v)}" for k, v in p.values)]) + ")"
+    )
+    return InputError(
+        f"point {e.index}{where}: {e.message}; the sweep stops at the first replication that "
+        "cannot run: take the point out of the grid or change its settings"
+    )
+
+
+#: a task is worth its start-up (pickling, a queue round trip: about a millisecond) above this many
+#: first-order events (``feasibility.events_per_replication``: checkpoints + failures + nodes)
+MIN_TASK_EVENTS = 1_000.0
+#: tasks per worker a sweep is cut into (the last ones finish close together), at most
+TASKS_PER_WORKER = 16
+
+
+@dataclass
+class PointRun:
+    """One point being run: its replications as they come back, and when it may stop."""
+
+    point: Point
+    cap: int
+    rule: Precision | None
+    _cost: float | None = None
+    rows: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    values: list[float] = field(
+        default_factory=list
+    )  #: the rule's metric, replications 0 .. ready-1
+    ready: int = 0  #: replications 0 .. ready-1 are all back
+    sent: int = 0  #: replications 0 .. sent-1 were handed out
+    checked: int = 0  #: the rule was checked at every look up to here
+    stop: int | None = None  #: the point's number of replications, once decided
+
+    def add(self, rows: list[tuple[Any, ...]]) -> None:
+        """Take replications' rows back from a worker and decide, in replication order, whether
+        the point may stop (every replication back, or the rule met at a look)."""
+        for r in rows:
+            self.rows[r[0]] = r
+        col = 1 + RESULT_METRICS.index(self.rule.metric) if self.rule is not None else 0
+        while self.ready in self.rows:
+            if self.rule is not None:
+                self.values.append(float(self.rows[self.ready][col]))
+            self.ready += 1
+        if self.stop is not None:
+            return
+        if self.rule is None:
+            if self.ready >= self.cap:
+                self.stop = self.cap
+            return
+        while True:  # in replication order, each look on the replications before it
+            look = self.rule.next_look(self.checked + 1)
+            if look > self.ready:
+                break
+            self.checked = look
+            if look >= self.cap or self.rule.met(self.values[:look]):
+                self.stop = look
+                break
+
+    @property
+    def cost(self) -> float:
+        """First-order events of one replication (sizes the chunks; computed when first needed)."""
+        if self._cost is None:
+            self._cost = _cost(self.point)
+        return self._cost
+
+    def due(self) -> int:
+        """The replications the next decision needs (all of them without a rule)."""
+        if self.rule is None:
+            return self.cap
+        return self.rule.next_look(self.checked + 1)
+
+    def text(self) -> str:
+        """The point's rows as CSV text (no header): its prefix cells, then each replication's."""
+        head = prefix(self.point)
+        assert self.stop is not None
+        return csv_text(None, ([*head, *self.rows[i]] for i in range(self.stop)))
+
+
+def schedule(runs: list[PointRun], backend: Backend, key: str) -> Iterator[PointRun]:
+    """Hand out the points' replications in chunks and yield each point when it is complete.
+
+    Chunks are cut so that a sweep makes about ``TASKS_PER_WORKER`` tasks per worker, a point's
+    replications split across workers when points are few, and small points batched together so
+    that no task is below ``MIN_TASK_EVENTS``. Work the next decisions need goes first (the
+    replications up to each started point's next look, then new points in order); when nothing
+    else is left, idle workers run ahead on undecided points (speculation: replications past the
+    rule's stop are dropped). Decisions read replications in index order only, so the result
+    never depends on which worker ran what, or when."""
+    slots = max(1, backend.slots)
+    pending = list(reversed(runs))  # popped from the end: index order
+    active: list[PointRun] = []
+    if slots == 1 or not runs:
+        target = math.inf
+    else:  # the expected work, from a sample of at most 64 points spread over the sweep
+        sample = runs[:: max(1, len(runs) // 64)]
+        expect = (
+            len(runs)
+            * sum(
+                r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
+                for r in sample
+            )
+            / len(sample)
+        )
+        target = max(MIN_TASK_EVENTS, expect / (slots * TASKS_PER_WORKER))
+    inflight: dict[Any, list[tuple[PointRun, int, int]]] = {}
+
+    def pick() -> tuple[PointRun, int] | None:
+        for r in active:  # owed: what the next decisions need
+            if r.stop is None and r.sent < r.due():
+                return r, r.due()
+        if pending:
+            r = pending.pop()
+            active.append(r)
+            return r, r.due()
+        if slots == 1:
+            return None
+        ahead = [r for r in active if r.stop is None and r.sent < r.cap and r.rule is not None]
+        if ahead:  # speculation, one look further for the point least ahead
+            r = min(ahead, key=lambda r: (r.sent - r.due(), r.point.index))
+            assert r.rule is not None  # `ahead` holds points with a rule only
+            return r, r.rule.next_look(r.sent + 1)
+        return None
+
+    def task() -> list[tuple[PointRun, int, int]]:
+        items: list[tuple[PointRun, int, int]] = []
+        events = 0.0
+        while events < target:
+            got = pick()
+            if got is None:
+                break
+            r, upto = got
+            room = target - events
+            n = (
+                upto - r.sent
+                if math.isinf(room)
+                else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
+            )
+            items.append((r, r.sent, n))
+            r.sent += n
+            events += n * r.cost
+            if math.isinf(
+                target
+            ):  # one process: one chunk at a time, each point's rows out as soon as done
+                break
+        return items
+
+    try:
+        while True:
+            while len(inflight) < (1 if slots == 1 else 2 * slots):
+                items = task()
+                if not items:
+                    break
+                h = backend.submit(
+                    run_items,
+                    key,
+                    [(r.point.index, r.point.raw, first, n) for r, first, n in items],
+                )
+                inflight[h] = items
+            if not inflight:
+                break
+            for h, result in backend.wait(list(inflight)):
+                for (r, _, _), rows in zip(inflight.pop(h), result):
+                    if r.stop is not None and r.ready >= r.stop:
+                        continue  # speculation past the point's stop
+                    r.add(rows)
+                    if r.stop is not None and r.ready >= r.stop:
+                        active.remove(r)
+                        yield r
+    except PointFailed as e:  # a worker's (or, one process, this one's)
+        raise _point_failed(e, runs) from None
+    left = [r.point.index for r in runs if r.stop is None or r.ready < r.stop]
+    if left:  # pragma: no cover - a scheduling bug
+        raise SweepError(f"points {left[:5]} did not complete")
+
+
+def _cost(p: Point) -> float:
+    """First-order events of one replication of a point (sizes its chunks)."""
+    from cprsim.planner.feasibility import events_per_replication
+
+    try:
+        return max(
+            1.0, float(events_per_replication(sc.validate(dict(p.raw), f"point {p.index}"))[0])
+        )
+    except (InputError, ValueError, ZeroDivisionError):  # pragma: no cover - points were validated
+        return 1.0
