@@ -1052,11 +1052,28 @@ def simulate_one(
         fleet=fleet,
         strategy_of=(p.strategy, p.params),
     )
+    _start_failures(run, s, rep, p, stationary, schedule, streams)
+    run.job = env.process(run.job_process())
+    _run_job(run, f"{s.name}, replication {rep}")
+    return run.result(rep), run.events
+
+
+def _start_failures(
+    run: Run,
+    s: Scenario,
+    rep: int,
+    p: _Prepared,
+    stationary: bool,
+    schedule: list[Scheduled] | None,
+    streams: str,
+) -> None:
+    """Start the failure processes of replication ``rep`` (:func:`simulate_one`), before the job."""
     # the processes, in the order SimPy breaks ties at one instant by: the lifecycle's machines,
     # the nodes' and domains' failures, job-level interruptions, injected and replayed failures;
     # then the job
-    if fleet is not None:
-        fleet.start(run)
+    env, f = run.env, s.failures
+    if run.fleet is not None:
+        run.fleet.start(run)
     (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
     if p.job_dist is not None and p.job_down is not None:  # set together (_prepare)
         env.process(
@@ -1079,8 +1096,12 @@ def simulate_one(
         sched = sched + list(schedule)
     if sched:
         env.process(_schedule_process(run, sched))
-    run.job = env.process(run.job_process())
-    name = f"{s.name}, replication {rep}"  # errors name the replication: one can rerun it alone
+
+
+def _run_job(run: Run, name: str) -> None:
+    """Run the replication until the job is done; a runaway's error names the replication
+    (``name``: one can rerun it alone)."""
+    env, s = run.env, run.scenario
     try:
         env.run(until=run.job)
     except Runaway as e:
@@ -1101,4 +1122,3 @@ def simulate_one(
             f"({fl.retired} retired, {len(fl.waiting)} node slots without one): add "
             "lifecycle.spares or relax [lifecycle.retirement]"
         ) from None
-    return run.result(rep), run.events
