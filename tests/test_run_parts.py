@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from cprsim import scenario as sc
+from cprsim.costs import costs_of
 from cprsim.sim import engine
 from cprsim.sim.lifecycle import Fleet, FleetAccounts, Health, Pools
 from cprsim.sim.runparts import (
@@ -33,6 +34,7 @@ from cprsim.sim.runparts import (
     FailureBook,
     Phases,
 )
+from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.strategies import Strategy
 
 MAX_FIELDS = 20
@@ -149,9 +151,7 @@ def test_the_field_count_sees_a_part_that_grows():
 # -- the parts alone ---------------------------------------------------------------------------------
 def test_the_accounts_make_the_result():
     a = Accounts()
-    for node in (0, 1, 5, 6, 7, 9):  # 2 trainers (0, 1), servers 2..8, the job's pseudo node 9
-        a.count_failure(node, 2, 9)
-    assert (a.fails_trainer, a.fails_embedding, a.fails_job) == (2, 3, 1)
+    a.fails_trainer, a.fails_embedding, a.fails_job = 2, 3, 1
     a.count_restore("memory")
     a.count_restore("storage")
     a.count_restore("storage")
@@ -183,39 +183,31 @@ def test_the_failure_book():
     assert b.dense_lost([1], 10.0) and not b.dense_lost([1], 55.0)
     assert FailureBook(2, 6, sharded=True).dense_lost([0], 10.0)  # its shard had no replica
     # the job waits for 0 and 3 (3 waits for a machine), then 3 is back
-    assert b.wait_until(10.0) == 10.0
     b.stall({0, 3}, 10.0)
     assert b.recovering and b.episode == {0, 3} and b.down == {0: 50.0, 3: INF}
-    assert b.wait_until(10.0) == INF
-    assert b.back(3, 80.0) and b.up_at[3] == 80.0 and b.wait_until(10.0) == 80.0
-    assert not b.back(4, 90.0)  # the job does not wait for it
-    b.down.clear()
-    b.recovered()
-    assert not b.recovering and not b.episode
+    assert b.back(3, 80.0) and b.up_at[3] == 80.0 and b.down == {0: 50.0, 3: 80.0}
+    assert not b.back(4, 90.0) and 4 not in b.down  # the job does not wait for it
+    b.stall({1}, 85.0)  # another failure during the wait: it waits for 1 too, until it is back
+    assert b.down == {0: 50.0, 3: 80.0, 1: 85.0} and b.episode == {0, 1, 3}
 
 
 def test_the_phases():
     p = Phases()
     assert p.phase == IDLE and p.compute_elapsed(5.0, 100.0) == 5.0
     p.phase, p.start, p.rate = COMPUTE, 40.0, 0.5
-    assert p.compute_elapsed(5.0, 100.0) == 65.0
-    assert p.leave(100.0) == (COMPUTE, 60.0) and p.phase == IDLE
-    p.phase, p.start = LOAD, 90.0
-    assert p.leave(100.0) == (LOAD, 10.0)
+    assert p.compute_elapsed(5.0, 100.0) == 65.0  # the compute phase under way counts
+    p.phase = LOAD
+    assert p.compute_elapsed(5.0, 100.0) == 5.0
 
 
 def test_the_checkpoints():
     c = Checkpoints(tau=100.0, tiers=None, slowdown=0.25)
-    assert c.next == 100.0 and c.durable == 0.0 and c.restore_tier(5.0) is None
+    assert c.next == 100.0 and c.durable == 0.0 and c.pending is None
     c.pending = (100.0, 300.0)  # a persist of progress 100, durable at 300
     assert c.slowed(200.0) and not c.slowed(300.0)
     assert c.slowdown_ends(200.0, INF) == 300.0 and c.slowdown_ends(200.0, 250.0) == 250.0
     assert c.persisted(300.0, strict=True) is None  # not at the very instant of a failure
     assert c.persisted(300.0, strict=False) == (100.0, 300.0) and c.pending is None
-    c.durable, c.pending, c.tier_load = 200.0, (300.0, 500.0), 7.0
-    c.rolled_back()
-    assert c.next == 300.0 and c.pending is None
-    assert c.take_tier_load(3.0) == 7.0 and c.take_tier_load(3.0) == 3.0  # taken once
 
 
 def test_the_pools():
@@ -278,3 +270,30 @@ def test_the_length_check_sees_a_long_function(tmp_path):
     p = tmp_path / "m.py"
     p.write_text(f"def f():\n{body}\n\ndef g():  # long: a reason\n{body}")
     assert long_functions(p) == [f"m.py:1 f ({MAX_LINES + 1} lines)"]
+
+
+def test_a_run_rolls_back_through_its_parts():
+    """Without a replication: a rollback moves progress, the next checkpoint, a pending persist,
+    the accounts and the ledger together; the tier load is taken once."""
+    s = sc.load("toy", {"strategy.name": "partial", "checkpoint.mode": "two-phase"})
+    run = engine.Run(
+        scenario=s,
+        costs=costs_of(s),
+        env=Env(),
+        record=False,
+        n_trainers=s.cluster.trainers,
+        n_embedding=s.cluster.embedding_servers,
+        W=s.duration_s,
+        tau=s.interval_s,
+    )
+    run.progress = 2.5 * run.tau
+    run.commit_full(2.0 * run.tau)
+    run.ckpt.pending = (2.5 * run.tau, 1e9)
+    run.rollback()
+    assert run.progress == 2.0 * run.tau and run.ckpt.next == 3.0 * run.tau
+    assert run.ckpt.pending is None and run.acct.lost_s == 0.5 * run.tau
+    run.ckpt.tier_load = 7.0
+    assert run.take_tier_load(3.0) == 7.0 and run.take_tier_load(3.0) == 3.0
+    run.fail((0, 3), (10.0, 20.0))  # no job process: nothing is interrupted
+    assert run.up_at == {0: 10.0, 3: 20.0} and run.book.is_down(3, 15.0)
+    assert (run.acct.fails_trainer, run.acct.fails_embedding, run.acct.fail_events) == (1, 1, 0)

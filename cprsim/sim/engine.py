@@ -295,20 +295,23 @@ class Run:
         ledger forgets them (what was lost before it stays lost: the checkpoint holds it).
         """
         ckpt = self.ckpt
-        tier = ckpt.restore_tier(self.env.now)  # tiered: the fastest tier that survived
-        if tier is not None:
+        if ckpt.tiers is not None:  # the fastest tier that survived the failure
+            tier = ckpt.restore_tier(self.env.now)
             self.acct.count_restore(tier)
             if self.record:
                 self.log("tier_restore", -1, ("none", "memory", "storage").index(tier))
-        lost = self.progress - ckpt.durable
+        durable = ckpt.durable
+        lost = self.progress - durable
         if lost > 0:
             self.acct.lost_s += lost
             if self.record:
                 self.log("rollback", -1, lost)
-        self.progress = ckpt.durable
-        ckpt.rolled_back()
+        # the parts' fields are set here, not through their methods: once per failure (hot path)
+        self.progress = durable
+        ckpt.next = durable + self.setup.tau
+        ckpt.pending = None  # a two-phase persist under way is dropped
         if self.ledger is not None:
-            self.ledger.rollback(ckpt.durable)
+            self.ledger.rollback(durable)
 
     def lose_shard(self, j: int, weight: float | None = None) -> None:
         """Partial recovery of embedding shard ``j``: its updates since its last save are lost."""
@@ -330,7 +333,12 @@ class Run:
 
     def take_tier_load(self, default: float) -> float:
         """The load time of the tier the last rollback chose (tiered checkpoints), else ``default``."""
-        return self.ckpt.take_tier_load(default)
+        ckpt = self.ckpt
+        t = ckpt.tier_load
+        if t is None:
+            return default
+        ckpt.tier_load = None  # taken once
+        return t
 
     # -- failure side -------------------------------------------------------------------------------
     def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
@@ -355,7 +363,12 @@ class Run:
             if tiers is not None and n != job_node:
                 tiers.lost(n, now)  # its memory: its own snapshot and the copies it held
             new.append(n)
-            acct.count_failure(n, nt, job_node)
+            if n < nt:  # counted here, not in a method of the accounts: once per failed node
+                acct.fails_trainer += 1
+            elif n == job_node:
+                acct.fails_job += 1
+            else:
+                acct.fails_embedding += 1
             if self.record:
                 # a job-level interruption concerns no node (-1); the value: how long it is down,
                 # as known now (with a lifecycle a node waits for a machine, inf: `back` says when)
@@ -543,7 +556,7 @@ class Run:
         """Wait until every failed node the job needs is rescheduled, then restore."""
         env, strat, rec, ph, book = self.env, self.strategy, self.record, self.phases, self.book
         now = env.now
-        t_up = book.wait_until(now)
+        t_up = max(book.down.values(), default=now)  # when the last node it waits for is back
         if t_up > now:
             ph.phase, ph.start = RESCHED, now
             if rec:
@@ -564,7 +577,7 @@ class Run:
         else:
             dt = (
                 strat.full_load_s(self)
-                if self.job_node in book.episode
+                if book.job_node in book.episode
                 else strat.load_s(self, book.episode)
             )
         ph.load_until = now + dt
@@ -577,7 +590,8 @@ class Run:
         if rec:
             self.log("load_end", -1, dt)
         ph.phase = IDLE
-        book.recovered()
+        book.episode.clear()
+        book.recovering = False
 
     def _save_two_phase(self) -> Generator[simpy.Event, Any, None]:
         """A snapshot stall (after the previous persist, if still running), then a background persist."""
@@ -620,11 +634,13 @@ class Run:
         strategy recover the failed nodes, and wait for those it needs."""
         now = self.env.now
         ph = self.phases
-        phase, elapsed = ph.leave(now)
+        phase, ph.phase = ph.phase, IDLE
+        elapsed = now - ph.start
         acct = self.acct
+        setup = self.setup
         if phase == COMPUTE:
             acct.compute_s += elapsed
-            self.progress = min(self.W, self.progress + elapsed * ph.rate)
+            self.progress = min(setup.W, self.progress + elapsed * ph.rate)
         elif phase == SAVE:
             acct.save_s += elapsed
             if self.tiers is not None:
@@ -636,7 +652,7 @@ class Run:
         elif phase == LOAD:
             acct.load_s += elapsed
         strat = self.strategy
-        job_node = self.job_node
+        job_node = setup.job_node
         node_failures = [n for n in nodes if n != job_node]
         stall: set[int] = set()  # the nodes the job waits for
         if node_failures:

@@ -11,8 +11,10 @@ and coordinates them; each is usable and testable alone):
   one, a two-phase persist under way, the restore the tiers chose, and how a persist slows
   training.
 
-They hold plain values in ``__slots__``: the job process caches them in locals and reads their
-fields directly (the engine's hot path, ``benchmarks/engine.py``).
+They hold plain values in ``__slots__``: the job process caches them in locals and reads and sets
+their fields directly, and a step that happens once per phase or per failure (a phase ends, a
+rollback, a recovery ends) is written inline in ``Run`` rather than as a method here: a call
+there is what the engine's hot path (``benchmarks/engine.py``) would pay for it.
 """
 
 from __future__ import annotations
@@ -64,15 +66,6 @@ class Accounts:
         self.detection_s = self.wait_s = 0.0
         #: tiered rollbacks that restored from peers' memory, and from storage
         self.memory_restores = self.storage_restores = 0
-
-    def count_failure(self, node: int, n_trainers: int, job_node: int) -> None:
-        """Node ``node`` failed (a trainer, the job's pseudo node, else an embedding server)."""
-        if node < n_trainers:
-            self.fails_trainer += 1
-        elif node == job_node:
-            self.fails_job += 1
-        else:
-            self.fails_embedding += 1
 
     def count_restore(self, tier: str) -> None:
         """A tiered rollback restored from ``tier`` (``"memory"``, ``"storage"`` or ``"none"``)."""
@@ -143,11 +136,6 @@ class Phases:
         self.load_until = 0.0
         self.load_left: float | None = None
 
-    def leave(self, now: float) -> tuple[int, float]:
-        """The phase under way ends at ``now`` (interrupted): (that phase, seconds spent in it)."""
-        phase, self.phase = self.phase, IDLE
-        return phase, now - self.start
-
     def compute_elapsed(self, computed: float, now: float) -> float:
         """The compute clock at ``now``: ``computed`` seconds of finished compute phases plus the
         one under way."""
@@ -204,16 +192,6 @@ class FailureBook:
         self.episode.update(nodes)
         self.recovering = True
 
-    def wait_until(self, now: float) -> float:
-        """When the last node the job waits for is back (``now``: none; ``inf``: one waits for a
-        machine)."""
-        return max(self.down.values(), default=now)
-
-    def recovered(self) -> None:
-        """The recovery under way is over."""
-        self.episode.clear()
-        self.recovering = False
-
 
 class Checkpoints:
     """What is saved: the progress of the last durable full checkpoint (``durable``) and of the
@@ -222,10 +200,9 @@ class Checkpoints:
     (``tier_load``), the tiers themselves (tiered checkpoints, else None), and the training
     slowdown while a persist runs (``slowdown``: two-phase and tiered, else 0)."""
 
-    __slots__ = ("durable", "next", "pending", "slowdown", "tau", "tier_load", "tiers")
+    __slots__ = ("durable", "next", "pending", "slowdown", "tier_load", "tiers")
 
     def __init__(self, tau: float, tiers: TierState | None, slowdown: float) -> None:
-        self.tau = tau
         self.durable = 0.0
         self.next = tau
         self.pending: tuple[float, float] | None = None
@@ -233,29 +210,15 @@ class Checkpoints:
         self.tiers = tiers
         self.slowdown = slowdown
 
-    def restore_tier(self, now: float) -> str | None:
-        """Tiered: choose the fastest tier that survived the failure; it becomes the durable
-        checkpoint, its load time :meth:`take_tier_load`'s; returns its name (None: not tiered)."""
+    def restore_tier(self, now: float) -> str:
+        """Tiered (``tiers`` set): choose the fastest tier that survived the failure; it becomes
+        the durable checkpoint, its load time ``tier_load``; returns its name."""
         tiers = self.tiers
-        if tiers is None:
-            return None
+        assert tiers is not None
         r = tiers.restore(now)
         self.durable, self.tier_load = r.progress, r.load_s
         tiers.rolled_back(r.progress, r.tier)
         return r.tier
-
-    def rolled_back(self) -> None:
-        """The job went back to the durable checkpoint: the next one is ``tau`` after it, a
-        pending persist is dropped."""
-        self.next = self.durable + self.tau
-        self.pending = None
-
-    def take_tier_load(self, default: float) -> float:
-        """The load time of the tier the last rollback chose (taken once), else ``default``."""
-        if self.tier_load is None:
-            return default
-        t, self.tier_load = self.tier_load, None
-        return t
 
     def persisted(self, now: float, strict: bool) -> tuple[float, float] | None:
         """The pending two-phase persist, taken, if it has finished by ``now`` (``strict``: before
