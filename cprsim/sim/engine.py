@@ -114,7 +114,8 @@ def _urgent_at(env: Env, t: float) -> simpy.Event:
 
 class _Setup(NamedTuple):
     """The constants of one replication a strategy is made from (a
-    :class:`~cprsim.sim.protocol.RunSetup`): the run itself does not exist yet."""
+    :class:`~cprsim.sim.protocol.RunSetup`: the run itself does not exist yet); the run keeps it
+    (``Run.setup``) and reads its constants from it."""
 
     scenario: Scenario
     costs: Costs
