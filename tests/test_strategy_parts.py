@@ -75,7 +75,7 @@ def test_a_strategy_draws_from_its_own_stream_per_replication(registered):
         W=full.duration_s,
         tau=full.interval_s,
     )
-    assert r.stream._rng is None
+    assert r.setup.stream._rng is None
 
 
 SWEEP = """

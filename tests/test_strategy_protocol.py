@@ -10,7 +10,6 @@ in one step: every field has its value once it is constructed.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import inspect
@@ -299,14 +298,12 @@ def test_a_strategy_is_made_from_the_setup_alone():
 def test_run_is_built_in_one_step(mode):
     s = sc.load("toy", {"strategy.name": "partial", "checkpoint.mode": mode})
     run = bare_run(s)
-    for f in dataclasses.fields(engine.Run):
-        getattr(run, f.name)  # every field has a value (an unset slot raises AttributeError)
+    for part in (run, run.acct, run.phases, run.book, run.ckpt):
+        for name in type(part).__slots__:
+            getattr(part, name)  # every field has a value (an unset slot raises AttributeError)
     assert type(run.strategy) is strategies.Partial
     assert run.ledger is not None and run.ledger.weights.shape == (4,)
-    assert run.next_ckpt == run.tau and run.job_node == 6 and run.sharded is False
+    assert run.ckpt.next == run.tau and run.job_node == 6 and run.book.sharded is False
     assert isinstance(run.tiers, TierState) if mode == "tiered" else run.tiers is None
+    assert run.ckpt.tiers is run.tiers  # the checkpoints' tiers are the run's
     assert run.fleet is None and run.job is None
-    types = {f.name: str(f.type) for f in dataclasses.fields(engine.Run)}
-    for name in ("strategy", "next_ckpt", "sharded", "job_node", "persist_slowdown"):
-        assert "None" not in types[name] and "Any" not in types[name], name
-    assert types["tiers"] == "TierState | None" and types["fleet"] == "Fleet | None"

@@ -37,7 +37,7 @@ scenario alone (costs, the strategy's validated parameters, ...) is made once pe
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -54,6 +54,17 @@ from cprsim.sim.clock import ComputeClock
 from cprsim.sim.failstreams import BulkFailures, Units
 from cprsim.sim.lifecycle import Fleet
 from cprsim.sim.records import Event, ReplicationResult
+from cprsim.sim.runparts import (
+    COMPUTE,
+    IDLE,
+    LOAD,
+    RESCHED,
+    SAVE,
+    Accounts,
+    Checkpoints,
+    FailureBook,
+    Phases,
+)
 from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.tiers import TierSpec, TierState
 from cprsim.streams import LazyStream, stream
@@ -61,7 +72,6 @@ from cprsim.streams import LazyStream, stream
 if TYPE_CHECKING:  # pragma: no cover
     from cprsim.sim.protocol import RunSetup, RunView
 
-COMPUTE, SAVE, RESCHED, LOAD, IDLE = range(5)
 INF = float("inf")
 
 #: runaway guards: a replication that needs more failure events or checkpoints than this is
@@ -104,7 +114,8 @@ def _urgent_at(env: Env, t: float) -> simpy.Event:
 
 class _Setup(NamedTuple):
     """The constants of one replication a strategy is made from (a
-    :class:`~cprsim.sim.protocol.RunSetup`): the run itself does not exist yet."""
+    :class:`~cprsim.sim.protocol.RunSetup`: the run itself does not exist yet); the run keeps it
+    (``Run.setup``) and reads its constants from it."""
 
     scenario: Scenario
     costs: Costs
@@ -122,157 +133,169 @@ class _Setup(NamedTuple):
         return self.stream.get()
 
 
-@dataclass(slots=True)
 class Run:
-    """The state of one replication, built in one step: every field has its value once the run is
-    constructed (the state and accounting fields then change as the replication runs).
+    """One replication: it holds its parts and coordinates them (the job process, the failure
+    side, what strategies see). Built in one step: every field has its value once constructed.
 
-    Given: the scenario, its costs, the SimPy environment, the sizes, ``W`` and ``tau``, the
-    per-scenario ``shared`` dict, the node lifecycle (``fleet``: made before the run, started by
-    :func:`simulate_one` once the run exists) and ``strategy_of``. Made from them by the
-    constructor: the strategy (from a :class:`_Setup` of the constants, not from the run, which does
-    not exist yet: a strategy sees the run only through :class:`~cprsim.sim.protocol.RunView`, in
-    its hooks), its ledger, the tiers, the job's pseudo node, the first checkpoint's progress. Only
-    ``job`` is set later: the job process is created after the failure processes (SimPy's order at
-    an instant), and they need the run.
+    Given: the scenario, its costs, the SimPy environment, ``record``, the sizes, ``W`` and ``tau``,
+    the per-scenario ``shared`` dict, the node lifecycle (``fleet``: made before the run, started
+    by :func:`simulate_one` once the run exists) and ``strategy_of`` (the strategy's class and
+    validated parameters; default: the scenario's, validated here). Made from them: the
+    :class:`_Setup` of the constants (what the strategy is made from: it sees the run only through
+    :class:`~cprsim.sim.protocol.RunView`, in its hooks), the strategy, its ledger, the tiers,
+    the compute clock, and the parts (:mod:`cprsim.sim.runparts`): ``acct`` (seconds and
+    counters), ``phases`` (what the job is doing), ``book`` (which nodes are down), ``ckpt`` (what
+    is saved). Only ``job`` is set later: the job process is created after the failure processes
+    (SimPy's order at an instant), and they need the run.
     """
 
-    scenario: Scenario
-    costs: Costs
-    env: Env
-    record: bool
-    n_trainers: int
-    n_embedding: int
-    W: float
-    tau: float
-    #: kept for every replication of one scenario (and costs): what a strategy derives from them alone
-    shared: dict[str, Any] = field(default_factory=dict)
-    #: the node lifecycle (scenario [lifecycle]): machines, pools, repairs; None: [reschedule] draws
-    fleet: Fleet | None = None
-    #: the replication's number (names the strategy's random stream)
-    replication: int = 0
-    #: the strategy's class and validated parameters (an init-only argument; default: the
-    #: scenario's, validated here: the engine validates them once per scenario)
-    strategy_of: InitVar[tuple[type[strategies.Strategy], BaseModel] | None] = None
-    # -- made at construction (__post_init__), final ------------------------------------------
-    strategy: strategies.Strategy = field(init=False)
-    #: the strategy's random stream (:attr:`rng`), made on its first draw
-    stream: LazyStream = field(init=False)
-    #: the strategy's PLS ledger (None: it never loses an update)
-    ledger: ShardLedger | None = field(init=False)
-    #: tiered checkpoints (checkpoint.mode = "tiered"); None: blocking or two-phase
-    tiers: TierState | None = field(init=False)
-    #: the pseudo node of job-level interruptions (n_trainers + n_embedding)
-    job_node: int = field(init=False)
-    #: the dense model is sharded across the trainers (no replica)
-    sharded: bool = field(init=False)
-    #: training slowdown while a persist runs (two-phase, tiered; else 0)
-    persist_slowdown: float = field(init=False)
-    #: the simulated wall time past which the job is not progressing (:data:`MAX_WALL_RATIO`)
-    wall_cap: float = field(init=False)
-    # -- state ----------------------------------------------------------------------------------
-    progress: float = field(init=False, default=0.0)
-    #: the last durable full checkpoint (progress)
-    ckpt_progress: float = field(init=False, default=0.0)
-    #: the progress at which the next checkpoint is taken (the first: tau)
-    next_ckpt: float = field(init=False)
-    #: two-phase: (progress, durable at time)
-    pending: tuple[float, float] | None = field(init=False, default=None)
-    #: nodes the job waits for -> up time
-    down: dict[int, float] = field(init=False, default_factory=dict)
-    #: every failed node -> up time
-    up_at: dict[int, float] = field(init=False, default_factory=dict)
-    episode: set[int] = field(init=False, default_factory=set)
-    recovering: bool = field(init=False, default=False)
-    phase: int = field(init=False, default=IDLE)
-    phase_start: float = field(init=False, default=0.0)
-    phase_rate: float = field(init=False, default=1.0)
-    #: when the restore under way ends
-    load_until: float = field(init=False, default=0.0)
-    #: the rest of a restore that a failure nobody waits for interrupted
-    load_left: float | None = field(init=False, default=None)
-    #: the restore the last rollback chose (tiered): its load time
-    tier_load: float | None = field(init=False, default=None)
-    #: the job's compute clock (a failure clock is ``"computing"``: ``[failures.clock]``); None: none
-    clock: ComputeClock | None = field(init=False, default=None)
-    #: the job process (:func:`simulate_one` starts it after the failure processes); None: a run
-    #: without one (e.g. made by hand in a test): a failure interrupts nothing
-    job: simpy.Process | None = field(init=False, default=None)
-    events: list[Event] = field(init=False, default_factory=list)
-    # -- accounting -----------------------------------------------------------------------------
-    save_s: float = field(init=False, default=0.0)
-    load_s: float = field(init=False, default=0.0)
-    lost_s: float = field(init=False, default=0.0)
-    resched_s: float = field(init=False, default=0.0)
-    compute_s: float = field(init=False, default=0.0)
-    checkpoints: int = field(init=False, default=0)
-    fails_trainer: int = field(init=False, default=0)
-    fails_embedding: int = field(init=False, default=0)
-    fails_job: int = field(init=False, default=0)
-    fail_events: int = field(init=False, default=0)
-    #: of resched_s: waiting for failures to be detected
-    detection_s: float = field(init=False, default=0.0)
-    #: of resched_s: waiting for a machine (no standby or spare free)
-    wait_s: float = field(init=False, default=0.0)
-    memory_restores: int = field(init=False, default=0)
-    storage_restores: int = field(init=False, default=0)
+    __slots__ = (
+        "acct",
+        "book",
+        "ckpt",
+        "clock",
+        "env",
+        "events",
+        "fleet",
+        "job",
+        "ledger",
+        "phases",
+        "progress",
+        "record",
+        "setup",
+        "strategy",
+        "tiers",
+        "wall_cap",
+    )
 
-    def __post_init__(
-        self, strategy_of: tuple[type[strategies.Strategy], BaseModel] | None
+    def __init__(
+        self,
+        scenario: Scenario,
+        costs: Costs,
+        env: Env,
+        record: bool,
+        n_trainers: int,
+        n_embedding: int,
+        W: float,
+        tau: float,
+        shared: dict[str, Any] | None = None,
+        fleet: Fleet | None = None,
+        strategy_of: tuple[type[strategies.Strategy], BaseModel] | None = None,
+        replication: int = 0,
     ) -> None:
-        s = self.scenario
-        ck = s.checkpoint
-        self.job_node = self.n_trainers + self.n_embedding
-        self.sharded = s.cluster.dense == "sharded"
-        self.persist_slowdown = ck.persist_slowdown if ck.mode in ("two-phase", "tiered") else 0.0
-        self.next_ckpt = self.tau
-        self.wall_cap = MAX_WALL_RATIO * max(self.W, 3600.0)
+        s, ck = scenario, scenario.checkpoint
+        job_node = n_trainers + n_embedding
+        shared = {} if shared is None else shared
+        #: the replication's constants (what the strategy is made from, before the run exists)
+        #: and the strategy's random stream, named by the replication's number
+        self.setup = _Setup(
+            s,
+            costs,
+            n_trainers,
+            n_embedding,
+            W,
+            tau,
+            job_node,
+            shared,
+            LazyStream(s.seed, replication, "strategy"),
+        )
+        self.env = env
+        self.record = record  #: keep the event log (``events``)
+        #: the node lifecycle (scenario [lifecycle]): machines, pools, repairs; None: [reschedule]
+        self.fleet = fleet
         if strategy_of is None:
             cls = strategies.get(s.strategy.name)
             strategy_of = cls, cls.Params.model_validate(s.strategy.params)
         cls, params = strategy_of
-        self.stream = LazyStream(s.seed, self.replication, "strategy")
-        setup = _Setup(
-            s,
-            self.costs,
-            self.n_trainers,
-            self.n_embedding,
-            self.W,
-            self.tau,
-            self.job_node,
-            self.shared,
-            self.stream,
-        )
-        self.strategy = cls(params, setup)
-        self.ledger = self.strategy.make_ledger(setup)
-        if s.failures.clock.computing:
-            self.clock = ComputeClock(self.env, self._computing, self._compute_elapsed)
+        self.strategy: strategies.Strategy = cls(params, self.setup)
+        #: the strategy's PLS ledger (None: it never loses an update)
+        self.ledger: ShardLedger | None = self.strategy.make_ledger(self.setup)
+        #: tiered checkpoints (checkpoint.mode = "tiered"); None: blocking or two-phase
+        self.tiers: TierState | None = None
         if ck.mode == "tiered":
-            spec = self.shared.get("tier_spec")
+            spec = shared.get("tier_spec")
             if spec is None:
-                spec = self.shared["tier_spec"] = tier_spec(s, self.costs)
+                spec = shared["tier_spec"] = tier_spec(s, costs)
             self.tiers = TierState(spec)
-        else:
-            self.tiers = None
+        #: the job's compute clock (a failure clock is ``"computing"``: ``[failures.clock]``)
+        self.clock: ComputeClock | None = None
+        if s.failures.clock.computing:
+            self.clock = ComputeClock(env, self._computing, self._compute_elapsed)
+        #: the simulated wall time past which the job is not progressing (:data:`MAX_WALL_RATIO`)
+        self.wall_cap = MAX_WALL_RATIO * max(W, 3600.0)
+        self.progress = 0.0
+        self.acct = Accounts()
+        self.phases = Phases()
+        self.book = FailureBook(n_trainers, job_node, s.cluster.dense == "sharded")
+        slowdown = ck.persist_slowdown if ck.mode in ("two-phase", "tiered") else 0.0
+        self.ckpt = Checkpoints(tau, self.tiers, slowdown)
+        #: the job process (:func:`simulate_one` starts it after the failure processes); None: a
+        #: run without one (e.g. made by hand in a test): a failure interrupts nothing
+        self.job: simpy.Process | None = None
+        self.events: list[Event] = []
+
+    # -- the constants (RunSetup), from the setup ------------------------------------------------
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario being simulated."""
+        return self.setup.scenario
+
+    @property
+    def costs(self) -> Costs:
+        """The scenario's costs."""
+        return self.setup.costs
+
+    @property
+    def n_trainers(self) -> int:
+        """Trainers: nodes ``0 .. n_trainers - 1``."""
+        return self.setup.n_trainers
+
+    @property
+    def n_embedding(self) -> int:
+        """Embedding servers: the nodes after the trainers."""
+        return self.setup.n_embedding
+
+    @property
+    def W(self) -> float:
+        """The job's failure-free length (s of progress)."""
+        return self.setup.W
+
+    @property
+    def tau(self) -> float:
+        """The checkpoint interval (s of progress)."""
+        return self.setup.tau
+
+    @property
+    def job_node(self) -> int:
+        """The pseudo node of job-level interruptions (``n_trainers + n_embedding``)."""
+        return self.setup.job_node
+
+    @property
+    def shared(self) -> dict[str, Any]:
+        """The per-scenario cache (kept for every replication of one scenario and costs)."""
+        return self.setup.shared
 
     @property
     def rng(self) -> np.random.Generator:
         """The strategy's random stream (made on its first use)."""
-        return self.stream.get()
+        return self.setup.stream.get()
 
     @property
     def now(self) -> float:
         """The simulated wall clock (``env.now``)."""
         return self.env.now
 
+    @property
+    def up_at(self) -> dict[int, float]:
+        """Every failed node -> its up time (:attr:`FailureBook.up_at`)."""
+        return self.book.up_at
+
     def _computing(self) -> bool:
-        return self.phase == COMPUTE
+        return self.phases.phase == COMPUTE
 
     def _compute_elapsed(self) -> float:
         """The job's compute clock: seconds computed so far, the phase under way included."""
-        if self.phase == COMPUTE:
-            return self.compute_s + (self.env.now - self.phase_start)
-        return self.compute_s
+        return self.phases.compute_elapsed(self.acct.compute_s, self.env.now)
 
     def wait_life(self, node_type: str) -> Callable[[float], simpy.Event]:
         """How a failure process of ``node_type`` (``"trainer"``, ``"embedding"``, ``"job"``) waits
@@ -295,44 +318,51 @@ class Run:
         Updates that partial recoveries lost after that checkpoint are re-executed too: the
         ledger forgets them (what was lost before it stays lost: the checkpoint holds it).
         """
-        if self.tiers is not None:  # the fastest tier that survived the failure
-            r = self.tiers.restore(self.env.now)
-            self.ckpt_progress, self.tier_load = r.progress, r.load_s
-            self.tiers.rolled_back(r.progress, r.tier)
-            if r.tier == "memory":
-                self.memory_restores += 1
-            elif r.tier == "storage":
-                self.storage_restores += 1
+        ckpt = self.ckpt
+        if ckpt.tiers is not None:  # the fastest tier that survived the failure
+            tier = ckpt.restore_tier(self.env.now)
+            self.acct.count_restore(tier)
             if self.record:
-                self.log("tier_restore", -1, ("none", "memory", "storage").index(r.tier))
-        lost = self.progress - self.ckpt_progress
+                self.log("tier_restore", -1, ("none", "memory", "storage").index(tier))
+        durable = ckpt.durable
+        lost = self.progress - durable
         if lost > 0:
-            self.lost_s += lost
+            self.acct.lost_s += lost
             if self.record:
                 self.log("rollback", -1, lost)
-        self.progress = self.ckpt_progress
-        self.next_ckpt = self.ckpt_progress + self.tau
-        self.pending = None
+        # the parts' fields are set here, not through their methods: once per failure (hot path)
+        self.progress = durable
+        ckpt.next = durable + self.setup.tau
+        ckpt.pending = None  # a two-phase persist under way is dropped
         if self.ledger is not None:
-            self.ledger.rollback(self.ckpt_progress)
+            self.ledger.rollback(durable)
 
     def lose_shard(self, j: int, weight: float | None = None) -> None:
         """Partial recovery of embedding shard ``j``: its updates since its last save are lost."""
         lost = self.ledger.fail(j, self.progress, weight)  # type: ignore[union-attr]
         if self.record:
-            self.log("restore", self.n_trainers + j, self.progress)
+            nt = self.setup.n_trainers
+            self.log("restore", nt + j, self.progress)
             if lost > 0:
-                self.log("pls", self.n_trainers + j, lost / self.W)
+                self.log("pls", nt + j, lost / self.setup.W)
 
     def dense_lost(self, nodes: Iterable[int]) -> bool:
         """The failure of ``nodes`` left no trainer up: no peer holds the dense parameters, so
         they come from the last checkpoint (a partial strategy cannot copy them from a replica)."""
-        if not any(n < self.n_trainers for n in nodes):
-            return False
-        if self.sharded:  # a trainer's shard of the dense model has no replica
-            return True
-        now = self.env.now
-        return all(self.up_at.get(t, -1.0) > now for t in range(self.n_trainers))
+        return self.book.dense_lost(nodes, self.env.now)
+
+    def commit_full(self, progress: float) -> None:
+        """A full checkpoint of ``progress`` is durable: the next rollback goes back to it."""
+        self.ckpt.durable = progress
+
+    def take_tier_load(self, default: float) -> float:
+        """The load time of the tier the last rollback chose (tiered checkpoints), else ``default``."""
+        ckpt = self.ckpt
+        t = ckpt.tier_load
+        if t is None:
+            return default
+        ckpt.tier_load = None  # taken once
+        return t
 
     # -- failure side -------------------------------------------------------------------------------
     def fail(self, nodes: Iterable[int], rhos: Iterable[float]) -> None:
@@ -341,47 +371,60 @@ class Run:
         down are skipped. Counts the failures, loses what their memory held (tiered), and interrupts
         the job with the new ones (beyond :data:`MAX_FAILURE_EVENTS` events, :class:`Runaway`)."""
         now = self.env.now
-        up_at, nt, fleet = self.up_at, self.n_trainers, self.fleet
+        book, acct, fleet, tiers = self.book, self.acct, self.fleet, self.tiers
+        up_at, nt, job_node = book.up_at, book.n_trainers, book.job_node
         new = []
         for n, r in zip(nodes, rhos):
             if up_at.get(n, -1.0) > now:  # already down: it cannot fail again
                 continue
-            if fleet is not None and n != self.job_node:  # the lifecycle says when it is back
+            if fleet is not None and n != job_node:  # the lifecycle says when it is back
                 up_at[n] = INF
                 fleet.on_fail(n)
             elif fleet is not None:  # a job-level interruption: detected, then restarted
                 up_at[n] = now + fleet.job_interrupted(n) + r
             else:
                 up_at[n] = now + r
-            if self.tiers is not None and n != self.job_node:
-                self.tiers.lost(n, now)  # its memory: its own snapshot and the copies it held
+            if tiers is not None and n != job_node:
+                tiers.lost(n, now)  # its memory: its own snapshot and the copies it held
             new.append(n)
-            if n < nt:
-                self.fails_trainer += 1
-            elif n == self.job_node:
-                self.fails_job += 1
+            if n < nt:  # counted here, not in a method of the accounts: once per failed node
+                acct.fails_trainer += 1
+            elif n == job_node:
+                acct.fails_job += 1
             else:
-                self.fails_embedding += 1
+                acct.fails_embedding += 1
             if self.record:
                 # a job-level interruption concerns no node (-1); the value: how long it is down,
                 # as known now (with a lifecycle a node waits for a machine, inf: `back` says when)
-                self.log(
-                    "fail", -1 if n == self.job_node else n, r if fleet is None else up_at[n] - now
-                )
+                self.log("fail", -1 if n == job_node else n, r if fleet is None else up_at[n] - now)
         if new and self.job is not None and self.job.is_alive:
-            self.fail_events += 1
+            acct.fail_events += 1
             if not now <= self.wall_cap:
                 self._no_progress(now)
-            if self.fail_events > MAX_FAILURE_EVENTS:
-                raise Runaway(
-                    f"{self.scenario.name}: stopped after {MAX_FAILURE_EVENTS:,} failure events at "
-                    f"{self.progress / 3600:.3g} h of {self.W / 3600:.3g} h of progress ({now / 3600:.3g} h of wall "
-                    "time): failures come faster than the job can save and recover; give nodes a longer MTBF, "
-                    "or shorter saves and restarts (`cprsim plan` says whether the job can finish)"
-                )
-            if self.pending is not None:
+            if acct.fail_events > MAX_FAILURE_EVENTS:
+                self._too_many_failures(now)
+            if self.ckpt.pending is not None:
                 self._settle(strict=True)
             self.job.interrupt(new)
+
+    def _too_many_failures(self, now: float) -> None:
+        """Stop a replication past :data:`MAX_FAILURE_EVENTS` failure events: :class:`Runaway`."""
+        W = self.setup.W
+        raise Runaway(
+            f"{self.scenario.name}: stopped after {MAX_FAILURE_EVENTS:,} failure events at "
+            f"{self.progress / 3600:.3g} h of {W / 3600:.3g} h of progress ({now / 3600:.3g} h of wall "
+            "time): failures come faster than the job can save and recover; give nodes a longer MTBF, "
+            "or shorter saves and restarts (`cprsim plan` says whether the job can finish)"
+        )
+
+    def _too_many_checkpoints(self) -> None:
+        """Stop a replication past :data:`MAX_CHECKPOINTS` checkpoints: :class:`Runaway`."""
+        W, tau = self.setup.W, self.setup.tau
+        raise Runaway(
+            f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
+            f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
+            "choose a longer checkpoint.interval_h"
+        )
 
     def _no_progress(self, t: float, save: float | None = None) -> None:
         """Stop a replication whose simulated wall time ``t`` passes (or whose ``save`` due now
@@ -398,50 +441,37 @@ class Run:
             "failures; `cprsim plan` says whether the job can finish)"
         )
 
-    def commit_full(self, progress: float) -> None:
-        """A full checkpoint of ``progress`` is durable: the next rollback goes back to it."""
-        self.ckpt_progress = progress
-
-    def take_tier_load(self, default: float) -> float:
-        """The load time of the tier the last rollback chose (tiered checkpoints), else ``default``."""
-        if self.tier_load is None:
-            return default
-        t, self.tier_load = self.tier_load, None
-        return t
-
     def node_back(self, n: int, up: float) -> None:
         """The lifecycle chose a machine for failed node ``n``: it is back at ``up``. A job waiting
         for it (or training at a rate that depends on it) is interrupted to take the news."""
         if self.record:
             self.log("back", n, up)
-        self.up_at[n] = up
-        if n in self.down:
-            self.down[n] = up
+        waited = self.book.back(n, up)
         changed = self.strategy.on_node_back(self, n, up)
         job = self.job
+        phase = self.phases.phase
         if (
             job is not None
             and job.is_alive
-            and ((self.phase == RESCHED and n in self.down) or (self.phase == COMPUTE and changed))
+            and ((phase == RESCHED and waited) or (phase == COMPUTE and changed))
         ):
             job.interrupt([])
 
     def _book_resched(self, a: float, b: float) -> None:
         """The job waited for nodes from ``a`` to ``b``: book it (and its lifecycle split)."""
-        self.resched_s += b - a
+        acct = self.acct
+        acct.resched_s += b - a
         if self.fleet is not None and b > a:
-            det, wait = self.fleet.critical_split(self.down, a, b)
-            self.detection_s += det
-            self.wait_s += wait
+            det, wait = self.fleet.critical_split(self.book.down, a, b)
+            acct.detection_s += det
+            acct.wait_s += wait
 
     def _settle(self, strict: bool) -> None:
         """Commit a two-phase checkpoint whose background persist has finished."""
-        if self.pending is None:
-            return
-        p, t = self.pending
-        if t < self.env.now or (not strict and t <= self.env.now):
-            self.pending = None
-            self.checkpoints += 1
+        done = self.ckpt.persisted(self.env.now, strict)
+        if done is not None:
+            p, t = done
+            self.acct.checkpoints += 1
             self.log("persist_end", -1, p, t=t)
             self.strategy.on_commit(self, p)
 
@@ -457,37 +487,48 @@ class Run:
         env = self.env
         return QUIET_PHASES and env.skip_to(env.now + dt)  # end: what a timeout would be due at
 
-    def job_process(self) -> Generator[simpy.Event, Any, None]:
+    def job_process(
+        self,
+    ) -> Generator[simpy.Event, Any, None]:  # long: the hot loop (phases inline)
         """The job's SimPy process: compute to the next checkpoint or the end, save, recover after
-        each failure, until progress reaches ``W``."""
-        env, strat = self.env, self.strategy
+        each failure, until progress reaches ``W``.
+
+        The hot phases (compute, blocking save) are inline, with the parts in locals: a method
+        call or a generator per phase would cost the engine's inner loop (``benchmarks/engine.py``).
+        """
+        env, strat, acct, ph, ckpt, book = (
+            self.env,
+            self.strategy,
+            self.acct,
+            self.phases,
+            self.ckpt,
+            self.book,
+        )
         two_phase = self.scenario.checkpoint.mode == "two-phase"
         tiers = (
             self.tiers
         )  # tiered: the save is the snapshot's stall; the tiers replicate and persist
         timeout, W, tau, rec = env.timeout, self.W, self.tau, self.record
         save_cost, commit, clock = strat.save_s, strat.on_commit, self.clock
-        # the hot phases (compute, blocking save) skip in line, as `_quiet` does: a phase ending
-        # before the first scheduled event moves the clock (the adapter's `skip_to`)
+        # the hot phases skip in line, as `_quiet` does: a phase ending before the first scheduled
+        # event moves the clock (the adapter's `skip_to`)
         skip_to, skip = env.skip_to, QUIET_PHASES
         # the rate can change during a compute step only with these: otherwise a fast path
-        variable = (
-            self.persist_slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
-        )
+        variable = ckpt.slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
         while True:
             try:
-                if self.recovering:
+                if book.recovering:
                     yield from self._recover()
                     continue
                 progress = self.progress
                 if progress >= W:
                     break
-                if progress >= self.next_ckpt:
+                if progress >= ckpt.next:
                     if two_phase:
                         yield from self._save_two_phase()
                         continue
                     now = env.now
-                    self.phase, self.phase_start = SAVE, now
+                    ph.phase, ph.start = SAVE, now
                     if rec:
                         self.log("save_start", -1, progress)
                     dt = save_cost(self) if tiers is None else tiers.snapshot(now, progress)
@@ -495,22 +536,18 @@ class Run:
                         self._no_progress(now, dt)
                     if not (skip and skip_to(now + dt)):  # something can happen meanwhile
                         yield timeout(dt)
-                    self.save_s += env.now - now
-                    self.checkpoints += 1
-                    if self.checkpoints > MAX_CHECKPOINTS:
-                        raise Runaway(
-                            f"{self.scenario.name}: more than {MAX_CHECKPOINTS:,} checkpoints in one "
-                            f"replication (interval {tau:.3g} s for {W / 3600:.3g} h of work): "
-                            "choose a longer checkpoint.interval_h"
-                        )
+                    acct.save_s += env.now - now
+                    acct.checkpoints += 1
+                    if acct.checkpoints > MAX_CHECKPOINTS:
+                        self._too_many_checkpoints()
                     if tiers is None:  # tiered: the tiers know what is durable where (a snapshot
                         commit(self, progress)  # is usable once replicated; see cprsim.sim.tiers)
                     if rec:
                         self.log("save_end", -1, progress)
-                    self.phase = IDLE
-                    self.next_ckpt = progress + tau
+                    ph.phase = IDLE
+                    ckpt.next = progress + tau
                     continue
-                target = self.next_ckpt if self.next_ckpt < W else W
+                target = ckpt.next if ckpt.next < W else W
                 now = env.now
                 if variable:
                     rate = self.rate_at(now)
@@ -523,14 +560,14 @@ class Run:
                     rate = strat.rate
                     dt = (target - progress) / rate
                     partial_step = False
-                self.phase, self.phase_start, self.phase_rate = COMPUTE, now, rate
+                ph.phase, ph.start, ph.rate = COMPUTE, now, rate
                 if clock is not None:
                     clock.resume()
                 if not (skip and skip_to(now + dt)):
                     yield timeout(dt)
-                self.compute_s += dt
+                acct.compute_s += dt
                 self.progress = min(target, progress + dt * rate) if partial_step else target
-                self.phase = IDLE
+                ph.phase = IDLE
             except simpy.Interrupt as intr:
                 # the nodes `fail` interrupted the job for (`node_back`: []; an interrupt without a
                 # cause, SimPy's default, brings no failed node either)
@@ -541,11 +578,11 @@ class Run:
 
     def _recover(self) -> Generator[simpy.Event, Any, None]:
         """Wait until every failed node the job needs is rescheduled, then restore."""
-        env, strat, rec = self.env, self.strategy, self.record
+        env, strat, rec, ph, book = self.env, self.strategy, self.record, self.phases, self.book
         now = env.now
-        t_up = max(self.down.values(), default=now)
+        t_up = max(book.down.values(), default=now)  # when the last node it waits for is back
         if t_up > now:
-            self.phase, self.phase_start = RESCHED, now
+            ph.phase, ph.start = RESCHED, now
             if rec:
                 self.log("resched_start")
             if (
@@ -555,92 +592,91 @@ class Run:
             if not self._quiet(t_up - now):
                 yield env.timeout(t_up - now)
             now = env.now
-            self._book_resched(self.phase_start, now)
+            self._book_resched(ph.start, now)
             if rec:
                 self.log("resched_end")
-        self.down.clear()
-        if (
-            self.load_left is not None
-        ):  # resume a restore that a failure nobody waits for interrupted
-            dt, self.load_left = self.load_left, None
+        book.down.clear()
+        if ph.load_left is not None:  # resume a restore that a failure nobody waits for interrupted
+            dt, ph.load_left = ph.load_left, None
         else:
             dt = (
                 strat.full_load_s(self)
-                if self.job_node in self.episode
-                else strat.load_s(self, self.episode)
+                if book.job_node in book.episode
+                else strat.load_s(self, book.episode)
             )
-        self.load_until = now + dt
-        self.phase, self.phase_start = LOAD, now
+        ph.load_until = now + dt
+        ph.phase, ph.start = LOAD, now
         if rec:
             self.log("load_start", -1, dt)
         if not self._quiet(dt):
             yield env.timeout(dt)
-        self.load_s += dt
+        self.acct.load_s += dt
         if rec:
             self.log("load_end", -1, dt)
-        self.phase = IDLE
-        self.episode.clear()
-        self.recovering = False
+        ph.phase = IDLE
+        book.episode.clear()
+        book.recovering = False
 
     def _save_two_phase(self) -> Generator[simpy.Event, Any, None]:
         """A snapshot stall (after the previous persist, if still running), then a background persist."""
-        env, strat = self.env, self.strategy
-        self.phase, self.phase_start = SAVE, env.now
+        env, strat, ph, ckpt = self.env, self.strategy, self.phases, self.ckpt
+        ph.phase, ph.start = SAVE, env.now
         self.log("save_start", -1, self.progress)
-        if self.pending is not None and self.pending[1] > env.now:
-            wait = self.pending[1] - env.now  # for the previous persist
+        if ckpt.pending is not None and ckpt.pending[1] > env.now:
+            wait = ckpt.pending[1] - env.now  # for the previous persist
             if not self._quiet(wait):
                 yield env.timeout(wait)
         self._settle(strict=False)
-        if not self._quiet(self.costs.snapshot_s):
-            yield env.timeout(self.costs.snapshot_s)
-        self.save_s += env.now - self.phase_start
-        self.pending = (self.progress, env.now + strat.save_s(self))
+        snapshot_s = self.costs.snapshot_s
+        if not self._quiet(snapshot_s):
+            yield env.timeout(snapshot_s)
+        self.acct.save_s += env.now - ph.start
+        ckpt.pending = (self.progress, env.now + strat.save_s(self))
         self.log("save_end", -1, self.progress)
-        self.phase = IDLE
-        self.next_ckpt = self.progress + self.tau
+        ph.phase = IDLE
+        ckpt.next = self.progress + self.tau
 
     def rate_at(self, now: float) -> float:
         """Progress per wall second now: the strategy's, slowed while a two-phase persist runs."""
         r = self.strategy.rate_at(self, now)
-        if self.persist_slowdown:
-            if self.tiers is not None:
-                if self.tiers.persisting(now)[0]:
-                    r *= 1.0 - self.persist_slowdown
-            elif self.pending is not None and self.pending[1] > now:
-                r *= 1.0 - self.persist_slowdown
+        ckpt = self.ckpt
+        if ckpt.slowdown and ckpt.slowed(now):
+            r *= 1.0 - ckpt.slowdown
         return r
 
     def next_rate_change(self, now: float) -> float:
         """The next wall time (s) the rate may change: the strategy's, or the end of a persist that
         slows training."""
         t = self.strategy.next_rate_change(self, now)
-        if self.persist_slowdown:
-            if self.tiers is not None:
-                t = min(t, self.tiers.persisting(now)[1])
-            elif self.pending is not None and self.pending[1] > now:
-                t = min(t, self.pending[1])
+        ckpt = self.ckpt
+        if ckpt.slowdown:
+            t = ckpt.slowdown_ends(now, t)
         return t
 
     def _interrupted(self, nodes: list[int]) -> None:
+        """A failure (or a node back) interrupted the job: book the phase it was in, let the
+        strategy recover the failed nodes, and wait for those it needs."""
         now = self.env.now
-        elapsed = now - self.phase_start
-        phase, self.phase = self.phase, IDLE
+        ph = self.phases
+        phase, ph.phase = ph.phase, IDLE
+        elapsed = now - ph.start
+        acct = self.acct
+        setup = self.setup
         if phase == COMPUTE:
-            self.compute_s += elapsed
-            self.progress = min(self.W, self.progress + elapsed * self.phase_rate)
+            acct.compute_s += elapsed
+            self.progress = min(setup.W, self.progress + elapsed * ph.rate)
         elif phase == SAVE:
-            self.save_s += elapsed
+            acct.save_s += elapsed
             if self.tiers is not None:
                 self.tiers.abort_in_flight()  # the snapshot's stall did not finish
             if self.record:
                 self.log("save_abort", -1, self.progress)
         elif phase == RESCHED:
-            self._book_resched(self.phase_start, now)
+            self._book_resched(ph.start, now)
         elif phase == LOAD:
-            self.load_s += elapsed
+            acct.load_s += elapsed
         strat = self.strategy
-        job_node = self.job_node
+        job_node = setup.job_node
         node_failures = [n for n in nodes if n != job_node]
         stall: set[int] = set()  # the nodes the job waits for
         if node_failures:
@@ -653,57 +689,17 @@ class Run:
             stall.add(job_node)
         # a failure the job does not wait for (a degraded trainer, a server ECRM rebuilds) leaves a
         # restore under way to finish; one it waits for starts a new restore once the nodes are back
-        self.load_left = max(0.0, self.load_until - now) if phase == LOAD and not stall else None
+        ph.load_left = max(0.0, ph.load_until - now) if phase == LOAD and not stall else None
         if stall:
-            down, up_at = self.down, self.up_at
-            for n in stall:
-                down[n] = max(down.get(n, now), up_at.get(n, now))
-            self.episode.update(stall)
-            self.recovering = True
+            self.book.stall(stall, now)
 
     # -- result ---------------------------------------------------------------------------------------
     def result(self, rep: int) -> ReplicationResult:
         """The replication's :class:`ReplicationResult` (number ``rep``): wall, useful, save, load,
         lost, reschedule and degraded seconds, the failure counts, PLS and the ratios derived from
-        them."""
-        wall = self.env.now
-        useful = self.W
-        rate = self.strategy.rate
-        # the lost progress was computed at the degraded rate: count its wall time as lost
-        lost = self.lost_s / rate
-        degraded = self.compute_s - useful - lost
-        if abs(degraded) < 1e-9 * useful:  # float rounding of the phase sums
-            degraded = 0.0
-        ledger = self.ledger
-        position, age = ledger.timing(self.W) if ledger is not None else (0.0, 0.0)
-        return ReplicationResult(
-            replication=rep,
-            wall_s=wall,
-            useful_s=useful,
-            save_s=self.save_s,
-            load_s=self.load_s,
-            lost_s=lost,
-            reschedule_s=self.resched_s,
-            degraded_s=degraded,
-            failures_trainer=self.fails_trainer,
-            failures_embedding=self.fails_embedding,
-            failures_job=self.fails_job,
-            failure_events=self.fail_events,
-            checkpoints=self.checkpoints,
-            pls=ledger.pls(self.W) if ledger is not None else 0.0,
-            overhead=(wall - useful) / useful,
-            ckpt_overhead=(self.save_s + self.load_s + lost + degraded) / useful,
-            ettr=useful / wall if wall > 0 else 1.0,
-            pls_position=position,
-            pls_age=age,
-            detection_s=self.detection_s,
-            wait_s=self.wait_s,
-            unfilled_s=self.fleet.finish() if self.fleet is not None else 0.0,
-            machines_retired=self.fleet.retired if self.fleet is not None else 0,
-            machines_cured=self.fleet.cured if self.fleet is not None else 0,
-            failures_bad=self.fleet.failures_bad if self.fleet is not None else 0,
-            memory_restores=self.memory_restores,
-            storage_restores=self.storage_restores,
+        them (:meth:`Accounts.result`)."""
+        return self.acct.result(
+            rep, self.env.now, self.W, self.strategy.rate, self.ledger, self.fleet
         )
 
 
@@ -1094,14 +1090,31 @@ def simulate_one(
         tau=s.interval_s,
         shared=p.shared,
         fleet=fleet,
-        replication=rep,
         strategy_of=(p.strategy, p.params),
+        replication=rep,
     )
+    _start_failures(run, s, rep, p, stationary, schedule, streams)
+    run.job = env.process(run.job_process())
+    _run_job(run, f"{s.name}, replication {rep}")
+    return run.result(rep), run.events
+
+
+def _start_failures(
+    run: Run,
+    s: Scenario,
+    rep: int,
+    p: _Prepared,
+    stationary: bool,
+    schedule: list[Scheduled] | None,
+    streams: str,
+) -> None:
+    """Start the failure processes of replication ``rep`` (:func:`simulate_one`), before the job."""
     # the processes, in the order SimPy breaks ties at one instant by: the lifecycle's machines,
     # the nodes' and domains' failures, job-level interruptions, injected and replayed failures;
     # then the job
-    if fleet is not None:
-        fleet.start(run)
+    env, f = run.env, s.failures
+    if run.fleet is not None:
+        run.fleet.start(run)
     (_start_bulk if streams == "bulk" else _start_per_node)(run, s, rep, stationary, p.dists)
     if p.job_dist is not None and p.job_down is not None:  # set together (_prepare)
         env.process(
@@ -1124,8 +1137,12 @@ def simulate_one(
         sched = sched + list(schedule)
     if sched:
         env.process(_schedule_process(run, sched))
-    run.job = env.process(run.job_process())
-    name = f"{s.name}, replication {rep}"  # errors name the replication: one can rerun it alone
+
+
+def _run_job(run: Run, name: str) -> None:
+    """Run the replication until the job is done; a runaway's error names the replication
+    (``name``: one can rerun it alone)."""
+    env, s = run.env, run.scenario
     try:
         env.run(until=run.job)
     except Runaway as e:
@@ -1146,4 +1163,3 @@ def simulate_one(
             f"({fl.retired} retired, {len(fl.waiting)} node slots without one): add "
             "lifecycle.spares or relax [lifecycle.retirement]"
         ) from None
-    return run.result(rep), run.events

@@ -148,11 +148,285 @@ class FleetExhausted(InputError):
     """The fleet can no longer fill every node slot (one line saying why)."""
 
 
+class Health:
+    """The machines' health and the lifetimes they draw (module doc, 4.): which are bad, which
+    carry a persisting fault (a repair that reported success wrongly), which a repair under way
+    will cure; each slot's base lifetime, the idle machines' ("powered" clocks) and when a
+    machine's running lifetime ends and it turns bad; the streams of the later lifetimes."""
+
+    __slots__ = (
+        "bad",
+        "curing",
+        "fault",
+        "idle_life",
+        "k",
+        "life",
+        "life_end",
+        "recur",
+        "rep",
+        "seed",
+        "streams",
+        "turn_bad",
+        "turn_end",
+    )
+
+    def __init__(
+        self, s: Scenario, rep: int, lifetimes: tuple[Distribution | None, Distribution | None]
+    ) -> None:
+        lc = s.lifecycle
+        assert lc is not None
+        nt, ne = s.cluster.trainers, s.cluster.embedding_servers
+        n = nt + ne + lc.standbys + lc.spares
+        h = lc.health
+        self.k = h.bad_multiplier
+        self.turn_bad = h.turn_bad_per_h / HOUR  # per second
+        hrng = stream(s.seed, rep, "lifecycle", 0)
+        self.bad: list[bool] = (
+            (hrng.random(n) < h.bad_fraction).tolist() if h.bad_fraction > 0 else [False] * n
+        )
+        self.fault = [False] * n  #: a persisting fault (a repair that reported success wrongly)
+        self.curing: set[int] = set()  #: bad machines in a repair that will cure them
+        self.recur = lc.repair.recur  #: the lifetime of a machine with a persisting fault
+        #: each slot's base lifetime (None: never fails)
+        self.life = [lifetimes[0]] * nt + [lifetimes[1]] * ne
+        clock = s.failures.clock
+        #: the lifetime an idle machine wears by when a node type's clock is "powered" (the pools
+        #: serve both types: the powered type's, the embedding servers' if both are); None: idle
+        #: machines do not wear
+        idle = [
+            lifetimes[i]
+            for i, p in ((1, clock.embedding), (0, clock.trainer))
+            if p == "powered" and lifetimes[i] is not None
+        ]
+        self.idle_life: Distribution | None = idle[0] if idle else None
+        #: machine -> the wall time its running lifetime ends and it turns bad ("powered" clocks:
+        #: a machine's lifetime runs from the end of its repair, idle or in service)
+        self.life_end: dict[int, float] = {}
+        self.turn_end: dict[int, float] = {}
+        self.seed, self.rep = s.seed, rep
+        #: slot -> its stream of later lifetimes, made when it first draws (-1: idle machines')
+        self.streams: dict[int, np.random.Generator] = {}
+
+    def slot_stream(self, slot: int) -> np.random.Generator:
+        """The stream of ``slot``'s lifetimes after the first (made on first use)."""
+        rng = self.streams.get(slot)
+        if rng is None:
+            rng = self.streams[slot] = stream(self.seed, self.rep, "slot", slot)
+        return rng
+
+    @property
+    def idle_rng(self) -> np.random.Generator:
+        """The stream of idle machines' lifetimes after the first ones."""
+        rng = self.streams.get(-1)
+        if rng is None:
+            rng = self.streams[-1] = stream(self.seed, self.rep, "idle", 1)
+        return rng
+
+    def _draw(
+        self, base: Distribution | None, m: int, stationary: bool, rng: np.random.Generator
+    ) -> tuple[float, float]:
+        """(lifetime, time it turns bad) of machine ``m`` starting a life of ``base``."""
+        if self.fault[m]:
+            return float(self.recur.dist.sample(rng)), INF
+        return draw_lifetime(base, self.bad[m], self.k, self.turn_bad, rng, stationary)
+
+    def lifetime(
+        self, slot: int, m: int, stationary: bool, rng: np.random.Generator | None = None
+    ) -> tuple[float, float]:
+        """(lifetime, time it turns bad) of machine ``m`` entering service in ``slot``, both from its
+        entry (INF: it never fails / does not turn bad); drawn from ``rng``, else the slot's stream."""
+        if rng is None:
+            rng = self.slot_stream(slot)
+        return self._draw(self.life[slot], m, stationary, rng)
+
+    def wear(
+        self,
+        m: int,
+        now: float,
+        stationary: bool = False,
+        rng: np.random.Generator | None = None,
+        slot: int | None = None,
+    ) -> None:
+        """Machine ``m``'s next lifetime starts at ``now`` (the idle lifetime, or ``slot``'s)."""
+        base = self.idle_life if slot is None else self.life[slot]
+        if rng is None:
+            rng = self.idle_rng
+        life, turn = self._draw(base, m, stationary, rng)
+        self.life_end[m], self.turn_end[m] = now + life, now + turn
+
+    def entering(
+        self,
+        slot: int,
+        m: int,
+        powered: bool,
+        now: float,
+        up_in: float,
+        stationary: bool,
+        rng: np.random.Generator | None,
+    ) -> tuple[float, float]:
+        """(lifetime, time it turns bad) of machine ``m`` entering service in ``slot`` ``up_in``
+        seconds after ``now``, from then. ``powered``: the machine's lifetime runs on from where
+        it was (drawn at the start, or at the end of its last repair; one entering service for the
+        first time draws it now), else a fresh one."""
+        if powered and self.life[slot] is not None:
+            if m not in self.life_end:
+                self.wear(m, now, stationary, rng, slot)
+            start = now + up_in
+            return max(0.0, self.life_end[m] - start), self.turn_end[m] - start
+        return self.lifetime(slot, m, stationary, rng)
+
+    def cure(self, m: int) -> bool:
+        """Machine ``m``'s repair is over: if it was to cure it, it is good from now on (says so)."""
+        if m in self.curing:  # the repair found and fixed the cause
+            self.curing.discard(m)
+            self.bad[m] = False
+            return True
+        return False
+
+
+class Pools:
+    """The idle machines (module doc, 3.): warm standbys (and how many to keep), spares, those
+    being warmed up to join the standbys, the slots waiting for a machine (first come, first
+    served), the repairs under way and the crews' next free times (None: as many as needed), and
+    each machine's pool generation (bumped when it leaves a pool: a pending idle failure of it is
+    then stale)."""
+
+    __slots__ = ("crews", "in_repair", "mgen", "spare", "standby", "target", "waiting", "warming")
+
+    def __init__(self, n_slots: int, standbys: int, spares: int, crews: int | None) -> None:
+        self.target = standbys
+        self.standby: deque[int] = deque(range(n_slots, n_slots + standbys))
+        self.spare: deque[int] = deque(range(n_slots + standbys, n_slots + standbys + spares))
+        self.warming = 0  #: spares or repaired machines being warmed up to join the standbys
+        self.waiting: deque[int] = deque()  #: slots waiting for a machine
+        self.in_repair = 0
+        self.crews: list[float] | None = [0.0] * crews if crews is not None else None
+        self.mgen = [0] * (n_slots + standbys + spares)
+
+    def short(self) -> bool:
+        """Fewer standbys (warming ones included) than their number."""
+        return len(self.standby) + self.warming < self.target
+
+    def repair_start(self, now: float, dur: float) -> float:
+        """A repair of ``dur`` seconds asked for at ``now`` starts when a crew is free (first come,
+        first served): when."""
+        self.in_repair += 1
+        crews = self.crews
+        if crews is None:
+            return now
+        start = max(now, heapq.heappop(crews))
+        heapq.heappush(crews, start + dur)
+        return start
+
+    def take_idle(self, m: int) -> None:
+        """Machine ``m`` failed idle: out of its pool (a standby, a spare, or warming up)."""
+        self.mgen[m] += 1
+        if m in self.standby:
+            self.standby.remove(m)
+        elif m in self.spare:
+            self.spare.remove(m)
+        else:  # being warmed up to join the standbys
+            self.warming -= 1
+
+    def stuck(self) -> bool:
+        """A slot waits for a machine and none can ever come (all retired)."""
+        return bool(self.waiting) and not (
+            self.in_repair or self.warming or self.standby or self.spare
+        )
+
+
+class FleetAccounts:
+    """The lifecycle's counters (module doc, Accounting): per slot the wall times it failed, its
+    failure was detected and it got a machine (the split of the job's wait); the slots without a
+    machine in service and since when, the unfilled seconds; machines retired and cured; failures
+    of bad machines."""
+
+    __slots__ = (
+        "cured",
+        "failures_bad",
+        "retired",
+        "t_assign",
+        "t_detect",
+        "t_fail",
+        "unfilled",
+        "unfilled_s",
+        "unfilled_since",
+    )
+
+    def __init__(self) -> None:
+        self.t_fail: dict[int, float] = {}
+        self.t_detect: dict[int, float] = {}
+        self.t_assign: dict[int, float] = {}
+        self.unfilled = 0
+        self.unfilled_since = 0.0
+        self.unfilled_s = 0.0
+        self.retired = 0
+        self.cured = 0  #: bad machines a repair made good
+        self.failures_bad = 0
+
+    def slot_failed(self, slot: int, now: float, bad: bool) -> None:
+        """``slot``'s machine failed at ``now`` (``bad``: a bad machine); the slot is unfilled."""
+        if bad:
+            self.failures_bad += 1
+        if self.unfilled == 0:
+            self.unfilled_since = now
+        self.unfilled += 1
+        self.t_fail[slot] = now
+        self.t_assign[slot] = INF
+
+    def filled(self, now: float) -> None:
+        """An unfilled slot has a machine in service again at ``now``."""
+        self.unfilled -= 1
+        if self.unfilled == 0:
+            self.unfilled_s += now - self.unfilled_since
+
+    def finish(self, now: float) -> float:
+        """The unfilled seconds up to ``now`` (the end of the replication)."""
+        if self.unfilled > 0:
+            return self.unfilled_s + now - self.unfilled_since
+        return self.unfilled_s
+
+    def critical_split(self, down: dict[int, float], a: float, b: float) -> tuple[float, float]:
+        """(detection, waiting) seconds of the job's wait ``[a, b]`` for the nodes in ``down``, by the
+        node it waits for longest."""
+        crit, last = None, -INF
+        for n, t in down.items():
+            if n in self.t_fail and t > last:
+                crit, last = n, t
+        if crit is None:
+            return 0.0, 0.0
+        f, d, s = self.t_fail[crit], self.t_detect[crit], self.t_assign[crit]
+        return max(0.0, min(b, d) - max(a, f)), max(0.0, min(b, s) - max(a, d))
+
+
 class Fleet:
     """The machines of one replication, their pools and repairs (see the module docstring).
 
     Made before the replication's :class:`~cprsim.sim.engine.Run` (which holds it); :meth:`start`
-    then puts the first machines in service, failing and returning the run's nodes."""
+    then puts the first machines in service, failing and returning the run's nodes. It holds the
+    slots' state (which machine fills each, its generation, when it turns bad) and coordinates its
+    parts: ``health`` (:class:`Health`), ``pools`` (:class:`Pools`), ``acct``
+    (:class:`FleetAccounts`)."""
+
+    __slots__ = (
+        "acct",
+        "env",
+        "gen",
+        "health",
+        "history",
+        "lc",
+        "machine",
+        "n_machines",
+        "n_slots",
+        "policy",
+        "pools",
+        "resched",
+        "rng",
+        "run",
+        "stationary",
+        "turn_at",
+        "urgent",
+    )
 
     run: Run  #: the replication whose nodes the machines fill (:meth:`start`)
 
@@ -169,89 +443,67 @@ class Fleet:
         assert lc is not None
         self.env, self.urgent, self.stationary = env, urgent, stationary
         nt, ne = s.cluster.trainers, s.cluster.embedding_servers
-        n_slots = nt + ne
-        self.n_slots = n_slots
-        n = self.n_machines = n_slots + lc.standbys + lc.spares
-        h = lc.health
-        self.k = h.bad_multiplier
-        self.turn_bad = h.turn_bad_per_h / HOUR  # per second
-        hrng = stream(s.seed, rep, "lifecycle", 0)
-        self.bad: list[bool] = (
-            (hrng.random(n) < h.bad_fraction).tolist() if h.bad_fraction > 0 else [False] * n
-        )
-        self.fault = [False] * n  #: a persisting fault (a repair that reported success wrongly)
-        self.curing: set[int] = set()  #: bad machines in a repair that will cure them
-        self.rng = stream(s.seed, rep, "lifecycle", 1)
-        self.seed, self.rep = s.seed, rep
-        self.slot_rng: dict[int, np.random.Generator] = {}  #: made when a slot first draws
-        self.life = [lifetimes[0]] * nt + [
-            lifetimes[1]
-        ] * ne  #: each slot's base lifetime (None: never fails)
-        self.machine: list[int | None] = list(
-            range(n_slots)
-        )  #: slot -> machine in it (None: none yet)
-        self.gen = [
-            0
-        ] * n_slots  #: bumped when a slot fails: a pending lifetime of its old machine is stale
-        self.turn_at = [
-            INF
-        ] * n_slots  #: when the slot's machine turns bad (INF: not during this lifetime)
-        self.standby_target = lc.standbys
-        self.standby: deque[int] = deque(range(n_slots, n_slots + lc.standbys))
-        self.spare: deque[int] = deque(range(n_slots + lc.standbys, n))
-        self.warming = 0  #: spares or repaired machines being warmed up to join the standbys
-        self.waiting: deque[int] = deque()  #: slots waiting for a machine, first come first served
-        self.crews: list[float] | None = (
-            [0.0] * lc.repair.crews if lc.repair.crews is not None else None
-        )
+        n_slots = self.n_slots = nt + ne
+        self.n_machines = n_slots + lc.standbys + lc.spares
         self.lc = lc
+        self.health = Health(s, rep, lifetimes)
+        self.pools = Pools(n_slots, lc.standbys, lc.spares, lc.repair.crews)
+        self.acct = FleetAccounts()
+        #: detection, repair and replacement draws, in the order events happen
+        self.rng = stream(s.seed, rep, "lifecycle", 1)
         self.resched = s.reschedule.dist
+        #: slot -> the machine in it (None: none now)
+        self.machine: list[int | None] = list(range(n_slots))
+        #: bumped when a slot fails: a pending lifetime of its old machine is stale
+        self.gen = [0] * n_slots
+        #: when the slot's machine turns bad (INF: not during this lifetime)
+        self.turn_at = [INF] * n_slots
         clock = s.failures.clock
         #: each slot's failure clock (``failures.clock`` of its node type)
         self.policy = [clock.trainer] * nt + [clock.embedding] * ne
-        #: the lifetime an idle machine wears by when a node type's clock is "powered" (the pools
-        #: serve both types: the powered type's, the embedding servers' if both are); None: idle
-        #: machines do not wear
-        idle = [
-            lifetimes[i]
-            for i, p in ((1, clock.embedding), (0, clock.trainer))
-            if p == "powered" and lifetimes[i] is not None
-        ]
-        self.idle_life: Distribution | None = idle[0] if idle else None
-        #: machine -> the wall time its running lifetime ends and it turns bad ("powered" clocks:
-        #: a machine's lifetime runs from the end of its repair, idle or in service)
-        self.life_end: dict[int, float] = {}
-        self.turn_end: dict[int, float] = {}
-        #: machine -> bumped when it leaves a pool: a pending idle failure of it is stale
-        self.mgen = [0] * n
-        self.history: dict[
-            int, deque[float]
-        ] = {}  #: machine -> its recent failure times (retirement)
-        # accounting
-        self.t_fail: dict[int, float] = {}
-        self.t_detect: dict[int, float] = {}
-        self.t_assign: dict[int, float] = {}
-        self.unfilled = 0
-        self.unfilled_since = 0.0
-        self.unfilled_s = 0.0
-        self.retired = 0
-        self.cured = 0  #: bad machines a repair made good
-        self.failures_bad = 0
-        self.in_repair = 0
+        #: machine -> its recent failure times (retirement)
+        self.history: dict[int, deque[float]] = {}
+
+    # -- what the engine and the tests read ------------------------------------------------------
+    @property
+    def bad(self) -> list[bool]:
+        """Machine -> it is bad (:attr:`Health.bad`)."""
+        return self.health.bad
+
+    @property
+    def waiting(self) -> deque[int]:
+        """Slots waiting for a machine (:attr:`Pools.waiting`)."""
+        return self.pools.waiting
+
+    @property
+    def retired(self) -> int:
+        """Machines retired so far."""
+        return self.acct.retired
+
+    @property
+    def cured(self) -> int:
+        """Bad machines a repair made good so far."""
+        return self.acct.cured
+
+    @property
+    def failures_bad(self) -> int:
+        """Node failures of bad machines so far."""
+        return self.acct.failures_bad
 
     def start(self, run: Run) -> None:
         """The first machines enter service in the slots of ``run``'s nodes (their first lifetimes:
         one stream per block of slots); from now on their failures fail its nodes."""
         self.run = run
-        n_slots, stationary = self.n_slots, self.stationary
+        n_slots, stationary, h = self.n_slots, self.stationary, self.health
         for b in range(0, n_slots, BLOCK):
-            rng = stream(self.seed, self.rep, "slot-block", b // BLOCK)
+            rng = stream(h.seed, h.rep, "slot-block", b // BLOCK)
             for slot in range(b, min(n_slots, b + BLOCK)):
                 self._arm(slot, 0.0, stationary, rng)
-        if self.idle_life is not None:  # the pools' machines wear from the start too
-            rng = stream(self.seed, self.rep, "idle", 0)
-            for m in (*self.standby, *self.spare):
-                self._wear(m, stationary, rng)
+        if h.idle_life is not None:  # the pools' machines wear from the start too
+            rng = stream(h.seed, h.rep, "idle", 0)
+            now = self.env.now
+            for m in (*self.pools.standby, *self.pools.spare):
+                h.wear(m, now, stationary, rng)
                 self._idle(m)
 
     # -- draws ----------------------------------------------------------------------------------
@@ -259,19 +511,6 @@ class Fleet:
         if spec is None:
             return float(self.resched.sample(self.rng))
         return 0.0 if spec.zero else float(spec.dist.sample(self.rng))
-
-    def _lifetime(
-        self, slot: int, m: int, stationary: bool, rng: np.random.Generator | None = None
-    ) -> tuple[float, float]:
-        """(lifetime, time it turns bad) of machine ``m`` entering service in ``slot``, both from its
-        entry (INF: it never fails / does not turn bad); drawn from ``rng``, else the slot's stream."""
-        if rng is None:
-            rng = self.slot_rng.get(slot)
-            if rng is None:
-                rng = self.slot_rng[slot] = stream(self.seed, self.rep, "slot", slot)
-        if self.fault[m]:
-            return float(self.lc.repair.recur.dist.sample(rng)), INF
-        return draw_lifetime(self.life[slot], self.bad[m], self.k, self.turn_bad, rng, stationary)
 
     # -- the slot's machine in service ----------------------------------------------------------
     def _arm(
@@ -284,17 +523,10 @@ class Fleet:
         """The slot's machine enters service in ``up_in`` seconds; its lifetime starts then."""
         m = self.machine[slot]
         assert m is not None
-        policy = self.policy[slot]
-        if policy == "powered" and self.life[slot] is not None:
-            # the machine's lifetime runs on from where it was (drawn at the start, or at the end
-            # of its last repair); one that entered service for the first time draws it now
-            if m not in self.life_end:
-                self._wear(m, stationary, rng, slot)
-            start = self.env.now + up_in
-            life, turn = max(0.0, self.life_end[m] - start), self.turn_end[m] - start
-        else:
-            life, turn = self._lifetime(slot, m, stationary, rng)
-        self.turn_at[slot] = self.env.now + up_in + turn
+        now = self.env.now
+        powered = self.policy[slot] == "powered"
+        life, turn = self.health.entering(slot, m, powered, now, up_in, stationary, rng)
+        self.turn_at[slot] = now + up_in + turn
         self.env.process(self._in_service(slot, self.gen[slot], up_in, life, turn))
 
     def _in_service(
@@ -302,8 +534,8 @@ class Fleet:
     ) -> Generator[simpy.Event, Any, None]:
         if up_in > 0:
             yield self.urgent(self.env, up_in)
-        if self.t_fail.get(slot) is not None:  # the slot was waiting: it is filled again
-            self._filled()
+        if self.acct.t_fail.get(slot) is not None:  # the slot was waiting: it is filled again
+            self.acct.filled(self.env.now)
         if life == INF:
             return
         if self.policy[slot] == "computing":  # a lifetime of the job's compute time
@@ -317,64 +549,28 @@ class Fleet:
             self.run.fail((slot,), (INF,))
 
     # -- "powered" clocks: a machine wears when idle too ------------------------------------------
-    def _wear(
-        self,
-        m: int,
-        stationary: bool = False,
-        rng: np.random.Generator | None = None,
-        slot: int | None = None,
-    ) -> None:
-        """Machine ``m``'s next lifetime starts now (the idle lifetime, or ``slot``'s)."""
-        base = self.idle_life if slot is None else self.life[slot]
-        if rng is None:
-            rng = self.idle_rng
-        if self.fault[m]:
-            life, turn = float(self.lc.repair.recur.dist.sample(rng)), INF
-        else:
-            life, turn = draw_lifetime(base, self.bad[m], self.k, self.turn_bad, rng, stationary)
-        now = self.env.now
-        self.life_end[m], self.turn_end[m] = now + life, now + turn
-
-    @property
-    def idle_rng(self) -> np.random.Generator:
-        """The stream of idle machines' lifetimes after the first ones."""
-        rng = self.slot_rng.get(-1)
-        if rng is None:
-            rng = self.slot_rng[-1] = stream(self.seed, self.rep, "idle", 1)
-        return rng
-
     def _idle(self, m: int) -> None:
         """Machine ``m`` is idle in a pool: it fails there when its lifetime ends, unless it has
         left the pool by then."""
-        end = self.life_end.get(m, INF)
+        end = self.health.life_end.get(m, INF)
         if end == INF:
             return
-        self.env.process(self._idle_wait(m, self.mgen[m], max(0.0, end - self.env.now)))
+        self.env.process(self._idle_wait(m, self.pools.mgen[m], max(0.0, end - self.env.now)))
 
     def _idle_wait(self, m: int, g: int, dt: float) -> Generator[simpy.Event, Any, None]:
         yield self.urgent(self.env, dt)
-        if self.mgen[m] != g:
+        if self.pools.mgen[m] != g:
             return  # it left the pool: its lifetime goes on in service
-        self.mgen[m] += 1
-        if m in self.standby:
-            self.standby.remove(m)
-        elif m in self.spare:
-            self.spare.remove(m)
-        else:  # being warmed up to join the standbys
-            self.warming -= 1
-        if self.env.now >= self.turn_end.get(m, INF):
-            self.bad[m] = True
+        self.pools.take_idle(m)
+        h = self.health
+        if self.env.now >= h.turn_end.get(m, INF):
+            h.bad[m] = True
         d = self._delay(self.lc.detection)
         if d == 0:
             self._detected(None, m)
         else:
             self.env.process(self._later(d, self._detected, None, m))
         self._dispatch()  # refill the standbys from the spares
-
-    def _filled(self) -> None:
-        self.unfilled -= 1
-        if self.unfilled == 0:
-            self.unfilled_s += self.env.now - self.unfilled_since
 
     # -- failure ---------------------------------------------------------------------------------
     def on_fail(self, slot: int) -> None:
@@ -386,17 +582,12 @@ class Fleet:
         self.gen[slot] += 1
         self.machine[slot] = None
         clock = self.run.clock if self.policy[slot] == "computing" else None
+        bad = self.health.bad
         if (now if clock is None else clock.elapsed()) >= self.turn_at[slot]:
-            self.bad[m] = True  # it had turned bad in service
-        if self.bad[m]:
-            self.failures_bad += 1
-        if self.unfilled == 0:
-            self.unfilled_since = now
-        self.unfilled += 1
-        self.t_fail[slot] = now
-        self.t_assign[slot] = INF
+            bad[m] = True  # it had turned bad in service
+        self.acct.slot_failed(slot, now, bad[m])
         d = self._delay(self.lc.detection)
-        self.t_detect[slot] = now + d
+        self.acct.t_detect[slot] = now + d
         if d == 0:
             self._detected(slot, m)
         else:
@@ -407,7 +598,8 @@ class Fleet:
         ``detection``, which the job's restart follows; returns that delay (booked as detection)."""
         now = self.env.now
         d = self._delay(self.lc.detection)
-        self.t_fail[node], self.t_detect[node], self.t_assign[node] = now, now + d, now + d
+        a = self.acct
+        a.t_fail[node], a.t_detect[node], a.t_assign[node] = now, now + d, now + d
         return d
 
     def _later(
@@ -427,118 +619,105 @@ class Fleet:
             while hist and hist[0] < now - ret.window_h * HOUR:
                 hist.popleft()
         if ret is not None and len(hist) >= ret.failures:
-            self.retired += 1  # out of the fleet for good
-            if self.n_machines - self.retired < self.n_slots:
+            self.acct.retired += 1  # out of the fleet for good
+            retired = self.acct.retired
+            if self.n_machines - retired < self.n_slots:
                 raise FleetExhausted(
                     f"the retirement policy left fewer machines than node slots at {now / HOUR:.4g} h of wall "
-                    f"time ({self.retired} retired of {self.n_machines}, {self.n_slots} slots): add lifecycle.spares "
+                    f"time ({retired} retired of {self.n_machines}, {self.n_slots} slots): add lifecycle.spares "
                     "or relax [lifecycle.retirement]"
                 )
         else:
             self._repair(m, now)
         if slot is not None:
-            self.waiting.append(slot)
+            self.pools.waiting.append(slot)
         self._dispatch()
 
     def _repair(self, m: int, now: float) -> None:
         """Machine ``m`` enters repair: its duration (automatic, plus manual if it escalates) and,
         for a bad machine, whether it comes out cured, or falsely repaired (drawn now, in this
         order, from the lifecycle stream; a good machine draws nothing more)."""
-        r = self.lc.repair
+        r, rng, h = self.lc.repair, self.rng, self.health
         dur = self._delay(r.auto)
-        escalated = r.escalate_p > 0 and bool(self.rng.random() < r.escalate_p)
+        escalated = r.escalate_p > 0 and bool(rng.random() < r.escalate_p)
         if escalated:
             dur += self._delay(r.manual)
-        self.fault[m] = False
-        if self.bad[m]:
-            cured = (r.cure_auto_p > 0 and bool(self.rng.random() < r.cure_auto_p)) or (
-                escalated and r.cure_manual_p > 0 and bool(self.rng.random() < r.cure_manual_p)
+        h.fault[m] = False
+        if h.bad[m]:
+            cured = (r.cure_auto_p > 0 and bool(rng.random() < r.cure_auto_p)) or (
+                escalated and r.cure_manual_p > 0 and bool(rng.random() < r.cure_manual_p)
             )
             if cured:
-                self.curing.add(m)
+                h.curing.add(m)
             else:
-                self.fault[m] = r.false_success_p > 0 and bool(
-                    self.rng.random() < r.false_success_p
-                )
-        start = now
-        self.in_repair += 1
-        if self.crews is not None:
-            start = max(now, heapq.heappop(self.crews))
-            heapq.heappush(self.crews, start + dur)
+                h.fault[m] = r.false_success_p > 0 and bool(rng.random() < r.false_success_p)
+        start = self.pools.repair_start(now, dur)
         self.env.process(self._later(start + dur - now, self._repaired, m))
 
     def _repaired(self, m: int) -> None:
-        self.in_repair -= 1
-        if m in self.curing:  # the repair found and fixed the cause: a good machine from now on
-            self.curing.discard(m)
-            self.bad[m] = False
-            self.cured += 1
-        if self.idle_life is not None:  # "powered": its next lifetime runs from now, idle or not
-            self._wear(m)
-        if self.waiting:
-            self._assign(self.waiting.popleft(), m, self._delay(self.lc.select))
-        elif len(self.standby) + self.warming < self.standby_target:
+        pools, h = self.pools, self.health
+        pools.in_repair -= 1
+        if h.cure(m):  # a good machine from now on
+            self.acct.cured += 1
+        if h.idle_life is not None:  # "powered": its next lifetime runs from now, idle or not
+            h.wear(m, self.env.now)
+        if pools.waiting:
+            self._assign(pools.waiting.popleft(), m, self._delay(self.lc.select))
+        elif pools.short():
             self._warm(m, from_repair=True)
         else:
-            self.spare.append(m)
+            pools.spare.append(m)
             self._idle(m)
 
     def _warm(self, m: int, from_repair: bool = False) -> None:
         """Warm machine ``m`` up to join the standbys (``select``); it wears meanwhile ("powered":
         one from the spares already does)."""
-        self.warming += 1
-        self.env.process(self._later(self._delay(self.lc.select), self._warmed, m, self.mgen[m]))
-        if from_repair and self.idle_life is not None:
+        self.pools.warming += 1
+        self.env.process(
+            self._later(self._delay(self.lc.select), self._warmed, m, self.pools.mgen[m])
+        )
+        if from_repair and self.health.idle_life is not None:
             self._idle(m)
 
     def _warmed(self, m: int, g: int) -> None:
-        if self.mgen[m] != g:
+        pools = self.pools
+        if pools.mgen[m] != g:
             return  # it failed while warming up
-        self.warming -= 1
-        self.standby.append(m)
+        pools.warming -= 1
+        pools.standby.append(m)
         self._dispatch()
 
     def _dispatch(self) -> None:
         """Give waiting slots a standby, else a spare; refill the standbys from the spares."""
-        while self.waiting and (self.standby or self.spare):
-            slot = self.waiting.popleft()
-            if self.standby:
-                m = self.standby.popleft()
+        pools = self.pools
+        while pools.waiting and (pools.standby or pools.spare):
+            slot = pools.waiting.popleft()
+            if pools.standby:
+                m = pools.standby.popleft()
                 self._assign(slot, m, self._delay(self.lc.swap))
             else:
-                self._assign(slot, self.spare.popleft(), self._delay(self.lc.select))
-        while self.spare and len(self.standby) + self.warming < self.standby_target:
-            self._warm(self.spare.popleft())
+                self._assign(slot, pools.spare.popleft(), self._delay(self.lc.select))
+        while pools.spare and pools.short():
+            self._warm(pools.spare.popleft())
 
     def _assign(self, slot: int, m: int, delay: float) -> None:
         now = self.env.now
-        self.mgen[m] += 1  # out of the pools: an idle failure pending for it is stale
+        self.pools.mgen[m] += 1  # out of the pools: an idle failure pending for it is stale
         self.machine[slot] = m
-        self.t_assign[slot] = now
+        self.acct.t_assign[slot] = now
         self._arm(slot, delay)
         self.run.node_back(slot, now + delay)
 
     def stuck(self) -> bool:
         """A node slot waits for a machine and none can ever come (all retired)."""
-        return bool(self.waiting) and not (
-            self.in_repair or self.warming or self.standby or self.spare
-        )
+        return self.pools.stuck()
 
     # -- result -----------------------------------------------------------------------------------
     def finish(self) -> float:
         """The unfilled time up to now (the end of the replication)."""
-        if self.unfilled > 0:
-            return self.unfilled_s + self.env.now - self.unfilled_since
-        return self.unfilled_s
+        return self.acct.finish(self.env.now)
 
     def critical_split(self, down: dict[int, float], a: float, b: float) -> tuple[float, float]:
         """(detection, waiting) seconds of the job's wait ``[a, b]`` for the nodes in ``down``, by the
-        node it waits for longest."""
-        crit, last = None, -INF
-        for n, t in down.items():
-            if n in self.t_fail and t > last:
-                crit, last = n, t
-        if crit is None:
-            return 0.0, 0.0
-        f, d, s = self.t_fail[crit], self.t_detect[crit], self.t_assign[crit]
-        return max(0.0, min(b, d) - max(a, f)), max(0.0, min(b, s) - max(a, d))
+        node it waits for longest (:meth:`FleetAccounts.critical_split`)."""
+        return self.acct.critical_split(down, a, b)

@@ -1,8 +1,8 @@
 """What a strategy sees of a replication: :class:`RunSetup` when it is made, :class:`RunView` in
 its hooks.
 
-The engine keeps a replication's state in :class:`cprsim.sim.engine.Run` (some forty-five fields: phases,
-accounting, the failure bookkeeping). A strategy sees none of that: it is typed against these two
+The engine keeps a replication's state in :class:`cprsim.sim.engine.Run` and its parts
+(:mod:`cprsim.sim.runparts`: phases, accounting, the failure bookkeeping, checkpoints). A strategy sees none of that: it is typed against these two
 protocols, which list exactly what the strategies read and call, and nothing else. ``Run``
 satisfies both structurally (mypy checks it where the engine calls the hooks);
 ``tests/test_strategy_protocol.py`` runs every built-in strategy against a proxy that allows nothing
