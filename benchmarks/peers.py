@@ -18,7 +18,7 @@ aborts it; a failure during the reload starts the restart over. Two failure mode
   exponential lifetime of mean 8 x 10 h (the job's failure rate is the same 1 per 10 h while all
   are up), rescheduled in the relaunch time (``[reschedule]``, constant); while a node is down
   the others can fail (the job waits until all are up again), then every node reloads. Exact:
-  ``analytic.full_overhead`` with ``lam_recovery = analytic.lam_recovery_nodes(...)``.
+  ``analytic.full_overhead`` with ``Failures.wait_rate = analytic.lam_recovery_nodes(...)``.
 
 The hand-written model (:func:`handwritten`, :func:`handwritten_nodes`) is what a user would
 write in about 40 lines of SimPy: a job process that computes towards the next checkpoint, saves,
@@ -139,7 +139,9 @@ def exact_overhead(case: Case, failures: str) -> float:
         mu = 1.0 / (NODES * MTBF)
         lam, lam_rec = NODES * mu, analytic.lam_recovery_nodes(case.relaunch, mu, NODES)
     return analytic.full_overhead(
-        WORK, INTERVAL, case.save, lam, R, lam_recovery=lam_rec, restore_s=case.reload
+        analytic.Job(work_s=WORK, save_s=case.save),
+        INTERVAL,
+        analytic.Failures(rate=lam, recovery_s=R, wait_rate=lam_rec, restore_s=case.reload),
     )
 
 

@@ -2,7 +2,12 @@
 
 Used by the planner and as test oracles. Notation: ``W`` failure-free work (s), ``tau``
 checkpoint interval (s of progress), ``delta`` blocking save (s), ``lam`` rate of failure events
-that interrupt the job (1/s), ``R`` recovery = rescheduling wait + restore (s).
+that interrupt the job (1/s), ``R`` recovery = rescheduling wait + restore (s). The functions
+take them as parameter objects, each parameter documented (with its unit) once, on its object:
+:class:`Job` (``W``, ``delta``), :class:`Failures` (``lam``, ``R`` and how a recovery is struck:
+``lam_recovery``, ``restore_s``), :class:`ShardFailures` (the PLS forms), :class:`SplitFailures`
+(embedding and trainer failures apart) and :class:`PrioritizedSaves`; ``tau``, the interval the
+planner varies for one job, is an argument of its own.
 
 **Recovery** (``recovery_time``). ``R`` is a wait of ``w = R - restore_s`` (rescheduling) then a
 restore of ``restore_s`` (a load). A failure during the wait restarts the wait; one during the
@@ -71,7 +76,7 @@ losses are then a Poisson process in progress of rate ``nu = mu + (lam_stall - m
 one node per event, but for one approximation: ``q`` from the stall's mean rather than its
 distribution (Jensen: ``q`` is high by at most ``mu^2 E[stall^2]/2``). Measured against the
 simulator at 4 servers, node MTBF 5 h, 400 s reschedule: within 0.3% (the defaults: -5%).
-``expected_pls_prioritized`` takes the same arguments (and the two save durations).
+``expected_pls_prioritized`` takes the same shard failures (and the two save durations).
 """
 
 from __future__ import annotations
@@ -80,12 +85,79 @@ import functools
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 #: log of the largest float: an expectation whose log exceeds it is reported as math.inf
 _LOG_MAX = math.log(sys.float_info.max)
+
+
+# -- parameters ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    """The job that checkpoints: ``W`` and ``delta`` of the notation above. The checkpoint interval
+    ``tau`` (s of progress) is not part of it: the functions take it on its own, as the planner
+    varies it for one job."""
+
+    work_s: float  #: ``W``: failure-free work (s of progress)
+    save_s: float  #: ``delta``: the blocking time of one save (s)
+
+
+@dataclass(frozen=True)
+class Failures:
+    """The failure events that interrupt the job and the recovery each one costs (``lam``, ``R``).
+
+    The defaults of ``wait_rate`` and ``restore_s`` are the classic model, a failure restarting
+    the whole recovery at ``rate`` (see ``recovery_time``)."""
+
+    rate: float  #: ``lam``: failure events that interrupt the job (per second)
+    recovery_s: float  #: ``R``: rescheduling wait + restore (s)
+    #: ``lam_recovery``: failure events during the rescheduling wait (per second); None: ``rate``
+    wait_rate: float | None = None
+    restore_s: float = 0.0  #: the restore part of ``recovery_s`` (s), in ``[0, recovery_s]``
+
+
+@dataclass(frozen=True)
+class ShardFailures:
+    """Failure events that take embedding shards away, for the PLS forms (``expected_pls``)."""
+
+    rate: float  #: ``lam``: failure events that take shards (per second)
+    per_event: float  #: ``k``: shards each event takes
+    shards: int  #: ``n_e``: shards in all (uniformly sharded servers)
+    #: the mean recovery (s) that a failure of another node stalls the job for; 0: not counted
+    stall_s: float = 0.0
+    #: ``lam_stall``: every failure event that stalls the job, trainers too (per second); None: ``rate``
+    stall_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class SplitFailures:
+    """Embedding-server and trainer failures that cost different restores (``partial_wall_split``)."""
+
+    embedding_rate: float  #: ``lam_emb``: embedding-server failure events (per second)
+    embedding_recovery_s: float  #: ``R_emb``: wait + shard load (s)
+    trainer_rate: float  #: ``lam_tr``: trainer failure events (per second)
+    trainer_recovery_s: float  #: ``R_tr``: wait + dense copy from a peer (s)
+    #: the rescheduling wait both recoveries include (s); 0: the whole recovery is a restore,
+    #: restarted by any failure
+    wait_s: float = 0.0
+    #: ``mu_emb``: one embedding server's failure rate (per second): the node being rescheduled
+    #: cannot fail, so the wait after its failure sees ``embedding_rate - mu_emb``
+    embedding_node_rate: float = 0.0
+    trainer_node_rate: float = 0.0  #: ``mu_tr``: one trainer's failure rate (per second), as above
+
+
+@dataclass(frozen=True)
+class PrioritizedSaves:
+    """Prioritized saving (CPR-MFU/SSU): partial saves every ``tau``, a full one every ``K``-th."""
+
+    full_every: int  #: ``K``: every ``K``-th save is full, the others partial
+    #: the blocking time of a full save (s); the PLS forms use it only with a stall
+    full_s: float = 0.0
+    #: the blocking time of a partial save (s); the PLS forms use it only with a stall
+    partial_s: float = 0.0
 
 
 # -- numerics -------------------------------------------------------------------------------------
@@ -139,13 +211,12 @@ def _log_recovery_time(R: float, lam: float, lam_recovery: float | None, restore
     return _logadd(lam * L + wait, _log_expm1_over(lam, L))
 
 
-def recovery_time(
-    R: float, lam: float, lam_recovery: float | None = None, restore_s: float = 0.0
-) -> float:
-    """E[time] from a failure until the job runs again: a wait of ``R - restore_s`` that a failure
-    (at ``lam_recovery``, default ``lam``) restarts, then a restore of ``restore_s`` that a failure
-    (at ``lam``) sends back to the wait. ``math.inf`` if astronomically large."""
-    return _exp(_log_recovery_time(R, lam, lam_recovery, restore_s))
+def recovery_time(failures: Failures) -> float:
+    """E[time] from a failure until the job runs again: a wait of ``recovery_s - restore_s`` that a
+    failure (at ``wait_rate``) restarts, then a restore of ``restore_s`` that a failure (at
+    ``rate``) sends back to the wait. ``math.inf`` if astronomically large."""
+    f = failures
+    return _exp(_log_recovery_time(f.recovery_s, f.rate, f.wait_rate, f.restore_s))
 
 
 def node_wait(rho: float, mu: float, n: int) -> float:
@@ -199,14 +270,13 @@ def _log_segment_time(
     )
 
 
-def segment_time(
-    a: float, lam: float, R: float, lam_recovery: float | None = None, restore_s: float = 0.0
-) -> float:
+def segment_time(a: float, failures: Failures) -> float:
     """E[time] to complete ``a`` seconds that a failure sends back to their start, each failure
     costing a recovery (``recovery_time``); ``math.inf`` if astronomically large."""
-    if lam <= 0:
+    f = failures
+    if f.rate <= 0:
         return a
-    return _exp(_log_segment_time(a, lam, R, lam_recovery, restore_s))
+    return _exp(_log_segment_time(a, f.rate, f.recovery_s, f.wait_rate, f.restore_s))
 
 
 def _log_full_wall(
@@ -227,47 +297,23 @@ def _log_full_wall(
     )
 
 
-def full_wall(
-    W: float,
-    tau: float,
-    delta: float,
-    lam: float,
-    R: float,
-    lam_recovery: float | None = None,
-    restore_s: float = 0.0,
-) -> float:
-    """Exact E[wall] for full recovery under Poisson failures (``math.inf`` if astronomically large).
-
-    ``lam_recovery``/``restore_s``: see ``recovery_time`` (defaults: a failure restarts the whole
-    recovery at ``lam``)."""
-    if lam <= 0:
+def full_wall(job: Job, tau: float, failures: Failures) -> float:
+    """Exact E[wall] for full recovery under Poisson failures at interval ``tau`` (s of progress;
+    ``math.inf`` if astronomically large)."""
+    W, delta, f = job.work_s, job.save_s, failures
+    if f.rate <= 0:
         k = n_saves(W, tau)
         return k * (tau + delta) + (W - k * tau)
-    return _exp(_log_full_wall(W, tau, delta, lam, R, lam_recovery, restore_s))
+    return _exp(_log_full_wall(W, tau, delta, f.rate, f.recovery_s, f.wait_rate, f.restore_s))
 
 
-def full_overhead(
-    W: float,
-    tau: float,
-    delta: float,
-    lam: float,
-    R: float,
-    lam_recovery: float | None = None,
-    restore_s: float = 0.0,
-) -> float:
+def full_overhead(job: Job, tau: float, failures: Failures) -> float:
     """Exact E[wall]/W - 1 of full recovery under Poisson failures (:func:`full_wall` over ``W``;
     ``math.inf`` if astronomically large)."""
-    return full_wall(W, tau, delta, lam, R, lam_recovery, restore_s) / W - 1.0
+    return full_wall(job, tau, failures) / job.work_s - 1.0
 
 
-def full_optimum(
-    W: float,
-    delta: float,
-    lam: float,
-    R: float,
-    lam_recovery: float | None = None,
-    restore_s: float = 0.0,
-) -> float:
+def full_optimum(job: Job, failures: Failures) -> float:
     """The interval minimising the exact E[wall] of full recovery.
 
     With ``m`` saves (``W/(m+1) <= tau < W/m``) the last segment ``W - m tau`` is never longer
@@ -276,7 +322,7 @@ def full_optimum(
     not a float): a geometric grid of ``j`` in ``[1, W / max(delta/1000, 1 s)]``, then a
     ternary search between the grid neighbours of the best point.
     """
-    return _full_optimum_log(W, delta, lam, R, lam_recovery, restore_s)[0]
+    return _full_optimum_log(job, failures)[0]
 
 
 def _tau_for_segments(W: float, j: int) -> float:
@@ -287,10 +333,15 @@ def _tau_for_segments(W: float, j: int) -> float:
     return tau
 
 
-def _full_optimum_log(
-    W: float, delta: float, lam: float, R: float, lam_recovery: float | None, restore_s: float
-) -> tuple[float, float]:
+def _full_optimum_log(job: Job, failures: Failures) -> tuple[float, float]:
     """(tau, log E[wall]) at the optimum."""
+    W, delta = job.work_s, job.save_s
+    lam, R, lam_recovery, restore_s = (
+        failures.rate,
+        failures.recovery_s,
+        failures.wait_rate,
+        failures.restore_s,
+    )
     if lam <= 0:
         return W, math.log(W)
     J = max(1, math.floor(W / max(delta * 1e-3, 1.0)))
@@ -327,15 +378,7 @@ class Feasibility(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)  # a sweep's points share it (issue 27: checked before running)
-def hopeless(
-    W: float,
-    delta: float,
-    lam: float,
-    R: float,
-    limit: float = 10.0,
-    lam_recovery: float | None = None,
-    restore_s: float = 0.0,
-) -> Feasibility:
+def hopeless(job: Job, failures: Failures, limit: float = 10.0) -> Feasibility:
     """Whether full recovery (exact Poisson form, at its optimal interval) would take more than
     ``limit`` times its work ``W``: failures come faster than a save plus a recovery.
 
@@ -343,19 +386,18 @@ def hopeless(
     85 s saves and 345 s recoveries (about 78x): a job that needs 10x its work does not finish in
     any useful sense, and simulating it costs about ``lam * ratio * W`` failure events per run.
     """
-    if W <= 0:
+    if job.work_s <= 0:
         raise ValueError("W must be > 0")
-    tau, lw = _full_optimum_log(W, delta, lam, R, lam_recovery, restore_s)
-    log_ratio = lw - math.log(W)
+    tau, lw = _full_optimum_log(job, failures)
+    log_ratio = lw - math.log(job.work_s)
     return Feasibility(
         log_ratio > math.log(limit), _exp(log_ratio), tau, log_ratio / math.log(10.0)
     )
 
 
 def mtbf_for_ratio(
-    W: float,
-    delta: float,
-    R: float,
+    job: Job,
+    recovery_s: float,
     ratio: float = 2.0,
     recovery_share: float = 1.0,
     restore_s: float = 0.0,
@@ -363,8 +405,10 @@ def mtbf_for_ratio(
     """The MTBF (s, of the failure events that interrupt the job) at which full recovery at its
     optimal interval needs ``ratio`` times ``W`` (solved numerically; any longer MTBF needs less).
 
-    ``recovery_share``: ``lam_recovery / lam`` (``(N-1)/N`` for ``N`` identical nodes).
+    ``recovery_s``, ``restore_s``: as in :class:`Failures`; ``recovery_share``: its
+    ``wait_rate / rate`` (``(N-1)/N`` for ``N`` identical nodes).
     """
+    W, delta, R = job.work_s, job.save_s, recovery_s
     if not ratio > 1.0:
         raise ValueError("ratio must be > 1")
     if not math.isfinite(W + delta + R + restore_s):  # an infinite mean recovery, say
@@ -374,7 +418,12 @@ def mtbf_for_ratio(
     def g(log_m: float) -> float:
         lam = math.exp(-log_m)
         return (
-            _full_optimum_log(W, delta, lam, R, recovery_share * lam, restore_s)[1]
+            _full_optimum_log(
+                job,
+                Failures(
+                    rate=lam, recovery_s=R, wait_rate=recovery_share * lam, restore_s=restore_s
+                ),
+            )[1]
             - math.log(W)
             - target
         )
@@ -392,39 +441,25 @@ def mtbf_for_ratio(
 
 
 # -- partial recovery -----------------------------------------------------------------------------
-def partial_wall(
-    W: float,
-    tau: float,
-    delta: float,
-    lam: float,
-    R: float,
-    lam_recovery: float | None = None,
-    restore_s: float = 0.0,
-) -> float:
-    """Exact E[wall] for partial recovery under Poisson failures, every failure costing the same
-    recovery (``recovery_time``; ``math.inf`` if astronomically large)."""
+def partial_wall(job: Job, tau: float, failures: Failures) -> float:
+    """Exact E[wall] for partial recovery under Poisson failures at interval ``tau`` (s of
+    progress), every failure costing the same recovery (``recovery_time``; ``math.inf`` if
+    astronomically large)."""
+    W, delta, lam = job.work_s, job.save_s, failures.rate
     n = n_saves(W, tau)
     if lam <= 0:
         return W + n * delta
-    rec = recovery_time(R, lam, lam_recovery, restore_s)
+    rec = recovery_time(failures)
     wall = W * (1.0 + lam * rec)
     if n:
-        wall += n * segment_time(delta, lam, R, lam_recovery, restore_s)
+        wall += n * segment_time(delta, failures)
     return wall
 
 
-def partial_overhead(
-    W: float,
-    tau: float,
-    delta: float,
-    lam: float,
-    R: float,
-    lam_recovery: float | None = None,
-    restore_s: float = 0.0,
-) -> float:
+def partial_overhead(job: Job, tau: float, failures: Failures) -> float:
     """Exact E[wall]/W - 1 of partial recovery under Poisson failures (:func:`partial_wall` over
     ``W``; ``math.inf`` if astronomically large)."""
-    return partial_wall(W, tau, delta, lam, R, lam_recovery, restore_s) / W - 1.0
+    return partial_wall(job, tau, failures) / job.work_s - 1.0
 
 
 def split_recovery_times(
@@ -473,26 +508,21 @@ def split_recovery_times(
     return [x if math.isfinite(x) and x >= 0 else math.inf for x in out]
 
 
-def partial_wall_split(
-    W: float,
-    tau: float,
-    delta: float,
-    lam_emb: float,
-    R_emb: float,
-    lam_tr: float,
-    R_tr: float,
-    wait_s: float = 0.0,
-    mu_emb: float = 0.0,
-    mu_tr: float = 0.0,
-) -> float:
+def partial_wall_split(job: Job, tau: float, failures: SplitFailures) -> float:
     """E[wall] of partial recovery when embedding-server and trainer failures cost different restores.
 
-    ``lam_emb``/``lam_tr``: failure events of each type; ``R_emb`` = wait + shard load,
-    ``R_tr`` = wait + dense copy from a peer; ``wait_s`` the rescheduling wait both include (0:
-    the whole ``R`` is a restore, restarted by any failure); ``mu_emb``/``mu_tr``: one node's rate
-    (the node being rescheduled cannot fail: the wait after its failure sees ``lam - mu``).
-    ``lam_tr = 0`` is ``partial_wall(W, tau, delta, lam_emb, R_emb, lam_emb - mu_emb, R_emb - wait_s)``.
+    ``trainer_rate = 0`` is :func:`partial_wall` with ``Failures(rate=embedding_rate,
+    recovery_s=embedding_recovery_s, wait_rate=embedding_rate - embedding_node_rate,
+    restore_s=embedding_recovery_s - wait_s)``.
     """
+    W, delta, f = job.work_s, job.save_s, failures
+    lam_emb, R_emb, lam_tr, R_tr = (
+        f.embedding_rate,
+        f.embedding_recovery_s,
+        f.trainer_rate,
+        f.trainer_recovery_s,
+    )
+    wait_s, mu_emb, mu_tr = f.wait_s, f.embedding_node_rate, f.trainer_node_rate
     lam = lam_emb + lam_tr
     n = n_saves(W, tau)
     if lam <= 0:
@@ -567,17 +597,9 @@ def _stall_rate(mu: float, lam_others: float, stall_s: float) -> float:
     return mu + lam_others * -math.expm1(-mu * stall_s)
 
 
-def expected_pls(
-    W: float,
-    tau: float,
-    delta: float,
-    lam: float,
-    k: float,
-    n_e: int,
-    stall_s: float = 0.0,
-    lam_stall: float | None = None,
-) -> float:
-    """E[PLS] of vanilla partial recovery, failure events at rate ``lam`` taking ``k`` of ``n_e`` shards.
+def expected_pls(job: Job, tau: float, shards: ShardFailures) -> float:
+    """E[PLS] of vanilla partial recovery at interval ``tau`` (s of progress), failure events at
+    rate ``lam`` taking ``k`` of ``n_e`` shards (:class:`ShardFailures`).
 
     Each shard fails at ``mu = lam k / n_e``; a failure loses the shard's progress since its last
     save or its own previous failure (``mean_age``).
@@ -588,18 +610,22 @@ def expected_pls(
     ``lam x stall time`` more: +5% at 4 servers, node MTBF 5 h, 400 s recoveries).
 
     ``stall_s``: the mean recovery (``recovery_time``: wait + restore, with restarts) that a failure
-    event not involving this shard causes; ``lam_stall``: the rate of every failure event that
-    stalls the job (trainers too; default ``lam``). Then the shard loses its age at rate
+    event not involving this shard causes; ``lam_stall`` (``stall_rate``): the rate of every
+    failure event that stalls the job (trainers too; default ``lam``). Then the shard loses its age at rate
     ``nu = mu + (lam_stall - mu)(1 - exp(-mu stall_s))`` per second of progress, cut short by its
     previous loss (``mean_age(W, tau, nu)``), and at each save point with the chance that it fails
     during the save and the recoveries it suffers, losing ``(1 - exp(-nu tau))/nu``. Exact for Poisson
     per-node failures, one node per event, up to Jensen's term in the chance of failing during a
     stall (``stall_s`` should then exclude this shard's own failures: rates less ``mu``). E.g.
     ``n_e`` identical servers failing at ``mu``, reschedule ``rho``, shard load ``L``, no trainer
-    failures: ``stall_s = recovery_time(rho + L, (n_e-1) mu, lam_recovery_nodes(rho, mu, n_e-1), L)``
-    with ``lam = n_e mu, k = 1``; ``recovery_time(rho + L, lam)`` is the first-order stand-in.
+    failures: ``stall_s = recovery_time(Failures(rate=(n_e-1) mu, recovery_s=rho + L,
+    wait_rate=lam_recovery_nodes(rho, mu, n_e-1), restore_s=L))`` with ``lam = n_e mu, k = 1``;
+    ``recovery_time(Failures(rate=lam, recovery_s=rho + L))`` is the first-order stand-in.
     Events of ``k > 1`` servers: first order.
     """
+    W, delta = job.work_s, job.save_s
+    lam, k, n_e = shards.rate, shards.per_event, shards.shards
+    stall_s, lam_stall = shards.stall_s, shards.stall_rate
     mu = lam * k / n_e
     n = n_saves(W, tau)
     if stall_s <= 0 and lam_stall is None:
@@ -616,20 +642,12 @@ def expected_pls(
     return pls
 
 
-def interval_for_pls(
-    bound: float,
-    W: float,
-    delta: float,
-    lam: float,
-    k: int,
-    n_e: int,
-    stall_s: float = 0.0,
-    lam_stall: float | None = None,
-) -> float:
+def interval_for_pls(bound: float, job: Job, shards: ShardFailures) -> float:
     """The largest interval whose E[PLS] (``expected_pls``) is <= bound (its inverse)."""
-    if lam <= 0:
+    W = job.work_s
+    if shards.rate <= 0:
         return W
-    f = lambda t: expected_pls(W, t, delta, lam, k, n_e, stall_s, lam_stall) - bound
+    f = lambda t: expected_pls(job, t, shards) - bound
     if f(W) <= 0:
         return W
     lo = 1e-6
@@ -645,29 +663,27 @@ def prioritized_save_s(full_s: float, partial_s: float, K: int) -> float:
 
 
 def expected_pls_prioritized(
-    W: float,
+    work_s: float,
     tau: float,
-    lam: float,
-    k: float,
-    n_e: int,
+    shards: ShardFailures,
     coverage: float,
-    K: int,
-    stall_s: float = 0.0,
-    lam_stall: float | None = None,
-    save_full_s: float = 0.0,
-    save_partial_s: float = 0.0,
+    saves: PrioritizedSaves,
 ) -> float:
-    """E[PLS] with partial saves every tau and a full save every K*tau.
+    """E[PLS] of ``work_s`` (``W``) with partial saves every tau and a full save every K*tau.
 
     The saved rows (access share ``coverage``) lose the progress since the last save, the others
     since the last full save, both cut short by the shard's own previous failure (``mean_age``).
     ``K = 1`` is vanilla partial recovery without the save term.
 
-    With ``stall_s``/``lam_stall`` (see ``expected_pls``) the failures during other nodes'
-    recoveries count too, and so do those at the save points (a partial save blocks
-    ``save_partial_s``, a full one ``save_full_s``): same assumptions and accuracy as
+    With a stall (``shards.stall_s``/``stall_rate``, see ``expected_pls``) the failures during
+    other nodes' recoveries count too, and so do those at the save points (a partial save blocks
+    ``saves.partial_s``, a full one ``saves.full_s``): same assumptions and accuracy as
     ``expected_pls``.
     """
+    W, K = work_s, saves.full_every
+    lam, k, n_e = shards.rate, shards.per_event, shards.shards
+    stall_s, lam_stall = shards.stall_s, shards.stall_rate
+    save_full_s, save_partial_s = saves.full_s, saves.partial_s
     mu = lam * k / n_e
     if stall_s <= 0 and lam_stall is None:
         return mu * (coverage * mean_age(W, tau, mu) + (1.0 - coverage) * mean_age(W, K * tau, mu))
@@ -694,27 +710,16 @@ def expected_pls_prioritized(
 
 
 def prioritized_overhead(
-    W: float,
-    tau: float,
-    full_s: float,
-    partial_s: float,
-    K: int,
-    lam: float,
-    R: float,
-    counter: float,
+    work_s: float, tau: float, saves: PrioritizedSaves, failures: Failures, counter: float
 ) -> float:
-    """E[wall]/W - 1 for partial recovery with prioritized saves and a counting slowdown."""
-    return (
-        partial_wall(
-            W * (1.0 + counter),
-            tau * (1.0 + counter),
-            prioritized_save_s(full_s, partial_s, K),
-            lam,
-            R,
-        )
-        / W
-        - 1.0
+    """E[wall]/W - 1 of ``work_s`` (``W``) for partial recovery with prioritized saves and a
+    counting slowdown (``counter``: the share of extra compute counting costs)."""
+    W = work_s
+    slowed = Job(
+        work_s=W * (1.0 + counter),
+        save_s=prioritized_save_s(saves.full_s, saves.partial_s, saves.full_every),
     )
+    return partial_wall(slowed, tau * (1.0 + counter), failures) / W - 1.0
 
 
 def _brentq(*args, **kwargs) -> float:
@@ -769,7 +774,7 @@ def machine_repair_availability_powered(
     return _machine_repair(n, spares, lam, mu, crews, idle_fail=True)
 
 
-def full_wall_computing(W: float, tau: float, delta: float, lam: float, R: float) -> float:
+def full_wall_computing(job: Job, tau: float, failures: Failures) -> float:
     """Exact E[wall] for full recovery when the failure clock runs only while the job computes
     (``failures.clock = "computing"``): Poisson failures at ``lam`` per second of computing, none
     during a save (``delta``) or a recovery (``R``: the wait and the restore). A segment of ``a``
@@ -778,7 +783,14 @@ def full_wall_computing(W: float, tau: float, delta: float, lam: float, R: float
     Exp(lam)``; in all ``E[T(a)] = expm1(lam a) (1/lam + R)``. The job is ``k`` segments of
     ``tau`` each followed by a save, then ``W - k tau`` (:func:`n_saves`). Against
     :func:`full_wall` (the clock in wall time: failures strike saves and recoveries too) it is the
-    ``1/(1 + lam R)`` against ``exp(-lam R)`` behaviour of the share of useful time."""
+    ``1/(1 + lam R)`` against ``exp(-lam R)`` behaviour of the share of useful time. The failures'
+    ``wait_rate`` and ``restore_s`` must be left at their defaults: no failure strikes a
+    recovery here."""
+    if failures.wait_rate is not None or failures.restore_s != 0.0:
+        raise ValueError(
+            "full_wall_computing: no failure strikes a recovery (leave wait_rate and restore_s unset)"
+        )
+    W, delta, lam, R = job.work_s, job.save_s, failures.rate, failures.recovery_s
     k = n_saves(W, tau)
     if lam <= 0:
         return k * (tau + delta) + (W - k * tau)

@@ -219,10 +219,15 @@ def test_mean_wall_time_and_failures_agree_with_the_exact_analytic_values(strate
     c = costs_of(s)
     lam, rho = LAM_H / HOUR, 100.0
     W, tau = s.duration_s, s.interval_s
+    job = analytic.Job(work_s=W, save_s=c.save_s)
     if strategy == "full":
-        expect = analytic.full_wall(W, tau, c.save_s, lam, rho + c.load_s)
+        expect = analytic.full_wall(
+            job, tau, analytic.Failures(rate=lam, recovery_s=rho + c.load_s)
+        )
     else:
-        expect = analytic.partial_wall(W, tau, c.save_s, lam, rho + c.shard_load_s(1))
+        expect = analytic.partial_wall(
+            job, tau, analytic.Failures(rate=lam, recovery_s=rho + c.shard_load_s(1))
+        )
     wall = estimate([r.wall_s for r in res])
     # the oracle ignores a domain picking a server that is already down (probability <=
     # (servers down at once)/40 per failure): a bias far below the CI, allowed as 0.1% of wall

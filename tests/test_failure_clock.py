@@ -66,10 +66,14 @@ def test_node_failures_on_the_compute_clock_follow_the_renewal_form(streams):
     R = 3600.0 + c.load_s
     res = [simulate_one(s, i, streams=streams)[0] for i in range(400)]
     e = estimate([r.wall_s for r in res])
-    exact = analytic.full_wall_computing(s.duration_s, s.interval_s, c.save_s, lam, R)
+    job = analytic.Job(work_s=s.duration_s, save_s=c.save_s)
+    exact = analytic.full_wall_computing(
+        job, s.interval_s, analytic.Failures(rate=lam, recovery_s=R)
+    )
     assert e.lo <= exact <= e.hi, (e, exact)
     lam_wait = analytic.lam_recovery_nodes(3600.0, lam / 12, 12)
-    wall = analytic.full_wall(s.duration_s, s.interval_s, c.save_s, lam, R, lam_wait, c.load_s)
+    failures = analytic.Failures(rate=lam, recovery_s=R, wait_rate=lam_wait, restore_s=c.load_s)
+    wall = analytic.full_wall(job, s.interval_s, failures)
     assert not e.lo <= wall <= e.hi, (e, wall)
 
 
@@ -85,9 +89,13 @@ def test_job_failures_on_the_compute_clock_follow_the_renewal_form():
     e_on = estimate([r.wall_s for r in run_replications(on, 400)[0]])
     e_off = estimate([r.wall_s for r in run_replications(off, 400)[0]])
     W, tau = on.duration_s, on.interval_s
-    assert e_on.lo <= analytic.full_wall_computing(W, tau, c.save_s, lam, R) <= e_on.hi
-    assert e_off.lo <= analytic.full_wall(W, tau, c.save_s, lam, R) <= e_off.hi
-    assert not e_on.lo <= analytic.full_wall(W, tau, c.save_s, lam, R) <= e_on.hi
+    job, failures = (
+        analytic.Job(work_s=W, save_s=c.save_s),
+        analytic.Failures(rate=lam, recovery_s=R),
+    )
+    assert e_on.lo <= analytic.full_wall_computing(job, tau, failures) <= e_on.hi
+    assert e_off.lo <= analytic.full_wall(job, tau, failures) <= e_off.hi
+    assert not e_on.lo <= analytic.full_wall(job, tau, failures) <= e_on.hi
 
 
 @pytest.mark.parametrize(
@@ -193,14 +201,24 @@ def test_the_closed_forms_by_hand():
         (p[0] + p[1]) / sum(p)
     )
     # one segment with no failure rate: its length; a segment of a with rate lam: expm1(lam a)(1/lam + R)
-    assert analytic.full_wall_computing(10.0, 20.0, 1.0, 0.0, 5.0) == 10.0
-    assert analytic.full_wall_computing(10.0, 20.0, 1.0, 0.1, 5.0) == pytest.approx(
-        (2.718281828459045 - 1) * (10 + 5)
+    job = analytic.Job(work_s=10.0, save_s=1.0)
+    assert (
+        analytic.full_wall_computing(job, 20.0, analytic.Failures(rate=0.0, recovery_s=5.0)) == 10.0
     )
+    assert analytic.full_wall_computing(
+        job, 20.0, analytic.Failures(rate=0.1, recovery_s=5.0)
+    ) == pytest.approx((2.718281828459045 - 1) * (10 + 5))
     # with failures: the compute clock costs less than the wall clock (no failure in a recovery)
-    assert analytic.full_wall_computing(3600, 600, 30, 1e-3, 300) < analytic.full_wall(
-        3600, 600, 30, 1e-3, 300
+    job, failures = (
+        analytic.Job(work_s=3600, save_s=30),
+        analytic.Failures(rate=1e-3, recovery_s=300),
     )
+    assert analytic.full_wall_computing(job, 600, failures) < analytic.full_wall(job, 600, failures)
+    # it has no wait or restore to strike: a failures object that sets them is refused
+    with pytest.raises(ValueError, match="no failure strikes a recovery"):
+        analytic.full_wall_computing(
+            job, 600, analytic.Failures(rate=1e-3, recovery_s=300, restore_s=100)
+        )
 
 
 def test_the_default_clock_changes_nothing_and_bad_values_are_refused():

@@ -46,7 +46,9 @@ def test_job_failures_match_the_exact_poisson_oracle():
     res, _ = run_replications(s, 400)
     c = costs_of(s)
     expect = analytic.full_wall(
-        s.duration_s, s.interval_s, c.save_s, 1 / (4.0 * HOUR), 200.0 + c.load_s
+        analytic.Job(work_s=s.duration_s, save_s=c.save_s),
+        s.interval_s,
+        analytic.Failures(rate=1 / (4.0 * HOUR), recovery_s=200.0 + c.load_s),
     )
     e = estimate([r.wall_s for r in res])
     assert e.lo <= expect <= e.hi, (e, expect)

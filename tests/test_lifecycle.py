@@ -140,13 +140,28 @@ def test_ample_standbys_give_the_closed_form_of_full_recovery_with_rho_the_swap_
     res = cli_runs(s, 1500, tmp_path)
     wall = estimate([r["wall_s"] for r in res])
     W, tau = s.duration_s, s.interval_s
+    job = analytic.Job(work_s=W, save_s=d)
     exact = analytic.full_wall(
-        W, tau, d, N * mu, rho + L, analytic.lam_recovery_nodes(rho, mu, N), L
+        job,
+        tau,
+        analytic.Failures(
+            rate=N * mu,
+            recovery_s=rho + L,
+            wait_rate=analytic.lam_recovery_nodes(rho, mu, N),
+            restore_s=L,
+        ),
     )
     assert wall.lo <= exact <= wall.hi, (exact, wall)
     # the [reschedule] time (5 s) is not used for nodes: with it the wall would be far shorter
     short = analytic.full_wall(
-        W, tau, d, N * mu, 5.0 + L, analytic.lam_recovery_nodes(5.0, mu, N), L
+        job,
+        tau,
+        analytic.Failures(
+            rate=N * mu,
+            recovery_s=5.0 + L,
+            wait_rate=analytic.lam_recovery_nodes(5.0, mu, N),
+            restore_s=L,
+        ),
     )
     assert short < wall.lo
     assert all(r["detection_s"] == 0 and r["wait_s"] == 0 for r in res)

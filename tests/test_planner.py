@@ -207,7 +207,13 @@ def test_prioritized_pls_matches_its_analytic_expectation(poisson, strategy, rat
     rates = failure_rates(base)
     cov = coverage_of(base, tau, r, rate)
     expect = analytic.expected_pls_prioritized(
-        base.duration_s, tau, rates.embedding, rates.k, base.cluster.embedding_servers, cov, K
+        base.duration_s,
+        tau,
+        analytic.ShardFailures(
+            rate=rates.embedding, per_event=rates.k, shards=base.cluster.embedding_servers
+        ),
+        cov,
+        analytic.PrioritizedSaves(full_every=K),
     )
     # the oracle counts failures during compute only; those during saves/recoveries (a share
     # (wall - W)/W of the time) add at most that share of PLS
@@ -222,12 +228,11 @@ def test_vanilla_pls_matches_its_analytic_expectation(poisson):
     pls = estimate([x.pls for x in res])
     rates = failure_rates(base)
     expect = analytic.expected_pls(
-        base.duration_s,
+        analytic.Job(work_s=base.duration_s, save_s=costs_of(base).save_s),
         tau,
-        costs_of(base).save_s,
-        rates.embedding,
-        rates.k,
-        base.cluster.embedding_servers,
+        analytic.ShardFailures(
+            rate=rates.embedding, per_event=rates.k, shards=base.cluster.embedding_servers
+        ),
     )
     extra = np.mean([x.wall_s for x in res]) / base.duration_s - 1
     assert pls.lo - extra * expect <= expect <= pls.hi + extra * expect

@@ -25,9 +25,12 @@ def test_the_mtbf_it_names_really_finishes_within_twice_the_work():
     s = sc.load("toy")
     c = costs_of(s)
     R = s.reschedule.dist.mean() + c.load_s
-    m = analytic.mtbf_for_ratio(s.duration_s, c.save_s, R, ratio=2.0)
-    assert analytic.hopeless(s.duration_s, c.save_s, 1 / m, R, limit=2.0 * 1.001).hopeless is False
-    assert analytic.hopeless(s.duration_s, c.save_s, 1 / (0.9 * m), R, limit=2.0).hopeless is True
+    job = analytic.Job(work_s=s.duration_s, save_s=c.save_s)
+    m = analytic.mtbf_for_ratio(job, recovery_s=R, ratio=2.0)
+    at_m = analytic.Failures(rate=1 / m, recovery_s=R)
+    assert analytic.hopeless(job, at_m, limit=2.0 * 1.001).hopeless is False
+    below_m = analytic.Failures(rate=1 / (0.9 * m), recovery_s=R)
+    assert analytic.hopeless(job, below_m, limit=2.0).hopeless is True
 
 
 def test_partial_recovery_is_not_hopeless_where_full_recovery_is():

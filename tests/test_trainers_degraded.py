@@ -476,14 +476,15 @@ def test_planner_charges_a_degraded_trainer_its_window_over_n_t():
     # the option off keeps the previous form; the strategy hooks pass the option on
     assert stall == pytest.approx(
         analytic.partial_wall_split(
-            W,
+            analytic.Job(work_s=W, save_s=d),
             tau,
-            d,
-            rates.embedding,
-            rho + shard,
-            rates.nodes - rates.embedding,
-            rho + c.dense_copy_s,
-            wait_s=rho,
+            analytic.SplitFailures(
+                embedding_rate=rates.embedding,
+                embedding_recovery_s=rho + shard,
+                trainer_rate=rates.nodes - rates.embedding,
+                trainer_recovery_s=rho + c.dense_copy_s,
+                wait_s=rho,
+            ),
         ),
         rel=1e-12,
     )

@@ -1169,6 +1169,8 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
     t_young = min(cap, analytic.young(c.save_s, M))
     t_daly = min(cap, analytic.daly(c.save_s, M))
     R = s.reschedule.dist.mean() + c.load_s
+    job = analytic.Job(work_s=W, save_s=c.save_s)
+    failures = analytic.Failures(rate=lam, recovery_s=R)
     ng = max(20, ctx.ns // 4)
     full = registry.get(FULL)
     means: dict[float, float] = {}
@@ -1219,7 +1221,7 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
                 full,
                 t,
                 {},
-                _safe(partial(analytic.full_overhead, W, t, c.save_s, lam, R)),
+                _safe(partial(analytic.full_overhead, job, t, failures)),
                 0.0,
                 math.inf,
                 note,

@@ -71,7 +71,8 @@ def check(
             )
     if lam <= 0:
         return
-    f = analytic.hopeless(W, c.save_s, lam, R, limit=limit)
+    job = analytic.Job(work_s=W, save_s=c.save_s)
+    f = analytic.hopeless(job, analytic.Failures(rate=lam, recovery_s=R), limit=limit)
     if not f.hopeless:
         return
     items = {it.what: it for it in cost_items(s, c)}
@@ -79,7 +80,7 @@ def check(
     rkeys = max(R_parts, key=lambda p: p[0])[1]
     ratio = f"{f.ratio:.3g}x" if math.isfinite(f.ratio) else f"10^{f.log10_ratio:.3g} times"
     try:
-        need = analytic.mtbf_for_ratio(W, c.save_s, R, ratio=2.0)
+        need = analytic.mtbf_for_ratio(job, recovery_s=R, ratio=2.0)
         would = (
             f"It would finish within 2x its work with an MTBF of {dur_text(need)} or more between "
             "those events (fewer or more reliable nodes), or with faster saves and restarts"

@@ -105,7 +105,11 @@ def tiered_option(
             break
     tau, k = lattice(pos[0]), ks[pos[1]]
     R = s.reschedule.dist.mean() + spec.memory_restore_s([int(spec.bytes_per_node.argmax())])
-    a_over = analytic.full_overhead(s.duration_s, tau, spec.snapshot_s, lam, R)
+    a_over = analytic.full_overhead(
+        analytic.Job(work_s=s.duration_s, save_s=spec.snapshot_s),
+        tau,
+        analytic.Failures(rate=lam, recovery_s=R),
+    )
     note = (
         f"local search over snapshot interval x persist period ({len(seen)} points, from Young's interval for "
         f"the {spec.snapshot_s:.3g} s snapshot stall and persist every {k_now}): no neighbour significantly "

@@ -173,7 +173,9 @@ class RollbackOverhead:
         from cprsim import analytic
 
         return analytic.full_overhead(
-            s.duration_s, tau, costs.save_s, rates.total, s.reschedule.dist.mean() + costs.load_s
+            analytic.Job(work_s=s.duration_s, save_s=costs.save_s),
+            tau,
+            analytic.Failures(rate=rates.total, recovery_s=s.reschedule.dist.mean() + costs.load_s),
         )
 
 

@@ -142,11 +142,11 @@ class MFUPlanning(PartialPlanning):
         return analytic.expected_pls_prioritized(
             s.duration_s,
             tau,
-            rates.embedding,
-            rates.k,
-            s.cluster.embedding_servers,
+            analytic.ShardFailures(
+                rate=rates.embedding, per_event=rates.k, shards=s.cluster.embedding_servers
+            ),
             cov,
-            p.full_every,
+            analytic.PrioritizedSaves(full_every=p.full_every),
         )
 
     def expected_overhead(self, s, params, tau, rates, costs) -> float:

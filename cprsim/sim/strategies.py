@@ -359,16 +359,21 @@ class PartialCPRPlanning(EverySaveFull, OneVariant, PartialPlanning):
         k = max(1, round(rates.k))
         # events that stall the job: degraded trainers do not
         lam_stall = rates.embedding if degraded_trainers(s, params) else rates.nodes
-        stall = analytic.recovery_time(s.reschedule.dist.mean() + c.shard_load_s(k), lam_stall)
+        stall = analytic.recovery_time(
+            analytic.Failures(
+                rate=lam_stall, recovery_s=s.reschedule.dist.mean() + c.shard_load_s(k)
+            )
+        )
         return analytic.expected_pls(
-            s.duration_s,
+            analytic.Job(work_s=s.duration_s, save_s=c.save_s),
             tau,
-            c.save_s,
-            rates.embedding,
-            rates.k,
-            s.cluster.embedding_servers,
-            stall_s=stall,
-            lam_stall=lam_stall,
+            analytic.ShardFailures(
+                rate=rates.embedding,
+                per_event=rates.k,
+                shards=s.cluster.embedding_servers,
+                stall_s=stall,
+                stall_rate=lam_stall,
+            ),
         )
 
     def expected_overhead(self, s, params, tau, rates, costs) -> float:
@@ -563,7 +568,15 @@ def partial_node_overhead(
     R_emb = wait + costs.shard_load_s(max(1, round(rates.k))) + shard_extra_s
     if not degraded:
         wall = analytic.partial_wall_split(
-            W, tau, delta, rates.embedding, R_emb, lam_tr, wait + costs.dense_copy_s, wait_s=wait
+            analytic.Job(work_s=W, save_s=delta),
+            tau,
+            analytic.SplitFailures(
+                embedding_rate=rates.embedding,
+                embedding_recovery_s=R_emb,
+                trainer_rate=lam_tr,
+                trainer_recovery_s=wait + costs.dense_copy_s,
+                wait_s=wait,
+            ),
         )
         return wall / W - 1.0
     lam_e = rates.embedding

@@ -61,11 +61,11 @@ class CompressedPlanning(EverySaveFull, RollbackPlanning):
         p = CompressedParams.model_validate(params)
         load = compressed_s(costs.load_s, costs.latency_s, p)
         return analytic.full_overhead(
-            s.duration_s,
+            analytic.Job(
+                work_s=s.duration_s, save_s=compressed_s(costs.save_s, costs.latency_s, p)
+            ),
             tau,
-            compressed_s(costs.save_s, costs.latency_s, p),
-            rates.total,
-            s.reschedule.dist.mean() + load,
+            analytic.Failures(rate=rates.total, recovery_s=s.reschedule.dist.mean() + load),
         )
 
 
