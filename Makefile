@@ -49,7 +49,7 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 
-## make test-fast: the suite without the tests marked slow (about 4 min on 2 cores, measured while another job shared them)
+## make test-fast: the suite without the tests marked slow (4-6 min on 2 cores, measured while other jobs shared them: README)
 test-fast: $(VENV)/.installed-test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
