@@ -243,18 +243,39 @@ def make_plan(
     }
     plan = _make_plan(s, accuracy_bound, metric, **kw)
     if check_stability and accuracy_bound is not None:
-        from cprsim.calibrate.calibration import calibration_for
-        from cprsim.planner.stability import plan_stability
-
-        cal = calibration if calibration is not None else calibration_for(s)
-        st = plan_stability(
-            lambda c: _make_plan(s, accuracy_bound, metric, **{**kw, "calibration": c}),
-            plan,
-            cal,
-        )
-        plan = dataclasses.replace(plan, stability=st)
+        plan = _with_stability(plan, s, accuracy_bound, metric, kw)
     if not sensitivity or accuracy_bound is None:  # a dense model: nothing scales with the bound
         return plan
+    rows = _sensitivity_rows(s, accuracy_bound, metric, kw, sensitivity)
+    return dataclasses.replace(plan, sensitivity=rows)
+
+
+def _with_stability(
+    plan: Plan, s: Scenario, accuracy_bound: float, metric: str, kw: dict[str, Any]
+) -> Plan:
+    """``plan`` with its :attr:`Plan.stability`: the plan made again without each of the
+    calibration's seeds (``kw``: :func:`_make_plan`'s keywords)."""
+    from cprsim.calibrate.calibration import calibration_for
+    from cprsim.planner.stability import plan_stability
+
+    cal = kw["calibration"] if kw["calibration"] is not None else calibration_for(s)
+    st = plan_stability(
+        lambda c: _make_plan(s, accuracy_bound, metric, **{**kw, "calibration": c}),
+        plan,
+        cal,
+    )
+    return dataclasses.replace(plan, stability=st)
+
+
+def _sensitivity_rows(
+    s: Scenario,
+    accuracy_bound: float,
+    metric: str,
+    kw: dict[str, Any],
+    sensitivity: Sequence[float],
+) -> tuple[dict[str, Any], ...]:
+    """:attr:`Plan.sensitivity`: one row per factor ``k``, the plan made for the bound divided by
+    ``k`` (``kw``: :func:`_make_plan`'s keywords)."""
     rows = []
     for k in sensitivity:
         if not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
@@ -285,7 +306,7 @@ def make_plan(
                 ],
             }
         )
-    return dataclasses.replace(plan, sensitivity=tuple(rows))
+    return tuple(rows)
 
 
 def _make_plan(
@@ -313,55 +334,19 @@ def _make_plan(
     modes = _modes(s, checkpoint_modes)
     _check_memory(max_extra_memory)
     dense = s.cluster.embedding_servers == 0
-    if accuracy_bound is None and not dense:
-        raise InputError(
-            f"{s.name}: an accuracy bound is needed: the model has embedding shards, and partial "
-            "recovery loses updates (e.g. 0.001; only a dense model plans without one)"
-        )
-    _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
-    if accuracy_bound is None:
-        accuracy_bound = math.nan  # a dense model: no option loses updates
-    if precision is not None and not (
-        isinstance(precision, (int, float)) and math.isfinite(precision) and 0 < precision < 1
-    ):
-        raise InputError(
-            f"the precision must be a number in (0, 1) (e.g. 0.1), or none, got {precision!r}"
-        )
-    if calibration is None:
-        from cprsim.calibrate.calibration import calibration_for
-
-        calibration = calibration_for(s)
-    acc = plan_accuracy(calibration, metric)
-    scale = _scale(s, calibration, metric, model_rows, loss_scale)
-    acc = dataclasses.replace(acc, scale=scale["factor"])
-    n = replications or s.replications
-    ns = search_replications or max(200, n // 2)
-    if confidence is not None:
-        need = min_replications(confidence)
-        if n < need or ns < need:
-            raise InputError(
-                f"proving P(PLS <= bound) >= {confidence:g} takes at least {need} replications "
-                f"(got {min(n, ns)}); even a perfect record of fewer cannot prove it"
-            )
-    tick = progress or _no_progress
-    W = s.duration_s
+    bound = _checked_bound(
+        s, accuracy_bound, metric, confidence, objective, max_checkpoint_age_h, precision
+    )
+    acc, scale = _scaled_accuracy(s, calibration, metric, model_rows, loss_scale)
+    n, ns = _replication_counts(s, replications, search_replications, confidence)
     c = costs_of(s)
-    rates = failure_rates(s)
-    if rates.total <= 0:
-        raise InputError(
-            f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)"
-        )
-    # the accuracy model concerns only options that lose updates: a model without embedding
-    # shards has none (only the notes that concern the options considered)
-    notes = [] if dense else _accuracy_notes(acc, metric) + _matched_notes(s, acc)
-    if not dense and acc.calibrated:
-        notes += _scale_notes(scale, metric, acc.provenance)
-    notes += _failure_notes(s, rates)
+    rates = _rates_to_plan(s)
+    notes = _plan_notes(s, acc, scale, metric, rates)
     feasibility.check_numbers(s, c)  # no cost or time the arithmetic below cannot hold
     feasibility.check(s, "rollback", c)  # the full-recovery baseline must be computable
     ctx = _Context(
         s,
-        accuracy_bound,
+        bound,
         metric,
         acc,
         confidence,
@@ -369,7 +354,7 @@ def _make_plan(
         ns,
         c,
         rates,
-        tick,
+        progress or _no_progress,
         allow_extrapolation,
         notes,
         precision,
@@ -382,78 +367,10 @@ def _make_plan(
     T_F = _full_interval(
         s, rates, c, age, allow_no_full_checkpoint, notes if partial_planned else []
     )
-
-    from cprsim.planner.tiered import tiered_option, with_mode
-
-    def in_mode(m: str) -> _Context:
-        return (
-            ctx if m == s.checkpoint.mode else dataclasses.replace(ctx, s=with_mode(s, m), runs={})
-        )
-
-    # the baseline: full recovery's usual options, and every other strategy, with its saves
-    flat = [m for m in modes if m != "tiered"]
-    base_mode = s.checkpoint.mode if s.checkpoint.mode in flat else flat[0]
-    base = in_mode(base_mode)
-    tiered = in_mode("tiered") if "tiered" in modes else None
-    if tiered is not None:
-        notes.append(
-            'tiered checkpoints: "full, tiered" restores from peers\' memory or storage'
-            + ("" if s.checkpoint.mode == "tiered" else " (the default [checkpoint.tiers])")
-            + f"; the other options are the same job with {base_mode} saves to storage"
-            + (" (single tier)" if len(flat) == 1 else "")
-        )
-    others = [m for m in flat if m != base_mode]
-    if others:
-        notes.append(
-            f"checkpoint modes compared: {', '.join(modes)}; options labelled with a mode use it, "
-            f"the others {base_mode} saves"
-        )
-
-    def of_mode(os_: Sequence[Option], m: str, label: bool = False) -> list[Option]:
-        return [
-            dataclasses.replace(o, checkpoint_mode=m, label=f"{o.label}, {m}" if label else o.label)
-            for o in os_
-        ]
-
-    options = of_mode(_full_options(base, age), base_mode)
-    for m in others:
-        options += of_mode(_full_options(in_mode(m), age), m, label=True)
-    if tiered is not None:
-        options += of_mode(
-            [tiered_option(tiered, age, _paired_lower, _confirm, DEFAULT_PRECISION)], "tiered"
-        )
+    modes_ = _plan_modes(ctx, modes)
+    options = _full_recovery_options(modes_, age)
     best_full = min(options, key=lambda o: o.overhead.mean)
-    shardless = (
-        [
-            registry.get(n).plan_label or n
-            for n in strategies
-            if registry.get(n).needs_embedding_servers
-        ]
-        if dense
-        else []
-    )
-    if shardless:  # one note for them all: they recover embedding shards, and the model has none
-        notes.append(
-            f"{', '.join(shardless)}: not planned: they recover embedding shards, and the model "
-            "has none (partial recovery does not apply to a dense model)"
-        )
-    for name in strategies:
-        cls = registry.get(name)
-        if cls.needs_embedding_servers and dense:
-            continue
-        if cls.needs_throughput and s.job.samples_per_s is None:
-            notes.append(
-                f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s"
-            )
-            continue
-        # the strategy's planning part picks its kind's search (cprsim.sim.planning_parts)
-        o = cls.planning.search(_SEARCHES, base, T_F, best_full, min(age, W))
-        if tiered is not None and cls.supports_tiers:  # besides: the same strategy on the tiers
-            t = cls.planning.search_tiered(_SEARCHES, tiered, T_F, best_full)
-            if t is not None:
-                options += of_mode([t], "tiered")
-        if o is not None:
-            options += of_mode([o], base_mode)
+    options += _strategy_options(modes_, strategies, T_F, best_full, age)
     options, rec, tied, message = recommend(
         options,
         ctx.bound,
@@ -468,35 +385,250 @@ def _make_plan(
             f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
             "(the maximum checkpoint age asked for)"
         )
-    pls_bound = acc.pls_bound(accuracy_bound, VANILLA, ctx.q) if VANILLA in strategies else math.nan
+    return _plan_record(
+        ctx, strategies, options, rec, best_full, message, tied, objective, T_F, scale
+    )
+
+
+def _plan_record(
+    ctx: _Context,
+    strategies: Sequence[str],
+    options: Sequence[Option],
+    rec: Option,
+    best_full: Option,
+    message: str,
+    tied: tuple[str, ...],
+    objective: str,
+    T_F: float,
+    scale: dict[str, Any],
+) -> Plan:
+    """The :class:`Plan` of the ranked options and their recommendation."""
+    s, acc = ctx.s, ctx.acc
+    pls_bound = acc.pls_bound(ctx.bound, VANILLA, ctx.q) if VANILLA in strategies else math.nan
     if s.cluster.embedding_servers == 0:
         pls_bound = math.nan
     return Plan(
         s.name,
-        metric,
-        accuracy_bound,
+        ctx.metric,
+        ctx.bound,
         pls_bound,
         acc.calibrated,
         dict(acc.provenance),
-        rates.total * HOUR,
+        ctx.rates.total * HOUR,
         tuple(options),
         rec.label,
         best_full.overhead.mean - rec.overhead.mean,
         message,
-        n,
+        ctx.n,
         s.seed,
-        tuple(notes),
-        confidence,
+        tuple(ctx.notes),
+        ctx.q,
         objective,
-        ns,
+        ctx.ns,
         T_F,
         acc.description,
         s.failures.start,
         tied,
-        precision,
+        ctx.precision,
         scale=scale,
         max_extra_memory=ctx.max_extra_memory,
     )
+
+
+def _scaled_accuracy(
+    s: Scenario,
+    calibration: AccuracyModel | None,
+    metric: str,
+    model_rows: int | None,
+    loss_scale: float | None,
+) -> tuple[PlanAccuracy, dict[str, Any]]:
+    """(accuracy, scale): the plan's accuracy model (default: the scenario's calibration) with
+    its loss per unit PLS scaled to the user's model, and the scale's record."""
+    if calibration is None:
+        from cprsim.calibrate.calibration import calibration_for
+
+        calibration = calibration_for(s)
+    acc = plan_accuracy(calibration, metric)
+    scale = _scale(s, calibration, metric, model_rows, loss_scale)
+    return dataclasses.replace(acc, scale=scale["factor"]), scale
+
+
+def _rates_to_plan(s: Scenario) -> Rates:
+    """The scenario's failure rates, refused where it has no failures (nothing to plan)."""
+    rates = failure_rates(s)
+    if rates.total <= 0:
+        raise InputError(
+            f"{s.name}: the scenario has no failures: nothing to plan (every interval only costs saves)"
+        )
+    return rates
+
+
+def _checked_bound(
+    s: Scenario,
+    accuracy_bound: float | None,
+    metric: str,
+    confidence: float | None,
+    objective: str,
+    max_checkpoint_age_h: float | None,
+    precision: float | None,
+) -> float:
+    """The accuracy bound to plan for, after checking the plan's inputs (NaN: a dense model)."""
+    dense = s.cluster.embedding_servers == 0
+    if accuracy_bound is None and not dense:
+        raise InputError(
+            f"{s.name}: an accuracy bound is needed: the model has embedding shards, and partial "
+            "recovery loses updates (e.g. 0.001; only a dense model plans without one)"
+        )
+    _check_inputs(accuracy_bound, metric, confidence, objective, max_checkpoint_age_h)
+    if accuracy_bound is None:
+        accuracy_bound = math.nan  # a dense model: no option loses updates
+    if precision is not None and not (
+        isinstance(precision, (int, float)) and math.isfinite(precision) and 0 < precision < 1
+    ):
+        raise InputError(
+            f"the precision must be a number in (0, 1) (e.g. 0.1), or none, got {precision!r}"
+        )
+    return accuracy_bound
+
+
+def _replication_counts(
+    s: Scenario, replications: int | None, search_replications: int | None, confidence: float | None
+) -> tuple[int, int]:
+    """(n, ns): the fresh replications that confirm and those the search uses, enough to prove
+    the per-run promise."""
+    n = replications or s.replications
+    ns = search_replications or max(200, n // 2)
+    if confidence is not None:
+        need = min_replications(confidence)
+        if n < need or ns < need:
+            raise InputError(
+                f"proving P(PLS <= bound) >= {confidence:g} takes at least {need} replications "
+                f"(got {min(n, ns)}); even a perfect record of fewer cannot prove it"
+            )
+    return n, ns
+
+
+def _plan_notes(
+    s: Scenario, acc: PlanAccuracy, scale: dict[str, Any], metric: str, rates: Rates
+) -> list[str]:
+    """The plan's opening notes: its accuracy model's (where an option can lose updates) and the
+    failures'."""
+    # the accuracy model concerns only options that lose updates: a model without embedding
+    # shards has none (only the notes that concern the options considered)
+    dense = s.cluster.embedding_servers == 0
+    notes = [] if dense else _accuracy_notes(acc, metric) + _matched_notes(s, acc)
+    if not dense and acc.calibrated:
+        notes += _scale_notes(scale, metric, acc.provenance)
+    return notes + _failure_notes(s, rates)
+
+
+@dataclass
+class _Modes:
+    """The checkpoint modes a plan compares: the baseline's (full recovery's usual options and
+    every other strategy, with its saves), the other flat modes, and the tiers if asked for."""
+
+    base_mode: str
+    base: _Context
+    others: list[tuple[str, _Context]]
+    tiered: _Context | None
+
+
+def _in_mode(ctx: _Context, m: str) -> _Context:
+    """``ctx`` with the scenario's checkpoints in mode ``m`` (its own runs: they differ)."""
+    if m == ctx.s.checkpoint.mode:
+        return ctx
+    from cprsim.planner.tiered import with_mode
+
+    return dataclasses.replace(ctx, s=with_mode(ctx.s, m), runs={})
+
+
+def _plan_modes(ctx: _Context, modes: Sequence[str]) -> _Modes:
+    """The contexts of the checkpoint modes compared, noting how they are compared."""
+    s = ctx.s
+    flat = [m for m in modes if m != "tiered"]
+    base_mode = s.checkpoint.mode if s.checkpoint.mode in flat else flat[0]
+    base = _in_mode(ctx, base_mode)
+    tiered = _in_mode(ctx, "tiered") if "tiered" in modes else None
+    if tiered is not None:
+        ctx.notes.append(
+            'tiered checkpoints: "full, tiered" restores from peers\' memory or storage'
+            + ("" if s.checkpoint.mode == "tiered" else " (the default [checkpoint.tiers])")
+            + f"; the other options are the same job with {base_mode} saves to storage"
+            + (" (single tier)" if len(flat) == 1 else "")
+        )
+    others = [m for m in flat if m != base_mode]
+    if others:
+        ctx.notes.append(
+            f"checkpoint modes compared: {', '.join(modes)}; options labelled with a mode use it, "
+            f"the others {base_mode} saves"
+        )
+    return _Modes(base_mode, base, [(m, _in_mode(ctx, m)) for m in others], tiered)
+
+
+def _of_mode(os_: Sequence[Option], m: str, label: bool = False) -> list[Option]:
+    """The options recorded as of checkpoint mode ``m`` (``label``: named with it besides)."""
+    return [
+        dataclasses.replace(o, checkpoint_mode=m, label=f"{o.label}, {m}" if label else o.label)
+        for o in os_
+    ]
+
+
+def _full_recovery_options(modes: _Modes, age: float) -> list[Option]:
+    """Full recovery's options under each checkpoint mode compared."""
+    from cprsim.planner.tiered import tiered_option
+
+    options = _of_mode(_full_options(modes.base, age), modes.base_mode)
+    for m, ctx in modes.others:
+        options += _of_mode(_full_options(ctx, age), m, label=True)
+    if modes.tiered is not None:
+        options += _of_mode(
+            [tiered_option(modes.tiered, age, _paired_lower, _confirm, DEFAULT_PRECISION)],
+            "tiered",
+        )
+    return options
+
+
+def _strategy_options(
+    modes: _Modes, strategies: Sequence[str], T_F: float, best_full: Option, age: float
+) -> list[Option]:
+    """Each strategy's option (its planning part's search), with the baseline's saves and, where
+    it supports them, on the tiers besides; notes the strategies that cannot be planned."""
+    ctx = modes.base
+    s = ctx.s
+    dense = s.cluster.embedding_servers == 0
+    shardless = (
+        [
+            registry.get(n).plan_label or n
+            for n in strategies
+            if registry.get(n).needs_embedding_servers
+        ]
+        if dense
+        else []
+    )
+    if shardless:  # one note for them all: they recover embedding shards, and the model has none
+        ctx.notes.append(
+            f"{', '.join(shardless)}: not planned: they recover embedding shards, and the model "
+            "has none (partial recovery does not apply to a dense model)"
+        )
+    options: list[Option] = []
+    for name in strategies:
+        cls = registry.get(name)
+        if cls.needs_embedding_servers and dense:
+            continue
+        if cls.needs_throughput and s.job.samples_per_s is None:
+            ctx.notes.append(
+                f"{cls.plan_label or name} skipped: it counts samples, give job.samples_per_s"
+            )
+            continue
+        # the strategy's planning part picks its kind's search (cprsim.sim.planning_parts)
+        o = cls.planning.search(_SEARCHES, ctx, T_F, best_full, min(age, s.duration_s))
+        if modes.tiered is not None and cls.supports_tiers:  # besides: the same on the tiers
+            t = cls.planning.search_tiered(_SEARCHES, modes.tiered, T_F, best_full)
+            if t is not None:
+                options += _of_mode([t], "tiered")
+        if o is not None:
+            options += _of_mode([o], modes.base_mode)
+    return options
 
 
 # -- inputs and notes ---------------------------------------------------------------------------------
@@ -897,31 +1029,10 @@ def _confirm(
     """Simulate on the confirmation block; step down ``steps`` (descending) while the bound fails.
     ``bound``: the PLS bound shown; ``cap``: the PLS no run may exceed (the extrapolation limit;
     default ``bound``); each run's loss is checked against the accuracy bound besides."""
-    stepped = 0
     score = _score(ctx, cls.name, bound if cap is None else cap)
     #: the option promises a PLS bound (its planning part says): judged, stepped, its loss reported
     pls_bound = cls.planning.bounds_pls
-    while True:
-        if ctx.precision is None:
-            res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
-            v = judge(score(res), 1.0, ctx.q)
-        elif pls_bound:  # the n-run verdict, curtailed: exact
-            v, res = curtailed(
-                ctx.runs_of(tau, cls.name, params, "confirm"),
-                ctx.n,
-                ctx.q,
-                score,
-                complete_pass=True,
-            )
-        else:  # nothing to prove per run: the mean overhead to the precision asked
-            res = _precise(ctx, ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n)
-            v = judge(score(res), 1.0, ctx.q)
-        ctx.tick(1)
-        if v.passed or not pls_bound or stepped >= len(steps):
-            break
-        tau = steps[stepped]
-        params = params_at(tau) if params_at is not None else params
-        stepped += 1
+    v, res, tau, params, stepped = _confirmed_runs(ctx, cls, tau, params, steps, params_at, score)
     est = {
         k: estimate([getattr(r, k) for r in res])
         for k in ("overhead", "ckpt_overhead", "pls", "ettr")
@@ -929,8 +1040,6 @@ def _confirm(
     pls = est["pls"]
     strat = cls.name
     loss, loss_lo, loss_hi = ctx.acc.mean_loss(res, strat) if pls_bound else (0.0, 0.0, 0.0)
-    # the PLS the promise is about: the mean, or the confidence-quantile of single runs
-    bounded = pls.mean if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
     if pls_bound:
         # the loss bounded: the mean's upper end, or the q-quantile of single training runs' losses
         # (each run's predictive draw: scatter of training plus the model's uncertainty)
@@ -941,33 +1050,8 @@ def _confirm(
         )
     else:
         tail = 0.0
-    extrap = ""
-    rng = ctx.acc.measured_range(strat) if pls_bound else None
-    stat_name = "mean PLS" if ctx.q is None else f"P{100 * ctx.q:g} PLS"
-    if rng is not None and bounded > rng:
-        how = "beyond twice" if bounded > 2 * rng else "beyond"
-        extrap = (
-            f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
-            f"(up to {rng:.3g})"
-        )
-    if pls_bound:
-        extrap = "; ".join(x for x in (extrap, *_covariate_warnings(ctx, res, strat)) if x)
-    if stepped:
-        note += (
-            f"; the confirmation stepped the interval down {stepped} grid step(s) "
-            "(the search's choice failed on fresh replications)"
-        )
-    if ctx.precision is not None and len(res) < ctx.n:
-        if pls_bound:  # only a failure is cut short (a pass completes its n runs)
-            note += (
-                f"; the verdict of {ctx.n} fresh replications was settled after {len(res)} "
-                "(curtailment: the rest could not change it)"
-            )
-        else:
-            note += (
-                f"; {len(res)} fresh replications (adaptive: the 95% CI of the mean overhead within "
-                f"{100 * ctx.precision:g}% of it)"
-            )
+    extrap = _extrapolation_warning(ctx, strat, res, pls.mean) if pls_bound else ""
+    note += _confirmation_note(ctx, stepped, len(res), pls_bound)
     full_int = cls.planning.full_interval(params, tau)
     o = Option(
         label,
@@ -1000,6 +1084,83 @@ def _confirm(
     if pls_bound:
         o = replace(o, pls_cap=bound if cap is None else cap)
     return o
+
+
+def _confirmed_runs(
+    ctx: _Context,
+    cls: type[registry.Strategy],
+    tau: float,
+    params: dict[str, Any],
+    steps: Sequence[float],
+    params_at: Callable[[float], dict[str, Any]] | None,
+    score: Callable[[Sequence[Any]], np.ndarray],
+) -> tuple[Any, list[Any], float, dict[str, Any], int]:
+    """(verdict, runs, interval, parameters, steps taken): the confirmation block's runs of the
+    option, stepping its interval down ``steps`` while a PLS promise fails."""
+    stepped = 0
+    pls_bound = cls.planning.bounds_pls
+    while True:
+        if ctx.precision is None:
+            res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
+            v = judge(score(res), 1.0, ctx.q)
+        elif pls_bound:  # the n-run verdict, curtailed: exact
+            v, res = curtailed(
+                ctx.runs_of(tau, cls.name, params, "confirm"),
+                ctx.n,
+                ctx.q,
+                score,
+                complete_pass=True,
+            )
+        else:  # nothing to prove per run: the mean overhead to the precision asked
+            res = _precise(ctx, ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n)
+            v = judge(score(res), 1.0, ctx.q)
+        ctx.tick(1)
+        if v.passed or not pls_bound or stepped >= len(steps):
+            break
+        tau = steps[stepped]
+        params = params_at(tau) if params_at is not None else params
+        stepped += 1
+    return v, res, tau, params, stepped
+
+
+def _extrapolation_warning(ctx: _Context, strat: str, res: Sequence[Any], mean_pls: float) -> str:
+    """Where the confirmed runs go beyond what the calibration measured: the PLS the promise is
+    about past its PLS range, and the covariates past theirs ("" where none)."""
+    # the PLS the promise is about: the mean, or the confidence-quantile of single runs
+    bounded = mean_pls if ctx.q is None else float(np.quantile([r.pls for r in res], ctx.q))
+    extrap = ""
+    rng = ctx.acc.measured_range(strat)
+    stat_name = "mean PLS" if ctx.q is None else f"P{100 * ctx.q:g} PLS"
+    if rng is not None and bounded > rng:
+        how = "beyond twice" if bounded > 2 * rng else "beyond"
+        extrap = (
+            f"{stat_name} {bounded:.3g} is {how} the PLS range the calibration measured for {strat} "
+            f"(up to {rng:.3g})"
+        )
+    return "; ".join(x for x in (extrap, *_covariate_warnings(ctx, res, strat)) if x)
+
+
+def _confirmation_note(ctx: _Context, stepped: int, runs: int, pls_bound: bool) -> str:
+    """What the option's note adds about its confirmation: the grid steps it took down, and where
+    fewer than the n fresh replications settled it, why."""
+    note = ""
+    if stepped:
+        note += (
+            f"; the confirmation stepped the interval down {stepped} grid step(s) "
+            "(the search's choice failed on fresh replications)"
+        )
+    if ctx.precision is not None and runs < ctx.n:
+        if pls_bound:  # only a failure is cut short (a pass completes its n runs)
+            note += (
+                f"; the verdict of {ctx.n} fresh replications was settled after {runs} "
+                "(curtailment: the rest could not change it)"
+            )
+        else:
+            note += (
+                f"; {runs} fresh replications (adaptive: the 95% CI of the mean overhead within "
+                f"{100 * ctx.precision:g}% of it)"
+            )
+    return note
 
 
 #: what the covariates a plan range-checks mean, for its warnings
@@ -1261,8 +1422,72 @@ def _safe(f: Callable[[], float]) -> float:
 def _pls_option(
     ctx: _Context, cls: type[registry.Strategy], T_F: float, best_full: Option
 ) -> Option | None:
-    s, c, rates = ctx.s, ctx.c, ctx.rates
+    """A partial-recovery strategy's option: the analytic pick of its variant and interval, the
+    simulated search of the grid below ``T_F`` for the largest interval meeting the PLS bound,
+    then its confirmation on fresh replications (None, with a note, where none can)."""
     label = cls.plan_label or cls.name
+    limits = _pls_limits(ctx, cls, label)
+    if limits is None:
+        return None
+    bound, cap = limits
+    cands = grid_below(T_F, max(60.0, 2.0 * ctx.c.latency_s))
+    pick = _analytic_pick(ctx, cls, label, cands, T_F, bound, best_full)
+    if pick is None:
+        return None
+    _, variant, tau_a = pick
+
+    def params_at(t: float) -> dict[str, Any]:
+        return cls.planning.with_full_interval(variant, t, T_F)
+
+    runs_of = (
+        (lambda t: ctx.runs_of(t, cls.name, params_at(t), "search"))
+        if ctx.precision is not None
+        else None
+    )
+    q_search = None if ctx.q is None else search_share(ctx.q, ctx.n, ctx.ns)
+    search = PlsSearch(
+        ctx.s,
+        cls.name,
+        params_at,
+        1.0,
+        q_search,
+        ctx.ns,
+        ctx.tick,
+        score=_score(ctx, cls.name, cap),
+        runs_of=runs_of,
+    )
+    tau = search.run(cands, tau_a)
+    if tau is None:
+        ctx.notes.append(
+            f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
+            + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs")
+        )
+        return None
+    i = cands.index(tau)
+    steps = list(reversed(cands[max(0, i - 3) : i]))
+    s, c, rates = ctx.s, ctx.c, ctx.rates
+    return _confirm(
+        ctx,
+        label,
+        cls,
+        tau,
+        params_at(tau),
+        _safe(lambda: cls.planning.expected_overhead(s, params_at(tau), tau, rates, c)),
+        _safe(lambda: cls.planning.expected_pls(s, params_at(tau), tau, rates)),
+        bound,
+        _pls_search_note(ctx, cls, q_search, tau, params_at(tau)),
+        steps,
+        params_at,
+        cap=cap,
+    )
+
+
+def _pls_limits(
+    ctx: _Context, cls: type[registry.Strategy], label: str
+) -> tuple[float, float] | None:
+    """(bound, cap): the PLS bound a strategy is planned to, and the PLS no run may exceed (the
+    extrapolation limit: twice the range the calibration measured, unless allowed beyond); None,
+    with a note, where the accuracy model allows no lost samples."""
     bound = ctx.acc.pls_bound(ctx.bound, cls.name, ctx.q)
     if not (bound > 0):
         ctx.notes.append(f"{label}: the accuracy model allows no lost samples at this bound")
@@ -1282,40 +1507,60 @@ def _pls_option(
                 f"(PLS <= {2 * rng:.3g}); allow_extrapolation plans to the bound"
             )
             bound = cap = 2 * rng
-    lo = max(60.0, 2.0 * c.latency_s)
-    cands = grid_below(T_F, lo)
+    return bound, cap
 
-    def analytic_tau(params: dict[str, Any]) -> float:
-        """Largest candidate whose first-order E[PLS] meets the bound (binary search on the grid)."""
-        a, b = 0, len(cands) - 1
+
+def _analytic_tau(
+    ctx: _Context,
+    cls: type[registry.Strategy],
+    cands: Sequence[float],
+    T_F: float,
+    bound: float,
+    params: dict[str, Any],
+) -> float:
+    """Largest candidate whose first-order E[PLS] meets the bound (binary search on the grid)."""
+    s, rates = ctx.s, ctx.rates
+    a, b = 0, len(cands) - 1
+    if (
+        cls.planning.expected_pls(
+            s, cls.planning.with_full_interval(params, cands[0], T_F), cands[0], rates
+        )
+        > bound
+    ):
+        return 0.0
+    while a < b:
+        m = (a + b + 1) // 2
+        t = cands[m]
         if (
-            cls.planning.expected_pls(
-                s, cls.planning.with_full_interval(params, cands[0], T_F), cands[0], rates
-            )
-            > bound
+            cls.planning.expected_pls(s, cls.planning.with_full_interval(params, t, T_F), t, rates)
+            <= bound
         ):
-            return 0.0
-        while a < b:
-            m = (a + b + 1) // 2
-            t = cands[m]
-            if (
-                cls.planning.expected_pls(
-                    s, cls.planning.with_full_interval(params, t, T_F), t, rates
-                )
-                <= bound
-            ):
-                a = m
-            else:
-                b = m - 1
-        return cands[a]
+            a = m
+        else:
+            b = m - 1
+    return cands[a]
 
+
+def _analytic_pick(
+    ctx: _Context,
+    cls: type[registry.Strategy],
+    label: str,
+    cands: Sequence[float],
+    T_F: float,
+    bound: float,
+    best_full: Option,
+) -> tuple[float, dict[str, Any], float] | None:
+    """(overhead, variant, interval): the strategy's variant with the least first-order overhead
+    at its largest interval meeting the bound; None, with a note, where no variant can or the
+    cheapest costs too much to be worth simulating."""
+    s = ctx.s
     scored = []
     variants, why = _calibrated_variants(ctx.acc, cls.name, cls.planning.variants(s))
     if why:
         ctx.notes.append(why)
     variants = _within_memory(ctx, cls, variants)
     for v in variants:
-        tau = analytic_tau(v)
+        tau = _analytic_tau(ctx, cls, cands, T_F, bound, v)
         if tau <= 0:
             continue
         p = cls.planning.with_full_interval(v, tau, T_F)
@@ -1324,7 +1569,9 @@ def _pls_option(
         except InputError as e:
             ctx.notes.append(f"{label} {_fmt_params(p)}: {_refusal(e)}")
             continue
-        scored.append((_safe(partial(cls.planning.expected_overhead, s, p, tau, rates, c)), v, tau))
+        scored.append(
+            (_safe(partial(cls.planning.expected_overhead, s, p, tau, ctx.rates, ctx.c)), v, tau)
+        )
     if not scored:
         ctx.notes.append(
             f"{label} cannot keep PLS <= {bound:.3g} at any interval of {dur_text(cands[0])} or more"
@@ -1337,37 +1584,18 @@ def _pls_option(
             f"about {100 * a_over:.3g}% (analytic): not simulated"
         )
         return None
+    return a_over, variant, tau_a
 
-    def params_at(t: float) -> dict[str, Any]:
-        return cls.planning.with_full_interval(variant, t, T_F)
 
-    runs_of = (
-        (lambda t: ctx.runs_of(t, cls.name, params_at(t), "search"))
-        if ctx.precision is not None
-        else None
-    )
-    q_search = None if ctx.q is None else search_share(ctx.q, ctx.n, ctx.ns)
-    search = PlsSearch(
-        s,
-        cls.name,
-        params_at,
-        1.0,
-        q_search,
-        ctx.ns,
-        ctx.tick,
-        score=_score(ctx, cls.name, cap),
-        runs_of=runs_of,
-    )
-    found = search.run(cands, tau_a)
-    if found is None:
-        ctx.notes.append(
-            f"{label}: no interval of {dur_text(cands[0])} or more keeps PLS <= {bound:.3g} "
-            + ("on the mean" if ctx.q is None else f"in {100 * ctx.q:g}% of runs")
-        )
-        return None
-    tau = found
-    i = cands.index(tau)
-    steps = list(reversed(cands[max(0, i - 3) : i]))
+def _pls_search_note(
+    ctx: _Context,
+    cls: type[registry.Strategy],
+    q_search: float | None,
+    tau: float,
+    params: dict[str, Any],
+) -> str:
+    """The option's note: what the search's interval meets, on how many replications, and the
+    strategy's own note at that interval."""
     crit = (
         "mean loss"
         if ctx.q is None or q_search is None
@@ -1387,34 +1615,17 @@ def _pls_option(
     )
     extra = _safe_note(
         lambda: cls.planning.note(
-            s.with_updates(
-                {
-                    "checkpoint.interval_h": tau / HOUR,
-                    "strategy": {"name": cls.name, **params_at(tau)},
-                }
+            ctx.s.with_updates(
+                {"checkpoint.interval_h": tau / HOUR, "strategy": {"name": cls.name, **params}}
             ),
-            c,
+            ctx.c,
         )
     )
     if extra:
         note += f"; {extra}"
     if cls.planning.oracle:
         note += "; ORACLE: knows the future, a reference, not a deployable strategy"
-    o = _confirm(
-        ctx,
-        label,
-        cls,
-        tau,
-        params_at(tau),
-        _safe(lambda: cls.planning.expected_overhead(s, params_at(tau), tau, rates, c)),
-        _safe(lambda: cls.planning.expected_pls(s, params_at(tau), tau, rates)),
-        bound,
-        note,
-        steps,
-        params_at,
-        cap=cap,
-    )
-    return o
+    return note
 
 
 class _Searches:

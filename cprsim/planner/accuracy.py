@@ -308,6 +308,26 @@ def ladder_scale(
     than every model measured. Returns ``factor``, ``basis`` (the rung, or ``user``/``reference``),
     ``rows``, ``measured_rows`` ``[min, max]``, ``outside`` and ``rungs`` (each with its ``kind``,
     rows, ratio and range)."""
+    rungs = _ladder_rungs(raw, metric)
+    measured = [r["rows"] for r in rungs]
+    lo_rows, hi_rows = (min(measured), max(measured)) if measured else (None, None)
+    outside = ""
+    if rows is not None and hi_rows is not None and lo_rows is not None:
+        outside = "above" if rows > hi_rows else "below" if rows < lo_rows else ""
+    factor, basis = _ladder_factor(rungs, rows, override)
+    return {
+        "factor": factor,
+        "basis": basis,
+        "rows": rows,
+        "measured_rows": [lo_rows, hi_rows],
+        "outside": outside,
+        "rungs": rungs,
+    }
+
+
+def _ladder_rungs(raw: Any, metric: str) -> list[dict[str, Any]]:
+    """The scale ladder's rungs with a finite ratio for ``metric`` (each with its kind, rows,
+    ratio and range); without a ladder, the reference alone where the provenance gives its rows."""
     table = raw.get("scale") if isinstance(raw, dict) else None
     prov = raw.get("provenance", {}) if isinstance(raw, dict) else {}
     rungs: list[dict[str, Any]] = []
@@ -321,20 +341,10 @@ def ladder_scale(
             ratio = 1.0 if name == "reference" else r.get(f"{metric}_ratio")
             if not isinstance(ratio, (int, float)) or not math.isfinite(ratio):
                 continue
-            if name == "reference":
-                kind = "reference"
-            elif r.get("real_data", False):
-                kind = "data"
-            elif r.get("train_samples", ref_samples) != ref_samples and (
-                r.get("embedding_rows") == ref_rows
-            ):
-                kind = "length"
-            else:
-                kind = "size"
             rungs.append(
                 {
                     "name": name,
-                    "kind": kind,
+                    "kind": _rung_kind(name, r, ref_samples, ref_rows),
                     "rows": int(r["embedding_rows"]),
                     "real_data": bool(r.get("real_data", False)),
                     "data": str(r.get("data", "")),
@@ -356,29 +366,34 @@ def ladder_scale(
                 "ratio_hi": 1.0,
             }
         )
-    measured = [r["rows"] for r in rungs]
-    lo_rows, hi_rows = (min(measured), max(measured)) if measured else (None, None)
-    outside = ""
-    if rows is not None and hi_rows is not None and lo_rows is not None:
-        outside = "above" if rows > hi_rows else "below" if rows < lo_rows else ""
+    return rungs
+
+
+def _rung_kind(name: str, r: dict[str, Any], ref_samples: Any, ref_rows: Any) -> str:
+    """A rung's kind, by what it changes against the reference: ``data`` (real data), ``length``
+    (other training samples, the same rows) or ``size`` (anything else); or ``reference``."""
+    if name == "reference":
+        return "reference"
+    if r.get("real_data", False):
+        return "data"
+    if r.get("train_samples", ref_samples) != ref_samples and (r.get("embedding_rows") == ref_rows):
+        return "length"
+    return "size"
+
+
+def _ladder_factor(
+    rungs: list[dict[str, Any]], rows: int | None, override: float | None
+) -> tuple[float, str]:
+    """(factor, basis): the user's own factor, else the largest of 1, the size rungs' ratios no
+    larger than the user's model and the data rungs' ratios (see :func:`ladder_scale`)."""
     if override is not None:
-        factor, basis = float(override), "user"
-    else:
-        eligible = [
-            r
-            for r in rungs
-            if (r["kind"] == "size" and (rows is None or r["rows"] <= rows)) or r["kind"] == "data"
-        ]
-        best = max(eligible, key=lambda r: r["ratio"], default=None)
-        if best is None or best["ratio"] <= 1.0:
-            factor, basis = 1.0, "reference"
-        else:
-            factor, basis = best["ratio"], best["name"]
-    return {
-        "factor": factor,
-        "basis": basis,
-        "rows": rows,
-        "measured_rows": [lo_rows, hi_rows],
-        "outside": outside,
-        "rungs": rungs,
-    }
+        return float(override), "user"
+    eligible = [
+        r
+        for r in rungs
+        if (r["kind"] == "size" and (rows is None or r["rows"] <= rows)) or r["kind"] == "data"
+    ]
+    best = max(eligible, key=lambda r: r["ratio"], default=None)
+    if best is None or best["ratio"] <= 1.0:
+        return 1.0, "reference"
+    return best["ratio"], best["name"]

@@ -23,7 +23,7 @@ from cprsim import analytic
 from cprsim.costs import Costs, costs_of
 from cprsim.errors import InputError, ParameterError
 from cprsim.failures.distributions import Distribution
-from cprsim.planner.rates import failure_rates
+from cprsim.planner.rates import Rates, failure_rates
 from cprsim.scenario import HOUR, Scenario
 
 LIMIT = 10.0  #: expected wall / W beyond which a regime is hopeless
@@ -179,29 +179,9 @@ def cost_items(s: Scenario, c: Costs | None = None) -> list[Item]:
     the save (the snapshot's stall as well in two-phase and tiered modes), the loads, the
     rescheduling, a job-level restart and the lifecycle's delays (means, seconds)."""
     c = c or costs_of(s)
-    st, cl, ck = s.storage, s.cluster, s.checkpoint
-    GBs = 1e9
-    with np.errstate(all="ignore"):
-        emb, dense = c.embedding_bytes, c.dense_bytes
-        node = st.node_gbps * GBs
-        ne = cl.embedding_servers
-        server = (
-            emb / (ne * node) if ne else 0.0,
-            f"storage.node_gbps = {_g(st.node_gbps)}, " + _sizes(s, dense=False),
-        )
-        trainer = (
-            c.trainer_bytes / node,
-            f"storage.node_gbps = {_g(st.node_gbps)}, " + _sizes(s, embedding=False),
-        )
-        write = (
-            (emb + dense) / (st.write_gbps * GBs),
-            f"storage.write_gbps = {_g(st.write_gbps)}, " + _sizes(s),
-        )
-        read = (
-            (emb + (dense if cl.dense == "sharded" else cl.trainers * dense))
-            / (st.read_gbps * GBs),
-            f"storage.read_gbps = {_g(st.read_gbps)}, " + _sizes(s),
-        )
+    st, ck = s.storage, s.checkpoint
+    ne = s.cluster.embedding_servers
+    server, trainer, write, read = _transfer_terms(s, c)
     items = [
         Item("a save", c.save_s, _transfer(s, "save_s", c.save_s, [write, server, trainer])),
         Item("a full load", c.load_s, _transfer(s, "load_s", c.load_s, [read, server, trainer])),
@@ -235,7 +215,43 @@ def cost_items(s: Scenario, c: Costs | None = None) -> list[Item]:
                 f"checkpoint.tiers.memory_latency_s = {_g(lat)}",
             )
         )
-    items.append(Item("a rescheduling", _typical(s.reschedule.dist), _resched_keys(s)))
+    return items + _delay_items(s)
+
+
+def _transfer_terms(s: Scenario, c: Costs) -> tuple[tuple[float, str], ...]:
+    """(server, trainer, write, read): the seconds each transfer term of a save or load takes
+    (an embedding server's share over its link, a trainer's, the write and the read of the
+    whole checkpoint), each with the keys it comes from."""
+    st, cl = s.storage, s.cluster
+    GBs = 1e9
+    with np.errstate(all="ignore"):
+        emb, dense = c.embedding_bytes, c.dense_bytes
+        node = st.node_gbps * GBs
+        ne = cl.embedding_servers
+        server = (
+            emb / (ne * node) if ne else 0.0,
+            f"storage.node_gbps = {_g(st.node_gbps)}, " + _sizes(s, dense=False),
+        )
+        trainer = (
+            c.trainer_bytes / node,
+            f"storage.node_gbps = {_g(st.node_gbps)}, " + _sizes(s, embedding=False),
+        )
+        write = (
+            (emb + dense) / (st.write_gbps * GBs),
+            f"storage.write_gbps = {_g(st.write_gbps)}, " + _sizes(s),
+        )
+        read = (
+            (emb + (dense if cl.dense == "sharded" else cl.trainers * dense))
+            / (st.read_gbps * GBs),
+            f"storage.read_gbps = {_g(st.read_gbps)}, " + _sizes(s),
+        )
+    return server, trainer, write, read
+
+
+def _delay_items(s: Scenario) -> list[Item]:
+    """The delays a failure runs into besides the loads: the rescheduling, a job-level restart
+    and the lifecycle's delays (means, or a scale where there is no finite mean)."""
+    items = [Item("a rescheduling", _typical(s.reschedule.dist), _resched_keys(s))]
     job = s.failures.job
     if job is not None and job.restart_s:
         items.append(
@@ -398,37 +414,10 @@ def check_progress(
     a delay too long for the time between failures, or for the job (:func:`check` asks the same at
     the best interval). Blocking saves also ask the strategy's own first-order overhead
     (its planning part's ``expected_overhead``: its partial saves, its restores)."""
-    from cprsim.sim import strategies as registry
-
     c = c or costs_of(s)
     rates = failure_rates(s)
-    W, tau, ck = s.duration_s, s.interval_s, s.checkpoint
-    items = {it.what: it for it in cost_items(s, c)}
-    # the save's stall and the recovery, as parts (seconds, keys)
-    save: list[tuple[float, str]] = []
-    if ck.mode == "blocking":
-        save.append((c.save_s, items["a save"].keys))
-    else:
-        save.append((c.snapshot_s, items["a snapshot"].keys))
-        if ck.mode == "tiered":
-            it = items["a memory snapshot's fixed cost"]
-            save.append((it.seconds, it.keys))
-        # a persist longer than the interval(s) it has makes the next snapshot wait for it
-        every = ck.tier_spec.persist_every if ck.mode == "tiered" else 1
-        save.append((max(0.0, c.save_s - every * tau) / every, items["a save"].keys))
-    delay, delay_keys = _recovery_delay(s)
-    restart = (
-        s.failures.job.restart_s if s.failures.job is not None and s.failures.job.restart_s else 0.0
-    )
-    if kind == "rollback":
-        load = (c.load_s, items["a full load"].keys)
-    elif "a shard load" in items:
-        load = (items["a shard load"].seconds, items["a shard load"].keys)
-    else:
-        load = (c.dense_copy_s, items["a dense copy"].keys)
-    rec: list[tuple[float, str]] = [(delay, delay_keys), load]
-    if restart and rates.job > 0:
-        rec.append((restart, items["a job restart"].keys))
+    W, ck = s.duration_s, s.checkpoint
+    save, rec = _stall_and_recovery(s, kind, c, rates)
 
     def ratio(sv: list[tuple[float, str]], rc: list[tuple[float, str]]) -> float:
         with np.errstate(all="ignore"):
@@ -463,8 +452,51 @@ def check_progress(
             f"the job would need about {times} its {dur_text(W)} of work (the job cannot progress; "
             "shorter saves and restores, or fewer failures)"
         )
-    if ck.mode != "blocking":
-        return
+    if ck.mode == "blocking":
+        _check_own_overhead(s, c, rates, limit)
+
+
+def _stall_and_recovery(
+    s: Scenario, kind: str, c: Costs, rates: Rates
+) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """(save, recovery): the parts of a save's stall and of a recovery at the scenario's own
+    interval (seconds, and the keys each comes from)."""
+    tau, ck = s.interval_s, s.checkpoint
+    items = {it.what: it for it in cost_items(s, c)}
+    # the save's stall and the recovery, as parts (seconds, keys)
+    save: list[tuple[float, str]] = []
+    if ck.mode == "blocking":
+        save.append((c.save_s, items["a save"].keys))
+    else:
+        save.append((c.snapshot_s, items["a snapshot"].keys))
+        if ck.mode == "tiered":
+            it = items["a memory snapshot's fixed cost"]
+            save.append((it.seconds, it.keys))
+        # a persist longer than the interval(s) it has makes the next snapshot wait for it
+        every = ck.tier_spec.persist_every if ck.mode == "tiered" else 1
+        save.append((max(0.0, c.save_s - every * tau) / every, items["a save"].keys))
+    delay, delay_keys = _recovery_delay(s)
+    restart = (
+        s.failures.job.restart_s if s.failures.job is not None and s.failures.job.restart_s else 0.0
+    )
+    if kind == "rollback":
+        load = (c.load_s, items["a full load"].keys)
+    elif "a shard load" in items:
+        load = (items["a shard load"].seconds, items["a shard load"].keys)
+    else:
+        load = (c.dense_copy_s, items["a dense copy"].keys)
+    rec: list[tuple[float, str]] = [(delay, delay_keys), load]
+    if restart and rates.job > 0:
+        rec.append((restart, items["a job restart"].keys))
+    return save, rec
+
+
+def _check_own_overhead(s: Scenario, c: Costs, rates: Rates, limit: float) -> None:
+    """Refuse a scenario whose strategy's own first-order overhead at its interval (its planning
+    part's ``expected_overhead``) would need more than ``limit`` times the job's work."""
+    from cprsim.sim import strategies as registry
+
+    W, tau, ck = s.duration_s, s.interval_s, s.checkpoint
     cls = registry.get(s.strategy.name)
     try:
         with np.errstate(all="ignore"):

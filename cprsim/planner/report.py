@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -63,55 +64,10 @@ def recommend(
     best_full = min(
         (o for o in options if o.strategy == FULL), key=lambda o: _value(o, objective)[0]
     )
-    what = "P90 overhead" if objective == "p90" else "overhead"
-    v_rec, v_full = _value(rec, objective)[0], _value(best_full, objective)[0]
     if rec.strategy == FULL:
-        partial = [o for o in options if o.strategy != FULL and o.pls_bound < math.inf]
-        if partial:
-            p = min(partial, key=lambda o: _value(o, objective)[0])
-            why = (
-                f"{p.label} every {p.interval_s / HOUR:.3g} h costs {100 * _value(p, objective)[0]:.2f}% "
-                f"vs {100 * v_full:.2f}% for {best_full.label}"
-                + ("" if p.meets_bound else " and does not meet the bound on fresh replications")
-                + (" (tied within the CIs: the simpler wins)" if p.label in tied_labels else "")
-            )
-        else:
-            why = no_partial or "no partial-recovery option meets the bound"
-        message = (
-            f"partial recovery does not pay here: {why}; use {rec.label} every "
-            f"{rec.interval_s / HOUR:.3g} h ({what} {100 * v_rec:.2f}%, ETTR {_ettr(rec)})"
-        )
+        message = _full_wins(options, rec, best_full, objective, tied_labels, no_partial)
     else:
-        saving = v_full - v_rec
-        rel = saving / v_full if v_full > 0 else 0.0
-        two = (
-            f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h"
-            if rec.full_interval_s > rec.interval_s * (1 + 1e-9)
-            else ""
-        )
-        if math.isfinite(rec.pls_bound) and confidence is None:
-            guarantee = (
-                f"; mean {metric} loss <= {bound:g} (the upper end of its 95% CI; single runs "
-                f"scatter beyond it): {rec.accuracy_loss:.2g} "
-                f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (95% CI of the mean)"
-            )
-        elif math.isfinite(rec.pls_bound) and confidence is not None:
-            guarantee = (
-                f"; a single training run's {metric} loss <= {bound:g} in "
-                f"{100 * rec.within:.1f}% of fresh runs (predictive: training scatter and the "
-                f"model's uncertainty; 95% lower bound {100 * rec.within_lo:.1f}%; PLS <= "
-                f"{rec.pls_bound:.3g} for a fresh restore mid-training); P{100 * confidence:g} of a "
-                f"run's {metric} loss {rec.accuracy_loss_tail:.2g}; mean {rec.accuracy_loss:.2g} "
-                f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (95% CI of the mean)"
-            )
-        else:  # a strategy that loses no update (ECRM, Check-N-Run): no PLS bound to promise
-            guarantee = "; no update is lost (no PLS bound applies)"
-        message = (
-            f"use {rec.label} with saves every {rec.interval_s / HOUR:.3g} h{two}"
-            + (f" ({_fmt(rec.params)})" if rec.params else "")
-            + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
-            f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}{guarantee}"
-        )
+        message = _partial_wins(rec, best_full, objective, bound, metric, confidence)
     if rec.extra_memory > 0:
         message += (
             f"; it takes {100 * rec.extra_memory:.3g}% extra memory (of the embedding tables; "
@@ -124,6 +80,85 @@ def recommend(
     if rec.extrapolation:
         message += f"; WARNING: {rec.extrapolation}"
     return options, rec, tied_labels, message
+
+
+def _full_wins(
+    options: Sequence[Option],
+    rec: Option,
+    best_full: Option,
+    objective: str,
+    tied_labels: tuple[str, ...],
+    no_partial: str | None,
+) -> str:
+    """The recommendation's words where full recovery wins: why partial recovery does not pay
+    (its cheapest option's cost, or ``no_partial``), and what to use."""
+    what = "P90 overhead" if objective == "p90" else "overhead"
+    v_rec, v_full = _value(rec, objective)[0], _value(best_full, objective)[0]
+    partial = [o for o in options if o.strategy != FULL and o.pls_bound < math.inf]
+    if partial:
+        p = min(partial, key=lambda o: _value(o, objective)[0])
+        why = (
+            f"{p.label} every {p.interval_s / HOUR:.3g} h costs {100 * _value(p, objective)[0]:.2f}% "
+            f"vs {100 * v_full:.2f}% for {best_full.label}"
+            + ("" if p.meets_bound else " and does not meet the bound on fresh replications")
+            + (" (tied within the CIs: the simpler wins)" if p.label in tied_labels else "")
+        )
+    else:
+        why = no_partial or "no partial-recovery option meets the bound"
+    return (
+        f"partial recovery does not pay here: {why}; use {rec.label} every "
+        f"{rec.interval_s / HOUR:.3g} h ({what} {100 * v_rec:.2f}%, ETTR {_ettr(rec)})"
+    )
+
+
+def _partial_wins(
+    rec: Option,
+    best_full: Option,
+    objective: str,
+    bound: float,
+    metric: str,
+    confidence: float | None,
+) -> str:
+    """The recommendation's words where another strategy wins: its intervals, its saving over
+    the best full recovery, and what it promises about accuracy."""
+    what = "P90 overhead" if objective == "p90" else "overhead"
+    v_rec, v_full = _value(rec, objective)[0], _value(best_full, objective)[0]
+    saving = v_full - v_rec
+    rel = saving / v_full if v_full > 0 else 0.0
+    two = (
+        f", a full checkpoint every {rec.full_interval_s / HOUR:.3g} h"
+        if rec.full_interval_s > rec.interval_s * (1 + 1e-9)
+        else ""
+    )
+    return (
+        f"use {rec.label} with saves every {rec.interval_s / HOUR:.3g} h{two}"
+        + (f" ({_fmt(rec.params)})" if rec.params else "")
+        + f": {what} {100 * v_rec:.2f}% vs {100 * v_full:.2f}% for {best_full.label}, a saving of "
+        f"{100 * saving:.2f} points ({100 * rel:.0f}% of it), ETTR {_ettr(rec)}"
+        f"{_guarantee(rec, bound, metric, confidence)}"
+    )
+
+
+def _guarantee(rec: Option, bound: float, metric: str, confidence: float | None) -> str:
+    """What the recommended option promises about accuracy: the mean loss's bound, a single
+    run's (with ``confidence``), or that no update is lost."""
+    if math.isfinite(rec.pls_bound) and confidence is None:
+        return (
+            f"; mean {metric} loss <= {bound:g} (the upper end of its 95% CI; single runs "
+            f"scatter beyond it): {rec.accuracy_loss:.2g} "
+            f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (95% CI of the mean)"
+        )
+    if math.isfinite(rec.pls_bound) and confidence is not None:
+        return (
+            f"; a single training run's {metric} loss <= {bound:g} in "
+            f"{100 * rec.within:.1f}% of fresh runs (predictive: training scatter and the "
+            f"model's uncertainty; 95% lower bound {100 * rec.within_lo:.1f}%; PLS <= "
+            f"{rec.pls_bound:.3g} for a fresh restore mid-training); P{100 * confidence:g} of a "
+            f"run's {metric} loss {rec.accuracy_loss_tail:.2g}; mean {rec.accuracy_loss:.2g} "
+            f"[{rec.accuracy_loss_ci[0]:.2g}, {rec.accuracy_loss_ci[1]:.2g}] (95% CI of the mean)"
+        )
+    # a strategy that loses no update (ECRM, Check-N-Run): no PLS bound to promise
+    return "; no update is lost (no PLS bound applies)"
 
 
 def _ettr(o: Option) -> str:
