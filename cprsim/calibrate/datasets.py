@@ -514,7 +514,45 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         fm, "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq"
     )
     inter = _tsv_rows(fi, "user_id:token\titem_id:token\trating:float\ttimestamp:float")
-    # users
+    n_users, occupations, u_cat, known_user = _ml_users(fu, users)
+    n_items, genres, m_cat, m_year, known_item = _ml_movies(fm, items)
+    r = _ml_ratings(fi, inter, fu, fm, known_user, known_item)
+    n = len(r)
+    r, n_train, n_test = _ml_split_by_user(fi, r)
+    u, m, rating, ts = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
+    # categorical
+    cat = np.empty((n, len(ML_CAT)), np.int64)
+    cat[:, 0], cat[:, 1] = u, m
+    cat[:, 2:6] = u_cat[u]
+    cat[:, 6:10] = m_cat[m]
+    tables = (
+        n_users + 1,
+        n_items + 1,
+        len(ML_AGE_EDGES) + 2,
+        3,
+        len(occupations) + 1,
+        12,
+        *([len(genres) + 1] * ML_GENRE_TABLES),
+        ML_YEAR_BUCKETS + 1,
+    )
+    dense = _ml_dense(u, m, ts, n_train, m_year, n_users + 1)
+    label = (rating >= 4).astype(np.float32)
+    ds = D.Dataset(dense, cat, label)
+    desc = (
+        f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
+        f"{int(known_item.sum())} movies; "
+        f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
+        f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
+        f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
+        f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
+        f"({n_train})"
+    )
+    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tables, ML_CAT, ML_DENSE, desc)
+
+
+def _ml_users(fu: Path, users: list) -> tuple[int, list[str], np.ndarray, np.ndarray]:
+    """The user file's rows checked: the largest user id, the sorted occupations, each user's
+    categorical rows (age group, gender, occupation, ZIP area) and which ids the file has."""
     n_users = max(_int(fu, ln, "user_id", f[0]) for ln, f in users)
     if n_users < 1 or n_users > 10_000_000:
         raise InputError(f"{short(fu)}: user ids must be 1..10,000,000, the largest is {n_users}")
@@ -541,7 +579,13 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             occ_row[f[3]],
             zip_area,
         )
-    # movies
+    return n_users, occupations, u_cat, known_user
+
+
+def _ml_movies(fm: Path, items: list) -> tuple[int, list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The item file's rows checked: the largest movie id, the sorted genres, each movie's
+    categorical rows (first genres, release bucket), its release year (-1: unknown) and which
+    ids the file has."""
     n_items = max(_int(fm, ln, "item_id", f[0]) for ln, f in items)
     if n_items < 1 or n_items > 10_000_000:
         raise InputError(f"{short(fm)}: movie ids must be 1..10,000,000, the largest is {n_items}")
@@ -567,20 +611,56 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             m_cat[mid, ML_GENRE_TABLES] = 1 + min(
                 max((int(y) - ML_YEAR0) // ML_YEAR_STEP, 0), ML_YEAR_BUCKETS - 1
             )
-    # ratings
+    return n_items, genres, m_cat, m_year, known_item
+
+
+def _ml_ratings(
+    fi: Path, inter: list, fu: Path, fm: Path, known_user: np.ndarray, known_item: np.ndarray
+) -> np.ndarray:
+    """The ratings file's rows checked, as (user, movie, stars, timestamp) rows; every user and
+    movie must be in the user and item files."""
     r = np.empty((len(inter), 4), np.int64)
     for i, (ln, f) in enumerate(inter):
         uid, mid = _int(fi, ln, "user_id", f[0]), _int(fi, ln, "item_id", f[1])
         stars, t_s = _int(fi, ln, "rating", f[2]), _int(fi, ln, "timestamp", f[3])
-        if not (0 < uid <= n_users and known_user[uid]):
+        if not (0 < uid < len(known_user) and known_user[uid]):
             raise InputError(f"{short(fi)}: line {ln}: user_id: not in {fu.name}")
-        if not (0 < mid <= n_items and known_item[mid]):
+        if not (0 < mid < len(known_item) and known_item[mid]):
             raise InputError(f"{short(fi)}: line {ln}: item_id: not in {fm.name}")
         if not 1 <= stars <= 5:
             raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5")
         if t_s < 0:
             raise InputError(f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970")
         r[i] = (uid, mid, stars, t_s)
+    return r
+
+
+def _ml_dense(
+    u: np.ndarray, m: np.ndarray, ts: np.ndarray, n_train: int, m_year: np.ndarray, n_user_rows: int
+) -> np.ndarray:
+    """The ratings' dense features: log1p of the user's and the movie's training-split rating
+    counts, log1p of the movie's age when rated, the hour / 23 and the weekday / 6."""
+    # counts over the training split only
+    u_count = np.bincount(u[:n_train], minlength=n_user_rows)
+    m_count = np.bincount(m[:n_train], minlength=len(m_year))
+    year = ts.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
+    age = np.where(m_year[m] >= 0, np.maximum(year - m_year[m], 0), 0)
+    dense = np.stack(
+        [
+            np.log1p(u_count[u]),
+            np.log1p(m_count[m]),
+            np.log1p(age),
+            (ts // 3600 % 24) / 23.0,
+            ((ts // 86400 + 3) % 7) / 6.0,
+        ],
+        axis=1,
+    ).astype(np.float32)
+    return dense
+
+
+def _ml_split_by_user(fi: Path, r: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The ratings with each user's latest fifth (by time, then movie id) held out: the training
+    rows then the held-out ones, each by (time, user, movie); with how many of each."""
     n = len(r)
     # per user: the latest fifth of the user's ratings (by time, then movie id) is held out
     r = r[np.lexsort((r[:, 1], r[:, 3], r[:, 0]))]  # by user, then time, then movie
@@ -598,49 +678,7 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             te[np.lexsort((te[:, 1], te[:, 0], te[:, 3]))],
         ]
     )
-    u, m, rating, ts = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
-    # categorical
-    cat = np.empty((n, len(ML_CAT)), np.int64)
-    cat[:, 0], cat[:, 1] = u, m
-    cat[:, 2:6] = u_cat[u]
-    cat[:, 6:10] = m_cat[m]
-    tables = (
-        n_users + 1,
-        n_items + 1,
-        len(ML_AGE_EDGES) + 2,
-        3,
-        len(occupations) + 1,
-        12,
-        *([len(genres) + 1] * ML_GENRE_TABLES),
-        ML_YEAR_BUCKETS + 1,
-    )
-    # dense: counts over the training split only
-    u_count = np.bincount(u[:n_train], minlength=n_users + 1)
-    m_count = np.bincount(m[:n_train], minlength=n_items + 1)
-    year = ts.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
-    age = np.where(m_year[m] >= 0, np.maximum(year - m_year[m], 0), 0)
-    dense = np.stack(
-        [
-            np.log1p(u_count[u]),
-            np.log1p(m_count[m]),
-            np.log1p(age),
-            (ts // 3600 % 24) / 23.0,
-            ((ts // 86400 + 3) % 7) / 6.0,
-        ],
-        axis=1,
-    ).astype(np.float32)
-    label = (rating >= 4).astype(np.float32)
-    ds = D.Dataset(dense, cat, label)
-    desc = (
-        f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
-        f"{int(known_item.sum())} movies; "
-        f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
-        f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
-        f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
-        f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
-        f"({n_train})"
-    )
-    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tables, ML_CAT, ML_DENSE, desc)
+    return r, n_train, n_test
 
 
 # -- a user's table and its schema ---------------------------------------------------------------------
