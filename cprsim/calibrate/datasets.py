@@ -769,49 +769,7 @@ def read_schema(path: str | Path) -> Schema:
         ("categorical", "buckets", ()),  # (no transform)
         ("dense", "transform", TRANSFORMS),
     ):
-        v = raw.get(kind)
-        if not isinstance(v, list) or not v:
-            raise InputError(
-                f"{src}: {kind}: expected a non-empty list of column names (or tables "
-                f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}"
-            )
-        out = []
-        for i, e in enumerate(v):
-            key = f"{kind}[{i}]"
-            if isinstance(e, str):
-                e = {"column": e}
-            if not isinstance(e, dict):
-                raise InputError(
-                    f"{src}: {key}: expected a column name or a table {{column = NAME, "
-                    f"{opt} = ...}}, got {short(repr(e))}"
-                )
-            bad = sorted(set(e) - {"column", opt})
-            if bad:
-                raise InputError(f"{src}: {key}: unknown key {bad[0]!r} (expected column, {opt})")
-            name = e.get("column")
-            if not isinstance(name, str) or not name:
-                raise InputError(
-                    f"{src}: {key}.column: expected a column name (a string), "
-                    f"got {short(repr(name))}"
-                )
-            if kind == "categorical":
-                b = e.get("buckets")
-                bad_b = not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BUCKETS
-                if b is not None and bad_b:
-                    raise InputError(
-                        f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
-                        f"got {short(repr(b))}"
-                    )
-                out.append(Column(name, key, buckets=b))
-            else:
-                t = e.get("transform", "none")
-                if t not in allowed:
-                    raise InputError(
-                        f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
-                        f"got {short(repr(t))}"
-                    )
-                out.append(Column(name, key, transform=t))
-        cols[kind] = tuple(out)
+        cols[kind] = _schema_columns(src, raw, kind, opt, allowed)
     seen = {label: "label"}
     for c in cols["categorical"] + cols["dense"]:
         if c.name in seen:
@@ -846,6 +804,55 @@ def read_schema(path: str | Path) -> Schema:
         order_by,
         delim,
     )
+
+
+def _schema_columns(
+    src: str, raw: dict[str, Any], kind: str, opt: str, allowed: tuple[str, ...]
+) -> tuple[Column, ...]:
+    """A schema's ``categorical`` or ``dense`` list checked: each entry a column name or a table
+    ``{column = NAME, <opt> = ...}`` (``buckets`` for a categorical, ``transform`` for a dense)."""
+    v = raw.get(kind)
+    if not isinstance(v, list) or not v:
+        raise InputError(
+            f"{src}: {kind}: expected a non-empty list of column names (or tables "
+            f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}"
+        )
+    out = []
+    for i, e in enumerate(v):
+        key = f"{kind}[{i}]"
+        if isinstance(e, str):
+            e = {"column": e}
+        if not isinstance(e, dict):
+            raise InputError(
+                f"{src}: {key}: expected a column name or a table {{column = NAME, "
+                f"{opt} = ...}}, got {short(repr(e))}"
+            )
+        bad = sorted(set(e) - {"column", opt})
+        if bad:
+            raise InputError(f"{src}: {key}: unknown key {bad[0]!r} (expected column, {opt})")
+        name = e.get("column")
+        if not isinstance(name, str) or not name:
+            raise InputError(
+                f"{src}: {key}.column: expected a column name (a string), got {short(repr(name))}"
+            )
+        if kind == "categorical":
+            b = e.get("buckets")
+            bad_b = not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BUCKETS
+            if b is not None and bad_b:
+                raise InputError(
+                    f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
+                    f"got {short(repr(b))}"
+                )
+            out.append(Column(name, key, buckets=b))
+        else:
+            t = e.get("transform", "none")
+            if t not in allowed:
+                raise InputError(
+                    f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
+                    f"got {short(repr(t))}"
+                )
+            out.append(Column(name, key, transform=t))
+    return tuple(out)
 
 
 class _Table:
@@ -1003,22 +1010,7 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
     p = check_input_file(path, "data file")
     t = _read_parquet(p, sch) if p.suffix.lower() in (".parquet", ".pq") else _read_csv(p, sch)
     src, n = t.src, t.n
-    # label
-    y, miss = _numbers(t, sch.label, "the label")
-    if miss.any():
-        i = int(np.argmax(miss))
-        raise InputError(f"{src}: {t.where(i)}: label column {sch.label!r} is empty")
-    if sch.label_threshold is None:
-        bad = (y != 0) & (y != 1)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise InputError(
-                f"{src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
-                f"label_threshold in {short(sch.path)})"
-            )
-        label = y.astype(np.float32)
-    else:
-        label = (y >= sch.label_threshold).astype(np.float32)
+    label = _table_label(t, sch)
     # order and split
     if sch.order_by is not None:
         key, kmiss = _numbers(t, sch.order_by, "order_by")
@@ -1033,43 +1025,8 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
         raise InputError(f"{src}: {n} rows are too few to hold out {sch.held_out:g} of them")
     n_train = n - n_test
     train_rows = order[:n_train]
-    # dense
-    dense = np.zeros((n, len(sch.dense)), np.float32)
-    for j, c in enumerate(sch.dense):
-        x, m = _numbers(t, c.name, "dense")
-        if c.transform == "log1p":
-            x = np.log1p(np.maximum(x, 0.0))
-        elif c.transform == "standardize":
-            ok = train_rows[~m[train_rows]]
-            mu = float(x[ok].mean()) if len(ok) else 0.0
-            sd = float(x[ok].std()) if len(ok) else 0.0
-            x = (x - mu) / (sd if sd > 0 else 1.0)
-        x[m] = 0.0
-        dense[:, j] = x
-    # categorical
-    cat = np.zeros((n, len(sch.categorical)), np.int64)
-    tables = []
-    n_vocab = 0
-    for j, c in enumerate(sch.categorical):
-        keys = []
-        for i, v in enumerate(t.columns[c.name]):
-            try:
-                keys.append(_key(v))
-            except _Bad:
-                raise InputError(
-                    f"{src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
-                    "single value (text or a number)"
-                ) from None
-        if c.buckets is not None:
-            b = c.buckets
-            cat[:, j] = [0 if k is None else 1 + zlib.crc32(k.encode("utf-8")) % b for k in keys]
-            tables.append(b + 1)
-        else:
-            vocab = sorted({keys[i] for i in train_rows.tolist()} - {None})
-            rows = {k: r + 1 for r, k in enumerate(vocab)}
-            cat[:, j] = [rows.get(k, 0) for k in keys]
-            tables.append(len(vocab) + 1)
-            n_vocab += 1
+    dense = _table_dense(t, sch, train_rows)
+    cat, tables, n_vocab = _table_categorical(t, sch, train_rows)
     ds = D.Dataset(dense[order], cat[order], label[order])
     lab = f"label {sch.label!r}" + (
         "" if sch.label_threshold is None else f" >= {sch.label_threshold:g}"
@@ -1092,3 +1049,72 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
         tuple(c.name for c in sch.dense),
         desc,
     )
+
+
+def _table_label(t: _Table, sch: Schema) -> np.ndarray:
+    """The label column as 0/1 floats: 0 or 1 in the file, or ``value >= label_threshold``."""
+    y, miss = _numbers(t, sch.label, "the label")
+    if miss.any():
+        i = int(np.argmax(miss))
+        raise InputError(f"{t.src}: {t.where(i)}: label column {sch.label!r} is empty")
+    if sch.label_threshold is None:
+        bad = (y != 0) & (y != 1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(
+                f"{t.src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
+                f"label_threshold in {short(sch.path)})"
+            )
+        label = y.astype(np.float32)
+    else:
+        label = (y >= sch.label_threshold).astype(np.float32)
+    return label
+
+
+def _table_dense(t: _Table, sch: Schema, train_rows: np.ndarray) -> np.ndarray:
+    """The dense columns, transformed (standardized by the training rows' mean and sd), a
+    missing value 0."""
+    dense = np.zeros((t.n, len(sch.dense)), np.float32)
+    for j, c in enumerate(sch.dense):
+        x, m = _numbers(t, c.name, "dense")
+        if c.transform == "log1p":
+            x = np.log1p(np.maximum(x, 0.0))
+        elif c.transform == "standardize":
+            ok = train_rows[~m[train_rows]]
+            mu = float(x[ok].mean()) if len(ok) else 0.0
+            sd = float(x[ok].std()) if len(ok) else 0.0
+            x = (x - mu) / (sd if sd > 0 else 1.0)
+        x[m] = 0.0
+        dense[:, j] = x
+    return dense
+
+
+def _table_categorical(
+    t: _Table, sch: Schema, train_rows: np.ndarray
+) -> tuple[np.ndarray, list[int], int]:
+    """The categorical columns as rows of their tables (hashed, or by the training rows'
+    vocabulary), with each table's size and how many go by vocabulary."""
+    cat = np.zeros((t.n, len(sch.categorical)), np.int64)
+    tables = []
+    n_vocab = 0
+    for j, c in enumerate(sch.categorical):
+        keys = []
+        for i, v in enumerate(t.columns[c.name]):
+            try:
+                keys.append(_key(v))
+            except _Bad:
+                raise InputError(
+                    f"{t.src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
+                    "single value (text or a number)"
+                ) from None
+        if c.buckets is not None:
+            b = c.buckets
+            cat[:, j] = [0 if k is None else 1 + zlib.crc32(k.encode("utf-8")) % b for k in keys]
+            tables.append(b + 1)
+        else:
+            vocab = sorted({keys[i] for i in train_rows.tolist()} - {None})
+            rows = {k: r + 1 for r, k in enumerate(vocab)}
+            cat[:, j] = [rows.get(k, 0) for k in keys]
+            tables.append(len(vocab) + 1)
+            n_vocab += 1
+    return cat, tables, n_vocab
