@@ -646,6 +646,39 @@ def model_table(
     return out
 
 
+def _read_ranges(
+    ranges: Mapping[str, Any], where: str
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """The measured ranges (strategy -> covariate -> ``[min, max]``, finite and ordered) as
+    tuples; a malformed one raises :class:`~cprsim.errors.InputError` naming its key beside
+    ``where``."""
+    from cprsim.errors import InputError
+
+    rng: dict[str, dict[str, tuple[float, float]]] = {}
+    for st, r in ranges.items():
+        if not isinstance(r, dict):
+            raise InputError(
+                f"{where.rsplit('.', 1)[0]}.range.{st}: expected a table of [min, max] pairs"
+            )
+        rng[st] = {}
+        for k, v in r.items():
+            if not (
+                isinstance(v, list)
+                and len(v) == 2
+                and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                    for x in v
+                )
+                and v[0] <= v[1]
+            ):
+                raise InputError(
+                    f"{where.rsplit('.', 1)[0]}.range.{st}.{k}: expected [min, max] finite "
+                    f"numbers, got {v!r}"
+                )
+            rng[st][k] = (float(v[0]), float(v[1]))
+    return rng
+
+
 @dataclass(frozen=True)
 class AccuracyFit(Fitted):
     """A chosen model for one metric as the planner uses it (read from ``[model.<metric>]``)."""
@@ -760,28 +793,7 @@ class AccuracyFit(Fitted):
         p_value = (
             None if not isinstance(p_value, (int, float)) or math.isnan(p_value) else float(p_value)
         )
-        rng: dict[str, dict[str, tuple[float, float]]] = {}
-        for st, r in ranges.items():
-            if not isinstance(r, dict):
-                raise InputError(
-                    f"{where.rsplit('.', 1)[0]}.range.{st}: expected a table of [min, max] pairs"
-                )
-            rng[st] = {}
-            for k, v in r.items():
-                if not (
-                    isinstance(v, list)
-                    and len(v) == 2
-                    and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                        for x in v
-                    )
-                    and v[0] <= v[1]
-                ):
-                    raise InputError(
-                        f"{where.rsplit('.', 1)[0]}.range.{st}.{k}: expected [min, max] finite "
-                        f"numbers, got {v!r}"
-                    )
-                rng[st][k] = (float(v[0]), float(v[1]))
+        rng = _read_ranges(ranges, where)
         cv = table.get("cv_mse")
         runs = table.get("runs")
         pooled = "*" in coef

@@ -207,117 +207,125 @@ def _train(model: DLRM, prep: Prepared, k: int) -> None:
     model.train_step_unique(prep.dense[sl], uniq, inv, prep.label[sl])
 
 
-def end_to_end(
-    prep: Prepared,
-    p: Preset,
-    seed: int,
-    interval: int | None = None,
-    failures: list[tuple[int, int]] | None = None,
-    repeats: int = 2,
-    threads: int = 1,
-    target_overhead: float = TARGET_OVERHEAD,
-    tolerance_rel: float = TOLERANCE_REL,
-) -> dict:
-    """The end-to-end check (module docstring): ``repeats`` plain and ``repeats`` checkpointed
-    runs of ``prep``'s iterations on ``threads`` torch threads, interleaved (2 by default, the
-    fewest with a spread: too few for a conclusive verdict unless the noise is tiny; ``cprsim
-    calibrate`` uses :func:`e2e_repeats`); ``interval`` None chooses it by the power rule;
-    ``failures`` are ``(iteration, shard)``. Returns the ``[end_to_end]`` table."""
-    if repeats < 1 or threads < 1:
-        raise ValueError(f"end_to_end: repeats and threads must be >= 1, got {repeats}, {threads}")
-    n = prep.n_iters
-    failures = sorted((int(k), int(j)) for k, j in (failures or []) if 0 <= k < n)
-    fails: dict[int, list[int]] = {}
-    for k, j in failures:
-        fails.setdefault(k, []).append(j)
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with tempfile.TemporaryDirectory(prefix="cprsim-e2e-") as d:
-            model = new_model(prep, p.model, seed)  # the pilot's
-            shard = shard_of_rows(model.n_rows, p.n_shards)
-            rows = [torch.nonzero(shard == j).squeeze(1) for j in range(p.n_shards)]
-            files = [Path(d) / f"shard{j}.pt" for j in range(p.n_shards)]
+class _TimedRuns:
+    """The end-to-end check's timed runs of ``prep``: plain ones, and checkpointed ones saving
+    each shard's rows to its file in ``d`` and reloading a shard at each of ``fails``."""
 
-            def save_all(model: DLRM) -> float:
-                t = time.perf_counter()
-                for r, f in zip(rows, files):
-                    _save({"emb": model.emb[r].clone(), "state": model.emb_state[r].clone()}, f)
-                return time.perf_counter() - t
+    def __init__(
+        self,
+        prep: Prepared,
+        p: Preset,
+        seed: int,
+        d: Path,
+        n_rows: int,
+        fails: dict[int, list[int]],
+    ) -> None:
+        self.prep, self.p, self.seed, self.fails, self.n = prep, p, seed, fails, prep.n_iters
+        shard = shard_of_rows(n_rows, p.n_shards)
+        self.rows = [torch.nonzero(shard == j).squeeze(1) for j in range(p.n_shards)]
+        self.files = [d / f"shard{j}.pt" for j in range(p.n_shards)]
 
-            def plain_run() -> float:
-                model = new_model(prep, p.model, seed)
-                gc.collect()
-                t0 = time.perf_counter()
-                for k in range(n):
-                    _train(model, prep, k)
-                return time.perf_counter() - t0
+    def save_all(self, model: DLRM) -> float:
+        """Save every shard of ``model``; the seconds it took."""
+        t = time.perf_counter()
+        for r, f in zip(self.rows, self.files):
+            _save({"emb": model.emb[r].clone(), "state": model.emb_state[r].clone()}, f)
+        return time.perf_counter() - t
 
-            def checkpointed_run(iv: int) -> tuple[float, list[float], list[float]]:
-                model = new_model(prep, p.model, seed)
-                save_all(model)  # the initial checkpoint, untimed: the simulator starts from one
-                gc.collect()
-                saves, loads = [], []
-                t0 = time.perf_counter()
-                for k in range(n):
-                    if k > 0 and k % iv == 0:
-                        saves.append(save_all(model))
-                    for j in fails.get(k, ()):
-                        t = time.perf_counter()
-                        obj = torch.load(files[j])
-                        model.emb[rows[j]] = obj["emb"]
-                        model.emb_state[rows[j]] = obj["state"]
-                        loads.append(time.perf_counter() - t)
-                    _train(model, prep, k)
-                return time.perf_counter() - t0, saves, loads
+    def pilot(self, model: DLRM) -> tuple[float, float]:
+        """Warm up on the pilot ``model``: the batches' unique rows, some iterations, three saves;
+        returns the median iteration's seconds (of the later half) and the median save's."""
+        prep, n = self.prep, self.n
+        prep.unique(0)
+        its = []
+        for k in range(min(n, max(20, min(200, n // 10)))):
+            t = time.perf_counter()
+            _train(model, prep, k)
+            its.append(time.perf_counter() - t)
+        iter_s = statistics.median(its[len(its) // 2 :])  # the first half warms up
+        return iter_s, statistics.median(self.save_all(model) for _ in range(3))
 
-            # pilot and warm-up: the batches' unique rows, some iterations, three saves
-            prep.unique(0)
-            its = []
-            for k in range(min(n, max(20, min(200, n // 10)))):
-                t = time.perf_counter()
-                _train(model, prep, k)
-                its.append(time.perf_counter() - t)
-            iter_s = statistics.median(its[len(its) // 2 :])  # the first half warms up
-            pilot_save_s = statistics.median(save_all(model) for _ in range(3))
-            if interval is None:
-                iv = max(1, round(pilot_save_s / (target_overhead * iter_s)))
-                rule = (
-                    f"power rule: round(pilot save of all shards {pilot_save_s:.4g} s / "
-                    f"({target_overhead:g} x pilot iteration {iter_s:.4g} s))"
-                )
+    def paired(
+        self, repeats: int, iv: int, failures: list[tuple[int, int]]
+    ) -> list[dict[str, float]]:
+        """``repeats`` counterbalanced pairs of a plain and a checkpointed run (every ``iv``
+        iterations): each pair's wall seconds, mean save and load, measured and simulated overhead."""
+        reps = []
+        for i in range(repeats):
+            if i % 2 == 0:  # counterbalanced pairs: P C | C P | P C | ...
+                pw = self.plain()
+                cw, saves, loads = self.checkpointed(iv)
             else:
-                iv, rule = int(interval), "given by the caller"
-            if iv < 1:
-                raise ValueError(f"end_to_end: interval must be >= 1, got {iv}")
-            reps = []
-            t_all, load_before = time.perf_counter(), _load_average()
-            for i in range(repeats):
-                if i % 2 == 0:  # counterbalanced pairs: P C | C P | P C | ...
-                    pw = plain_run()
-                    cw, saves, loads = checkpointed_run(iv)
-                else:
-                    cw, saves, loads = checkpointed_run(iv)
-                    pw = plain_run()
-                save_s = statistics.mean(saves) if saves else 0.0
-                load_s = statistics.mean(loads) if loads else 0.0
-                so, _, sim_ck = _simulate(pw, n, iv, p.n_shards, save_s, load_s, failures)
-                m = (cw - pw) / pw
-                reps.append(
-                    {
-                        "plain": pw,
-                        "ckpt": cw,
-                        "measured": m,
-                        "simulated": so,
-                        "diff": m - so,
-                        "save_s": save_s,
-                        "load_s": load_s,
-                        "sim_ck": sim_ck,
-                    }
-                )
-            checks_s = time.perf_counter() - t_all
-    finally:
-        torch.set_num_threads(threads_before)
+                cw, saves, loads = self.checkpointed(iv)
+                pw = self.plain()
+            save_s = statistics.mean(saves) if saves else 0.0
+            load_s = statistics.mean(loads) if loads else 0.0
+            so, _, sim_ck = _simulate(pw, self.n, iv, self.p.n_shards, save_s, load_s, failures)
+            m = (cw - pw) / pw
+            reps.append(
+                {
+                    "plain": pw,
+                    "ckpt": cw,
+                    "measured": m,
+                    "simulated": so,
+                    "diff": m - so,
+                    "save_s": save_s,
+                    "load_s": load_s,
+                    "sim_ck": sim_ck,
+                }
+            )
+        return reps
+
+    def plain(self) -> float:
+        """A run without checkpoints from a fresh model; its wall seconds."""
+        prep = self.prep
+        model = new_model(prep, self.p.model, self.seed)
+        gc.collect()
+        t0 = time.perf_counter()
+        for k in range(self.n):
+            _train(model, prep, k)
+        return time.perf_counter() - t0
+
+    def checkpointed(self, iv: int) -> tuple[float, list[float], list[float]]:
+        """A run saving every ``iv`` iterations and reloading the failed shards; its wall
+        seconds and each save's and load's."""
+        prep, rows, files = self.prep, self.rows, self.files
+        model = new_model(prep, self.p.model, self.seed)
+        self.save_all(model)  # the initial checkpoint, untimed: the simulator starts from one
+        gc.collect()
+        saves, loads = [], []
+        t0 = time.perf_counter()
+        for k in range(self.n):
+            if k > 0 and k % iv == 0:
+                saves.append(self.save_all(model))
+            for j in self.fails.get(k, ()):
+                t = time.perf_counter()
+                obj = torch.load(files[j])
+                model.emb[rows[j]] = obj["emb"]
+                model.emb_state[rows[j]] = obj["state"]
+                loads.append(time.perf_counter() - t)
+            _train(model, prep, k)
+        return time.perf_counter() - t0, saves, loads
+
+
+def _e2e_table(
+    reps: list[dict[str, float]],
+    *,
+    repeats: int,
+    threads: int,
+    n: int,
+    iv: int,
+    rule: str,
+    target_overhead: float,
+    n_failures: int,
+    tolerance_rel: float,
+    checks_s: float,
+    load_before: float,
+    iter_s: float,
+    pilot_save_s: float,
+) -> dict:
+    """The ``[end_to_end]`` table of the repeats ``reps``: the verdict and its interval, the
+    measured and simulated overheads, the settings and the costs measured."""
 
     def col(key: str) -> list[float]:
         return [float(r[key]) for r in reps]
@@ -352,10 +360,10 @@ def end_to_end(
         "iterations": n,
         "interval_iterations": iv,
         "interval_rule": rule,
-        "target_overhead": target_overhead if interval is None else float("nan"),
+        "target_overhead": target_overhead,
         "checkpoints": len(range(iv, n, iv)),
         "simulated_checkpoints": int(max(col("sim_ck"))),
-        "failures": len(failures),
+        "failures": n_failures,
         "save_s_mean": float(np.mean(col("save_s"))),
         "shard_load_s_mean": float(np.mean(col("load_s"))),
         "plain_cv": cv,
@@ -376,6 +384,68 @@ def end_to_end(
             "pilot_save_all_s": pilot_save_s,
         },
     }
+
+
+def end_to_end(
+    prep: Prepared,
+    p: Preset,
+    seed: int,
+    interval: int | None = None,
+    failures: list[tuple[int, int]] | None = None,
+    repeats: int = 2,
+    threads: int = 1,
+    target_overhead: float = TARGET_OVERHEAD,
+    tolerance_rel: float = TOLERANCE_REL,
+) -> dict:
+    """The end-to-end check (module docstring): ``repeats`` plain and ``repeats`` checkpointed
+    runs of ``prep``'s iterations on ``threads`` torch threads, interleaved (2 by default, the
+    fewest with a spread: too few for a conclusive verdict unless the noise is tiny; ``cprsim
+    calibrate`` uses :func:`e2e_repeats`); ``interval`` None chooses it by the power rule;
+    ``failures`` are ``(iteration, shard)``. Returns the ``[end_to_end]`` table."""
+    if repeats < 1 or threads < 1:
+        raise ValueError(f"end_to_end: repeats and threads must be >= 1, got {repeats}, {threads}")
+    n = prep.n_iters
+    failures = sorted((int(k), int(j)) for k, j in (failures or []) if 0 <= k < n)
+    fails: dict[int, list[int]] = {}
+    for k, j in failures:
+        fails.setdefault(k, []).append(j)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with tempfile.TemporaryDirectory(prefix="cprsim-e2e-") as d:
+            model = new_model(prep, p.model, seed)  # the pilot's
+            runs = _TimedRuns(prep, p, seed, Path(d), model.n_rows, fails)
+            iter_s, pilot_save_s = runs.pilot(model)
+            if interval is None:
+                iv = max(1, round(pilot_save_s / (target_overhead * iter_s)))
+                rule = (
+                    f"power rule: round(pilot save of all shards {pilot_save_s:.4g} s / "
+                    f"({target_overhead:g} x pilot iteration {iter_s:.4g} s))"
+                )
+            else:
+                iv, rule = int(interval), "given by the caller"
+            if iv < 1:
+                raise ValueError(f"end_to_end: interval must be >= 1, got {iv}")
+            t_all, load_before = time.perf_counter(), _load_average()
+            reps = runs.paired(repeats, iv, failures)
+            checks_s = time.perf_counter() - t_all
+    finally:
+        torch.set_num_threads(threads_before)
+    return _e2e_table(
+        reps,
+        repeats=repeats,
+        threads=threads,
+        n=n,
+        iv=iv,
+        rule=rule,
+        target_overhead=target_overhead if interval is None else float("nan"),
+        n_failures=len(failures),
+        tolerance_rel=tolerance_rel,
+        checks_s=checks_s,
+        load_before=load_before,
+        iter_s=iter_s,
+        pilot_save_s=pilot_save_s,
+    )
 
 
 def _simulate(

@@ -514,7 +514,45 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
         fm, "item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_seq"
     )
     inter = _tsv_rows(fi, "user_id:token\titem_id:token\trating:float\ttimestamp:float")
-    # users
+    n_users, occupations, u_cat, known_user = _ml_users(fu, users)
+    n_items, genres, m_cat, m_year, known_item = _ml_movies(fm, items)
+    r = _ml_ratings(fi, inter, fu, fm, known_user, known_item)
+    n = len(r)
+    r, n_train, n_test = _ml_split_by_user(fi, r)
+    u, m, rating, ts = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
+    # categorical
+    cat = np.empty((n, len(ML_CAT)), np.int64)
+    cat[:, 0], cat[:, 1] = u, m
+    cat[:, 2:6] = u_cat[u]
+    cat[:, 6:10] = m_cat[m]
+    tables = (
+        n_users + 1,
+        n_items + 1,
+        len(ML_AGE_EDGES) + 2,
+        3,
+        len(occupations) + 1,
+        12,
+        *([len(genres) + 1] * ML_GENRE_TABLES),
+        ML_YEAR_BUCKETS + 1,
+    )
+    dense = _ml_dense(u, m, ts, n_train, m_year, n_users + 1)
+    label = (rating >= 4).astype(np.float32)
+    ds = D.Dataset(dense, cat, label)
+    desc = (
+        f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
+        f"{int(known_item.sum())} movies; "
+        f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
+        f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
+        f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
+        f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
+        f"({n_train})"
+    )
+    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tables, ML_CAT, ML_DENSE, desc)
+
+
+def _ml_users(fu: Path, users: list) -> tuple[int, list[str], np.ndarray, np.ndarray]:
+    """The user file's rows checked: the largest user id, the sorted occupations, each user's
+    categorical rows (age group, gender, occupation, ZIP area) and which ids the file has."""
     n_users = max(_int(fu, ln, "user_id", f[0]) for ln, f in users)
     if n_users < 1 or n_users > 10_000_000:
         raise InputError(f"{short(fu)}: user ids must be 1..10,000,000, the largest is {n_users}")
@@ -541,7 +579,13 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             occ_row[f[3]],
             zip_area,
         )
-    # movies
+    return n_users, occupations, u_cat, known_user
+
+
+def _ml_movies(fm: Path, items: list) -> tuple[int, list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The item file's rows checked: the largest movie id, the sorted genres, each movie's
+    categorical rows (first genres, release bucket), its release year (-1: unknown) and which
+    ids the file has."""
     n_items = max(_int(fm, ln, "item_id", f[0]) for ln, f in items)
     if n_items < 1 or n_items > 10_000_000:
         raise InputError(f"{short(fm)}: movie ids must be 1..10,000,000, the largest is {n_items}")
@@ -567,20 +611,56 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             m_cat[mid, ML_GENRE_TABLES] = 1 + min(
                 max((int(y) - ML_YEAR0) // ML_YEAR_STEP, 0), ML_YEAR_BUCKETS - 1
             )
-    # ratings
+    return n_items, genres, m_cat, m_year, known_item
+
+
+def _ml_ratings(
+    fi: Path, inter: list, fu: Path, fm: Path, known_user: np.ndarray, known_item: np.ndarray
+) -> np.ndarray:
+    """The ratings file's rows checked, as (user, movie, stars, timestamp) rows; every user and
+    movie must be in the user and item files."""
     r = np.empty((len(inter), 4), np.int64)
     for i, (ln, f) in enumerate(inter):
         uid, mid = _int(fi, ln, "user_id", f[0]), _int(fi, ln, "item_id", f[1])
         stars, t_s = _int(fi, ln, "rating", f[2]), _int(fi, ln, "timestamp", f[3])
-        if not (0 < uid <= n_users and known_user[uid]):
+        if not (0 < uid < len(known_user) and known_user[uid]):
             raise InputError(f"{short(fi)}: line {ln}: user_id: not in {fu.name}")
-        if not (0 < mid <= n_items and known_item[mid]):
+        if not (0 < mid < len(known_item) and known_item[mid]):
             raise InputError(f"{short(fi)}: line {ln}: item_id: not in {fm.name}")
         if not 1 <= stars <= 5:
             raise InputError(f"{short(fi)}: line {ln}: rating: expected 1..5")
         if t_s < 0:
             raise InputError(f"{short(fi)}: line {ln}: timestamp: expected seconds since 1970")
         r[i] = (uid, mid, stars, t_s)
+    return r
+
+
+def _ml_dense(
+    u: np.ndarray, m: np.ndarray, ts: np.ndarray, n_train: int, m_year: np.ndarray, n_user_rows: int
+) -> np.ndarray:
+    """The ratings' dense features: log1p of the user's and the movie's training-split rating
+    counts, log1p of the movie's age when rated, the hour / 23 and the weekday / 6."""
+    # counts over the training split only
+    u_count = np.bincount(u[:n_train], minlength=n_user_rows)
+    m_count = np.bincount(m[:n_train], minlength=len(m_year))
+    year = ts.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
+    age = np.where(m_year[m] >= 0, np.maximum(year - m_year[m], 0), 0)
+    dense = np.stack(
+        [
+            np.log1p(u_count[u]),
+            np.log1p(m_count[m]),
+            np.log1p(age),
+            (ts // 3600 % 24) / 23.0,
+            ((ts // 86400 + 3) % 7) / 6.0,
+        ],
+        axis=1,
+    ).astype(np.float32)
+    return dense
+
+
+def _ml_split_by_user(fi: Path, r: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The ratings with each user's latest fifth (by time, then movie id) held out: the training
+    rows then the held-out ones, each by (time, user, movie); with how many of each."""
     n = len(r)
     # per user: the latest fifth of the user's ratings (by time, then movie id) is held out
     r = r[np.lexsort((r[:, 1], r[:, 3], r[:, 0]))]  # by user, then time, then movie
@@ -598,49 +678,7 @@ def read_movielens_100k(root: str | Path | None = None) -> Split:
             te[np.lexsort((te[:, 1], te[:, 0], te[:, 3]))],
         ]
     )
-    u, m, rating, ts = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
-    # categorical
-    cat = np.empty((n, len(ML_CAT)), np.int64)
-    cat[:, 0], cat[:, 1] = u, m
-    cat[:, 2:6] = u_cat[u]
-    cat[:, 6:10] = m_cat[m]
-    tables = (
-        n_users + 1,
-        n_items + 1,
-        len(ML_AGE_EDGES) + 2,
-        3,
-        len(occupations) + 1,
-        12,
-        *([len(genres) + 1] * ML_GENRE_TABLES),
-        ML_YEAR_BUCKETS + 1,
-    )
-    # dense: counts over the training split only
-    u_count = np.bincount(u[:n_train], minlength=n_users + 1)
-    m_count = np.bincount(m[:n_train], minlength=n_items + 1)
-    year = ts.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64) + 1970
-    age = np.where(m_year[m] >= 0, np.maximum(year - m_year[m], 0), 0)
-    dense = np.stack(
-        [
-            np.log1p(u_count[u]),
-            np.log1p(m_count[m]),
-            np.log1p(age),
-            (ts // 3600 % 24) / 23.0,
-            ((ts // 86400 + 3) % 7) / 6.0,
-        ],
-        axis=1,
-    ).astype(np.float32)
-    label = (rating >= 4).astype(np.float32)
-    ds = D.Dataset(dense, cat, label)
-    desc = (
-        f"MovieLens-100k (GroupLens): {n} ratings by {int(known_user.sum())} users of "
-        f"{int(known_item.sum())} movies; "
-        f"label rating >= 4 ({label.mean():.1%} positive); {len(tables)} tables "
-        f"({', '.join(ML_CAT)}: {sum(tables)} rows), {len(ML_DENSE)} dense features "
-        f"(user and movie rating counts of the training split, movie age, hour, weekday); split by "
-        f"time per user: each user's latest fifth of ratings held out ({n_test}), the rest train "
-        f"({n_train})"
-    )
-    return Split(ds.slice(0, n_train), ds.slice(n_train, n), tables, ML_CAT, ML_DENSE, desc)
+    return r, n_train, n_test
 
 
 # -- a user's table and its schema ---------------------------------------------------------------------
@@ -731,49 +769,7 @@ def read_schema(path: str | Path) -> Schema:
         ("categorical", "buckets", ()),  # (no transform)
         ("dense", "transform", TRANSFORMS),
     ):
-        v = raw.get(kind)
-        if not isinstance(v, list) or not v:
-            raise InputError(
-                f"{src}: {kind}: expected a non-empty list of column names (or tables "
-                f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}"
-            )
-        out = []
-        for i, e in enumerate(v):
-            key = f"{kind}[{i}]"
-            if isinstance(e, str):
-                e = {"column": e}
-            if not isinstance(e, dict):
-                raise InputError(
-                    f"{src}: {key}: expected a column name or a table {{column = NAME, "
-                    f"{opt} = ...}}, got {short(repr(e))}"
-                )
-            bad = sorted(set(e) - {"column", opt})
-            if bad:
-                raise InputError(f"{src}: {key}: unknown key {bad[0]!r} (expected column, {opt})")
-            name = e.get("column")
-            if not isinstance(name, str) or not name:
-                raise InputError(
-                    f"{src}: {key}.column: expected a column name (a string), "
-                    f"got {short(repr(name))}"
-                )
-            if kind == "categorical":
-                b = e.get("buckets")
-                bad_b = not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BUCKETS
-                if b is not None and bad_b:
-                    raise InputError(
-                        f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
-                        f"got {short(repr(b))}"
-                    )
-                out.append(Column(name, key, buckets=b))
-            else:
-                t = e.get("transform", "none")
-                if t not in allowed:
-                    raise InputError(
-                        f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
-                        f"got {short(repr(t))}"
-                    )
-                out.append(Column(name, key, transform=t))
-        cols[kind] = tuple(out)
+        cols[kind] = _schema_columns(src, raw, kind, opt, allowed)
     seen = {label: "label"}
     for c in cols["categorical"] + cols["dense"]:
         if c.name in seen:
@@ -808,6 +804,55 @@ def read_schema(path: str | Path) -> Schema:
         order_by,
         delim,
     )
+
+
+def _schema_columns(
+    src: str, raw: dict[str, Any], kind: str, opt: str, allowed: tuple[str, ...]
+) -> tuple[Column, ...]:
+    """A schema's ``categorical`` or ``dense`` list checked: each entry a column name or a table
+    ``{column = NAME, <opt> = ...}`` (``buckets`` for a categorical, ``transform`` for a dense)."""
+    v = raw.get(kind)
+    if not isinstance(v, list) or not v:
+        raise InputError(
+            f"{src}: {kind}: expected a non-empty list of column names (or tables "
+            f"{{column = NAME, {opt} = ...}}), got {short(repr(v)) if kind in raw else 'nothing'}"
+        )
+    out = []
+    for i, e in enumerate(v):
+        key = f"{kind}[{i}]"
+        if isinstance(e, str):
+            e = {"column": e}
+        if not isinstance(e, dict):
+            raise InputError(
+                f"{src}: {key}: expected a column name or a table {{column = NAME, "
+                f"{opt} = ...}}, got {short(repr(e))}"
+            )
+        bad = sorted(set(e) - {"column", opt})
+        if bad:
+            raise InputError(f"{src}: {key}: unknown key {bad[0]!r} (expected column, {opt})")
+        name = e.get("column")
+        if not isinstance(name, str) or not name:
+            raise InputError(
+                f"{src}: {key}.column: expected a column name (a string), got {short(repr(name))}"
+            )
+        if kind == "categorical":
+            b = e.get("buckets")
+            bad_b = not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= MAX_BUCKETS
+            if b is not None and bad_b:
+                raise InputError(
+                    f"{src}: {key}.buckets: expected an integer 1..{MAX_BUCKETS:,}, "
+                    f"got {short(repr(b))}"
+                )
+            out.append(Column(name, key, buckets=b))
+        else:
+            t = e.get("transform", "none")
+            if t not in allowed:
+                raise InputError(
+                    f"{src}: {key}.transform: expected one of {', '.join(allowed)}, "
+                    f"got {short(repr(t))}"
+                )
+            out.append(Column(name, key, transform=t))
+    return tuple(out)
 
 
 class _Table:
@@ -965,22 +1010,7 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
     p = check_input_file(path, "data file")
     t = _read_parquet(p, sch) if p.suffix.lower() in (".parquet", ".pq") else _read_csv(p, sch)
     src, n = t.src, t.n
-    # label
-    y, miss = _numbers(t, sch.label, "the label")
-    if miss.any():
-        i = int(np.argmax(miss))
-        raise InputError(f"{src}: {t.where(i)}: label column {sch.label!r} is empty")
-    if sch.label_threshold is None:
-        bad = (y != 0) & (y != 1)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise InputError(
-                f"{src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
-                f"label_threshold in {short(sch.path)})"
-            )
-        label = y.astype(np.float32)
-    else:
-        label = (y >= sch.label_threshold).astype(np.float32)
+    label = _table_label(t, sch)
     # order and split
     if sch.order_by is not None:
         key, kmiss = _numbers(t, sch.order_by, "order_by")
@@ -995,43 +1025,8 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
         raise InputError(f"{src}: {n} rows are too few to hold out {sch.held_out:g} of them")
     n_train = n - n_test
     train_rows = order[:n_train]
-    # dense
-    dense = np.zeros((n, len(sch.dense)), np.float32)
-    for j, c in enumerate(sch.dense):
-        x, m = _numbers(t, c.name, "dense")
-        if c.transform == "log1p":
-            x = np.log1p(np.maximum(x, 0.0))
-        elif c.transform == "standardize":
-            ok = train_rows[~m[train_rows]]
-            mu = float(x[ok].mean()) if len(ok) else 0.0
-            sd = float(x[ok].std()) if len(ok) else 0.0
-            x = (x - mu) / (sd if sd > 0 else 1.0)
-        x[m] = 0.0
-        dense[:, j] = x
-    # categorical
-    cat = np.zeros((n, len(sch.categorical)), np.int64)
-    tables = []
-    n_vocab = 0
-    for j, c in enumerate(sch.categorical):
-        keys = []
-        for i, v in enumerate(t.columns[c.name]):
-            try:
-                keys.append(_key(v))
-            except _Bad:
-                raise InputError(
-                    f"{src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
-                    "single value (text or a number)"
-                ) from None
-        if c.buckets is not None:
-            b = c.buckets
-            cat[:, j] = [0 if k is None else 1 + zlib.crc32(k.encode("utf-8")) % b for k in keys]
-            tables.append(b + 1)
-        else:
-            vocab = sorted({keys[i] for i in train_rows.tolist()} - {None})
-            rows = {k: r + 1 for r, k in enumerate(vocab)}
-            cat[:, j] = [rows.get(k, 0) for k in keys]
-            tables.append(len(vocab) + 1)
-            n_vocab += 1
+    dense = _table_dense(t, sch, train_rows)
+    cat, tables, n_vocab = _table_categorical(t, sch, train_rows)
     ds = D.Dataset(dense[order], cat[order], label[order])
     lab = f"label {sch.label!r}" + (
         "" if sch.label_threshold is None else f" >= {sch.label_threshold:g}"
@@ -1054,3 +1049,72 @@ def read_table(path: str | Path, schema: str | Path | Schema) -> Split:
         tuple(c.name for c in sch.dense),
         desc,
     )
+
+
+def _table_label(t: _Table, sch: Schema) -> np.ndarray:
+    """The label column as 0/1 floats: 0 or 1 in the file, or ``value >= label_threshold``."""
+    y, miss = _numbers(t, sch.label, "the label")
+    if miss.any():
+        i = int(np.argmax(miss))
+        raise InputError(f"{t.src}: {t.where(i)}: label column {sch.label!r} is empty")
+    if sch.label_threshold is None:
+        bad = (y != 0) & (y != 1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(
+                f"{t.src}: {t.where(i)}: label column {sch.label!r}: expected 0 or 1 (or set "
+                f"label_threshold in {short(sch.path)})"
+            )
+        label = y.astype(np.float32)
+    else:
+        label = (y >= sch.label_threshold).astype(np.float32)
+    return label
+
+
+def _table_dense(t: _Table, sch: Schema, train_rows: np.ndarray) -> np.ndarray:
+    """The dense columns, transformed (standardized by the training rows' mean and sd), a
+    missing value 0."""
+    dense = np.zeros((t.n, len(sch.dense)), np.float32)
+    for j, c in enumerate(sch.dense):
+        x, m = _numbers(t, c.name, "dense")
+        if c.transform == "log1p":
+            x = np.log1p(np.maximum(x, 0.0))
+        elif c.transform == "standardize":
+            ok = train_rows[~m[train_rows]]
+            mu = float(x[ok].mean()) if len(ok) else 0.0
+            sd = float(x[ok].std()) if len(ok) else 0.0
+            x = (x - mu) / (sd if sd > 0 else 1.0)
+        x[m] = 0.0
+        dense[:, j] = x
+    return dense
+
+
+def _table_categorical(
+    t: _Table, sch: Schema, train_rows: np.ndarray
+) -> tuple[np.ndarray, list[int], int]:
+    """The categorical columns as rows of their tables (hashed, or by the training rows'
+    vocabulary), with each table's size and how many go by vocabulary."""
+    cat = np.zeros((t.n, len(sch.categorical)), np.int64)
+    tables = []
+    n_vocab = 0
+    for j, c in enumerate(sch.categorical):
+        keys = []
+        for i, v in enumerate(t.columns[c.name]):
+            try:
+                keys.append(_key(v))
+            except _Bad:
+                raise InputError(
+                    f"{t.src}: {t.where(i)}: column {c.name!r} (categorical): expected a "
+                    "single value (text or a number)"
+                ) from None
+        if c.buckets is not None:
+            b = c.buckets
+            cat[:, j] = [0 if k is None else 1 + zlib.crc32(k.encode("utf-8")) % b for k in keys]
+            tables.append(b + 1)
+        else:
+            vocab = sorted({keys[i] for i in train_rows.tolist()} - {None})
+            rows = {k: r + 1 for r, k in enumerate(vocab)}
+            cat[:, j] = [rows.get(k, 0) for k in keys]
+            tables.append(len(vocab) + 1)
+            n_vocab += 1
+    return cat, tables, n_vocab

@@ -478,7 +478,7 @@ def calibrate(
     ``scenario``: the failure schedule of its partial-recovery run (``--from-sim``), or with
     ``match`` its own schedules at a grid of intervals (``--scenario``,
     :mod:`cprsim.calibrate.matched`)."""
-    import torch
+    import torch  # noqa: F401  (every step below needs it: without it, fail before any output)
 
     if jobs < 1 or threads < 1:
         raise InputError(f"jobs and threads per job must be >= 1, got {jobs} and {threads}")
@@ -488,6 +488,58 @@ def calibrate(
             f"preset {p.name}: a scale ladder's rungs are measured against this preset's own "
             "runs; it takes neither a scenario's failure schedules nor other data"
         )
+    p, fn, sim_info = _scenario_settings(p, scenario, match)
+    runs = R.plan_runs(p, fn)
+    planned = {r.key: r for r in runs}
+    config = configuration(p, runs, threads, sim_info)
+    resuming = check_out(out, config, resume)  # before any rung trains: a refusal costs nothing
+    rung_docs, offset = _calibrate_rungs(p, out, progress, jobs, threads, resume, figure)
+    journal, manifest, done = _start_journal(out, config, len(runs), planned, resuming)
+    if done:
+        progress(
+            len(done) + offset,
+            f"{len(done)} of {len(runs)} runs already in {journal}",
+            resumed=True,
+        )
+    have = {r.key for r in done}
+    todo = [r for r in runs if r.key not in have]
+    run_s: list[list[Any]] = []
+    for res, secs, cpu in R.execute(p, todo, jobs, threads):
+        append_line(journal, csv_text(None, [_row(res)]))
+        done.append(res)
+        run_s.append([res.seed, res.run, secs, cpu])
+        progress(1, f"{planned[res.key].describe()} ({secs:.1f} s)")
+    runs_s = time.perf_counter() - t0
+
+    points, facts = R.points_from(done)
+    prov = _provenance(p, facts, threads, manifest["fingerprint"], sim_info)
+    doc = calibration_doc(points, prov)
+    if rung_docs:
+        doc["scale"] = scale_table(p, doc, rung_docs)
+    costs_s = _measure_costs(p, doc, threads, progress) if measure_costs else 0.0
+    rows = journal_rows(done)
+    atomic_write_text(journal, csv_text(POINTS_HEADER, rows))
+    atomic_write_text(
+        out / "calibration.toml",
+        to_toml(
+            doc,
+            "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)",
+        ),
+    )
+    if figure is not None:
+        figure(doc, out / FIGURE)
+    atomic_write_json(out / "manifest.json", dict(manifest, finished=True))
+    atomic_write_json(
+        out / "run.json",
+        _run_record(started, t0, runs_s, costs_s, jobs, threads, len(runs), len(todo), run_s),
+    )
+    return doc
+
+
+def _scenario_settings(p: R.Preset, scenario, match: bool) -> tuple[R.Preset, Any, dict | None]:
+    """The preset, failure schedule and ``sim_info`` of a calibration against ``scenario``: its
+    partial-recovery run's schedule, or with ``match`` its own at a grid of intervals (the preset
+    unchanged, no schedule and no info without a scenario)."""
     fn, sim_info = None, None
     if scenario is not None and match:
         from cprsim.calibrate.matched import matched_settings
@@ -496,10 +548,20 @@ def calibrate(
         sim_info = {"matched": sim_info}
     elif scenario is not None:
         p, fn, sim_info = from_sim_settings(p, scenario)
-    runs = R.plan_runs(p, fn)
-    planned = {r.key: r for r in runs}
-    config = configuration(p, runs, threads, sim_info)
-    resuming = check_out(out, config, resume)  # before any rung trains: a refusal costs nothing
+    return p, fn, sim_info
+
+
+def _calibrate_rungs(
+    p: R.Preset,
+    out: Path,
+    progress: Progress,
+    jobs: int,
+    threads: int,
+    resume: bool,
+    figure: Callable[[dict, Path], None] | None,
+) -> tuple[dict, int]:
+    """Calibrate the preset's scale-ladder rungs, each into ``out/rungs/<name>`` (every rung's
+    data found before the first trains); returns their (preset, doc) by name and their run count."""
     rung_presets = []
     for name in p.rungs:  # every rung's data found before the first one trains
         rp, data = R.RUNGS[name]
@@ -527,11 +589,20 @@ def calibrate(
             ),
         )
         offset += R.n_steps(rp)
+    return rung_docs, offset
+
+
+def _start_journal(
+    out: Path, config: dict, n_runs: int, planned: dict, resuming: bool
+) -> tuple[Path, dict, list]:
+    """Write the run's manifest and start its journal (``points.csv``): a resumed run keeps the
+    runs already done (a torn tail dropped), a fresh one clears an earlier calibration's outputs.
+    Returns the journal's path, the manifest and the runs done."""
     journal = out / "points.csv"
     manifest = {
         "what": "cprsim calibrate",
         "fingerprint": fingerprint(config),
-        "runs": len(runs),
+        "runs": n_runs,
         "finished": False,
         "config": config,
     }
@@ -550,23 +621,16 @@ def calibrate(
         atomic_write_json(out / "manifest.json", manifest)
         atomic_write_text(journal, csv_text(POINTS_HEADER, []))
         done = []
-    if done:
-        progress(
-            len(done) + offset,
-            f"{len(done)} of {len(runs)} runs already in {journal}",
-            resumed=True,
-        )
-    have = {r.key for r in done}
-    todo = [r for r in runs if r.key not in have]
-    run_s: list[list[Any]] = []
-    for res, secs, cpu in R.execute(p, todo, jobs, threads):
-        append_line(journal, csv_text(None, [_row(res)]))
-        done.append(res)
-        run_s.append([res.seed, res.run, secs, cpu])
-        progress(1, f"{planned[res.key].describe()} ({secs:.1f} s)")
-    runs_s = time.perf_counter() - t0
+    return journal, manifest, done
 
-    points, facts = R.points_from(done)
+
+def _provenance(
+    p: R.Preset, facts: dict, threads: int, fingerprint: str, sim_info: dict | None
+) -> dict:
+    """The calibration's ``[provenance]``: the model, data, seeds, method and baseline, and the
+    scenario it was matched to or its failures taken from."""
+    import torch
+
     m = p.model
     prov = {
         "calibrated": True,
@@ -599,7 +663,7 @@ def calibrate(
         "embedding_rows": DS.table_rows(p),
         "torch_threads_per_run": threads,
         "device": p.device,
-        "fingerprint": manifest["fingerprint"],
+        "fingerprint": fingerprint,
     }
     if sim_info and "matched" in sim_info:
         from cprsim.calibrate.matched import describe as describe_matched
@@ -609,64 +673,67 @@ def calibrate(
         prov["mfu_ssu"] = describe_matched(sim_info["matched"])
     elif sim_info:
         prov["from_sim"] = sim_info
-    doc = calibration_doc(points, prov)
-    if rung_docs:
-        doc["scale"] = scale_table(p, doc, rung_docs)
-    costs_s = 0.0
-    if measure_costs:
-        from cprsim.calibrate.costs import e2e_repeats, end_to_end, measure_shard_io
+    return prov
 
-        t, threads_before = time.perf_counter(), torch.get_num_threads()
-        seed = p.seeds[0]
-        prep = R.prepared(p, seed)
-        # torch.save/load time depends on the shard's bytes, not on the trained values
-        doc["costs"] = measure_shard_io(R.new_model(prep, p.model, seed), p.n_shards)
-        n = prep.n_iters
-        try:  # e2e_repeats(p) plain and checkpointed runs, interleaved, here after the workers are done
-            doc["end_to_end"] = end_to_end(
-                prep,
-                p,
-                seed,
-                None,
-                R.failure_schedule(n, p.n_shards, p.failures_per_run, seed),
-                repeats=e2e_repeats(p),
-                threads=threads,
-            )
-        finally:
-            torch.set_num_threads(threads_before)
-        costs_s = time.perf_counter() - t
-        progress(1, f"costs and end-to-end check ({costs_s:.1f} s)")
-    rows = journal_rows(done)
-    atomic_write_text(journal, csv_text(POINTS_HEADER, rows))
-    atomic_write_text(
-        out / "calibration.toml",
-        to_toml(
-            doc,
-            "cprsim calibration: accuracy loss vs PLS on a PyTorch DLRM (written by `cprsim calibrate`)",
-        ),
-    )
-    if figure is not None:
-        figure(doc, out / FIGURE)
-    atomic_write_json(out / "manifest.json", dict(manifest, finished=True))
-    atomic_write_json(
-        out / "run.json",
-        {
-            "started": started,
-            "finished": _now(),
-            "wall_s": time.perf_counter() - t0,
-            "runs_s": runs_s,
-            "costs_s": costs_s,
-            "jobs": jobs,
-            "threads_per_job": threads,
-            "runs": len(runs),
-            "runs_resumed": len(runs) - len(todo),
-            "runs_run_now": len(todo),
-            "runs_cpu_s": sum(r[3] for r in run_s),
-            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-            "run_seconds": sorted(run_s),
-            "note": "each run this invocation ran: [seed, run, wall s, CPU s "
-            "of its worker] (data generation of a worker's first run of a seed and evaluation included); "
-            "machine- and load-dependent",
-        },
-    )
-    return doc
+
+def _measure_costs(p: R.Preset, doc: dict, threads: int, progress: Progress) -> float:
+    """Measure the shard save/load costs and the end-to-end check into ``doc`` (``costs``,
+    ``end_to_end``); returns the seconds it took."""
+    import torch
+
+    from cprsim.calibrate.costs import e2e_repeats, end_to_end, measure_shard_io
+
+    t, threads_before = time.perf_counter(), torch.get_num_threads()
+    seed = p.seeds[0]
+    prep = R.prepared(p, seed)
+    # torch.save/load time depends on the shard's bytes, not on the trained values
+    doc["costs"] = measure_shard_io(R.new_model(prep, p.model, seed), p.n_shards)
+    n = prep.n_iters
+    try:  # e2e_repeats(p) plain and checkpointed runs, interleaved, here after the workers are done
+        doc["end_to_end"] = end_to_end(
+            prep,
+            p,
+            seed,
+            None,
+            R.failure_schedule(n, p.n_shards, p.failures_per_run, seed),
+            repeats=e2e_repeats(p),
+            threads=threads,
+        )
+    finally:
+        torch.set_num_threads(threads_before)
+    costs_s = time.perf_counter() - t
+    progress(1, f"costs and end-to-end check ({costs_s:.1f} s)")
+    return costs_s
+
+
+def _run_record(
+    started: str,
+    t0: float,
+    runs_s: float,
+    costs_s: float,
+    jobs: int,
+    threads: int,
+    n_runs: int,
+    n_todo: int,
+    run_s: list[list[Any]],
+) -> dict:
+    """``run.json``: when and how long this invocation ran (runs and costs), how many runs it ran
+    and resumed, and each run's wall and CPU seconds."""
+    return {
+        "started": started,
+        "finished": _now(),
+        "wall_s": time.perf_counter() - t0,
+        "runs_s": runs_s,
+        "costs_s": costs_s,
+        "jobs": jobs,
+        "threads_per_job": threads,
+        "runs": n_runs,
+        "runs_resumed": n_runs - n_todo,
+        "runs_run_now": n_todo,
+        "runs_cpu_s": sum(r[3] for r in run_s),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "run_seconds": sorted(run_s),
+        "note": "each run this invocation ran: [seed, run, wall s, CPU s "
+        "of its worker] (data generation of a worker's first run of a seed and evaluation included); "
+        "machine- and load-dependent",
+    }

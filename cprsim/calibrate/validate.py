@@ -215,13 +215,11 @@ def _plan_scenario(name: Any, where: str, plan_dir: Path, given: Scenario | None
     )
 
 
-def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None = None) -> Target:
-    """The recommended option of ``plan`` (read from ``path``) as a :class:`Target`; ``scenario``:
-    the plan's scenario when it is neither built in nor a file named after it."""
+def _recommended(plan: dict[str, Any], where: str) -> tuple[Any, dict[str, Any], str]:
+    """The plan's recommended option: its label, its table and its strategy, which must be one
+    the DLRM emulator runs."""
     from cprsim import registry
-    from cprsim.planner.search import Runs
 
-    where = short(path)
     label = plan.get("recommended")
     opt = next(
         (o for o in plan["options"] if isinstance(o, dict) and o.get("label") == label), None
@@ -236,6 +234,17 @@ def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None 
             else f"is not one the DLRM emulator runs ({', '.join(runs)})"
         )
         raise InputError(f"{where}: the recommended option {label!r} ({strategy}) {why}")
+    return label, opt, strategy
+
+
+def target_of(plan: dict[str, Any], path: str | Path, scenario: Scenario | None = None) -> Target:
+    """The recommended option of ``plan`` (read from ``path``) as a :class:`Target`; ``scenario``:
+    the plan's scenario when it is neither built in nor a file named after it."""
+    from cprsim import registry
+    from cprsim.planner.search import Runs
+
+    where = short(path)
+    label, opt, strategy = _recommended(plan, where)
     conf = plan.get("confidence")
     if not isinstance(conf, (int, float)) or isinstance(conf, bool):
         raise InputError(
@@ -681,6 +690,58 @@ def configuration(t: Target, p: R.Preset, threads: int) -> dict[str, Any]:
     return config
 
 
+def _validation_runs(t: Target, acc: Any, n_iters: int, runs: int) -> dict[int, _Run]:
+    """The ``runs`` validation runs by index: each one's simulated failure schedule and its
+    predicted loss (mean and the plan's quantile) under the accuracy model ``acc``."""
+    vruns: dict[int, _Run] = {}
+    for i in range(runs):
+        sch, res, st = simulate_schedule(t, n_iters, i)
+        m, _, _, qq = _predict(
+            acc, t.strategy, t.confidence, res.pls, res.pls_position, res.pls_age
+        )
+        vruns[i] = _Run(
+            i,
+            REPLICATION_BLOCKS["validate"] + i,
+            FRESH_SEED + i,
+            res,
+            sch,
+            st,
+            (float(m[0]), float(qq[0])),
+        )
+    return vruns
+
+
+def _resumed_rows(
+    out: Path, doc_path: Path, journal: Path, vruns: dict[int, _Run], fp: str, resume: bool
+) -> list[list[Any]]:
+    """The journal's rows to resume from (none for a fresh start); refuses an unfinished
+    validation in ``out`` without ``resume``, and one of another configuration with it."""
+    rows: list[list[Any]] = []
+    old = _read_doc(doc_path) if journal.exists() else None
+    if not resume and old is not None and old.get("finished") is False:
+        k = max(0, read_input_bytes(journal, "validation journal").count(b"\n") - 1)
+        if k:
+            raise ParameterError(
+                "out",
+                f"holds an unfinished validation ({k} runs in {journal.name}); pass `resume` "
+                "to finish it, or choose another folder",
+                short(out),
+                also=("resume",),
+            )
+    if resume and journal.exists():
+        if old is None or old.get("fingerprint") != fp:
+            raise ParameterError(
+                "resume",
+                "holds a validation of another configuration (the plan file, preset, data, "
+                "threads or versions differ): choose another `out`",
+                short(out),
+                also=("out",),
+            )
+        rows = read_rows(journal, vruns)
+        atomic_write_text(journal, csv_text(CSV_HEADER, rows))
+    return rows
+
+
 def validate(
     t: Target,
     p: R.Preset,
@@ -711,47 +772,11 @@ def validate(
             f"{t.calibration_fingerprint[:12]}...); the predictions are the default one's "
             f"({str(cal_fp)[:12]}...)"
         )
-    vruns: dict[int, _Run] = {}
-    for i in range(runs):
-        sch, res, st = simulate_schedule(t, n_iters, i)
-        m, _, _, qq = _predict(
-            acc, t.strategy, t.confidence, res.pls, res.pls_position, res.pls_age
-        )
-        vruns[i] = _Run(
-            i,
-            REPLICATION_BLOCKS["validate"] + i,
-            FRESH_SEED + i,
-            res,
-            sch,
-            st,
-            (float(m[0]), float(qq[0])),
-        )
+    vruns = _validation_runs(t, acc, n_iters, runs)
     config = configuration(t, p, threads)
     fp = fingerprint(config)
     doc_path, journal = out / "validation.json", out / "validation.csv"
-    rows: list[list[Any]] = []
-    old = _read_doc(doc_path) if journal.exists() else None
-    if not resume and old is not None and old.get("finished") is False:
-        k = max(0, read_input_bytes(journal, "validation journal").count(b"\n") - 1)
-        if k:
-            raise ParameterError(
-                "out",
-                f"holds an unfinished validation ({k} runs in {journal.name}); pass `resume` "
-                "to finish it, or choose another folder",
-                short(out),
-                also=("resume",),
-            )
-    if resume and journal.exists():
-        if old is None or old.get("fingerprint") != fp:
-            raise ParameterError(
-                "resume",
-                "holds a validation of another configuration (the plan file, preset, data, "
-                "threads or versions differ): choose another `out`",
-                short(out),
-                also=("out",),
-            )
-        rows = read_rows(journal, vruns)
-        atomic_write_text(journal, csv_text(CSV_HEADER, rows))
+    rows = _resumed_rows(out, doc_path, journal, vruns, fp, resume)
     head = {
         "what": "cprsim calibrate --validate",
         "fingerprint": fp,

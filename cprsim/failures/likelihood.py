@@ -345,7 +345,7 @@ class _Stacked:
         return out
 
 
-def _terms_many(
+def _terms_many(  # long: the batched bootstrap's hot kernel, one closed-form case per family
     family: str, x: np.ndarray, st: _Stacked
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The log-likelihood of each stacked sample at its ``x = (log scale, log shape)`` (one row

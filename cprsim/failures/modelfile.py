@@ -227,35 +227,10 @@ def fitted_model_toml(
         raise InputError(
             "as_type 'job' needs cluster_size: job-level interruptions come from every node of the job"
         )
-    rep, rrep, log = fit.lifetimes, fit.repairs, fit.log
+    rep, rrep = fit.lifetimes, fit.repairs
     model, why = rep.model_fit()
-    prov: dict[str, Any] = {
-        "source": str(fit.trace.resolve()),
-        "format": fit.format,
-        "sha256": hashlib.sha256(fit.trace.read_bytes()).hexdigest(),
-        "filters": [f"{k}={v}" for k, v in fit.filters.items()],
-        "node_type": fit.node_type or "all",
-        "interarrival": fit.interarrival,
-        "n": rep.n,
-        "failures": rep.events,
-        "censored": rep.censored,
-        "family_ranking": [f.family for f in rep.fits],
-        "fitted": (fitted_on or _dt.date.today()).isoformat(),
-        "cprsim_version": __version__,
-    }
-    if fit.node_count is not None:
-        prov["node_count"] = fit.node_count
-    if log.counts.get("never_failed_nodes") is not None:
-        prov["never_failed_nodes"] = log.counts["never_failed_nodes"]
-    if why:
-        prov["model_family"] = model.family
-        prov["model_note"] = why
-    rmodel, rwhy = rrep.model_fit() if rrep is not None else (None, None)
-    if rrep is not None:
-        prov["repair_family_ranking"] = [f.family for f in rrep.fits]
-        if rwhy and rmodel is not None:
-            prov["repair_model_family"] = rmodel.family
-            prov["repair_model_note"] = rwhy
+    rmodel = rrep.model_fit()[0] if rrep is not None else None
+    prov = _provenance(fit, fitted_on)
     chosen = f"{model.family}, best by AIC" if why is None else f"{model.family}: see model_note"
     header = [
         f"failure model fitted by `cprsim fit` ({chosen}); use it from a scenario",
@@ -289,6 +264,41 @@ def fitted_model_toml(
             "own [reschedule], and this fit is not used",
         ]
     return dumps_toml(doc, "\n".join(header))
+
+
+def _provenance(fit: LogFit, fitted_on: _dt.date | None) -> dict[str, Any]:
+    """The ``[provenance]`` table of ``fit``'s model file: the log, its filters and counts, the
+    family rankings and, where the written family is not the best by AIC, which and why."""
+    rep, rrep, log = fit.lifetimes, fit.repairs, fit.log
+    model, why = rep.model_fit()
+    prov: dict[str, Any] = {
+        "source": str(fit.trace.resolve()),
+        "format": fit.format,
+        "sha256": hashlib.sha256(fit.trace.read_bytes()).hexdigest(),
+        "filters": [f"{k}={v}" for k, v in fit.filters.items()],
+        "node_type": fit.node_type or "all",
+        "interarrival": fit.interarrival,
+        "n": rep.n,
+        "failures": rep.events,
+        "censored": rep.censored,
+        "family_ranking": [f.family for f in rep.fits],
+        "fitted": (fitted_on or _dt.date.today()).isoformat(),
+        "cprsim_version": __version__,
+    }
+    if fit.node_count is not None:
+        prov["node_count"] = fit.node_count
+    if log.counts.get("never_failed_nodes") is not None:
+        prov["never_failed_nodes"] = log.counts["never_failed_nodes"]
+    if why:
+        prov["model_family"] = model.family
+        prov["model_note"] = why
+    rmodel, rwhy = rrep.model_fit() if rrep is not None else (None, None)
+    if rrep is not None:
+        prov["repair_family_ranking"] = [f.family for f in rrep.fits]
+        if rwhy and rmodel is not None:
+            prov["repair_model_family"] = rmodel.family
+            prov["repair_model_note"] = rwhy
+    return prov
 
 
 def write_fitted_model(

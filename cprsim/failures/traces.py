@@ -316,27 +316,7 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
     levels: dict[str, int] = {}
     prev = -math.inf
     for i, e in enumerate(raw):
-        try:
-            node, t, kind, ft = (
-                e["node_id"],
-                float(e["event_time"]) * 24.0,
-                e["event_type"],
-                e["fault_type"],
-            )
-            level, klass, desc = ft["Level"], ft["Class"], ft["Desc"]
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-            raise InputError(
-                f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type"
-            ) from None
-        if node is None or isinstance(node, (bool, dict, list)) or not str(node).strip():
-            raise InputError(f"{short(path)}: event {i}: node_id must be a name or a number")
-        node = str(node)
-        if not all(isinstance(x, str) for x in (level, klass, desc)) or not level.split():
-            raise InputError(
-                f"{short(path)}: event {i}: fault_type Level, Class and Desc must be text"
-            )
-        if not math.isfinite(t) or t < 0:
-            raise InputError(f"{short(path)}: event {i}: event_time must be a finite number >= 0")
+        node, t, kind, level, klass, desc = _hbd_event(path, i, e)
         if t < prev:
             raise InputError(f"{short(path)}: event {i}: events are not sorted by time")
         prev = t
@@ -393,6 +373,30 @@ def read_infinitehbd(path: Path, filters: dict[str, str], node_count: int | None
             "levels": levels,
         },
     )
+
+
+def _hbd_event(path: Path, i: int, e: Any) -> tuple[str, float, Any, str, str, str]:
+    """Event ``i`` of an InfiniteHBD trace checked: its node, time in hours, type and fault's
+    Level, Class and Desc."""
+    try:
+        node, t, kind, ft = (
+            e["node_id"],
+            float(e["event_time"]) * 24.0,
+            e["event_type"],
+            e["fault_type"],
+        )
+        level, klass, desc = ft["Level"], ft["Class"], ft["Desc"]
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        raise InputError(
+            f"{short(path)}: event {i}: expected node_id, event_time, event_type, fault_type"
+        ) from None
+    if node is None or isinstance(node, (bool, dict, list)) or not str(node).strip():
+        raise InputError(f"{short(path)}: event {i}: node_id must be a name or a number")
+    if not all(isinstance(x, str) for x in (level, klass, desc)) or not level.split():
+        raise InputError(f"{short(path)}: event {i}: fault_type Level, Class and Desc must be text")
+    if not math.isfinite(t) or t < 0:
+        raise InputError(f"{short(path)}: event {i}: event_time must be a finite number >= 0")
+    return str(node), t, kind, level, klass, desc
 
 
 LANL_CAUSES = ("Facilities", "Hardware", "Human Error", "Network", "Undetermined", "Software")
@@ -493,6 +497,46 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
     competing risks); ``nodes``, ``failed_nodes``, ``never_failed_nodes`` and
     ``never_failed_unknown``, the selected nodes'; ``per_system``, the file's.
     """
+    recs = _lanl_records(path, filters)
+    node_keys = {column_key(c) for c in LANL_NODE_COLUMNS} | {"node"}
+    node_flt = {k: v for k, v in filters.items() if k in node_keys}
+    rec_flt = {k: v for k, v in filters.items() if k not in node_keys}
+    clock = _LanlClock(
+        min(min(r.t0 for r in recs), min((r.prod for r in recs if r.prod), default=recs[0].t0)),
+        max(r.t1 for r in recs),
+    )
+    by_node: dict[str, list[_LanlRecord]] = {}
+    by_system: dict[str, list[_LanlRecord]] = {}
+    for r in recs:
+        by_node.setdefault(r.node, []).append(r)
+        by_system.setdefault(r.system, []).append(r)
+
+    nodes, selected_records, kept = _lanl_failed_nodes(by_node, node_flt, rec_flt, clock)
+    failed = len(nodes)
+    never, unknown, no_count, per_system = _lanl_never_failed(
+        path, by_system, node_keys, node_flt, clock, nodes
+    )
+    return Trace(
+        nodes,
+        str(path),
+        {
+            "records": len(recs),
+            "selected_records": selected_records,
+            "kept_failures": kept,
+            "systems": len(by_system),
+            "nodes": len(nodes),
+            "failed_nodes": failed,
+            "never_failed_nodes": never,
+            "never_failed_unknown": unknown,
+            "systems_without_node_count": no_count,
+            "end_of_log": clock.end_of_log.isoformat(sep=" ", timespec="minutes"),
+            "per_system": per_system,
+        },
+    )
+
+
+def _lanl_records(path: Path, filters: dict[str, str]) -> list[_LanlRecord]:
+    """The file's records, after checking its header and that every filter names a column."""
     recs: list[_LanlRecord] = []
     with _open(path) as f:
         reader = csv.DictReader(f)
@@ -520,49 +564,50 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
                     key=k,
                 )
         for line, raw in enumerate(reader, start=2):
-            row = {
-                k: (v if isinstance(v, str) else "").strip()
-                for k, v in raw.items()
-                if k is not None
-            }
-            try:
-                t0 = datetime.strptime(row[_LANL_STARTED], "%m/%d/%Y %H:%M")
-                t1 = datetime.strptime(row[_LANL_FIXED], "%m/%d/%Y %H:%M")
-            except ValueError:
-                raise InputError(
-                    f"{short(path)}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54"
-                ) from None
-            if t1 < t0:
-                raise InputError(f"{short(path)}: line {line}: repair before failure")
-            if not row["System"]:
-                raise InputError(f"{short(path)}: line {line}: empty System")
-            cause = next((c for c in LANL_CAUSES if row[c]), "Undetermined")
-            node = f"{row['System']}/{row['nodenum']}"
-            cols = {column_key(k): v for k, v in row.items()} | {"node": node, "cause": cause}
-            prod = _lanl_month(row["node prod"], path, line, "node prod")
-            decom = _lanl_month(row["node decom"], path, line, "node decom", end=True)
-            if prod is not None and decom is not None and decom < prod:
-                raise InputError(f"{short(path)}: line {line}: node decom is before node prod")
-            recs.append(
-                _LanlRecord(line, row["System"], node, t0, t1, cause, row[cause], prod, decom, cols)
-            )
+            recs.append(_lanl_record(path, line, raw))
     if not recs:
         raise InputError(f"{short(path)}: no records")
-    node_keys = {column_key(c) for c in LANL_NODE_COLUMNS} | {"node"}
-    node_flt = {k: v for k, v in filters.items() if k in node_keys}
-    rec_flt = {k: v for k, v in filters.items() if k not in node_keys}
-    origin = min(min(r.t0 for r in recs), min((r.prod for r in recs if r.prod), default=recs[0].t0))
-    end_of_log = max(r.t1 for r in recs)
-    hours = lambda d: (d - origin).total_seconds() / 3600.0
+    return recs
 
-    by_node: dict[str, list[_LanlRecord]] = {}
-    by_system: dict[str, list[_LanlRecord]] = {}
-    for r in recs:
-        by_node.setdefault(r.node, []).append(r)
-        by_system.setdefault(r.system, []).append(r)
 
-    def window(rs: list[_LanlRecord]) -> tuple[float, float]:
+def _lanl_record(path: Path, line: int, raw: dict[str | None, Any]) -> _LanlRecord:
+    """One row of the file as a record, its times, System and months checked."""
+    row = {k: (v if isinstance(v, str) else "").strip() for k, v in raw.items() if k is not None}
+    try:
+        t0 = datetime.strptime(row[_LANL_STARTED], "%m/%d/%Y %H:%M")
+        t1 = datetime.strptime(row[_LANL_FIXED], "%m/%d/%Y %H:%M")
+    except ValueError:
+        raise InputError(
+            f"{short(path)}: line {line}: Prob Started/Fixed must be like 6/21/2005 10:54"
+        ) from None
+    if t1 < t0:
+        raise InputError(f"{short(path)}: line {line}: repair before failure")
+    if not row["System"]:
+        raise InputError(f"{short(path)}: line {line}: empty System")
+    cause = next((c for c in LANL_CAUSES if row[c]), "Undetermined")
+    node = f"{row['System']}/{row['nodenum']}"
+    cols = {column_key(k): v for k, v in row.items()} | {"node": node, "cause": cause}
+    prod = _lanl_month(row["node prod"], path, line, "node prod")
+    decom = _lanl_month(row["node decom"], path, line, "node decom", end=True)
+    if prod is not None and decom is not None and decom < prod:
+        raise InputError(f"{short(path)}: line {line}: node decom is before node prod")
+    return _LanlRecord(line, row["System"], node, t0, t1, cause, row[cause], prod, decom, cols)
+
+
+@dataclass(frozen=True)
+class _LanlClock:
+    """The log's time axis: hours from its origin (its first failure or production date)."""
+
+    origin: datetime
+    end_of_log: datetime  # the last repair
+
+    def hours(self, d: datetime) -> float:
+        """Hours from the origin to ``d``."""
+        return (d - self.origin).total_seconds() / 3600.0
+
+    def window(self, rs: list[_LanlRecord]) -> tuple[float, float]:
         """From the earliest production to the latest decommission (or the end of the log)."""
+        hours, end_of_log = self.hours, self.end_of_log
         prods = [r.prod for r in rs if r.prod is not None]
         decoms = [r.decom for r in rs if r.decom is not None]
         # a node without a production (decommission) date is in service from the start (to the end)
@@ -574,13 +619,22 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
         )
         return min(start, min(hours(r.t0) for r in rs)), max(end, max(hours(r.t1) for r in rs))
 
+
+def _lanl_failed_nodes(
+    by_node: dict[str, list[_LanlRecord]],
+    node_flt: dict[str, str],
+    rec_flt: dict[str, str],
+    clock: _LanlClock,
+) -> tuple[dict[str, NodeHistory], int, int]:
+    """The logged nodes the node filters select, their records not kept by the record filters
+    as competing risks; with the count of their records and of the failures kept."""
     nodes: dict[str, NodeHistory] = {}
     selected_records = kept = 0
     for name, rs in sorted(by_node.items()):
         first = rs[0]
         if not _match(node_flt, {k: first.cols.get(k, "") for k in node_flt}):
             continue
-        h = NodeHistory(name, f"lanl-{first.system}", *window(rs))
+        h = NodeHistory(name, f"lanl-{first.system}", *clock.window(rs))
         selected_records += len(rs)
         for r in rs:
             ev = (
@@ -589,14 +643,26 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
                 else OTHER
             )
             kept += ev == "fail"
-            h.events.append((hours(r.t0), ev, f"{r.cause}: {r.detail}"))
-            h.events.append((hours(r.t1), "repair", ""))
+            h.events.append((clock.hours(r.t0), ev, f"{r.cause}: {r.detail}"))
+            h.events.append((clock.hours(r.t1), "repair", ""))
         h.events.sort(
             key=lambda e: (e[0], e[1] == "repair")
         )  # repairs may overlap the next failure
         nodes[name] = h
-    failed = len(nodes)
+    return nodes, selected_records, kept
 
+
+def _lanl_never_failed(
+    path: Path,
+    by_system: dict[str, list[_LanlRecord]],
+    node_keys: set[str],
+    node_flt: dict[str, str],
+    clock: _LanlClock,
+    nodes: dict[str, NodeHistory],
+) -> tuple[int, int, list[str], dict[str, dict[str, int | None]]]:
+    """Adds to ``nodes`` each selected system's never-failed nodes (its ``nodes`` count less its
+    logged nodes); returns how many, how many a filter on an unknown column left out, the
+    selected systems without a node count, and each system's logged and counted nodes."""
     never = unknown = 0
     no_count: list[str] = []
     per_system: dict[str, dict[str, int | None]] = {}
@@ -608,31 +674,12 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             vals = {r.cols.get(k, "") for r in rs}
             shared[k] = None if k in _LANL_IDENTITY or len(vals) != 1 else vals.pop()
         selected = _match(node_flt, {k: shared[k] for k in node_flt if shared[k] is not None})
-        counts_seen = sorted({r.cols.get("nodes", "") for r in rs} - {""})
-        if len(counts_seen) > 1:
-            given = [r for r in rs if r.cols.get("nodes", "")]
-            line = next(r.line for r in given if r.cols["nodes"] != given[0].cols["nodes"])
-            raise InputError(
-                f"{short(path)}: line {line}: column nodes: differs from the earlier records of "
-                f"the same System (line {given[0].line})"
-            )
-        if not counts_seen:
+        count = _lanl_node_count(path, rs, logged)
+        if count is None:
             if selected:
                 no_count.append(sysid)
             per_system[sysid] = {"in_log": logged, "nodes": None}
             continue
-        try:
-            count = int(counts_seen[0])
-        except (ValueError, OverflowError):
-            line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
-            raise InputError(
-                f"{short(path)}: line {line}: column nodes: expected a whole number"
-            ) from None
-        if count < logged:
-            raise InputError(
-                f"{short(path)}: line {rs[0].line}: column nodes: fewer than the {logged} "
-                "different nodes of this System that fail in the log"
-            )
         per_system[sysid] = {"in_log": logged, "nodes": count}
         if count == logged:
             continue
@@ -640,28 +687,40 @@ def read_lanl(path: Path, filters: dict[str, str]) -> Trace:
             if selected:  # only because a filtered column is unknown for them
                 unknown += count - logged
             continue
-        start, end = window(rs)
+        start, end = clock.window(rs)
         for i in range(count - logged):
             name = f"{sysid}/never-failed-{i:04d}"
             nodes[name] = NodeHistory(name, f"lanl-{sysid}", start, end)
         never += count - logged
-    return Trace(
-        nodes,
-        str(path),
-        {
-            "records": len(recs),
-            "selected_records": selected_records,
-            "kept_failures": kept,
-            "systems": len(by_system),
-            "nodes": len(nodes),
-            "failed_nodes": failed,
-            "never_failed_nodes": never,
-            "never_failed_unknown": unknown,
-            "systems_without_node_count": no_count,
-            "end_of_log": end_of_log.isoformat(sep=" ", timespec="minutes"),
-            "per_system": per_system,
-        },
-    )
+    return never, unknown, no_count, per_system
+
+
+def _lanl_node_count(path: Path, rs: list[_LanlRecord], logged: int) -> int | None:
+    """A system's node count (column ``nodes``, the same on all its records and at least its
+    ``logged`` failing nodes), or None when no record gives it."""
+    counts_seen = sorted({r.cols.get("nodes", "") for r in rs} - {""})
+    if len(counts_seen) > 1:
+        given = [r for r in rs if r.cols.get("nodes", "")]
+        line = next(r.line for r in given if r.cols["nodes"] != given[0].cols["nodes"])
+        raise InputError(
+            f"{short(path)}: line {line}: column nodes: differs from the earlier records of "
+            f"the same System (line {given[0].line})"
+        )
+    if not counts_seen:
+        return None
+    try:
+        count = int(counts_seen[0])
+    except (ValueError, OverflowError):
+        line = next(r.line for r in rs if r.cols.get("nodes") == counts_seen[0])
+        raise InputError(
+            f"{short(path)}: line {line}: column nodes: expected a whole number"
+        ) from None
+    if count < logged:
+        raise InputError(
+            f"{short(path)}: line {rs[0].line}: column nodes: fewer than the {logged} "
+            "different nodes of this System that fail in the log"
+        )
+    return count
 
 
 TITAN_COLUMNS = (
