@@ -10,6 +10,8 @@ from cprsim.scenario import HOUR
 from cprsim.sim.replicate import Estimate
 
 
+# wide by design (issue 28 caps state objects at ~20 fields, not records): one field per column of
+# the plan's JSON and table, which are public output formats; it holds no behaviour
 @dataclass(frozen=True)
 class Option:
     """One option of a :class:`Plan`: a strategy (``strategy``, ``params``) at a
@@ -77,6 +79,7 @@ class Option:
         return d
 
 
+# wide by design, like :class:`Option`: one field per key of the plan's JSON (a public format)
 @dataclass(frozen=True)
 class Plan:
     """A plan as the planner makes it: its options (each confirmed on fresh replications), the

@@ -32,6 +32,8 @@ class Event(NamedTuple):
     value: float
 
 
+# wide by design (issue 28 caps state objects at ~20 fields, not records): one field per metric,
+# each a column of the results files and data frames (public output formats); no behaviour
 @dataclass(frozen=True, slots=True)
 class ReplicationResult:
     """One replication. Identity: wall = useful + save + load + lost + reschedule + degraded."""
