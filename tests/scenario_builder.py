@@ -49,3 +49,23 @@ def merged(raw: dict[str, Any], source: str = "test", **updates: Any) -> sc.Scen
     new = {**raw, **{k: v for k, v in updates.items() if k != "cluster"}}
     new["cluster"] = {**raw["cluster"], **updates.get("cluster", {})}
     return sc.validate(new, source)
+
+
+def bare_run(s: sc.Scenario, env: Any = None) -> Any:
+    """An engine ``Run`` of scenario ``s`` without a replication (no failure or job process), on
+    the adapter's ``Env`` (a plain ``simpy.Environment`` lacks the engine's shortcuts): for tests
+    that drive a run's methods or a strategy's hooks by hand."""
+    from cprsim.costs import costs_of
+    from cprsim.sim import engine
+    from cprsim.sim.simpy_adapter import Env
+
+    return engine.Run(
+        scenario=s,
+        costs=costs_of(s),
+        env=Env() if env is None else env,
+        record=False,
+        n_trainers=s.cluster.trainers,
+        n_embedding=s.cluster.embedding_servers,
+        W=s.duration_s,
+        tau=s.interval_s,
+    )

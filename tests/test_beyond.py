@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from scenario_builder import small, validated
+from scenario_builder import bare_run, small, validated
 
 from cprsim import scenario as sc
 from cprsim.cli import main
@@ -39,20 +39,8 @@ def _rows(scale: float) -> int:
 
 def _strategy(s):
     from cprsim.sim import strategies
-    from cprsim.sim.engine import Run
-    from cprsim.sim.simpy_adapter import Env
 
-    env = Env()
-    run = Run(
-        scenario=s,
-        costs=costs_of(s),
-        env=env,
-        record=False,
-        n_trainers=s.cluster.trainers,
-        n_embedding=s.cluster.embedding_servers,
-        W=s.duration_s,
-        tau=s.interval_s,
-    )
+    run = bare_run(s)
     cls = strategies.get(s.strategy.name)
     return cls(cls.Params.model_validate(s.strategy.params), run)
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenario_builder import bare_run
 
 from cprsim import scenario as sc
-from cprsim.costs import costs_of
 from cprsim.sim import engine
 from cprsim.sim.lifecycle import Fleet, FleetAccounts, Health, Pools
 from cprsim.sim.runparts import (
@@ -34,7 +34,6 @@ from cprsim.sim.runparts import (
     FailureBook,
     Phases,
 )
-from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.strategies import Strategy
 
 MAX_FIELDS = 20
@@ -276,16 +275,7 @@ def test_a_run_rolls_back_through_its_parts():
     """Without a replication: a rollback moves progress, the next checkpoint, a pending persist,
     the accounts and the ledger together; the tier load is taken once."""
     s = sc.load("toy", {"strategy.name": "partial", "checkpoint.mode": "two-phase"})
-    run = engine.Run(
-        scenario=s,
-        costs=costs_of(s),
-        env=Env(),
-        record=False,
-        n_trainers=s.cluster.trainers,
-        n_embedding=s.cluster.embedding_servers,
-        W=s.duration_s,
-        tau=s.interval_s,
-    )
+    run = bare_run(s)
     run.progress = 2.5 * run.tau
     run.commit_full(2.0 * run.tau)
     run.ckpt.pending = (2.5 * run.tau, 1e9)

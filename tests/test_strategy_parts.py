@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenario_builder import bare_run
 from test_plugin import cprsim, example_site, make_dist, ok
 
 from cprsim import scenario as sc
@@ -65,16 +66,7 @@ def test_a_strategy_draws_from_its_own_stream_per_replication(registered):
     assert a.save_s != f.save_s
     assert (a.failures_trainer, a.failures_embedding) == (f.failures_trainer, f.failures_embedding)
     # a strategy that never draws makes no generator
-    r = engine.Run(
-        scenario=full,
-        costs=engine.costs_of(full),
-        env=engine.Env(),
-        record=False,
-        n_trainers=full.cluster.trainers,
-        n_embedding=full.cluster.embedding_servers,
-        W=full.duration_s,
-        tau=full.interval_s,
-    )
+    r = bare_run(full)
     assert r.setup.stream._rng is None
 
 

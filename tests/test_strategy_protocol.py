@@ -20,12 +20,12 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from scenario_builder import bare_run
 
 from cprsim import scenario as sc
 from cprsim.costs import costs_of
 from cprsim.sim import engine, strategies
 from cprsim.sim.protocol import RunSetup, RunView, members
-from cprsim.sim.simpy_adapter import Env
 from cprsim.sim.tiers import TierState
 from cprsim.streams import LazyStream
 
@@ -257,19 +257,6 @@ def test_the_guard_implements_the_protocol():
 
 
 # -- Run: satisfies the protocols, built in one step ---------------------------------------------------
-def bare_run(s) -> engine.Run:
-    return engine.Run(
-        scenario=s,
-        costs=costs_of(s),
-        env=Env(),
-        record=False,
-        n_trainers=s.cluster.trainers,
-        n_embedding=s.cluster.embedding_servers,
-        W=s.duration_s,
-        tau=s.interval_s,
-    )
-
-
 def test_run_satisfies_the_protocols():
     run = bare_run(sc.load("toy"))
     assert isinstance(run, RunView) and isinstance(run, RunSetup)
