@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -271,44 +272,7 @@ def command(
         )
         return
     if show_file is not None:
-        from cprsim.calibrate.calibration import default_path, load_calibration, matched_path
-
-        kind, _, scen_name = show_file.partition(":")
-        name: str | Path
-        if kind == "shipped" and scen_name:  # a packaged calibration matched to a scenario
-            path = matched_path(scen_name)
-            if path is None:
-                raise click.ClickException(
-                    f"--show {show_file}: this installation ships no calibration matched to "
-                    f"scenario {scen_name!r} (cprsim/data/calibrations/)"
-                )
-            name = (
-                f"the shipped calibration matched to scenario {scen_name!r} "
-                f"(cprsim/data/calibrations/{path.name})"
-            )
-        elif show_file == "shipped":
-            path = default_path()
-            name = "the shipped calibration (cprsim/data/calibration.toml)"
-        else:
-            path = name = Path(show_file)
-        if path is None:
-            raise click.ClickException("this installation ships no calibration")
-        cal = load_calibration(path)
-        prov = cal.provenance
-        click.echo(f"{name}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
-        click.echo(f"model: {prov.get('model', '?')}")
-        click.echo(f"data: {prov.get('data', '?')}")
-        if isinstance(prov.get("matched"), dict):
-            from cprsim.calibrate.matched import describe as describe_matched
-
-            click.echo(f"schedules: {describe_matched(prov['matched'])}")
-        for st, f in cal.raw.get("fit", {}).items():
-            lo = f.get("auc_slope_lo", -math.inf)  # optional (load_calibration checks the rest)
-            click.echo(
-                f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
-                f"[{lo:.3g}, {f['auc_slope_hi']:.3g}] over {f.get('n_points', '?')} runs"
-            )
-        _print_models(cal.raw)
+        _show(show_file)
         return
     if refit is not None:
         from cprsim.calibrate.calibration import refit as refit_file
@@ -316,6 +280,65 @@ def command(
         _print_models(refit_file(refit))
         click.echo(f"refitted the [model] of {refit}")
         return
+    _need_torch()
+    p = _preset(preset, n_seeds, scenario, matched, data, schema, limit, device)
+    jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
+    t0 = time.perf_counter()
+    doc = _run(p, preset, out, scenario, matched, no_costs, jobs, threads, resume)
+    for st, f in doc["fit"].items():
+        click.echo(
+            f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
+            f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] R²={f['auc_r2']:.2f}; "
+            f"log-loss +{f['logloss_slope']:.4g} x PLS; mean PLS {f['mean_pls']:.4f}"
+        )
+    _print_models(doc)
+    _wrote(out, t0, jobs, threads)
+
+
+def _show(show_file: str) -> None:
+    """``--show``: print a calibration's provenance, fits and models (a file or a shipped one)."""
+    from cprsim.calibrate.calibration import default_path, load_calibration, matched_path
+
+    kind, _, scen_name = show_file.partition(":")
+    name: str | Path
+    if kind == "shipped" and scen_name:  # a packaged calibration matched to a scenario
+        path = matched_path(scen_name)
+        if path is None:
+            raise click.ClickException(
+                f"--show {show_file}: this installation ships no calibration matched to "
+                f"scenario {scen_name!r} (cprsim/data/calibrations/)"
+            )
+        name = (
+            f"the shipped calibration matched to scenario {scen_name!r} "
+            f"(cprsim/data/calibrations/{path.name})"
+        )
+    elif show_file == "shipped":
+        path = default_path()
+        name = "the shipped calibration (cprsim/data/calibration.toml)"
+    else:
+        path = name = Path(show_file)
+    if path is None:
+        raise click.ClickException("this installation ships no calibration")
+    cal = load_calibration(path)
+    prov = cal.provenance
+    click.echo(f"{name}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
+    click.echo(f"model: {prov.get('model', '?')}")
+    click.echo(f"data: {prov.get('data', '?')}")
+    if isinstance(prov.get("matched"), dict):
+        from cprsim.calibrate.matched import describe as describe_matched
+
+        click.echo(f"schedules: {describe_matched(prov['matched'])}")
+    for st, f in cal.raw.get("fit", {}).items():
+        lo = f.get("auc_slope_lo", -math.inf)  # optional (load_calibration checks the rest)
+        click.echo(
+            f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
+            f"[{lo:.3g}, {f['auc_slope_hi']:.3g}] over {f.get('n_points', '?')} runs"
+        )
+    _print_models(cal.raw)
+
+
+def _need_torch() -> None:
+    """Import torch (with passive OpenMP waits), or stop with how to install it."""
     # OpenMP threads that sleep instead of spinning while they wait: on a busy machine, torch with 2
     # threads spinning on a core another process holds was 25x slower than with 1 thread (the
     # costs step's 2 threads); read once, when torch loads OpenMP (a value already set is kept)
@@ -325,10 +348,21 @@ def command(
         import torch  # noqa: F401
     except ImportError:
         raise click.ClickException("calibrate needs torch: pip install 'cprsim[dlrm]'") from None
+
+
+def _preset(
+    preset: str,
+    n_seeds: int | None,
+    scenario: str | None,
+    matched: str | None,
+    data: str,
+    schema: Path | None,
+    limit: tuple[int, int] | None,
+    device: str,
+) -> Any:  # a cprsim.calibrate.runner.Preset (runner imports torch)
+    """Check the options that go together, and size the preset to the data, device and seeds."""
     from cprsim.calibrate.datasets import resolve, sized
-    from cprsim.calibrate.pipeline import calibrate
-    from cprsim.calibrate.runner import PRESETS, n_steps, resolve_device
-    from cprsim.plots.calibration import write_calibration_figure
+    from cprsim.calibrate.runner import PRESETS, resolve_device
 
     if PRESETS[preset].rungs and (limit is not None or data != "synthetic" or scenario or matched):
         raise click.UsageError(
@@ -343,7 +377,25 @@ def command(
     p = dataclasses.replace(p, device=resolve_device(device))
     if n_seeds is not None:
         p = dataclasses.replace(p, seeds=tuple(range(n_seeds)))
-    jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
+    return p
+
+
+def _run(
+    p: Any,
+    preset: str,
+    out: Path,
+    scenario: str | None,
+    matched: str | None,
+    no_costs: bool,
+    jobs: int,
+    threads: int,
+    resume: bool,
+) -> dict:
+    """Run the calibration with progress on stderr; an interrupt says how to resume."""
+    from cprsim.calibrate.pipeline import calibrate
+    from cprsim.calibrate.runner import n_steps
+    from cprsim.plots.calibration import write_calibration_figure
+
     named = scenario or matched
     scen = load_scenario(named, ()) if named else None
     if matched:  # one run per interval of the grid (cprsim.calibrate.matched) and strategy
@@ -353,12 +405,11 @@ def command(
     else:
         total = n_steps(p) + (0 if no_costs else 1)
     label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
-    t0 = time.perf_counter()
     try:
         if sys.stderr.isatty():
             bar = _Bar(total, label)
             with bar.prog:
-                doc = calibrate(
+                return calibrate(
                     p,
                     out,
                     bar,
@@ -370,19 +421,18 @@ def command(
                     match=matched is not None,
                     figure=write_calibration_figure,
                 )
-        else:
-            doc = calibrate(
-                p,
-                out,
-                _Lines(total, label),
-                scen,
-                measure_costs=not no_costs,
-                jobs=jobs,
-                threads=threads,
-                resume=resume,
-                match=matched is not None,
-                figure=write_calibration_figure,
-            )
+        return calibrate(
+            p,
+            out,
+            _Lines(total, label),
+            scen,
+            measure_costs=not no_costs,
+            jobs=jobs,
+            threads=threads,
+            resume=resume,
+            match=matched is not None,
+            figure=write_calibration_figure,
+        )
     except KeyboardInterrupt:
         pts = out / "points.csv"
         try:
@@ -392,14 +442,6 @@ def command(
         raise click.ClickException(
             f"interrupted: {k} finished runs are in {pts}; finish with --resume"
         ) from None
-    for st, f in doc["fit"].items():
-        click.echo(
-            f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
-            f"[{f['auc_slope_lo']:.3g}, {f['auc_slope_hi']:.3g}] R²={f['auc_r2']:.2f}; "
-            f"log-loss +{f['logloss_slope']:.4g} x PLS; mean PLS {f['mean_pls']:.4f}"
-        )
-    _print_models(doc)
-    _wrote(out, t0, jobs, threads)
 
 
 def _validate(
