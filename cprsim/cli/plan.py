@@ -296,7 +296,7 @@ def _quick_options(message: str) -> str:
 @click.option(
     "--seed", type=click.IntRange(min=0), default=1, show_default=True, help="Quick form: seed."
 )
-def command(
+def command(  # long: its 35 click parameters; the body is ~50 lines of scenario, run, output
     scenario: str | None,
     max_accuracy_loss: float | None,
     metric: str,
@@ -342,53 +342,25 @@ def command(
     Without a scenario, give the quick options: --embedding-servers, --node-mtbf-h, --save-s,
     --load-s (and optionally --trainers, --reschedule-s, --duration-h, --samples-per-s, --job-mtbf-h).
     """
-    from cprsim.planner.quick import MissingParameters, plan_strategies
-    from cprsim.planner.quick import quick_scenario as build_quick
+    from cprsim.planner.quick import plan_strategies
     from cprsim.sim import strategies as registry
 
     registry.ensure_loaded()  # a broken plugin: its own one-line error, before the scenario's checks
-    if scenario is None:
-        quick: dict[str, Any] = {
-            "embedding_servers": embedding_servers,
-            "node_mtbf_h": node_mtbf_h,
-            "save_s": save_s,
-            "load_s": load_s,
-            "trainers": trainers,
-            "reschedule_s": reschedule_s,
-            "shard_load_s": shard_load_s,
-            "duration_h": duration_h,
-            "samples_per_s": samples_per_s,
-            "job_mtbf_h": job_mtbf_h,
-            "replications": replications or 100,
-            "seed": seed,
-        }
-        try:
-            s = build_quick(**quick)
-        except MissingParameters as e:
-            raise click.UsageError(
-                "give a scenario, or the quick options "
-                f"(missing: {', '.join(flag(n) for n in e.names)})"
-            ) from None
-        if model is not None:
-            s = sc.with_model(s, model)
-        if overrides:
-            s = s.with_updates(sc.parse_set(overrides), param="overrides")
-    else:
-        s = load_scenario(scenario, overrides, model=model)
-    from cprsim.errors import InputError
-
-    try:  # a cost or a time no arithmetic downstream survives, a hopeless regime: refused now
-        check_plannable(s)
-    except InputError as e:
-        if scenario is None:  # the quick form: its options set these keys
-            raise InputError(_quick_options(str(e))) from None
-        raise
-    if max_accuracy_loss is None and s.cluster.embedding_servers > 0:
-        raise click.UsageError(
-            "Missing option '--max-accuracy-loss': the model has embedding shards, and partial "
-            "recovery loses updates (e.g. --max-accuracy-loss 0.001; only a dense model, "
-            "cluster.embedding_servers = 0, plans without it)"
-        )
+    quick: dict[str, Any] = {
+        "embedding_servers": embedding_servers,
+        "node_mtbf_h": node_mtbf_h,
+        "save_s": save_s,
+        "load_s": load_s,
+        "trainers": trainers,
+        "reschedule_s": reschedule_s,
+        "shard_load_s": shard_load_s,
+        "duration_h": duration_h,
+        "samples_per_s": samples_per_s,
+        "job_mtbf_h": job_mtbf_h,
+        "replications": replications or 100,
+        "seed": seed,
+    }
+    s = _plannable_scenario(scenario, overrides, model, quick, max_accuracy_loss)
     planning = prepare_plan(s, calibration)
     strats = plan_strategies(strategies)
     factors = _factors(sensitivity)
@@ -420,6 +392,52 @@ def command(
     if as_json:
         click.echo(dumps_json(plan.as_dict()), nl=False)
         return
+    _print_plan(plan)
+
+
+def _plannable_scenario(
+    scenario: str | None,
+    overrides: tuple[str, ...],
+    model: str | None,
+    quick: dict[str, Any],
+    max_accuracy_loss: float | None,
+) -> sc.Scenario:
+    """The scenario to plan (named, a file, or the quick options'), refused when no plan can use it."""
+    from cprsim.errors import InputError
+    from cprsim.planner.quick import MissingParameters
+    from cprsim.planner.quick import quick_scenario as build_quick
+
+    if scenario is None:
+        try:
+            s = build_quick(**quick)
+        except MissingParameters as e:
+            raise click.UsageError(
+                "give a scenario, or the quick options "
+                f"(missing: {', '.join(flag(n) for n in e.names)})"
+            ) from None
+        if model is not None:
+            s = sc.with_model(s, model)
+        if overrides:
+            s = s.with_updates(sc.parse_set(overrides), param="overrides")
+    else:
+        s = load_scenario(scenario, overrides, model=model)
+    try:  # a cost or a time no arithmetic downstream survives, a hopeless regime: refused now
+        check_plannable(s)
+    except InputError as e:
+        if scenario is None:  # the quick form: its options set these keys
+            raise InputError(_quick_options(str(e))) from None
+        raise
+    if max_accuracy_loss is None and s.cluster.embedding_servers > 0:
+        raise click.UsageError(
+            "Missing option '--max-accuracy-loss': the model has embedding shards, and partial "
+            "recovery loses updates (e.g. --max-accuracy-loss 0.001; only a dense model, "
+            "cluster.embedding_servers = 0, plans without it)"
+        )
+    return s
+
+
+def _print_plan(plan: Plan) -> None:
+    """The plan as text: its table, recommendation, accuracy scale, stability, notes, sensitivity."""
     from rich.markup import escape
 
     con = console()
