@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -93,9 +94,30 @@ def command(
     calibration  `cprsim calibrate --out` folder -> accuracy loss vs PLS, per strategy
     timeline     `cprsim simulate --out` folder -> Gantt of one replication
     """
+    from cprsim.plots import save_figure
+
+    target = _target(kind, results, out, plan_file)
+    _check_applies(kind, metric, band, x)
+    plan = _read_plan(plan_file)
+    if kind in ("overhead", "breakdown", "pls", "frontier"):
+        fig = _sweep_figure(kind, results, conditions, x, metric, plan, pls_bound, band)
+    elif kind == "fit":
+        fig = _fit_figure(results)
+    elif kind == "calibration":
+        from cprsim.plots.calibration import plot_calibration, read_calibration
+
+        fig = plot_calibration(read_calibration(results), metric or "auc")
+    else:
+        fig = _timeline_figure(results)
+    save_figure(fig, target)
+    click.echo(f"wrote {target}")
+
+
+def _target(kind: str, results: Path, out: Path | None, plan_file: Path | None) -> Path:
+    """The figure's path (--out, or KIND.png beside RESULTS), once RESULTS is there and readable."""
     from cprsim.errors import InputError
-    from cprsim.io import check_input_file, read_input_json, short
-    from cprsim.plots import figure_format, save_figure
+    from cprsim.io import check_input_file, short
+    from cprsim.plots import figure_format
 
     if plan_file is not None and kind != "overhead":
         raise click.BadParameter(
@@ -111,6 +133,11 @@ def command(
     folder = results if results.is_dir() else results.parent
     target = out if out is not None else folder / f"{kind}.png"
     figure_format(target)
+    return target
+
+
+def _check_applies(kind: str, metric: str | None, band: str | None, x: str | None) -> None:
+    """Refuse --metric, --band and --x where KIND has no use for them."""
     if metric is not None:
         ok = (
             ("overhead", "ckpt_overhead")
@@ -126,84 +153,107 @@ def command(
             f"{band!r} does not apply to {kind} (only to overhead, pls and frontier)",
             param_hint="--band",
         )
-    plan = None
-    if plan_file is not None:  # read before the results: a bad plan file fails at once
-        plan = read_input_json(plan_file, "plan file")
-        if not isinstance(plan, dict):
-            raise InputError(f"{short(plan_file)}: expected a `cprsim plan --out` JSON object")
+    # checked before --plan's file is read: --plan goes with overhead only, where --x applies, so no
+    # command meets both errors
     if x is not None and kind not in ("overhead", "pls", "frontier"):
         raise click.BadParameter(
             f"{x!r} does not apply to {kind} (only to overhead, pls and frontier)",
             param_hint="--x",
         )
-    if kind in ("overhead", "breakdown", "pls", "frontier"):
-        from cprsim import scenario as sc
-        from cprsim.plots import sweep as P
-        from cprsim.sweep.results import load_results
 
-        res = load_results(results)
-        where = sc.parse_set(conditions, "conditions") if conditions else {}
-        if where:
-            res = res.where(where)
-        if x is not None and x in where:
-            raise InputError(
-                f"--x {x}: fixed to one value by --where {x}={P.value_text(where[x])}; "
-                "expected a grid key the slice leaves free"
-            )
-        if x is not None and kind != "frontier" and P.is_interval(x):
-            x = None  # the interval axis, as without --x
-        if kind == "frontier":
-            from cprsim.plots.frontier import plot_frontier
 
-            fig = plot_frontier(res, x, metric or "overhead", band=band or "ci", where=where)
-        elif kind == "overhead":
-            if plan_file is not None and x is not None:
-                raise click.BadParameter(
-                    "marks the plan's intervals on the interval axis; not with --x",
-                    param_hint="--plan",
-                )
-            fig = P.plot_overhead(
-                res, metric or "overhead", plan, band=band or "ci", x=x, where=where
-            )
-        elif kind == "pls":
-            fig = P.plot_pls(res, pls_bound, band=band or "ci", x=x, where=where)
-        else:
-            if len(res.points) > P.MAX_BARS:
-                raise InputError(
-                    f"{res.source}: {len(res.points)} points are too many bars (at most "
-                    f"{P.MAX_BARS}); select some with --where"
-                )
-            fig = P.plot_breakdown(res, where=where)
-    elif kind == "fit":
-        from cprsim.failures.fit import FitReport
-        from cprsim.plots.fit import plot_fit
+def _read_plan(plan_file: Path | None) -> dict | None:
+    """The --plan file's JSON object (read before the results: a bad plan file fails at once)."""
+    from cprsim.errors import InputError
+    from cprsim.io import read_input_json, short
 
-        doc = read_input_json(results, "fit report")
-        if not isinstance(doc, dict):
-            raise InputError(
-                f"{short(results)}: not a JSON fit report (write one with `cprsim fit --report`)"
-            )
-        rep = FitReport.from_dict(doc, str(results))
-        fig = plot_fit(
-            rep,
-            title=f"{Path(doc.get('trace', results.name)).name} ({doc.get('format', '?')})",
-            unit=doc.get("unit", "h"),
+    if plan_file is None:
+        return None
+    plan = read_input_json(plan_file, "plan file")
+    if not isinstance(plan, dict):
+        raise InputError(f"{short(plan_file)}: expected a `cprsim plan --out` JSON object")
+    return plan
+
+
+def _sweep_figure(
+    kind: str,
+    results: Path,
+    conditions: tuple[str, ...],
+    x: str | None,
+    metric: str | None,
+    plan: dict | None,
+    pls_bound: float | None,
+    band: str | None,
+) -> Any:
+    """overhead, breakdown, pls or frontier of a sweep's results, sliced by --where."""
+    from cprsim import scenario as sc
+    from cprsim.errors import InputError
+    from cprsim.plots import sweep as P
+    from cprsim.sweep.results import load_results
+
+    res = load_results(results)
+    where = sc.parse_set(conditions, "conditions") if conditions else {}
+    if where:
+        res = res.where(where)
+    if x is not None and x in where:
+        raise InputError(
+            f"--x {x}: fixed to one value by --where {x}={P.value_text(where[x])}; "
+            "expected a grid key the slice leaves free"
         )
-    elif kind == "calibration":
-        from cprsim.plots.calibration import plot_calibration, read_calibration
+    if x is not None and kind != "frontier" and P.is_interval(x):
+        x = None  # the interval axis, as without --x
+    if kind == "frontier":
+        from cprsim.plots.frontier import plot_frontier
 
-        fig = plot_calibration(read_calibration(results), metric or "auc")
-    else:
-        from cprsim import scenario as sc
-        from cprsim.plots.gantt import plot_timeline, read_events
-
-        if not results.is_dir():
-            raise InputError(f"{results}: expected a `cprsim simulate --out` folder")
-        s = sc.load(str(results / "config.toml"))
-        fig = plot_timeline(
-            read_events(results / "events.csv"),
-            s.cluster.trainers,
-            f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication 0",
+        return plot_frontier(res, x, metric or "overhead", band=band or "ci", where=where)
+    if kind == "overhead":
+        if plan is not None and x is not None:
+            raise click.BadParameter(
+                "marks the plan's intervals on the interval axis; not with --x",
+                param_hint="--plan",
+            )
+        return P.plot_overhead(res, metric or "overhead", plan, band=band or "ci", x=x, where=where)
+    if kind == "pls":
+        return P.plot_pls(res, pls_bound, band=band or "ci", x=x, where=where)
+    if len(res.points) > P.MAX_BARS:
+        raise InputError(
+            f"{res.source}: {len(res.points)} points are too many bars (at most "
+            f"{P.MAX_BARS}); select some with --where"
         )
-    save_figure(fig, target)
-    click.echo(f"wrote {target}")
+    return P.plot_breakdown(res, where=where)
+
+
+def _fit_figure(results: Path) -> Any:
+    """Survival of a `cprsim fit --report` JSON: Kaplan-Meier against the fitted families."""
+    from cprsim.errors import InputError
+    from cprsim.failures.fit import FitReport
+    from cprsim.io import read_input_json, short
+    from cprsim.plots.fit import plot_fit
+
+    doc = read_input_json(results, "fit report")
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"{short(results)}: not a JSON fit report (write one with `cprsim fit --report`)"
+        )
+    rep = FitReport.from_dict(doc, str(results))
+    return plot_fit(
+        rep,
+        title=f"{Path(doc.get('trace', results.name)).name} ({doc.get('format', '?')})",
+        unit=doc.get("unit", "h"),
+    )
+
+
+def _timeline_figure(results: Path) -> Any:
+    """Gantt of replication 0 of a `cprsim simulate --out` folder."""
+    from cprsim import scenario as sc
+    from cprsim.errors import InputError
+    from cprsim.plots.gantt import plot_timeline, read_events
+
+    if not results.is_dir():
+        raise InputError(f"{results}: expected a `cprsim simulate --out` folder")
+    s = sc.load(str(results / "config.toml"))
+    return plot_timeline(
+        read_events(results / "events.csv"),
+        s.cluster.trainers,
+        f"{s.name}: {s.strategy.name}, τ = {s.checkpoint.interval_h:g} h, replication 0",
+    )
