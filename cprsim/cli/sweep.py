@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from cprsim.cli.progress import (
     stopped,
 )
 from cprsim.io import read_input_bytes
+
+if TYPE_CHECKING:  # pragma: no cover - imported where used (`cprsim --help` imports neither)
+    from cprsim.sweep import Outcome, Sweep
 
 __all__ = ["Interrupted", "Terminated", "command"]
 
@@ -121,8 +125,8 @@ def command(
     """
     from cprsim import scenario as sc
     from cprsim.sim import strategies
-    from cprsim.sweep import load_sweep, run_sweep
-    from cprsim.sweep.runner import LocalWorkers, check_format, check_out
+    from cprsim.sweep import load_sweep
+    from cprsim.sweep.runner import check_format, check_out
 
     strategies.ensure_loaded()  # a broken plugin is one line here, whatever --jobs
 
@@ -144,6 +148,33 @@ def command(
     check_format(output_format)
     check_out(sw, out, resume)
     n = len(sw.points)
+    bar = Progress(n, f"sweep {sw.name}", "points")
+    if bar.mode != "off":  # with the progress: on a terminal, and in a log
+        _announce(sw, jobs, scheduler, dask_local)
+    sweep_text = read_input_bytes(sweep_file, "sweep file", "config")
+    res = _run(
+        sw,
+        out,
+        bar,
+        jobs,
+        scheduler,
+        dask_local,
+        resume,
+        sweep_text,
+        output_format,
+        connect_timeout,
+    )
+    con = console()
+    if res.repaired:
+        con.print(f"resume repaired {out}: {', '.join(res.repaired)}")
+    con.print(
+        f"{res.points} points ({res.ran} run now, {res.points - res.ran} already done) -> "
+        f"{', '.join(str(f) for f in (res.results, res.summary, *res.parquet))}"
+    )
+
+
+def _announce(sw: Sweep, jobs: int, scheduler: str | None, dask_local: int | None) -> None:
+    """One line on stderr: the points, replications, seed, and where they run."""
     where = (
         f"Dask scheduler {scheduler}"
         if scheduler
@@ -151,19 +182,34 @@ def command(
         if dask_local
         else f"{jobs} local process{'es' if jobs > 1 else ''}"
     )
-    bar = Progress(n, f"sweep {sw.name}", "points")
-    if bar.mode != "off":  # with the progress: on a terminal, and in a log
-        reps = (
-            f"{sw.replications} replications"
-            if sw.precision is None
-            else f"{sw.precision.first_look}-{sw.replications} replications ({sw.precision.describe()})"
-        )
-        click.echo(
-            f"{sw.name}: {n} points ({len(sw.keys)} grid keys x {len(sw.strategies)} strategies) x "
-            f"{reps}, seed {sw.seed}, on {where}",
-            err=True,
-        )
-    sweep_text = read_input_bytes(sweep_file, "sweep file", "config")
+    reps = (
+        f"{sw.replications} replications"
+        if sw.precision is None
+        else f"{sw.precision.first_look}-{sw.replications} replications ({sw.precision.describe()})"
+    )
+    click.echo(
+        f"{sw.name}: {len(sw.points)} points ({len(sw.keys)} grid keys x {len(sw.strategies)} "
+        f"strategies) x {reps}, seed {sw.seed}, on {where}",
+        err=True,
+    )
+
+
+def _run(
+    sw: Sweep,
+    out: Path,
+    bar: Progress,
+    jobs: int,
+    scheduler: str | None,
+    dask_local: int | None,
+    resume: bool,
+    sweep_text: bytes,
+    output_format: str,
+    connect_timeout: float,
+) -> Outcome:
+    """Run the sweep with its progress; a signal stops the workers and says what is kept."""
+    from cprsim.sweep import run_sweep
+    from cprsim.sweep.runner import LocalWorkers
+
     try:
         with signals_raise(), contextlib.ExitStack() as stack:
             # local workers start before the progress bar's thread: they can then be forked, warm;
@@ -174,7 +220,7 @@ def command(
                 else None
             )
             with bar:
-                res = run_sweep(
+                return run_sweep(
                     sw,
                     out,
                     jobs=jobs,
@@ -193,14 +239,7 @@ def command(
         if not (out / "manifest.json").exists():
             raise stopped(f"{name}: sweep stopped before writing anything", e.signum) from None
         raise stopped(
-            f"{name}: sweep stopped, workers ended; {bar.done} of {n} points complete in {out} "
-            f"(finish with --resume)",
+            f"{name}: sweep stopped, workers ended; {bar.done} of {len(sw.points)} points complete "
+            f"in {out} (finish with --resume)",
             e.signum,
         ) from None
-    con = console()
-    if res.repaired:
-        con.print(f"resume repaired {out}: {', '.join(res.repaired)}")
-    con.print(
-        f"{res.points} points ({res.ran} run now, {res.points - res.ran} already done) -> "
-        f"{', '.join(str(f) for f in (res.results, res.summary, *res.parquet))}"
-    )
