@@ -204,29 +204,19 @@ def command(
     """Fit exponential, Weibull, gamma, lognormal and log-logistic to a failure log, with censoring."""
     if bad_nodes or nodes is not None:
         _check_bad_nodes_options(bad_nodes, plot, cluster_size)
-        outputs_at_end()
-        with Progress(None, f"fitting bad nodes of {trace.name}", "bootstrap draws") as bar:
-            bad = fit_bad_nodes(
-                trace,
-                format,
-                _filters(filters),
-                node_count=node_count,
-                node_type=node_type,
-                nodes=nodes,
-                bootstrap=200 if bootstrap is None else bootstrap,
-                seed=seed,
-                progress=bar.update,
-            )
-        if report is not None:
-            with writing():
-                write_report(report, bad)
-        if as_json:
-            click.echo(dumps_json(report_dict(bad)), nl=False)
-        else:
-            _print_bad_nodes(bad)
-        if out is not None:
-            with writing():
-                write_bad_nodes_model(out, bad)
+        _bad_nodes(
+            trace,
+            format,
+            filters,
+            node_count,
+            node_type,
+            nodes,
+            bootstrap,
+            seed,
+            as_json,
+            out,
+            report,
+        )
         return
     if as_type == "job" and out is not None and cluster_size is None:
         raise click.BadParameter(
@@ -258,13 +248,18 @@ def command(
         with writing():
             write_fitted_model(out, fit, as_type)
     if plot is not None:
-        from cprsim.plots import figure_format, save_figure
-        from cprsim.plots.fit import plot_fit
+        _write_plot(fit, plot, f"{trace.name} ({format})")
 
-        figure_format(plot)
-        fig = plot_fit(fit.lifetimes, title=f"{trace.name} ({format})")
-        with writing():
-            save_figure(fig, plot)
+
+def _write_plot(fit: LogFit, plot: Path, title: str) -> None:
+    """--plot: the lifetimes' Kaplan-Meier curve against the fitted families."""
+    from cprsim.plots import figure_format, save_figure
+    from cprsim.plots.fit import plot_fit
+
+    figure_format(plot)
+    fig = plot_fit(fit.lifetimes, title=title)
+    with writing():
+        save_figure(fig, plot)
 
 
 def _print_fit(fit: LogFit) -> None:
@@ -362,6 +357,45 @@ def _check_bad_nodes_options(bad_nodes: bool, plot: Path | None, cluster_size: i
     for name, value in (("--plot", plot), ("--cluster-size", cluster_size)):
         if value is not None:
             raise click.UsageError(f"{name} does not apply with --bad-nodes")
+
+
+def _bad_nodes(
+    trace: Path,
+    format: str,
+    filters: tuple[str, ...],
+    node_count: int | None,
+    node_type: str | None,
+    nodes: int | None,
+    bootstrap: int | None,
+    seed: int,
+    as_json: bool,
+    out: Path | None,
+    report: Path | None,
+) -> None:
+    """--bad-nodes: fit the mixture with progress, then print it and write --report and --out."""
+    outputs_at_end()
+    with Progress(None, f"fitting bad nodes of {trace.name}", "bootstrap draws") as bar:
+        bad = fit_bad_nodes(
+            trace,
+            format,
+            _filters(filters),
+            node_count=node_count,
+            node_type=node_type,
+            nodes=nodes,
+            bootstrap=200 if bootstrap is None else bootstrap,
+            seed=seed,
+            progress=bar.update,
+        )
+    if report is not None:
+        with writing():
+            write_report(report, bad)
+    if as_json:
+        click.echo(dumps_json(report_dict(bad)), nl=False)
+    else:
+        _print_bad_nodes(bad)
+    if out is not None:
+        with writing():
+            write_bad_nodes_model(out, bad)
 
 
 def _print_bad_nodes(fit: BadNodesFit) -> None:
