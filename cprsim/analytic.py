@@ -807,6 +807,60 @@ def full_wall_computing(job: Job, tau: float, failures: Failures) -> float:
 HEALTH_STATES = ("GU", "GA", "GM", "BU", "BF", "BA", "BMc", "BM")
 
 
+def _health_generator(
+    lam: float,
+    k: float,
+    mu_auto: float,
+    turn_bad: float,
+    e: float,
+    mu_manual: float,
+    ca: float,
+    cm: float,
+    f: float,
+    recur_rate: float,
+) -> np.ndarray:
+    """:func:`health_chain`'s generator matrix Q over ``HEALTH_STATES`` (rows sum to 0)."""
+    S = {s: i for i, s in enumerate(HEALTH_STATES)}
+    n = len(S)
+    Q = np.zeros((n, n))
+
+    def rate(a: str, b: str, r: float) -> None:
+        Q[S[a], S[b]] += r
+
+    rate("GU", "GA", lam)
+    rate("GU", "BU", turn_bad)
+    rate("GA", "GU", mu_auto * (1 - e))
+    rate("GA", "GM", mu_auto * e)
+    rate("GM", "GU", mu_manual)
+    rate("BU", "BA", k * lam)
+    rate("BF", "BA", recur_rate)
+    rate("BA", "GU", mu_auto * (1 - e) * ca)
+    rate("BA", "BF", mu_auto * (1 - e) * (1 - ca) * f)
+    rate("BA", "BU", mu_auto * (1 - e) * (1 - ca) * (1 - f))
+    rate("BA", "BMc", mu_auto * e * ca)
+    rate("BA", "BM", mu_auto * e * (1 - ca))
+    rate("BMc", "GU", mu_manual)
+    rate("BM", "GU", mu_manual * cm)
+    rate("BM", "BF", mu_manual * (1 - cm) * f)
+    rate("BM", "BU", mu_manual * (1 - cm) * (1 - f))
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    return Q
+
+
+def _stationary_bad_share(
+    Q: np.ndarray, bad: list[int], turn_bad: float, cure_p: float, bad0: float
+) -> float:
+    """:func:`health_chain`'s long-run share of time bad (``bad``: the bad states' indices)."""
+    n = Q.shape[0]
+    if turn_bad > 0 and cure_p > 0:  # the long-run law: pi Q = 0, sum pi = 1
+        A = np.vstack([Q.T, np.ones(n)])
+        b = np.zeros(n + 1)
+        b[-1] = 1.0
+        return float(np.linalg.lstsq(A, b, rcond=None)[0][bad].sum())
+    # no way back one way or the other: every machine ends (or stays) on one side
+    return 1.0 if turn_bad > 0 else (0.0 if cure_p > 0 else bad0)
+
+
 def health_chain(
     lam: float,
     k: float,
@@ -845,29 +899,8 @@ def health_chain(
 
     S = {s: i for i, s in enumerate(HEALTH_STATES)}
     n = len(S)
-    Q = np.zeros((n, n))
-
-    def rate(a: str, b: str, r: float) -> None:
-        Q[S[a], S[b]] += r
-
     e, ca, cm, f = escalate_p, cure_auto_p, cure_manual_p, false_success_p
-    rate("GU", "GA", lam)
-    rate("GU", "BU", turn_bad)
-    rate("GA", "GU", mu_auto * (1 - e))
-    rate("GA", "GM", mu_auto * e)
-    rate("GM", "GU", mu_manual)
-    rate("BU", "BA", k * lam)
-    rate("BF", "BA", recur_rate)
-    rate("BA", "GU", mu_auto * (1 - e) * ca)
-    rate("BA", "BF", mu_auto * (1 - e) * (1 - ca) * f)
-    rate("BA", "BU", mu_auto * (1 - e) * (1 - ca) * (1 - f))
-    rate("BA", "BMc", mu_auto * e * ca)
-    rate("BA", "BM", mu_auto * e * (1 - ca))
-    rate("BMc", "GU", mu_manual)
-    rate("BM", "GU", mu_manual * cm)
-    rate("BM", "BF", mu_manual * (1 - cm) * f)
-    rate("BM", "BU", mu_manual * (1 - cm) * (1 - f))
-    np.fill_diagonal(Q, -Q.sum(axis=1))
+    Q = _health_generator(lam, k, mu_auto, turn_bad, e, mu_manual, ca, cm, f, recur_rate)
     p0 = np.zeros(n)
     p0[S["GU"]], p0[S["BU"]] = 1.0 - bad0, bad0
     big = np.zeros((2 * n, 2 * n))
@@ -882,13 +915,7 @@ def health_chain(
         + occ[S["BM"]] * mu_manual * cm
     )
     cure_p = (1 - e) * ca + e * (ca + (1 - ca) * cm)  # a bad machine's repair cures it
-    if turn_bad > 0 and cure_p > 0:  # the long-run law: pi Q = 0, sum pi = 1
-        A = np.vstack([Q.T, np.ones(n)])
-        b = np.zeros(n + 1)
-        b[-1] = 1.0
-        stationary = float(np.linalg.lstsq(A, b, rcond=None)[0][bad].sum())
-    else:  # no way back one way or the other: every machine ends (or stays) on one side
-        stationary = 1.0 if turn_bad > 0 else (0.0 if cure_p > 0 else bad0)
+    stationary = _stationary_bad_share(Q, bad, turn_bad, cure_p, bad0)
     return {
         "bad_share": float(p_t[bad].sum()),
         "failures_bad": float(k * lam * occ[S["BU"]] + recur_rate * occ[S["BF"]]),

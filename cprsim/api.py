@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - imported on first use (scipy.stats is sl
     from cprsim.failures.fit import Fit, FitReport
     from cprsim.failures.traces import Trace
     from cprsim.plots.fit import plot_fit
+    from cprsim.sweep.spec import Sweep as _ExpandedSweep
 
 __all__ = [
     # scenarios
@@ -697,7 +698,26 @@ class Plan(_PlanRecord):
         return pd.DataFrame(rows)
 
 
-def plan(
+def _plan_strategies(strategies: Sequence[str] | str) -> list[str]:
+    """The planner's strategy names from :func:`plan`'s ``strategies`` ("all": every one)."""
+    from cprsim.planner import ALL_STRATEGIES
+
+    names = (
+        list(ALL_STRATEGIES)
+        if strategies == "all"
+        else ([strategies] if isinstance(strategies, str) else list(strategies))
+    )
+    unknown = [x for x in names if x not in ALL_STRATEGIES]
+    if unknown:
+        raise ParameterError(
+            "strategies",
+            f"unknown {', '.join(map(repr, unknown))} (choose from "
+            f"{', '.join(ALL_STRATEGIES)}, or 'all')",
+        )
+    return names
+
+
+def plan(  # long: public signature: 19 documented parameters, each checked; the body is 25 lines
     scenario: str | os.PathLike[str] | Scenario,
     max_accuracy_loss: float | None = None,
     metric: str = "auc",
@@ -750,8 +770,6 @@ def plan(
     (``interval_s``) and hours (``as_dict()["options"][i]["interval_h"]``), overheads and PLS
     fractions.
     """
-    from cprsim.planner import ALL_STRATEGIES
-
     _check_scenario("scenario", scenario)
     _check_number("max_accuracy_loss", max_accuracy_loss, above=0, below=0.5, none=True)
     _check_choice("metric", metric, ("auc", "logloss"))
@@ -774,18 +792,7 @@ def plan(
     checkpoint_modes = _names("checkpoint_modes", checkpoint_modes, "a checkpoint mode", none=True)
     _check_number("max_extra_memory", max_extra_memory, least=0, none=True)
     s = _as_scenario(scenario)
-    names = (
-        list(ALL_STRATEGIES)
-        if strategies == "all"
-        else ([strategies] if isinstance(strategies, str) else list(strategies))
-    )
-    unknown = [x for x in names if x not in ALL_STRATEGIES]
-    if unknown:
-        raise ParameterError(
-            "strategies",
-            f"unknown {', '.join(map(repr, unknown))} (choose from "
-            f"{', '.join(ALL_STRATEGIES)}, or 'all')",
-        )
+    names = _plan_strategies(strategies)
     check_plannable(s)
     record = prepare_plan(s, calibration).run(
         max_accuracy_loss,
@@ -934,6 +941,73 @@ def _absolute(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def _strategy_entries(strategies: Any) -> list[str | Mapping[str, Any]]:
+    """:class:`Sweep`'s ``strategies`` as a list, each a known name or a table (checked)."""
+    listed = (
+        list(strategies)
+        if isinstance(strategies, Iterable) and not isinstance(strategies, (str, bytes, Mapping))
+        else None
+    )
+    if listed is None or not all(isinstance(e, (str, Mapping)) for e in listed):
+        _refuse("strategies", "a list of strategy names or tables (dicts)", strategies)
+    for e in listed:
+        if isinstance(e, str) or "name" in e:
+            _check_strategy_name("strategies", e if isinstance(e, str) else e["name"])
+    return listed
+
+
+def _sweep_doc(
+    scenario: str | os.PathLike[str] | Scenario,
+    grid: Mapping[str, Sequence[Any]] | None,
+    strategies: list[str | Mapping[str, Any]],
+    set: Any,
+    replications: int | None,
+    seed: int | None,
+    name: str,
+    description: str,
+    precision: float | None,
+    min_replications: int,
+    precision_metric: str,
+    plan: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The sweep file's document (TOML-ready) for :class:`Sweep`'s checked arguments."""
+    if not isinstance(scenario, Scenario):
+        ref = os.fspath(scenario)
+        if not _sc.is_builtin(ref):
+            ref = str(Path(ref).resolve())
+    else:
+        ref = "scenario.toml"
+    doc: dict[str, Any] = {"name": name}
+    if description:
+        doc["description"] = description
+    doc["scenario"] = ref
+    if replications is not None:
+        doc["replications"] = _plain(replications)
+    if seed is not None:
+        doc["seed"] = _plain(seed)
+    if precision is not None:
+        doc["precision"] = float(precision)
+        if min_replications != 20:
+            doc["min_replications"] = _plain(min_replications)
+        if precision_metric != "overhead":
+            doc["precision_metric"] = precision_metric
+    if strategies:
+        doc["strategies"] = [e if isinstance(e, str) else _plain(dict(e)) for e in strategies]
+    fixed = _updates(set, {})
+    if fixed:
+        doc["set"] = fixed
+    if grid:
+        doc["grid"] = {
+            k: [_plain(x) for x in v]
+            if isinstance(v, Iterable) and not isinstance(v, (str, bytes, Mapping))
+            else v
+            for k, v in grid.items()
+        }
+    if plan is not None:
+        doc["plan"] = _plain(dict(plan))
+    return doc
+
+
 class Sweep:
     """A what-if sweep built in Python (no TOML file): every combination of ``grid`` values x
     ``strategies``, each point ``replications`` replications of the base scenario with the
@@ -974,25 +1048,11 @@ class Sweep:
         plan: Mapping[str, Any] | None = None,
         max_events: float | None = None,
     ) -> None:
-        from pydantic import ValidationError
-
         from cprsim.sim.replicate import METRICS
-        from cprsim.sweep.spec import SweepError, SweepFile, expand
 
         _check_scenario("scenario", scenario)
         _check_mapping("grid", grid, none=True)
-        listed = (
-            list(strategies)
-            if isinstance(strategies, Iterable)
-            and not isinstance(strategies, (str, bytes, Mapping))
-            else None
-        )
-        if listed is None or not all(isinstance(e, (str, Mapping)) for e in listed):
-            _refuse("strategies", "a list of strategy names or tables (dicts)", strategies)
-        for e in listed:
-            if isinstance(e, str) or "name" in e:
-                _check_strategy_name("strategies", e if isinstance(e, str) else e["name"])
-        strategies = listed
+        strategies = _strategy_entries(strategies)
         set = _set_items(set) if set is not None else None
         _check_int("replications", replications, 1, none=True)
         _check_int("seed", seed, none=True)
@@ -1006,43 +1066,31 @@ class Sweep:
         _check_mapping("plan", plan, none=True)
         _check_number("max_events", max_events, above=0, finite=False, none=True)
         self._base: Scenario | None = scenario if isinstance(scenario, Scenario) else None
-        if self._base is None:
-            assert isinstance(scenario, (str, os.PathLike))
-            ref = os.fspath(scenario)
-            if not _sc.is_builtin(ref):
-                ref = str(Path(ref).resolve())
-        else:
-            ref = "scenario.toml"
-        doc: dict[str, Any] = {"name": name}
-        if description:
-            doc["description"] = description
-        doc["scenario"] = ref
-        if replications is not None:
-            doc["replications"] = _plain(replications)
-        if seed is not None:
-            doc["seed"] = _plain(seed)
-        if precision is not None:
-            doc["precision"] = float(precision)
-            if min_replications != 20:
-                doc["min_replications"] = _plain(min_replications)
-            if precision_metric != "overhead":
-                doc["precision_metric"] = precision_metric
-        if strategies:
-            doc["strategies"] = [e if isinstance(e, str) else _plain(dict(e)) for e in strategies]
-        fixed = _updates(set, {})
-        if fixed:
-            doc["set"] = fixed
-        if grid:
-            doc["grid"] = {
-                k: [_plain(x) for x in v]
-                if isinstance(v, Iterable) and not isinstance(v, (str, bytes, Mapping))
-                else v
-                for k, v in grid.items()
-            }
-        if plan is not None:
-            doc["plan"] = _plain(dict(plan))
-        self._doc = doc
-        source = Path(f"<Sweep {name}>")
+        self._doc = _sweep_doc(
+            scenario,
+            grid,
+            strategies,
+            set,
+            replications,
+            seed,
+            name,
+            description,
+            precision,
+            min_replications,
+            precision_metric,
+            plan,
+        )
+        #: the expanded sweep (:class:`cprsim.sweep.spec.Sweep`): points, fingerprint, seed
+        self.expanded = self._expand(max_events)
+
+    def _expand(self, max_events: float | None) -> _ExpandedSweep:
+        """Validate the sweep document as a sweep file and expand it into its points."""
+        from pydantic import ValidationError
+
+        from cprsim.sweep.spec import SweepError, SweepFile, expand
+
+        doc = self._doc
+        source = Path(f"<Sweep {doc['name']}>")
         with tempfile.TemporaryDirectory(prefix="cprsim-sweep-") as tmp:
             check = dict(doc)
             if self._base is not None:  # the Scenario as a file, for the sweep's loader
@@ -1053,8 +1101,7 @@ class Sweep:
                 spec = SweepFile.model_validate(check)
             except ValidationError as e:
                 raise SweepError(validation_line(e, str(source))) from None
-            #: the expanded sweep (:class:`cprsim.sweep.spec.Sweep`): points, fingerprint, seed
-            self.expanded = expand(spec, source, None, max_events)
+            return expand(spec, source, None, max_events)
 
     def _scenario_toml(self) -> str:
         assert self._base is not None
@@ -1184,6 +1231,43 @@ def read_trace(
     return _read(path, format, dict(filters or {}), node_count)
 
 
+def _fit_families(families: Any) -> list[str] | None:
+    """:func:`fit`'s ``families`` as a list of known family names (None: every family)."""
+    from cprsim.failures.fit import FIT_FAMILIES
+
+    families = _names("families", families, "a family's name", none=True)
+    if isinstance(families, str):
+        families = [families]
+    for f in families or ():
+        _check_choice("families", f, FIT_FAMILIES)
+    if families is not None and not families:
+        _refuse("families", f"one or more of {', '.join(FIT_FAMILIES)}", families, True)
+    return families
+
+
+def _durations(data: Any, observed: Any) -> tuple[Any, Any]:
+    """:func:`fit`'s durations (hours, finite, > 0) and their event flags, as checked arrays."""
+    import numpy as np
+
+    try:
+        t = np.asarray(data, dtype=float).ravel()
+    except (TypeError, ValueError):
+        _refuse("data", "a failure log's path, a Trace or durations in hours", data)
+    if not np.all(np.isfinite(t) & (t > 0)):
+        raise ParameterError("data", "durations must be finite and > 0 (hours)")
+    try:
+        obs = (
+            np.ones(t.size, dtype=bool)
+            if observed is None
+            else np.asarray(observed, dtype=bool).ravel()
+        )
+    except (TypeError, ValueError):
+        _refuse("observed", "event flags (True: observed, False: right-censored)", observed)
+    if obs.size != t.size:
+        raise ParameterError("observed", f"has {obs.size} flags for {t.size} durations")
+    return t, obs
+
+
 def fit(
     data: Any,
     observed: Any = None,
@@ -1214,17 +1298,9 @@ def fit(
     :func:`plot_fit` draws it and ``load_scenario(..., set={"failures.embedding": report})`` uses
     the best family.
     """
-    import numpy as np
-
     from cprsim.failures.fit import FIT_FAMILIES, fit_all
 
-    families = _names("families", families, "a family's name", none=True)
-    if isinstance(families, str):
-        families = [families]
-    for f in families or ():
-        _check_choice("families", f, FIT_FAMILIES)
-    if families is not None and not families:
-        _refuse("families", f"one or more of {', '.join(FIT_FAMILIES)}", families, True)
+    families = _fit_families(families)
     _check_int("bootstrap", bootstrap, none=True)
     _check_int("seed", seed)
     if node_type is not None and not isinstance(node_type, str):
@@ -1245,22 +1321,7 @@ def fit(
         what = what if what != "fit" else str(getattr(data, "source", "fit"))
         t, obs = data.intervals(interarrival, node_type)
     else:
-        try:
-            t = np.asarray(data, dtype=float).ravel()
-        except (TypeError, ValueError):
-            _refuse("data", "a failure log's path, a Trace or durations in hours", data)
-        if not np.all(np.isfinite(t) & (t > 0)):
-            raise ParameterError("data", "durations must be finite and > 0 (hours)")
-        try:
-            obs = (
-                np.ones(t.size, dtype=bool)
-                if observed is None
-                else np.asarray(observed, dtype=bool).ravel()
-            )
-        except (TypeError, ValueError):
-            _refuse("observed", "event flags (True: observed, False: right-censored)", observed)
-        if obs.size != t.size:
-            raise ParameterError("observed", f"has {obs.size} flags for {t.size} durations")
+        t, obs = _durations(data, observed)
     if t.size == 0:
         raise InputError(
             f"{what}: no lifetimes{' of node type ' + node_type if node_type else ''} to fit"

@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import tomllib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -883,34 +884,16 @@ def _resolve_relative(raw: dict[str, Any], base: Path | None, source: str) -> No
         raise ScenarioError(f"{source}: failures.model: {e}") from None
 
 
-def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
-    """Merge the fitted model file ``path`` (``cprsim fit --out``) into the scenario table ``raw``.
+def _table(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` where it is a table, else an empty one."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
 
-    A model file holds ``[failures.<type>]`` (lifetimes), and where its log had repairs, the
-    machines' repair times as ``[lifecycle.repair.auto]``, or (``--bad-nodes``)
-    ``[lifecycle.health]``. Each goes only where it means that: lifetimes into ``[failures]``,
-    repair times and bad machines into the scenario's ``[lifecycle]`` (without one, a failed node
-    comes back after the scenario's own ``[reschedule]``: repairing a machine is not the job's
-    rescheduling, so the repair fit is left out). Without ``replace`` (``failures.model``) the
-    scenario's own keys win; with it (``--model``) the model's failure tables replace the
-    scenario's: lifetimes of a node type replace the scenario's failures of that type (per-node,
-    failure domains, injected; a replayed trace when the model gives both types), a ``job`` table
-    the job's. Files of cprsim 0.1 wrote the repair fit as ``[reschedule]``: it is read as the
-    repair fit it is. ``raw["sources"]`` records what came from the file and what was left out.
-    A file that cannot be read raises :class:`InputError` naming it.
-    """
-    m = read_toml(path, "fitted model file")
-    fail = raw.setdefault("failures", {})
-    if not isinstance(fail, dict):
-        raise InputError("the scenario's [failures] is not a table")
 
-    def table(d: dict[str, Any], key: str) -> dict[str, Any]:
-        v = d.get(key)
-        return v if isinstance(v, dict) else {}
-
-    prov = table(m, "provenance")
-    name = short(str(path), 60)
-    origin = f"{name}: " + (
+def _model_origin(m: dict[str, Any], name: str) -> str:
+    """Where a fitted model file's tables came from, for ``raw["sources"]``."""
+    prov = _table(m, "provenance")
+    return f"{name}: " + (
         f"fitted by cprsim fit to {short(str(prov['source']), 60)}"
         + (
             f" (filters {', '.join(map(str, prov.get('filters') or []))})"
@@ -920,57 +903,56 @@ def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
         if prov.get("source")
         else "a failure model file"
     )
-    sources = raw.setdefault("sources", {})
-    if not isinstance(sources, dict):
-        raise InputError("the scenario's `sources` is not a table (cprsim sets it at load)")
-    mf = table(m, "failures")
-    lc_m = table(m, "lifecycle")
-    if not any(k in mf for k in ("trainer", "embedding", "job")) and not lc_m:
-        raise InputError(
-            f"{name}: holds no fit ([failures.trainer], [failures.embedding], [failures.job] or "
-            "[lifecycle.*]): not a failure model file (cprsim fit writes them)"
+
+
+def _replace_failures(
+    fail: dict[str, Any],
+    mf: dict[str, Any],
+    lifetimes: Sequence[str],
+    sources: dict[str, Any],
+    name: str,
+) -> None:
+    """Drop the scenario's failure tables that the model's (``mf``) replace (``--model``)."""
+    # the model's node types replace the scenario's failures of those types (per-node, domains,
+    # injected; a replayed trace, which mixes both, only when the model gives both)
+    gone: list[str] = [k for k in lifetimes if fail.pop(k, None) is not None]
+    for k in ("domains", "injected"):
+        items = fail.get(k)
+        if isinstance(items, (list, tuple)) and lifetimes:
+            keep = [
+                x
+                for x in items
+                if isinstance(x, dict) and x.get("node_type", "embedding") not in lifetimes
+            ]
+            if len(keep) != len(items):
+                gone.append(k)
+                fail[k] = keep
+    if len(lifetimes) == 2 and fail.pop("replay", None) is not None:
+        gone.append("replay")
+    if "job" in mf and fail.pop("job", None) is not None:
+        gone.append("job")
+    for k in gone:
+        sources.pop(f"failures.{k}", None)
+    if gone:
+        sources["replaced"] = (
+            f"{name}: the scenario's "
+            + ", ".join(f"failures.{k}" for k in gone)
+            + " replaced by the model's"
         )
-    for key in ("repair", "health"):
-        if key in lc_m and not isinstance(lc_m[key], dict):
-            raise InputError(f"{name}: lifecycle.{key}: expected a table")
-    lifetimes = [k for k in ("trainer", "embedding") if k in mf]
-    if replace:
-        # the model's node types replace the scenario's failures of those types (per-node, domains,
-        # injected; a replayed trace, which mixes both, only when the model gives both)
-        gone: list[str] = [k for k in lifetimes if fail.pop(k, None) is not None]
-        for k in ("domains", "injected"):
-            items = fail.get(k)
-            if isinstance(items, (list, tuple)) and lifetimes:
-                keep = [
-                    x
-                    for x in items
-                    if isinstance(x, dict) and x.get("node_type", "embedding") not in lifetimes
-                ]
-                if len(keep) != len(items):
-                    gone.append(k)
-                    fail[k] = keep
-        if len(lifetimes) == 2 and fail.pop("replay", None) is not None:
-            gone.append("replay")
-        if "job" in mf and fail.pop("job", None) is not None:
-            gone.append("job")
-        for k in gone:
-            sources.pop(f"failures.{k}", None)
-        if gone:
-            sources["replaced"] = (
-                f"{name}: the scenario's "
-                + ", ".join(f"failures.{k}" for k in gone)
-                + " replaced by the model's"
-            )
-    for key in ("trainer", "embedding", "job"):
-        if key in mf and key not in fail:
-            fail[key] = mf[key]
-            fam = mf[key].get("family", "?") if isinstance(mf[key], dict) else "?"
-            what = "job interruptions" if key == "job" else "lifetimes"
-            sources[f"failures.{key}"] = f"{origin}; {what}, {fam}"
-    repair: dict[str, Any] | None = table(table(lc_m, "repair"), "auto") or None
-    if repair is None and table(m, "reschedule"):
-        repair = table(m, "reschedule")  # cprsim 0.1's files: the log's repair times, by that name
-    lc = raw.get("lifecycle")
+
+
+def _merge_lifecycle(
+    lc: Any,
+    m: dict[str, Any],
+    lc_m: dict[str, Any],
+    sources: dict[str, Any],
+    origin: str,
+    replace: bool,
+) -> None:
+    """Merge the model's repair-time and bad-machine fits into the scenario's ``[lifecycle]``."""
+    repair: dict[str, Any] | None = _table(_table(lc_m, "repair"), "auto") or None
+    if repair is None and _table(m, "reschedule"):
+        repair = _table(m, "reschedule")  # cprsim 0.1's files: the log's repair times, by that name
     if repair is not None:
         fam = repair.get("family", "?")
         if not isinstance(lc, dict):
@@ -992,6 +974,53 @@ def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
             sources["unused.health"] = (
                 f"{origin}; its bad-machine fit is not used: the scenario has no [lifecycle]"
             )
+
+
+def merge_model(raw: dict[str, Any], path: Path, replace: bool = False) -> None:
+    """Merge the fitted model file ``path`` (``cprsim fit --out``) into the scenario table ``raw``.
+
+    A model file holds ``[failures.<type>]`` (lifetimes), and where its log had repairs, the
+    machines' repair times as ``[lifecycle.repair.auto]``, or (``--bad-nodes``)
+    ``[lifecycle.health]``. Each goes only where it means that: lifetimes into ``[failures]``,
+    repair times and bad machines into the scenario's ``[lifecycle]`` (without one, a failed node
+    comes back after the scenario's own ``[reschedule]``: repairing a machine is not the job's
+    rescheduling, so the repair fit is left out). Without ``replace`` (``failures.model``) the
+    scenario's own keys win; with it (``--model``) the model's failure tables replace the
+    scenario's: lifetimes of a node type replace the scenario's failures of that type (per-node,
+    failure domains, injected; a replayed trace when the model gives both types), a ``job`` table
+    the job's. Files of cprsim 0.1 wrote the repair fit as ``[reschedule]``: it is read as the
+    repair fit it is. ``raw["sources"]`` records what came from the file and what was left out.
+    A file that cannot be read raises :class:`InputError` naming it.
+    """
+    m = read_toml(path, "fitted model file")
+    fail = raw.setdefault("failures", {})
+    if not isinstance(fail, dict):
+        raise InputError("the scenario's [failures] is not a table")
+    name = short(str(path), 60)
+    origin = _model_origin(m, name)
+    sources = raw.setdefault("sources", {})
+    if not isinstance(sources, dict):
+        raise InputError("the scenario's `sources` is not a table (cprsim sets it at load)")
+    mf = _table(m, "failures")
+    lc_m = _table(m, "lifecycle")
+    if not any(k in mf for k in ("trainer", "embedding", "job")) and not lc_m:
+        raise InputError(
+            f"{name}: holds no fit ([failures.trainer], [failures.embedding], [failures.job] or "
+            "[lifecycle.*]): not a failure model file (cprsim fit writes them)"
+        )
+    for key in ("repair", "health"):
+        if key in lc_m and not isinstance(lc_m[key], dict):
+            raise InputError(f"{name}: lifecycle.{key}: expected a table")
+    lifetimes = [k for k in ("trainer", "embedding") if k in mf]
+    if replace:
+        _replace_failures(fail, mf, lifetimes, sources, name)
+    for key in ("trainer", "embedding", "job"):
+        if key in mf and key not in fail:
+            fail[key] = mf[key]
+            fam = mf[key].get("family", "?") if isinstance(mf[key], dict) else "?"
+            what = "job interruptions" if key == "job" else "lifetimes"
+            sources[f"failures.{key}"] = f"{origin}; {what}, {fam}"
+    _merge_lifecycle(raw.get("lifecycle"), m, lc_m, sources, origin, replace)
 
 
 def with_model(s: Scenario, model: str | os.PathLike[str]) -> Scenario:

@@ -49,19 +49,7 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
 
     from cprsim.plots import artist_kwargs, set_title
 
-    if doc is None:
-        from cprsim.calibrate.calibration import default_path
-
-        doc = default_path()
-        if doc is None:
-            raise InputError("no calibration file ships with this installation: give one")
-    if isinstance(doc, (str, os.PathLike)):
-        doc = read_calibration(doc)
-    elif not isinstance(doc, dict):
-        raw = getattr(doc, "raw", None)  # a Calibration
-        if not isinstance(raw, dict) or not raw:
-            raise InputError("this calibration has no measured points to draw (a placeholder)")
-        doc = raw
+    doc = _calibration_doc(doc)
     if metric not in ("auc", "logloss"):
         raise InputError(f"metric must be auc or logloss, got {metric!r}")
     fig, ax = new_axes(ax, (6.5, 4.3))
@@ -90,23 +78,7 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
                 Line2D,
             ),
         )
-        f = doc["fit"].get(st, {})
-        slope = f.get(f"{metric}_slope")
-        # the CI's ends: lo is optional (a hand-written file), either infinite for a one-run fit
-        lo = f.get(f"{metric}_slope_lo", -math.inf)
-        hi = f.get(f"{metric}_slope_hi", math.inf)
-        if isinstance(slope, float) and math.isfinite(slope) and pls.size:
-            gx = np.linspace(0, pls.max() * 1.05, 50)
-            ax.plot(
-                gx,
-                slope * gx,
-                color=c,
-                lw=1,
-                label=f"{st} fit: {slope:.3g} × PLS [{lo:.3g}, {hi:.3g}], "
-                f"R²={f.get(f'{metric}_r2', math.nan):.2f}",
-            )
-            if math.isfinite(lo) and math.isfinite(hi):
-                ax.fill_between(gx, lo * gx, hi * gx, color=c, alpha=0.1, lw=0)
+        _draw_fit(ax, doc["fit"].get(st, {}), metric, pls, c, st)
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("PLS (portion of lost samples)")
     ax.set_ylabel(
@@ -125,6 +97,44 @@ def plot_calibration(doc: Any = None, metric: str = "auc", ax: Any = None, **kwa
     )
     ax.legend(fontsize=6)
     return fig
+
+
+def _calibration_doc(doc: Any) -> dict[str, Any]:
+    """:func:`plot_calibration`'s ``doc`` as a calibration.toml's dict (None: the shipped one)."""
+    if doc is None:
+        from cprsim.calibrate.calibration import default_path
+
+        doc = default_path()
+        if doc is None:
+            raise InputError("no calibration file ships with this installation: give one")
+    if isinstance(doc, (str, os.PathLike)):
+        doc = read_calibration(doc)
+    elif not isinstance(doc, dict):
+        raw = getattr(doc, "raw", None)  # a Calibration
+        if not isinstance(raw, dict) or not raw:
+            raise InputError("this calibration has no measured points to draw (a placeholder)")
+        doc = raw
+    return doc
+
+
+def _draw_fit(ax: Any, f: dict[str, Any], metric: str, pls: Any, c: Any, st: str) -> None:
+    """Draw strategy ``st``'s fit through the origin (``f``: its fit table) and its 95% CI."""
+    slope = f.get(f"{metric}_slope")
+    # the CI's ends: lo is optional (a hand-written file), either infinite for a one-run fit
+    lo = f.get(f"{metric}_slope_lo", -math.inf)
+    hi = f.get(f"{metric}_slope_hi", math.inf)
+    if isinstance(slope, float) and math.isfinite(slope) and pls.size:
+        gx = np.linspace(0, pls.max() * 1.05, 50)
+        ax.plot(
+            gx,
+            slope * gx,
+            color=c,
+            lw=1,
+            label=f"{st} fit: {slope:.3g} × PLS [{lo:.3g}, {hi:.3g}], "
+            f"R²={f.get(f'{metric}_r2', math.nan):.2f}",
+        )
+        if math.isfinite(lo) and math.isfinite(hi):
+            ax.fill_between(gx, lo * gx, hi * gx, color=c, alpha=0.1, lw=0)
 
 
 def _model_name(prov: dict) -> str:

@@ -144,51 +144,90 @@ def plot_frontier(
     styles: dict[str, int] = {}
     hollow = False
     for i, ln in enumerate(lines):
-        xs = np.array([coord(v) for v in ln.values])
-        m = np.array([p[metric].mean for p in ln.best]) * 100
-        lo, hi = (e * 100 for e in S.band_edges(list(ln.best), metric, band))
-        c = colour(ln.strategy, strategies)
         ls = S._LINESTYLES[styles.setdefault(ln.extra, len(styles)) % len(S._LINESTYLES)]
-        label = ln.strategy + (f" ({ln.extra})" if ln.extra else "")
-        top.plot(
-            xs,
-            m,
-            **S._line(kwargs, linestyle=ls, marker="o", markersize=4, color=c, label=label),
-        )
-        # a bar from lo to hi (centred on its middle: a P50-P90 band need not hold the mean)
-        top.errorbar(
-            xs,
-            (lo + hi) / 2,
-            yerr=(hi - lo) / 2,
-            fmt="none",
-            ecolor=c,
-            elinewidth=1,
-            capsize=3,
-            alpha=0.7,
-            gid=f"bars: {label}",
-        )
-        taus = np.array([p.interval_h for p in ln.best])
-        if bottom is None:
-            for xi, yi, t, e in zip(xs, m, taus, ln.edge):
-                top.annotate(
-                    f"τ*={t:.3g} h" + (" (edge of the sweep)" if e else ""),
-                    (xi, yi),
-                    xytext=(4, 4),
-                    textcoords="offset points",
-                    fontsize=6,
-                    color=c,
-                )
-            continue
-        ms = max(3.0, 8.0 - 1.5 * i)  # a later line smaller, in front: equal τ* stay visible
-        bottom.plot(xs, taus, linestyle=ls, color=c, lw=1, zorder=2 + i, gid=f"tau*: {label}")
-        for xi, t, e in zip(xs, taus, ln.edge):
-            hollow |= e
-            bottom.plot(
-                [xi], [t], marker="o", ms=ms, color=c, mfc="white" if e else c, ls="", zorder=2 + i
-            )
+        c = colour(ln.strategy, strategies)
+        hollow |= _draw_line(top, bottom, i, ln, coord, metric, band, c, ls, kwargs)
     S.key_axis(top, res, key)
     top.set_ylabel("best " + S._METRIC_LABEL[metric])
     top.grid(alpha=0.3)
+    _legend(top, band, hollow)
+    if bottom is not None:
+        S.key_axis(bottom, res, key)
+        S.key_axis(bottom, res, None, axis="y")
+        bottom.set_ylabel("best interval τ* (h)")
+        bottom.grid(alpha=0.3)
+        if bottom.get_shared_x_axes().joined(top, bottom):
+            top.set_xlabel("")
+            top.tick_params(labelbottom=False)
+    S.title(
+        top,
+        f"{res.name}: best {S._METRIC_LABEL[metric].split(' (')[0]} over τ vs {key} "
+        f"(mean, {S.BANDS[band][0]})",
+        where,
+    )
+    return fig
+
+
+def _draw_line(
+    top: Any,
+    bottom: Any,
+    i: int,
+    ln: FrontierLine,
+    coord: Any,
+    metric: str,
+    band: str,
+    c: Any,
+    ls: Any,
+    kwargs: dict[str, Any],
+) -> bool:
+    """Draw frontier line ``i``: its best ``metric`` with bars on ``top``, its τ* on ``bottom``
+    (or annotated on ``top`` without one); True if a τ* lies at the edge of the sweep."""
+    xs = np.array([coord(v) for v in ln.values])
+    m = np.array([p[metric].mean for p in ln.best]) * 100
+    lo, hi = (e * 100 for e in S.band_edges(list(ln.best), metric, band))
+    label = ln.strategy + (f" ({ln.extra})" if ln.extra else "")
+    top.plot(
+        xs,
+        m,
+        **S._line(kwargs, linestyle=ls, marker="o", markersize=4, color=c, label=label),
+    )
+    # a bar from lo to hi (centred on its middle: a P50-P90 band need not hold the mean)
+    top.errorbar(
+        xs,
+        (lo + hi) / 2,
+        yerr=(hi - lo) / 2,
+        fmt="none",
+        ecolor=c,
+        elinewidth=1,
+        capsize=3,
+        alpha=0.7,
+        gid=f"bars: {label}",
+    )
+    taus = np.array([p.interval_h for p in ln.best])
+    if bottom is None:
+        for xi, yi, t, e in zip(xs, m, taus, ln.edge):
+            top.annotate(
+                f"τ*={t:.3g} h" + (" (edge of the sweep)" if e else ""),
+                (xi, yi),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=6,
+                color=c,
+            )
+        return False
+    hollow = False
+    ms = max(3.0, 8.0 - 1.5 * i)  # a later line smaller, in front: equal τ* stay visible
+    bottom.plot(xs, taus, linestyle=ls, color=c, lw=1, zorder=2 + i, gid=f"tau*: {label}")
+    for xi, t, e in zip(xs, taus, ln.edge):
+        hollow |= e
+        bottom.plot(
+            [xi], [t], marker="o", ms=ms, color=c, mfc="white" if e else c, ls="", zorder=2 + i
+        )
+    return hollow
+
+
+def _legend(top: Any, band: str, hollow: bool) -> None:
+    """The top panel's legend: the lines, what the bars are, and (``hollow``) the hollow τ*."""
     from matplotlib.lines import Line2D
 
     handles, _ = top.get_legend_handles_labels()
@@ -208,21 +247,6 @@ def plot_frontier(
             )
         )
     top.legend(handles=handles, fontsize=7)
-    if bottom is not None:
-        S.key_axis(bottom, res, key)
-        S.key_axis(bottom, res, None, axis="y")
-        bottom.set_ylabel("best interval τ* (h)")
-        bottom.grid(alpha=0.3)
-        if bottom.get_shared_x_axes().joined(top, bottom):
-            top.set_xlabel("")
-            top.tick_params(labelbottom=False)
-    S.title(
-        top,
-        f"{res.name}: best {S._METRIC_LABEL[metric].split(' (')[0]} over τ vs {key} "
-        f"(mean, {S.BANDS[band][0]})",
-        where,
-    )
-    return fig
 
 
 def _axes(ax: Any) -> tuple[Any, Any, Any]:

@@ -413,6 +413,39 @@ def plot_pls(
         bound = plan.get("pls_bound")  # CPR-vanilla's; MFU/SSU have their own, drawn below
     groups = _groups(res, x)
     coord = x_coords(res, x)
+    drawn = _pls_lines(ax, res, groups, coord, x, band, kwargs)
+    _pls_bounds(ax, res, groups, bound)
+    if not drawn:
+        ax.text(
+            0.5,
+            0.5,
+            "no strategy in these results loses updates (PLS = 0)",
+            transform=ax.transAxes,
+            ha="center",
+        )
+    key_axis(ax, res, x)
+    ax.set_ylabel("PLS (portion of lost samples)")
+    title(
+        ax,
+        f"{res.name}: lost updates vs {'checkpoint interval' if x is None else x} "
+        f"(mean, {BANDS[band][0]})",
+        where,
+    )
+    ax.grid(alpha=0.3)
+    _legend(ax, band if drawn else None)
+    return fig
+
+
+def _pls_lines(
+    ax: Any,
+    res: SweepResults,
+    groups: Any,
+    coord: Any,
+    x: str | None,
+    band: str,
+    kwargs: dict[str, Any],
+) -> int:
+    """Draw each group's mean PLS and its band (none for those that lose nothing); how many."""
     drawn = 0
     styles: dict[str, int] = {}
     for (st, extra), pts in groups.items():
@@ -435,6 +468,12 @@ def plot_pls(
         )
         ax.fill_between(xs, *band_edges(pts, "pls", band), color=c, alpha=0.18, lw=0)
         drawn += 1
+    return drawn
+
+
+def _pls_bounds(ax: Any, res: SweepResults, groups: Any, bound: float | None) -> None:
+    """Draw the PLS ``bound`` and, from the sweep's plan, each strategy's own where it differs."""
+    plan = res.plan
     if bound is not None and math.isfinite(bound):
         ax.axhline(bound, color="black", ls="--", lw=1, label=f"PLS bound {bound:.3g}")
     if plan is not None:  # each strategy's own bound (its calibration slope), where it differs
@@ -453,25 +492,6 @@ def plot_pls(
                     lw=1,
                     label=f"PLS bound for {o['label']}: {b:.3g}",
                 )
-    if not drawn:
-        ax.text(
-            0.5,
-            0.5,
-            "no strategy in these results loses updates (PLS = 0)",
-            transform=ax.transAxes,
-            ha="center",
-        )
-    key_axis(ax, res, x)
-    ax.set_ylabel("PLS (portion of lost samples)")
-    title(
-        ax,
-        f"{res.name}: lost updates vs {'checkpoint interval' if x is None else x} "
-        f"(mean, {BANDS[band][0]})",
-        where,
-    )
-    ax.grid(alpha=0.3)
-    _legend(ax, band if drawn else None)
-    return fig
 
 
 def components(pts: list[Any]) -> tuple[tuple[str, str, str], ...]:

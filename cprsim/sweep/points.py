@@ -173,6 +173,71 @@ class PointRun:
         return csv_text(None, ([*head, *self.rows[i]] for i in range(self.stop)))
 
 
+def _task_events(runs: list[PointRun], slots: int) -> float:
+    """The events a task aims at: about ``TASKS_PER_WORKER`` tasks per worker, none below
+    ``MIN_TASK_EVENTS`` (one process: unbounded, a chunk per point)."""
+    if slots == 1 or not runs:
+        return math.inf
+    # the expected work, from a sample of at most 64 points spread over the sweep
+    sample = runs[:: max(1, len(runs) // 64)]
+    expect = (
+        len(runs)
+        * sum(
+            r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
+            for r in sample
+        )
+        / len(sample)
+    )
+    return max(MIN_TASK_EVENTS, expect / (slots * TASKS_PER_WORKER))
+
+
+def _next_work(
+    active: list[PointRun], pending: list[PointRun], slots: int
+) -> tuple[PointRun, int] | None:
+    """The next point to run and the replication count to run it up to: owed work first, then a
+    new point, then (several workers) speculation; None when nothing is left."""
+    for r in active:  # owed: what the next decisions need
+        if r.stop is None and r.sent < r.due():
+            return r, r.due()
+    if pending:
+        r = pending.pop()
+        active.append(r)
+        return r, r.due()
+    if slots == 1:
+        return None
+    ahead = [r for r in active if r.stop is None and r.sent < r.cap and r.rule is not None]
+    if ahead:  # speculation, one look further for the point least ahead
+        r = min(ahead, key=lambda r: (r.sent - r.due(), r.point.index))
+        assert r.rule is not None  # `ahead` holds points with a rule only
+        return r, r.rule.next_look(r.sent + 1)
+    return None
+
+
+def _next_task(
+    active: list[PointRun], pending: list[PointRun], slots: int, target: float
+) -> list[tuple[PointRun, int, int]]:
+    """The next task's chunks (point, first replication, count), ``target`` events in all."""
+    items: list[tuple[PointRun, int, int]] = []
+    events = 0.0
+    while events < target:
+        got = _next_work(active, pending, slots)
+        if got is None:
+            break
+        r, upto = got
+        room = target - events
+        n = (
+            upto - r.sent
+            if math.isinf(room)
+            else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
+        )
+        items.append((r, r.sent, n))
+        r.sent += n
+        events += n * r.cost
+        if math.isinf(target):  # one process: one chunk at a time, each point's rows out at once
+            break
+    return items
+
+
 def schedule(runs: list[PointRun], backend: Backend, key: str) -> Iterator[PointRun]:
     """Hand out the points' replications in chunks and yield each point when it is complete.
 
@@ -186,65 +251,13 @@ def schedule(runs: list[PointRun], backend: Backend, key: str) -> Iterator[Point
     slots = max(1, backend.slots)
     pending = list(reversed(runs))  # popped from the end: index order
     active: list[PointRun] = []
-    if slots == 1 or not runs:
-        target = math.inf
-    else:  # the expected work, from a sample of at most 64 points spread over the sweep
-        sample = runs[:: max(1, len(runs) // 64)]
-        expect = (
-            len(runs)
-            * sum(
-                r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
-                for r in sample
-            )
-            / len(sample)
-        )
-        target = max(MIN_TASK_EVENTS, expect / (slots * TASKS_PER_WORKER))
+    target = _task_events(runs, slots)
     inflight: dict[Any, list[tuple[PointRun, int, int]]] = {}
-
-    def pick() -> tuple[PointRun, int] | None:
-        for r in active:  # owed: what the next decisions need
-            if r.stop is None and r.sent < r.due():
-                return r, r.due()
-        if pending:
-            r = pending.pop()
-            active.append(r)
-            return r, r.due()
-        if slots == 1:
-            return None
-        ahead = [r for r in active if r.stop is None and r.sent < r.cap and r.rule is not None]
-        if ahead:  # speculation, one look further for the point least ahead
-            r = min(ahead, key=lambda r: (r.sent - r.due(), r.point.index))
-            assert r.rule is not None  # `ahead` holds points with a rule only
-            return r, r.rule.next_look(r.sent + 1)
-        return None
-
-    def task() -> list[tuple[PointRun, int, int]]:
-        items: list[tuple[PointRun, int, int]] = []
-        events = 0.0
-        while events < target:
-            got = pick()
-            if got is None:
-                break
-            r, upto = got
-            room = target - events
-            n = (
-                upto - r.sent
-                if math.isinf(room)
-                else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
-            )
-            items.append((r, r.sent, n))
-            r.sent += n
-            events += n * r.cost
-            if math.isinf(
-                target
-            ):  # one process: one chunk at a time, each point's rows out as soon as done
-                break
-        return items
 
     try:
         while True:
             while len(inflight) < (1 if slots == 1 else 2 * slots):
-                items = task()
+                items = _next_task(active, pending, slots, target)
                 if not items:
                     break
                 h = backend.submit(

@@ -252,6 +252,54 @@ def expand(
     registry.ensure_loaded()
     budget = feasibility.MAX_EVENTS if max_events is None else max_events
     source = str(path)
+    base, fixed = _base_scenario(spec, path, source, overrides, model)
+    grid = _flatten(spec.grid, table="grid", source=source)
+    _check_grid(grid, spec, source)
+    entries = _strategy_entries(spec, source)
+    keys = tuple(grid)
+    n_points = len(entries)
+    for k in keys:
+        n_points *= len(grid[k])
+    if n_points > MAX_POINTS:
+        raise SweepError(
+            f"{source}: grid x strategies = {n_points:,} points, more than a sweep may have "
+            f"({MAX_POINTS:,}): split it"
+        )
+    points: list[Point] = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        for label, table in entries:
+            points.append(
+                _point(len(points), base, fixed, keys, combo, label, table, source, budget)
+            )
+    first = points[0].raw
+    cap = int(first["replications"])
+    rule = _precision_rule(spec, cap, source)
+    fp = _fingerprint(points, rule)
+    return Sweep(
+        name=spec.name or path.stem,
+        description=spec.description,
+        source=source,
+        base_raw=base,
+        keys=keys,
+        strategies=tuple(dict.fromkeys(pt.strategy for pt in points)),
+        points=tuple(points),
+        replications=cap,
+        seed=int(first["seed"]),
+        plan=spec.plan,
+        fingerprint=fp,
+        precision=rule,
+    )
+
+
+def _base_scenario(
+    spec: SweepFile,
+    path: Path,
+    source: str,
+    overrides: dict[str, Any] | None,
+    model: str | os.PathLike[str] | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sweep's base scenario (``model`` merged, ``[set]`` and ``overrides`` applied) and the
+    fixed keys set on it."""
     scen = spec.scenario
     if not sc.is_builtin(scen) and not Path(scen).is_absolute():
         scen = str(path.parent / scen)
@@ -279,7 +327,12 @@ def expand(
                 raise e.replace(where=source) from None
             raise SweepError(f"{source}: set {k}: {e.detail}") from None
     sc.drop_stale_tiers(base, fixed)
-    grid = _flatten(spec.grid, table="grid", source=source)
+    return base, fixed
+
+
+def _check_grid(grid: dict[str, Any], spec: SweepFile, source: str) -> None:
+    """Refuse a grid axis that is empty, varies the strategy, the seed or the replications, or
+    holds a value with a line break."""
     for k, vals in grid.items():
         if not isinstance(vals, list) or not vals:
             raise SweepError(f"{source}: grid.{k}: expected a non-empty list of values")
@@ -295,6 +348,12 @@ def expand(
             # a value is a cell of results.csv: a line break in it would make a row of two lines,
             # which a kill could tear into a half the resume takes for tampering
             raise SweepError(f"{source}: grid.{k}: a value with a line break (one line each)")
+
+
+def _strategy_entries(
+    spec: SweepFile, source: str
+) -> list[tuple[str | None, dict[str, Any] | None]]:
+    """The sweep's strategies as (label, [strategy] table), each label distinct."""
     # (label, [strategy] table); (None, None): the base scenario's own strategy
     entries: list[tuple[str | None, dict[str, Any] | None]] = [
         _label(e) for e in spec.strategies
@@ -304,49 +363,57 @@ def expand(
         raise SweepError(
             f"{source}: strategies: two entries share the label; give each a distinct `label`"
         )
-    keys = tuple(grid)
-    n_points = len(entries)
-    for k in keys:
-        n_points *= len(grid[k])
-    if n_points > MAX_POINTS:
-        raise SweepError(
-            f"{source}: grid x strategies = {n_points:,} points, more than a sweep may have "
-            f"({MAX_POINTS:,}): split it"
-        )
-    points: list[Point] = []
-    for combo in itertools.product(*(grid[k] for k in keys)):
-        for label, table in entries:
-            raw = copy.deepcopy(base)
-            for k, v in zip(keys, combo):
-                try:
-                    sc.set_dotted(raw, k, v)
-                except ParameterError as e:
-                    raise SweepError(f"{source}: grid.{k}: {e.detail}") from None
-            sc.drop_stale_tiers(raw, {**fixed, **dict(zip(keys, combo))})
-            if table is not None:
-                raw["strategy"] = dict(table)
-            idx = len(points)
-            lab = label or str(raw.get("strategy", {}).get("name", FULL))
-            where = ", ".join(f"{k}={short(repr(v), 40)}" for k, v in zip(keys, combo))
-            here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
-            try:
-                s = sc.validate(copy.deepcopy(raw), here)
-                # before any point runs, what `cprsim simulate` refuses without --force: a sweep
-                # stops at the first replication that cannot run, so a hopeless point would end
-                # it anyway, after the points before it had run (a sweep has no --force)
-                feasibility.check_budget(s, budget)
-                feasibility.check_numbers(s)
-                if not s.failures.replay:  # as cprsim simulate: a regime that would never finish
-                    feasibility.check(s, registry.get(s.strategy.name).plan_kind)
-            except sc.ScenarioError as e:
-                raise SweepError(str(e)) from None
-            except ParameterError as e:  # max_events
-                raise e.replace(where=f"{here}: {e.where}" if e.where else here) from None
-            except InputError as e:
-                raise SweepError(f"{here}: {e}") from None
-            points.append(Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s)))
-    first = points[0].raw
-    cap = int(first["replications"])
+    return entries
+
+
+def _point(
+    idx: int,
+    base: dict[str, Any],
+    fixed: dict[str, Any],
+    keys: tuple[str, ...],
+    combo: tuple[Any, ...],
+    label: str | None,
+    table: dict[str, Any] | None,
+    source: str,
+    budget: float,
+) -> Point:
+    """Point ``idx``: the base with the grid values ``combo`` and the strategy ``table``,
+    validated and checked feasible (what `cprsim simulate` refuses without --force)."""
+    from cprsim.planner import feasibility
+    from cprsim.sim import strategies as registry
+
+    raw = copy.deepcopy(base)
+    for k, v in zip(keys, combo):
+        try:
+            sc.set_dotted(raw, k, v)
+        except ParameterError as e:
+            raise SweepError(f"{source}: grid.{k}: {e.detail}") from None
+    sc.drop_stale_tiers(raw, {**fixed, **dict(zip(keys, combo))})
+    if table is not None:
+        raw["strategy"] = dict(table)
+    lab = label or str(raw.get("strategy", {}).get("name", FULL))
+    where = ", ".join(f"{k}={short(repr(v), 40)}" for k, v in zip(keys, combo))
+    here = f"{source}: point {idx} ({where + '; ' if where else ''}strategy {lab})"
+    try:
+        s = sc.validate(copy.deepcopy(raw), here)
+        # before any point runs, what `cprsim simulate` refuses without --force: a sweep
+        # stops at the first replication that cannot run, so a hopeless point would end
+        # it anyway, after the points before it had run (a sweep has no --force)
+        feasibility.check_budget(s, budget)
+        feasibility.check_numbers(s)
+        if not s.failures.replay:  # as cprsim simulate: a regime that would never finish
+            feasibility.check(s, registry.get(s.strategy.name).plan_kind)
+    except sc.ScenarioError as e:
+        raise SweepError(str(e)) from None
+    except ParameterError as e:  # max_events
+        raise e.replace(where=f"{here}: {e.where}" if e.where else here) from None
+    except InputError as e:
+        raise SweepError(f"{here}: {e}") from None
+    return Point(idx, lab, tuple(zip(keys, combo)), sc.effective_dict(s))
+
+
+def _precision_rule(spec: SweepFile, cap: int, source: str) -> Precision | None:
+    """The sweep's adaptive-replication rule (None: fixed replications)."""
     rule = None
     if spec.precision is not None:
         try:
@@ -355,6 +422,11 @@ def expand(
             )
         except InputError as e:
             raise SweepError(f"{source}: precision: {e}") from None
+    return rule
+
+
+def _fingerprint(points: list[Point], rule: Precision | None) -> str:
+    """The sweep's fingerprint: what its points simulate (and the rule, if adaptive)."""
     ident: dict[str, Any] = {
         "cprsim": __version__,
         # `sources` names the files keys came from, as given: not what a point simulates
@@ -371,18 +443,4 @@ def expand(
         rule is not None
     ):  # (absent otherwise: the fingerprints of fixed-replication sweeps do not change)
         ident["precision"] = rule.as_dict()
-    fp = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return Sweep(
-        name=spec.name or path.stem,
-        description=spec.description,
-        source=source,
-        base_raw=base,
-        keys=keys,
-        strategies=tuple(dict.fromkeys(pt.strategy for pt in points)),
-        points=tuple(points),
-        replications=cap,
-        seed=int(first["seed"]),
-        plan=spec.plan,
-        fingerprint=fp,
-        precision=rule,
-    )
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
