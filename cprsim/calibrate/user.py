@@ -67,7 +67,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import nn
@@ -602,7 +602,7 @@ def _metric(scores: Mapping[str, float], name: str, which: str) -> float:
     return v
 
 
-def calibrate_model(
+def calibrate_model(  # long: public API, 23 documented parameters; the body: check, run each seed, write
     build: Callable[[int, torch.device], tuple[nn.Module, Optimizers]],
     batches: Callable[[int, torch.device], Iterable[Batch]],
     step: Callable[[nn.Module, Any, Batch], object],
@@ -652,109 +652,45 @@ def calibrate_model(
     interval that writes the same bytes, ``failures_per_run`` failures per run on
     ``n_shards`` servers. ``progress(line)`` is told each finished run."""
     t0 = time.perf_counter()
-    ok = user_strategies()
-    bad = [s for s in strategies if s not in ok]
-    if bad or not strategies:
-        raise ParameterError("strategies", f"must be among {', '.join(ok)}", ",".join(strategies))
-    if not seeds or not budgets or any(not (b > 0) for b in budgets):
-        raise ParameterError(
-            "budgets", "give at least one seed and budgets > 0", ",".join(map(str, budgets))
-        )
-    if failures_per_run < 1 or n_shards < 1 or batch < 1:
-        raise InputError(
-            f"failures_per_run, n_shards and batch must be >= 1, got {failures_per_run}, "
-            f"{n_shards}, {batch}"
-        )
-    dev = resolve_device(device)
+    schedule = _Schedule(
+        tuple(seeds),
+        tuple(budgets),
+        tuple(strategies),
+        batch,
+        n_shards,
+        failures_per_run,
+        top_fraction,
+        full_every,
+        sample_rate,
+    )
+    schedule.check()
+    loop = _Loop(
+        build,
+        batches,
+        step,
+        lookups,
+        evaluate,
+        tables,
+        auc_metric,
+        logloss_metric,
+        batch,
+        n_shards,
+        resolve_device(device),
+    )
+    dev = loop.device
     results: list[R.RunResult] = []
     info: dict[str, Any] = {}
     for seed in seeds:
-        n = n_iters
-        if n is None:
-            data = batches(seed, dev)
-            if not isinstance(data, Sized):
-                raise InputError(
-                    "batches() returned an iterable without len(): give n_iters (the batches of "
-                    "a run)"
-                )
-            n = len(data)
-        if n < 2:
-            raise InputError(f"seed {seed}: a run of {n} iterations is too short to calibrate")
-        preset = R.Preset(
-            "user-model",
-            n * batch,
-            0,
-            tuple(seeds),
-            tuple(float(b) for b in budgets),
-            tuple(strategies),
-            batch=batch,
-            n_shards=n_shards,
-            failures_per_run=failures_per_run,
-            top_fraction=top_fraction,
-            full_every=full_every,
-            sample_rate=sample_rate,
-        )
-        runs = [R.Run(seed, 0, 0.0)] + [
-            R.Run(seed, i, b, st)
-            for i, (b, st) in enumerate(R.settings_for(preset, n, seed), start=1)
-        ]
+        n = loop.iterations(seed, n_iters)
+        runs = schedule.runs(seed, n)
         digest: str | None = None
         for run in runs:
             r0 = time.perf_counter()
-            torch.manual_seed(seed)
-            model, opt = build(seed, dev)
-            setting = run.setting or Setting(VANILLA, R.BASELINE)  # no action: the baseline
-            inj = FailureInjector(
-                tables(model) if tables is not None else model,
-                opt,
-                n_shards=n_shards,
-                setting=setting,
-                n_iters=n,
-                batch=batch,
-                seed=seed,
-            )
-            k = -1
-            for k, b in enumerate(batches(seed, dev)):
-                if k >= n:
-                    raise InputError(f"seed {seed}: batches() gave more than n_iters = {n}")
-                inj.before(k)
-                step(model, opt, b)
-                inj.count(lookups(b))
-            if k + 1 != n:
-                raise InputError(f"seed {seed}: batches() gave {k + 1} batches, expected {n}")
-            if digest is None:
-                digest = inj.lookup_digest
-            elif inj.lookup_digest != digest:
-                raise InputError(
-                    f"seed {seed}: run {run.label} looked up other rows than the seed's baseline: "
-                    "batches(seed, device) must give the same batches in the same order every call"
-                )
-            scores = evaluate(model, seed, dev)
-            a = _metric(scores, auc_metric, "auc")
-            ll = _metric(scores, logloss_metric, "logloss")
-            position, age = inj.timing
-            results.append(
-                R.RunResult(
-                    seed,
-                    run.run,
-                    run.strategy,
-                    run.label,
-                    run.budget,
-                    float(inj.pls),
-                    a,
-                    ll,
-                    float(position),
-                    float(age),
-                )
-            )
+            result, inj, model = loop.train(run, seed, n, digest)
+            digest = digest or inj.lookup_digest
+            results.append(result)
             if not info:
-                info = {
-                    "tables": [[t.name, t.n_rows] for t in inj.tables],
-                    "rows": inj.store.n_rows,
-                    "model": type(model).__name__,
-                    "optimizer": ", ".join(type(o).__name__ for o in inj.store.optimizers)
-                    or "none",
-                }
+                info = _describe(inj, model)
             if progress is not None:
                 progress(f"seed {seed} {run.label} ({time.perf_counter() - r0:.1f} s)")
             info.setdefault("iterations", {})[str(seed)] = n
@@ -784,6 +720,161 @@ def calibrate_model(
     return UserCalibration(
         doc, points, results, files, time.perf_counter() - t0, planner_refusal(doc)
     )
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """What :func:`calibrate_model` runs for each seed: its strategies at each budget, scheduled as
+    ``cprsim calibrate`` schedules them (:func:`cprsim.calibrate.runner.settings_for`)."""
+
+    seeds: tuple[int, ...]
+    budgets: tuple[Any, ...]
+    strategies: tuple[str, ...]
+    batch: int
+    n_shards: int
+    failures_per_run: int
+    top_fraction: float
+    full_every: int
+    sample_rate: float
+
+    def check(self) -> None:
+        """One-line errors for strategies the emulator cannot run, no seed, budgets that are not
+        positive, or counts below 1."""
+        ok = user_strategies()
+        bad = [s for s in self.strategies if s not in ok]
+        if bad or not self.strategies:
+            raise ParameterError(
+                "strategies", f"must be among {', '.join(ok)}", ",".join(self.strategies)
+            )
+        if not self.seeds or not self.budgets or any(not (b > 0) for b in self.budgets):
+            raise ParameterError(
+                "budgets",
+                "give at least one seed and budgets > 0",
+                ",".join(map(str, self.budgets)),
+            )
+        if self.failures_per_run < 1 or self.n_shards < 1 or self.batch < 1:
+            raise InputError(
+                f"failures_per_run, n_shards and batch must be >= 1, got {self.failures_per_run}, "
+                f"{self.n_shards}, {self.batch}"
+            )
+
+    def runs(self, seed: int, n: int) -> list[R.Run]:
+        """Seed ``seed``'s runs of ``n`` iterations: its baseline, then each strategy and budget."""
+        preset = R.Preset(
+            "user-model",
+            n * self.batch,
+            0,
+            self.seeds,
+            tuple(float(b) for b in self.budgets),
+            self.strategies,
+            batch=self.batch,
+            n_shards=self.n_shards,
+            failures_per_run=self.failures_per_run,
+            top_fraction=self.top_fraction,
+            full_every=self.full_every,
+            sample_rate=self.sample_rate,
+        )
+        return [R.Run(seed, 0, 0.0)] + [
+            R.Run(seed, i, b, st)
+            for i, (b, st) in enumerate(R.settings_for(preset, n, seed), start=1)
+        ]
+
+
+@dataclass(frozen=True)
+class _Loop(Generic[Batch]):
+    """The user's training loop as :func:`calibrate_model` got it (its callables and settings),
+    and the device it runs on: how many iterations a seed's run has, and one training run."""
+
+    build: Callable[[int, torch.device], tuple[nn.Module, Optimizers]]
+    batches: Callable[[int, torch.device], Iterable[Batch]]
+    step: Callable[[nn.Module, Any, Batch], object]
+    lookups: Callable[[Batch], Lookups]
+    evaluate: Callable[[nn.Module, int, torch.device], Mapping[str, float]]
+    tables: Callable[[nn.Module], TablesLike] | None
+    auc_metric: str
+    logloss_metric: str
+    batch: int
+    n_shards: int
+    device: torch.device
+
+    def iterations(self, seed: int, n_iters: int | None) -> int:
+        """The iterations of seed ``seed``'s runs: ``n_iters``, else ``len(batches(...))``."""
+        n = n_iters
+        if n is None:
+            data = self.batches(seed, self.device)
+            if not isinstance(data, Sized):
+                raise InputError(
+                    "batches() returned an iterable without len(): give n_iters (the batches of "
+                    "a run)"
+                )
+            n = len(data)
+        if n < 2:
+            raise InputError(f"seed {seed}: a run of {n} iterations is too short to calibrate")
+        return n
+
+    def train(
+        self, run: R.Run, seed: int, n: int, first: str | None
+    ) -> tuple[R.RunResult, FailureInjector, Any]:
+        """Train ``run`` (``n`` iterations, failures injected on its schedule) from a fresh model,
+        check it looked up the rows of the seed's first run (digest ``first``; None: this is that
+        run), evaluate it, and return its result, its injector and the model."""
+        torch.manual_seed(seed)
+        model, opt = self.build(seed, self.device)
+        setting = run.setting or Setting(VANILLA, R.BASELINE)  # no action: the baseline
+        inj = FailureInjector(
+            self.tables(model) if self.tables is not None else model,
+            opt,
+            n_shards=self.n_shards,
+            setting=setting,
+            n_iters=n,
+            batch=self.batch,
+            seed=seed,
+        )
+        k = -1
+        for k, b in enumerate(self.batches(seed, self.device)):
+            if k >= n:
+                raise InputError(f"seed {seed}: batches() gave more than n_iters = {n}")
+            inj.before(k)
+            self.step(model, opt, b)
+            inj.count(self.lookups(b))
+        if k + 1 != n:
+            raise InputError(f"seed {seed}: batches() gave {k + 1} batches, expected {n}")
+        _same_rows(seed, run, inj.lookup_digest, first)
+        scores = self.evaluate(model, seed, self.device)
+        position, age = inj.timing
+        result = R.RunResult(
+            seed,
+            run.run,
+            run.strategy,
+            run.label,
+            run.budget,
+            float(inj.pls),
+            _metric(scores, self.auc_metric, "auc"),
+            _metric(scores, self.logloss_metric, "logloss"),
+            float(position),
+            float(age),
+        )
+        return result, inj, model
+
+
+def _same_rows(seed: int, run: R.Run, digest: str, first: str | None) -> None:
+    """A one-line error if ``run`` looked up other rows (``digest``) than the seed's first run
+    (``first``; None: ``run`` is that run)."""
+    if first is not None and digest != first:
+        raise InputError(
+            f"seed {seed}: run {run.label} looked up other rows than the seed's baseline: "
+            "batches(seed, device) must give the same batches in the same order every call"
+        )
+
+
+def _describe(inj: FailureInjector, model: Any) -> dict[str, Any]:
+    """What the calibration file records about the model: its tables, rows and optimizers."""
+    return {
+        "tables": [[t.name, t.n_rows] for t in inj.tables],
+        "rows": inj.store.n_rows,
+        "model": type(model).__name__,
+        "optimizer": ", ".join(type(o).__name__ for o in inj.store.optimizers) or "none",
+    }
 
 
 def planner_refusal(doc: Mapping[str, Any]) -> str:
