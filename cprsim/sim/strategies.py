@@ -152,8 +152,6 @@ class Strategy:
     Planning: ClassVar[type[PlanningPart]] = PlanningPart  # type: ignore[type-abstract]
     #: its planning part, bound to this class (made by ``__init_subclass__``)
     planning: ClassVar[PlanningPart]
-    #: ``planning.kind``, read by callers outside the planner (the feasibility preflight's model)
-    plan_kind: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every subclass gets its own planning part, bound to it; a class that sets its own
@@ -162,7 +160,6 @@ class Strategy:
         super().__init_subclass__(**kwargs)
         if not missing_members(cls.Planning):  # an incomplete part is refused by register
             cls.planning = cls.Planning(cls)
-            cls.plan_kind = cls.Planning.kind
         own = cls.__dict__
         if "name" not in own:
             return

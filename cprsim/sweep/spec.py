@@ -402,7 +402,7 @@ def _point(
         feasibility.check_budget(s, budget)
         feasibility.check_numbers(s)
         if not s.failures.replay:  # as cprsim simulate: a regime that would never finish
-            feasibility.check(s, registry.get(s.strategy.name).plan_kind)
+            feasibility.check(s, registry.get(s.strategy.name).planning.kind)
     except sc.ScenarioError as e:
         raise SweepError(str(e)) from None
     except ParameterError as e:  # max_events
