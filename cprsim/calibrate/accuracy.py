@@ -20,9 +20,27 @@ shard reset to its initial values late in training loses more than the last hour
 early updates are the large ones); ``b3`` how much more each unit costs when much is lost at once
 (a convex loss: losing half the updates costs more than twice losing a quarter).
 
-**Pooled or per strategy** (for each candidate). An F-test of "one coefficient vector for every
-strategy" against "one per strategy": ``F = ((RSS_pooled - RSS_sep) / ((k - 1) p)) / (RSS_sep /
-(n - k p))``; per strategy only if ``p < 0.05``.
+**Pooled, per strategy, or in between** (for each candidate). Each strategy's coefficients are
+shrunk toward the pooled ones by the data's own evidence, never switched by a threshold (a hard
+F-test switch let one seed move a plan by seven grid steps). With ``F = ((RSS_pooled - RSS_sep) /
+q) / (RSS_sep / nu)``, ``q = (k - 1) p`` restrictions and ``nu = n - k p``, the pooling weight is
+the positive-part Stein rule (Judge and Bock 1978): ``B = min(1, c / F)``, ``c = (q - 2) / q x nu /
+(nu + 2)`` where ``q >= 3``, and ``c = 1`` (the moment estimate of the share of the strategies'
+spread that sampling noise explains) where the Stein rule does not apply (``q < 3``). A strategy's
+coefficients are then the model average ``b = B b_pooled + (1 - B) b_own`` with covariance ``B
+C_pooled + (1 - B) C_own + B (1 - B) d d'`` (``d = b_own - b_pooled``: the two fits' disagreement
+counts as uncertainty), residual scatter weighted the same way and the strategy's own residual
+degrees of freedom. ``B = 1``
+is the pooled fit (``coef["*"]``), ``B = 0`` the strategy's own; every estimate moves
+continuously with the data. The F-test's p-value is reported beside the weight.
+
+**Each strategy's own terms.** Where a strategy has its own coefficients, its own runs decide
+which of the candidate's terms they support (:func:`own_terms`: the same held-out rule on its runs
+alone); a term they do not support is fixed at 0 in its own fit (``own_terms`` in the file). The
+case: vanilla CPR restores states at most a few percent of the run old, so its age coefficient is
+noise (its standard error larger than the coefficient, and collinear with ``b0``): with 24 seeds
+leaving one out moved vanilla's ``b2`` by more than its value and the plan by up to seven grid
+steps. SSU, whose restored states range up to 40% of the run, keeps its age term.
 
 **Selection on held-out data.** Each candidate (with its pooling) is refitted with one seed left
 out and predicts that seed's runs (leave-one-seed-out cross-validation: a seed's runs share a
@@ -52,7 +70,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -75,7 +93,6 @@ FORMULAS = {
     "curvature": "loss = PLS x (b0 + b3 PLS)",
     "position+age": "loss = PLS x (b0 + b1 (position - 1/2) + b2 age)",
 }
-SIGNIFICANCE = 0.05
 #: the covariates the planner assumes when it only has a PLS (a failure mid-training restoring a
 #: fresh save): the reference point of ``b0``
 REFERENCE = {
@@ -115,6 +132,8 @@ class Coef:
     #: residual variance ``v0 PLS + v1 PLS^2`` of a single run around the mean (None: ``rss / dof``
     #: at every PLS, files written before it)
     resid_var: tuple[float, float] | None = None
+    #: the terms beyond PLS its own runs support (:func:`own_terms`; None: all the candidate's)
+    own_terms: tuple[str, ...] | None = None
 
     def residual_variance(self, pls: Any) -> np.ndarray:
         """The variance of a single run's loss around the model's mean at these PLS."""
@@ -168,6 +187,8 @@ class Coef:
         }
         if self.resid_var is not None:
             out["resid_var"] = [float(x) for x in self.resid_var]
+        if self.own_terms is not None:
+            out["own_terms"] = list(self.own_terms)
         return out
 
     @classmethod
@@ -211,7 +232,10 @@ class Coef:
                     f"v0 PLS + v1 PLS^2), got {list(rv)!r}"
                 )
             resid_var = (v0, v1)
-        return cls(b, cov, dof, rss, n, resid_var)
+        ot = d.get("own_terms")
+        if ot is not None and not (isinstance(ot, list) and all(isinstance(x, str) for x in ot)):
+            raise InputError(f"{where}.own_terms: expected a list of term names, got {ot!r}")
+        return cls(b, cov, dof, rss, n, resid_var, None if ot is None else tuple(ot))
 
 
 def ols(X: np.ndarray, y: np.ndarray, scatter: bool = True) -> Coef:
@@ -224,7 +248,10 @@ def ols(X: np.ndarray, y: np.ndarray, scatter: bool = True) -> Coef:
     res = y - X @ b
     rss = float(res @ res)
     dof = n - p
-    xtx_inv = np.linalg.pinv(X.T @ X)
+    try:
+        xtx_inv = np.linalg.inv(X.T @ X)
+    except np.linalg.LinAlgError:  # collinear columns: the least-squares solution's covariance
+        xtx_inv = np.linalg.pinv(X.T @ X)
     s2 = rss / dof if dof > 0 else math.inf
     cov = s2 * xtx_inv if math.isfinite(s2) else np.full((p, p), math.inf)
     return Coef(b, cov, dof, rss, n, residual_model(X[:, 0], res, dof) if scatter else None)
@@ -321,6 +348,8 @@ class Fitted:
     pooled: bool
     coef: dict[str, Coef]
     f_p_value: float | None
+    #: the pooled fit's weight in each strategy's coefficients (1: pooled, 0: each its own)
+    pooling_weight: float
 
     def coef_for(self, strategy: str) -> Coef:
         """The pooled coefficients, else the strategy's own, else vanilla CPR's (``partial``)."""
@@ -392,9 +421,10 @@ class Fitted:
 
 def f_test(
     d: Data, terms: Sequence[str], scatter: bool = True
-) -> tuple[float | None, Coef, dict[str, Coef]]:
+) -> tuple[float | None, Coef, dict[str, Coef], float | None, int, int]:
     """p-value of "one coefficient vector for all strategies", the pooled fit, the separate fits
-    (``scatter``: with their single-run residual model, :func:`residual_model`)."""
+    (``scatter``: with their single-run residual model, :func:`residual_model`), and the F
+    statistic with its degrees of freedom ``q``, ``nu`` (None, 0, 0 when there is no test)."""
     pooled = ols(d.X(terms), d.y, scatter)
     sep = {
         st: ols(d.take(d.strategy == st).X(terms), d.take(d.strategy == st).y, scatter)
@@ -403,29 +433,159 @@ def f_test(
     k, p, n = len(sep), 1 + len(terms), d.y.size
     rss_sep = sum(c.rss for c in sep.values())
     if k < 2 or n <= k * p or rss_sep <= 0:
-        return None, pooled, sep
-    F = ((pooled.rss - rss_sep) / ((k - 1) * p)) / (rss_sep / (n - k * p))
-    return f_sf(F, (k - 1) * p, n - k * p), pooled, sep
+        return None, pooled, sep, None, 0, 0
+    q, nu = (k - 1) * p, n - k * p
+    F = max(0.0, (pooled.rss - rss_sep) / q) / (rss_sep / nu)
+    return f_sf(F, q, nu), pooled, sep, F, q, nu
+
+
+def pooling_weight(F: float, q: int, nu: int) -> float:
+    """The weight ``B`` of the pooled fit (module doc): the positive-part Stein rule ``min(1, c /
+    F)``, ``c = (q - 2) / q x nu / (nu + 2)`` for ``q >= 3`` restrictions, ``c = 1`` below."""
+    c = (q - 2) / q * nu / (nu + 2) if q >= 3 else 1.0
+    if not c < F:  # F <= c, or F NaN: nothing to tell the strategies apart
+        return 1.0
+    return c / F if math.isfinite(F) else 0.0
+
+
+def shrunk(own: Coef, pooled: Coef, B: float, X: np.ndarray, y: np.ndarray) -> Coef:
+    """A strategy's coefficients as the model average of its own fit and the pooled one with
+    weight ``B`` on the pooled (module doc); ``X``, ``y``: the strategy's runs (for its RSS)."""
+    if B <= 0.0:
+        return own
+    if B >= 1.0:  # the pooled fit, with the strategy's own runs' RSS and count
+        res = y - X @ pooled.b
+        return replace(pooled, rss=float(res @ res), n=own.n, dof=own.dof, own_terms=own.own_terms)
+    b = B * pooled.b + (1.0 - B) * own.b
+    dlt = own.b - pooled.b
+    with np.errstate(invalid="ignore"):  # an infinite own covariance (no dof) stays infinite
+        cov = B * pooled.cov + (1.0 - B) * own.cov + B * (1.0 - B) * np.outer(dlt, dlt)
+    res = y - X @ b
+    rv = None
+    if own.resid_var is not None and pooled.resid_var is not None:
+        rv = (
+            B * pooled.resid_var[0] + (1.0 - B) * own.resid_var[0],
+            B * pooled.resid_var[1] + (1.0 - B) * own.resid_var[1],
+        )
+    elif pooled.resid_var is not None:
+        rv = pooled.resid_var
+    # the strategy's own residual degrees of freedom (the Student-t of its runs: conservative)
+    return Coef(b, cov, own.dof, float(res @ res), own.n, rv, own.own_terms)
+
+
+def _loso_errors(
+    d: Data, terms: Sequence[str], subsets: Sequence[Sequence[str]]
+) -> list[np.ndarray]:
+    """For each subset of ``terms``, each run's squared error from a least-squares fit of that
+    subset without the run's seed (every run its own group when there is only one seed): every
+    fold at once, a fold's normal equations being the total's less its seed's, one set of
+    per-seed sums for all subsets (NaN where a fold's equations are singular)."""
+    groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
+    ids, inv = np.unique(groups, return_inverse=True)
+    X = d.X(terms)
+    p = X.shape[1]
+    one_hot = np.zeros((ids.size, d.y.size))
+    one_hot[inv, np.arange(d.y.size)] = 1.0
+    G = (one_hot @ (X[:, :, None] * X[:, None, :]).reshape(d.y.size, p * p)).reshape(-1, p, p)
+    h = one_hot @ (X * d.y[:, None])
+    A = G.sum(axis=0) - G
+    r = h.sum(axis=0) - h
+    out = []
+    for t in subsets:
+        idx = [0] + [1 + list(terms).index(x) for x in t]
+        At, rt = A[np.ix_(range(ids.size), idx, idx)], r[:, idx]
+        try:
+            b = np.linalg.solve(At, rt[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:  # a fold without enough runs: those folds predict nothing
+            ok = np.linalg.matrix_rank(At) == len(idx)
+            b = np.full((ids.size, len(idx)), np.nan)
+            if np.any(ok):
+                b[ok] = np.linalg.solve(At[ok], rt[ok][:, :, None])[:, :, 0]
+        out.append((d.y - np.einsum("ij,ij->i", X[:, idx], b[inv])) ** 2)
+    return out
+
+
+def own_terms(d: Data, terms: Sequence[str]) -> tuple[str, ...]:
+    """The terms of ``terms`` that one strategy's own runs ``d`` support: among the candidates
+    nested in ``terms``, the simplest whose held-out squared error (its own seeds left out in
+    turn) is within one standard error of the best's, as :func:`select` chooses among candidates.
+    A strategy whose covariate barely varies (vanilla CPR restores states a few percent of the run
+    old) cannot tell an age term from noise: it keeps the slope alone, not a coefficient that
+    swings with every seed."""
+    nested = [t for t in CANDIDATES.values() if set(t) <= set(terms)]
+    if len(nested) < 2 or np.unique(d.seed).size < 3:
+        return tuple(terms)
+    errs = dict(zip(nested, _loso_errors(d, terms, nested)))
+    cv = {t: float(np.nanmean(e)) for t, e in errs.items() if np.any(np.isfinite(e))}
+    if len(cv) < len(nested):
+        return tuple(terms)
+    best = min(cv, key=lambda t: cv[t])
+    ok = []
+    for t in nested:
+        diff = errs[t] - errs[best]
+        diff = diff[np.isfinite(diff)]
+        se = float(np.std(diff, ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else 0.0
+        if cv[t] - cv[best] <= se:
+            ok.append(t)
+    return min(ok, key=lambda t: (len(t), cv[t]))
+
+
+def restricted_ols(d: Data, terms: Sequence[str], used: Sequence[str], scatter: bool) -> Coef:
+    """Least squares of the candidate ``terms`` with only PLS and ``used`` free (the others'
+    coefficients fixed at 0, their variance 0): :func:`ols` in the candidate's layout."""
+    if tuple(used) == tuple(terms):
+        return ols(d.X(terms), d.y, scatter)
+    c = ols(d.X(used), d.y, scatter)
+    idx = [0] + [1 + list(terms).index(t) for t in used]
+    p = 1 + len(terms)
+    b = np.zeros(p)
+    b[idx] = c.b
+    cov = np.zeros((p, p))
+    cov[np.ix_(idx, idx)] = c.cov
+    return Coef(b, cov, c.dof, c.rss, c.n, c.resid_var, tuple(used))
 
 
 def fit_candidate(
-    d: Data, name: str, significance: float = SIGNIFICANCE, scatter: bool = True
+    d: Data,
+    name: str,
+    scatter: bool = True,
+    used: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Fitted:
-    """Fit candidate ``name``: one coefficient per strategy when the F-test rejects pooling at
-    ``significance`` (or there is only one strategy), else pooled (``coef["*"]``); ``scatter``:
-    with the single-run residual model (not needed for the means of cross-validation)."""
+    """Fit candidate ``name``: each strategy's coefficients shrunk toward the pooled ones by the
+    pooling weight (:func:`pooling_weight`; ``coef["*"]`` when it is 1, the strategy's own when
+    there is only one strategy); ``scatter``: with the single-run residual model (not needed for
+    the means of cross-validation); ``used``: each strategy's own terms (:func:`own_terms` of its
+    runs in ``d`` when not given)."""
     terms = CANDIDATES[name]
-    p_value, pooled, sep = f_test(d, terms, scatter)
-    if len(sep) >= 2 and p_value is not None and p_value < significance:
-        return Fitted(name, terms, False, sep, p_value)
+    p_value, pooled, sep, F, q, nu = f_test(d, terms, scatter)
     if len(sep) == 1:
-        return Fitted(name, terms, False, sep, None)
-    return Fitted(name, terms, True, {"*": pooled}, p_value)
+        return Fitted(name, terms, False, sep, None, 0.0)
+    B = pooling_weight(F, q, nu) if F is not None else 1.0
+    if used is None:
+        used = {st: own_terms(d.take(d.strategy == st), terms) for st in sep}
+    if B >= 1.0 and all(u == tuple(terms) for u in used.values()):
+        return Fitted(name, terms, True, {"*": pooled}, p_value, 1.0)
+    # each strategy shrunk toward the pooled fit of its own terms (the pooled age coefficient is
+    # not mixed into a strategy whose runs do not support an age term)
+    toward = {
+        u: pooled if u == tuple(terms) else restricted_ols(d, terms, u, scatter)
+        for u in set(used.values())
+    }
+    coef = {}
+    for st in sep:
+        own = d.take(d.strategy == st)
+        c = restricted_ols(own, terms, used[st], scatter)
+        coef[st] = shrunk(c, toward[used[st]], B, own.X(terms), own.y)
+    return Fitted(name, terms, False, coef, p_value, B)
 
 
-def held_out_errors(d: Data, name: str, significance: float = SIGNIFICANCE) -> np.ndarray:
+def held_out_errors(d: Data, name: str) -> np.ndarray:
     """Each run's squared error when its seed was left out of the fit (every run its own group
-    when there is only one seed)."""
+    when there is only one seed). Each strategy's own terms are chosen once on all of ``d`` and
+    held fixed across the folds (the cross-validation ranks the candidates; the stability refits,
+    :func:`stability`, choose them again without each run and each seed)."""
+    terms = CANDIDATES[name]
+    used = {st: own_terms(d.take(d.strategy == st), terms) for st in d.strategies}
     groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
     err = np.full(d.y.size, np.nan)
     for g in np.unique(groups):
@@ -433,7 +593,9 @@ def held_out_errors(d: Data, name: str, significance: float = SIGNIFICANCE) -> n
         train = d.take(~test)
         if train.y.size == 0:
             continue
-        f = fit_candidate(train, name, significance, scatter=False)
+        f = fit_candidate(
+            train, name, scatter=False, used={st: used[st] for st in train.strategies}
+        )
         held = d.take(test)
         pred = np.empty(held.y.size)
         for st in np.unique(held.strategy):
@@ -465,12 +627,13 @@ class Selection:
         return _describe(
             self.metric,
             f.name,
-            f.pooled,
+            f.pooling_weight,
             sorted(self.ranges),
             f.f_p_value,
             self.rule,
             self.n,
             self.cv_mse,
+            f.coef,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -483,6 +646,7 @@ class Selection:
             "formula": FORMULAS[f.name],
             "terms": ["pls", *[f"pls_x_{t}" for t in f.terms]],
             "pooled": f.pooled,
+            "pooling_weight": float(f.pooling_weight),
             "selection": self.rule,
             "runs": self.n,
             "cv_best": self.best,
@@ -493,17 +657,18 @@ class Selection:
             k: (float(c.f_p_value) if c.f_p_value is not None else float("nan"))
             for k, c in self.candidates.items()
         }
+        out["pooling_weights"] = {k: float(c.pooling_weight) for k, c in self.candidates.items()}
         if self.inadmissible:
             out["inadmissible"] = dict(self.inadmissible)
         out["coef"] = {k: c.to_dict() for k, c in f.coef.items()}
         return out
 
 
-def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selection:
+def select(d: Data, metric: str) -> Selection:
     """Fit every candidate supported by the data and choose one (module doc)."""
     varies = {"pls": True, "position": bool(np.ptp(d.position) > 0), "age": bool(np.ptp(d.age) > 0)}
     fitted = {
-        nm: fit_candidate(d, nm, significance, scatter=False)
+        nm: fit_candidate(d, nm, scatter=False)
         for nm, terms in CANDIDATES.items()
         if all(varies[t] for t in terms)
     }  # files without position/age: slope and curvature
@@ -518,13 +683,24 @@ def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selectio
     # an inadmissible fit (negative or falling loss) is no candidate (the slope model stays, as the
     # fallback: a calibration whose slope is not positive is refused when it is read)
     inadmissible = {nm: why for nm, f in fitted.items() if (why := f.inadmissible(ranges))}
+    for nm, f in fitted.items():  # a term no strategy keeps: the same model as a simpler one
+        kept = {
+            t
+            for c in f.coef.values()
+            for t in (c.own_terms if c.own_terms is not None else f.terms)
+        }
+        if nm not in inadmissible and set(f.terms) - kept:
+            inadmissible[nm] = (
+                f"no strategy's own runs support {', '.join(sorted(set(f.terms) - kept))} "
+                "(the same model as a simpler candidate)"
+            )
     # a candidate needs residual degrees of freedom (a CI) to be chosen; the slope model is always there
     names = [
         nm
         for nm, f in fitted.items()
         if nm == "slope" or (all(c.dof >= 1 for c in f.coef.values()) and nm not in inadmissible)
     ]
-    errs = {nm: held_out_errors(d, nm, significance) for nm in names}
+    errs = {nm: held_out_errors(d, nm) for nm in names}
     cv = {
         nm: float(np.nanmean(e)) if np.any(np.isfinite(e)) else math.inf for nm, e in errs.items()
     }
@@ -536,15 +712,17 @@ def select(d: Data, metric: str, significance: float = SIGNIFICANCE) -> Selectio
         diff = diff[np.isfinite(diff)]
         se[nm] = float(np.std(diff, ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else 0.0
 
-    def size(nm: str) -> int:
+    def size(nm: str) -> int:  # free coefficients
         f = fitted[nm]
-        return len(f.coef) * (1 + len(f.terms))
+        return sum(
+            1 + len(c.own_terms if c.own_terms is not None else f.terms) for c in f.coef.values()
+        )
 
     ok = [nm for nm in names if cv[nm] - cv[best] <= se[nm]]
     chosen = min(ok or ["slope"], key=lambda nm: (size(nm), cv[nm]))
     cv = {nm: cv[nm] for nm in names}
     fitted = {nm: fitted[nm] for nm in names}
-    fitted[chosen] = fit_candidate(d, chosen, significance)  # with its single-run scatter
+    fitted[chosen] = fit_candidate(d, chosen)  # with its single-run scatter
     return Selection(
         metric,
         fitted[chosen],
@@ -566,15 +744,16 @@ GRID_STEP = 2.0**0.25
 STABILITY_BOUND = 0.001
 
 
-def stability(d: Data, metric: str, significance: float = SIGNIFICANCE) -> dict[str, Any]:
+def stability(d: Data, metric: str) -> dict[str, Any]:
     """Whether one run, or one seed, could flip the model choice or move the plan: the selection
     refitted with each run left out, and with each seed left out; for each, the share of refits that
-    keep the chosen model (name and pooling), the other choices made, and the largest ratio between
+    keep the chosen model, the other choices made, the range of the chosen model's pooling weight
+    (continuous, :func:`pooling_weight`: not a choice) and the largest ratio between
     a refit's PLS bound (each strategy's, a single run's predictive 90% quantile at the reference
     covariates, for a loss of :data:`STABILITY_BOUND`) and the full fit's. ``stable``: every refit
     keeps the choice and every PLS bound within one grid step (:data:`GRID_STEP`)."""
-    full = select(d, metric, significance)
-    chosen = (full.chosen.name, full.chosen.pooled)
+    full = select(d, metric)
+    chosen = full.chosen.name
     strategies = d.strategies
 
     def bounds(sel: Selection) -> dict[str, float]:
@@ -582,7 +761,11 @@ def stability(d: Data, metric: str, significance: float = SIGNIFICANCE) -> dict[
         return {st: fit.max_pls(STABILITY_BOUND, st, q=0.9) for st in strategies}
 
     ref = bounds(full)
-    out: dict[str, Any] = {"chosen": full.chosen.name, "pooled": full.chosen.pooled}
+    out: dict[str, Any] = {
+        "chosen": full.chosen.name,
+        "pooled": full.chosen.pooled,
+        "pooling_weight": float(full.chosen.pooling_weight),
+    }
     ok = True
     groups = {"leave_one_run_out": np.arange(d.y.size), "leave_one_seed_out": d.seed}
     for key, g in groups.items():
@@ -591,17 +774,18 @@ def stability(d: Data, metric: str, significance: float = SIGNIFICANCE) -> dict[
             continue
         kept, worst = 0, 1.0
         other: dict[str, int] = {}
+        weights: list[float] = []
         for i in ids:
             sub = d.take(g != i)
             if any(np.sum(sub.strategy == st) < 2 for st in strategies):
                 continue
-            sel = select(sub, metric, significance)
-            c = (sel.chosen.name, sel.chosen.pooled)
+            sel = select(sub, metric)
+            c = sel.chosen.name
             if c == chosen:
                 kept += 1
+                weights.append(float(sel.chosen.pooling_weight))
             else:
-                label = f"{c[0]} ({'pooled' if c[1] else 'per strategy'})"
-                other[label] = other.get(label, 0) + 1
+                other[c] = other.get(c, 0) + 1
             for st, b in bounds(sel).items():
                 a = ref[st]
                 if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0:
@@ -613,6 +797,7 @@ def stability(d: Data, metric: str, significance: float = SIGNIFICANCE) -> dict[
             "kept": kept,
             "refits": n,
             "other_choices": other,
+            "pooling_weight_range": [min(weights), max(weights)] if weights else [],
             "max_pls_bound_ratio": float(worst),
         }
         ok = ok and kept == n and worst <= GRID_STEP
@@ -627,7 +812,6 @@ def _span(x: np.ndarray) -> tuple[float, float]:
 def model_table(
     points: Mapping[str, Mapping[str, Any]],
     metrics: Iterable[str] = ("auc", "logloss"),
-    significance: float = SIGNIFICANCE,
     check_stability: bool = False,
 ) -> dict[str, Any]:
     """calibration.toml's ``[model]`` table: per metric the chosen model and its evidence, and the
@@ -637,10 +821,10 @@ def model_table(
     ranges: dict[str, Any] = {}
     for m in metrics:
         d = Data.from_points(points, m)
-        sel = select(d, m, significance)
+        sel = select(d, m)
         out[m] = sel.to_dict()
         if check_stability:
-            out[m]["stability"] = stability(d, m, significance)
+            out[m]["stability"] = stability(d, m)
         ranges = sel.ranges
     out["range"] = {st: {k: list(v) for k, v in r.items()} for st, r in ranges.items()}
     return out
@@ -754,6 +938,7 @@ class AccuracyFit(Fitted):
             f.pooled,
             dict(f.coef),
             f.f_p_value,
+            f.pooling_weight,
             sel.metric,
             sel.ranges,
             sel.describe(),
@@ -797,17 +982,31 @@ class AccuracyFit(Fitted):
         cv = table.get("cv_mse")
         runs = table.get("runs")
         pooled = "*" in coef
+        w = table.get("pooling_weight")
+        if w is None:  # files written before the pooling weight: pooled or each its own
+            w = 1.0 if pooled else 0.0
+        if (
+            isinstance(w, bool)
+            or not isinstance(w, (int, float))
+            or not 0.0 <= w <= 1.0
+            or (pooled and w != 1.0)
+        ):
+            raise InputError(
+                f"{where}.pooling_weight: expected a number in [0, 1] (1 exactly when the "
+                f"coefficients are pooled, coef '*'), got {w!r}"
+            )
         desc = _describe(
             metric,
             name,
-            pooled,
+            float(w),
             sorted(rng),
             p_value,
             str(table.get("selection", "held-out selection")),
             runs if isinstance(runs, int) else None,
             cv if isinstance(cv, dict) else {},
+            coef,
         )
-        fit = cls(name, CANDIDATES[name], pooled, coef, p_value, metric, rng, desc)
+        fit = cls(name, CANDIDATES[name], pooled, coef, p_value, float(w), metric, rng, desc)
         box = rng or {
             st: {"pls": (0.0, 1.0), "position": (0.5, 0.5), "age": (0.0, 0.0)}
             for st in (coef if not pooled else {VANILLA: None})
@@ -826,20 +1025,36 @@ class AccuracyFit(Fitted):
 def _describe(
     metric: str,
     name: str,
-    pooled: bool,
+    weight: float,
     strategies: Sequence[str],
     p_value: float | None,
     rule: str,
     runs: int | None,
     cv_mse: Mapping[str, Any],
+    coef: Mapping[str, Coef] | None = None,
 ) -> str:
     """One line naming a chosen model, its pooling and the evidence (plan notes, simulate)."""
     test = f" (F-test p = {p_value:.3g})" if p_value is not None else ""
-    pool = (
-        f"one set of coefficients pooled over {', '.join(strategies) or 'the strategies'}"
-        if pooled
-        else "each strategy's own coefficients"
-    ) + test
+    if weight >= 1.0:
+        pool = f"one set of coefficients pooled over {', '.join(strategies) or 'the strategies'}"
+    elif weight <= 0.0:
+        pool = "each strategy's own coefficients"
+    else:
+        pool = (
+            f"each strategy's own coefficients shrunk toward the pooled ones (weight {weight:.2f})"
+        )
+    pool += test
+    if coef is not None and weight < 1.0:
+        terms = CANDIDATES[name]
+        less = sorted(
+            st for st, c in coef.items() if c.own_terms is not None and c.own_terms != terms
+        )
+        if less:
+            kept = {", ".join(coef[st].own_terms or ()) or "PLS alone" for st in less}
+            pool += (
+                f"; {', '.join(less)}: own fit with {' / '.join(sorted(kept))} (their own runs do "
+                f"not support {', '.join(terms)})"
+            )
     alt = ", ".join(f"{k} {v:.3g}" for k, v in cv_mse.items() if isinstance(v, (int, float)))
     return (
         f"{metric} model '{name}': {FORMULAS[name]}; {pool}; chosen by {rule}"

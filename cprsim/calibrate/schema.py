@@ -97,6 +97,10 @@ def _nonneg(x: float) -> bool:
     return math.isfinite(x) and x >= 0
 
 
+def _unit(x: float) -> bool:
+    return 0.0 <= x <= 1.0
+
+
 def _fraction(x: float) -> bool:
     return 0.0 <= x <= 1.0
 
@@ -364,6 +368,13 @@ def _model(w: _Walker, model: dict[str, Any]) -> None:
                 sorted(coefs),
             )
         w.optional(t, "pooled", path, w.flag)
+        if "pooling_weight" in t:
+            pw = t["pooling_weight"]
+            w.number(pw, f"{path}.pooling_weight", "a weight in [0, 1]", _unit)
+            if ("*" in coefs) != (pw == 1):
+                raise w.error(
+                    f"{path}.pooling_weight", "1 exactly when the fit is pooled (coef '*')", pw
+                )
         for k in ("formula", "selection", "cv_best"):
             w.optional(t, k, path, w.text)
         w.optional(t, "runs", path, w.whole, 1)
@@ -382,6 +393,9 @@ def _model(w: _Walker, model: dict[str, Any]) -> None:
                     "a p-value in [0, 1] (nan: no test)",
                     lambda x: math.isnan(x) or 0 <= x <= 1,
                 )
+        if "pooling_weights" in t:
+            for k, v in w.table(t["pooling_weights"], f"{path}.pooling_weights").items():
+                w.number(v, _key(f"{path}.pooling_weights", k), "a weight in [0, 1]", _unit)
         if "inadmissible" in t:
             for k, v in w.table(t["inadmissible"], f"{path}.inadmissible").items():
                 w.text(v, _key(f"{path}.inadmissible", k))
@@ -397,12 +411,25 @@ def _coef(w: _Walker, c: Any, path: str, name: str, p: int) -> None:
         raise w.error(f"{path}.b", f"an array of {_count(p, 'coefficient')} (model '{name}')", b)
     w.numbers(b, f"{path}.b")
     n = w.whole(c.get("n", _MISSING), f"{path}.n", 1)
+    if "own_terms" in c:  # the strategy's own fit frees only these terms (the rest fixed at 0)
+        from cprsim.calibrate.accuracy import CANDIDATES
+
+        ot, terms = c["own_terms"], CANDIDATES[name]
+        if not (
+            isinstance(ot, list)
+            and all(isinstance(x, str) and x in terms for x in ot)
+            and len(set(ot)) == len(ot)
+        ):
+            raise w.error(
+                f"{path}.own_terms", f"a list of distinct terms of model '{name}' {list(terms)}", ot
+            )
+    free = 1 + len(c["own_terms"]) if "own_terms" in c else p
     dof = c.get("dof", _MISSING)
-    if not _whole(dof) or dof != n - p:
+    if not _whole(dof) or dof != n - free:
         raise w.error(
             f"{path}.dof",
-            f"n - {p} = {n - p} (the residual degrees of freedom of {_count(n, 'run')} and "
-            f"{_count(p, 'coefficient')}), a whole number >= 0",
+            f"n - {free} = {n - free} (the residual degrees of freedom of {_count(n, 'run')} and "
+            f"{_count(free, 'free coefficient')}), a whole number >= 0",
             dof,
         )
     w.number(c.get("rss", _MISSING), f"{path}.rss", "a finite number >= 0", _nonneg)
@@ -445,6 +472,8 @@ def _stability(w: _Walker, t: dict[str, Any], path: str) -> None:
     w.optional(t, "stable", path, w.flag)
     w.optional(t, "pooled", path, w.flag)
     w.optional(t, "chosen", path, w.text)
+    if "pooling_weight" in t:
+        w.number(t["pooling_weight"], f"{path}.pooling_weight", "a weight in [0, 1]", _unit)
     for k in ("leave_one_seed_out", "leave_one_run_out"):
         if k not in t:
             continue
@@ -463,6 +492,17 @@ def _stability(w: _Walker, t: dict[str, Any], path: str) -> None:
         if "other_choices" in r:
             for name, v in w.table(r["other_choices"], f"{sub}.other_choices").items():
                 w.whole(v, _key(f"{sub}.other_choices", name))
+        if "pooling_weight_range" in r:
+            wr = r["pooling_weight_range"]
+            if not (
+                isinstance(wr, list)
+                and len(wr) in (0, 2)
+                and all(_num(x) and _unit(x) for x in wr)
+                and (not wr or wr[0] <= wr[1])
+            ):
+                raise w.error(
+                    f"{sub}.pooling_weight_range", "[min, max] weights in [0, 1], or []", wr
+                )
 
 
 def _scale(w: _Walker, table: Any) -> None:

@@ -512,7 +512,14 @@ def _print_models(doc: dict) -> None:
         m = doc.get("model", {}).get(metric)
         if m:
             # the keys the planner does not need are optional (load_calibration checks their types)
-            pool = "pooled over the strategies" if "*" in m["coef"] else "per strategy"
+            pw = m.get("pooling_weight", 1.0 if "*" in m["coef"] else 0.0)
+            pool = (
+                "pooled over the strategies"
+                if "*" in m["coef"]
+                else "per strategy"
+                if pw <= 0
+                else f"per strategy, shrunk toward the pooled fit with weight {pw:.2f}"
+            )
             pv = m.get("pooling_f_test_p", {}).get(m["chosen"])
             test = "" if pv is None else f", F-test p = {pv:.3g}"  # optional: absent, not NaN
             click.echo(

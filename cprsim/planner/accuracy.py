@@ -239,7 +239,7 @@ def _covariates(results: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndar
     return pls, pos, age
 
 
-def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAccuracy:
+def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
     """The calibration's chosen model for ``metric`` (``[model.<metric>]``, or fitted from its
     points), with its pooling test and the measured PLS ranges; a model without points as it is."""
     raw = getattr(model, "raw", {}) or {}
@@ -262,9 +262,7 @@ def plan_accuracy(model: Any, metric: str, significance: float = 0.05) -> PlanAc
                 fallback=model,
                 model="external",
             )
-        fit = AccuracyFit.from_selection(
-            select(Data.from_points(pts, metric), metric, significance)
-        )
+        fit = AccuracyFit.from_selection(select(Data.from_points(pts, metric), metric))
     slopes = {}
     for st in fit.ranges or (VANILLA,):
         m, lo, hi = fit.slope_at(st)
