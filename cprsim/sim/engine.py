@@ -512,7 +512,8 @@ class Run:
         save_cost, commit, clock = strat.save_s, strat.on_commit, self.clock
         # the hot phases skip in line, as `_quiet` does: a phase ending before the first scheduled
         # event moves the clock (the adapter's `skip_to`)
-        skip_to, skip = env.skip_to, QUIET_PHASES
+        skip_to, skip, abandon_wait, job = env.skip_to, QUIET_PHASES, env.abandon_wait, self.job
+        assert job is not None  # the process runs as `self.job` (simulate_one)
         # the rate can change during a compute step only with these: otherwise a fast path
         variable = ckpt.slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
         while True:
@@ -569,6 +570,8 @@ class Run:
                 self.progress = min(target, progress + dt * rate) if partial_step else target
                 ph.phase = IDLE
             except simpy.Interrupt as intr:
+                # the phase's timeout fires for nobody now: the quiet phases pass over it
+                abandon_wait(job)
                 # the nodes `fail` interrupted the job for (`node_back`: []; an interrupt without a
                 # cause, SimPy's default, brings no failed node either)
                 cause = intr.cause
