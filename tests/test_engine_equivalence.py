@@ -46,3 +46,29 @@ def test_the_static_command_table_matches_each_commands_help():
     finally:
         sys.path.pop(0)
     assert startup.summaries_match() == []
+
+
+def test_a_replication_processes_no_event_for_nobody(monkeypatch):
+    """The timeout of a phase a failure cut short stays queued (SimPy cannot cancel it); the job
+    abandons it, so the quiet phases pass over it and SimPy never processes it. cpr-production
+    then costs two SimPy events per failure (the failure, its interrupt of the job) plus the two
+    processes' starts and the job's end, whatever its checkpoints and recoveries."""
+    import simpy
+
+    processed: list[bool] = []  # per event SimPy processes: did anything wait for it
+    step = simpy.Environment.step
+
+    def counted(env):
+        processed.append(bool(env._queue[0][3].callbacks))
+        return step(env)
+
+    monkeypatch.setattr(simpy.Environment, "step", counted)
+    s = sc.load("cpr-production")
+    failures = 0
+    for r in range(10):
+        processed.clear()
+        res, _ = simulate_one(s, r)
+        assert all(processed)
+        assert len(processed) == 2 * res.failure_events + 3
+        failures += res.failure_events
+    assert failures > 20  # failures in most replications

@@ -13,15 +13,21 @@ Why they exist (the engine's hot path; ``benchmarks/engine.py``):
 * :meth:`Env.skip_to`: a phase that ends before the next scheduled event cannot be interrupted,
   so the clock moves to its end at once instead of through a timeout event: the same clock, the
   same order of events, one event fewer per phase.
+* :meth:`Env.abandon_wait`: the timeout an interrupted job was waiting for stays in SimPy's queue
+  (SimPy cannot cancel a timeout) and would be processed, for nobody, at its time; abandoned, it
+  does not stop :meth:`Env.skip_to` (which drops it from the queue), so the phases after a failure
+  stay quiet instead of going through SimPy until the old phase's end has passed.
 
 SimPy's ``Environment`` keeps its clock in ``_now``, its queue in ``_queue`` (a heap of ``(time,
 priority, event id, event)``) and its event ids in ``_eid``; an event is triggered when ``_value``
-is set and ``_ok`` says whether it succeeded. These have been stable since SimPy 4.0.
+is set and ``_ok`` says whether it succeeded; a process waits for ``_target``, which an interrupt
+leaves set while the process handles it (the public ``Process.target`` says ``None`` then).
+These have been stable since SimPy 4.0.
 """
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heappop, heappush
 
 import simpy
 from simpy.core import URGENT
@@ -29,9 +35,18 @@ from simpy.core import URGENT
 #: the SimPy versions the adapter is tested with (``pyproject.toml``: ``simpy>=4.1,<4.2``)
 SUPPORTED = ((4, 1), (4, 2))
 
+#: abandoned events kept before those SimPy processed meanwhile are forgotten
+#: (:meth:`Env.abandon_wait`)
+ABANDONED_PURGE = 64
+
 
 class Env(simpy.Environment):
     """A SimPy environment with the engine's shortcuts (module doc)."""
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        #: scheduled events nobody waits for any more (:meth:`abandon_wait`)
+        self._abandoned: set[simpy.Event] = set()
 
     def urgent(self, delay: float) -> simpy.Event:
         """A triggered event processed ``delay`` from now, before ``NORMAL`` events of that time."""
@@ -56,10 +71,28 @@ class Env(simpy.Environment):
         ev._value = None
         self.schedule(ev, URGENT, delay)
 
+    def abandon_wait(self, process: simpy.Process) -> None:
+        """``process`` is handling an interrupt (call it from its ``except simpy.Interrupt``): the
+        timeout it was waiting for is abandoned. SimPy has taken the process off that event's
+        callbacks and keeps it queued; processed, it would only move the clock to its time, so
+        :meth:`skip_to` passes over it. An event that is not scheduled (an untriggered
+        ``env.event()``) or that something else still waits for is left alone."""
+        ev = process._target  # until the process yields again: the event the interrupt cut short
+        if ev.triggered and ev.callbacks == []:  # scheduled, not processed, nobody waiting
+            abandoned = self._abandoned
+            if len(abandoned) >= ABANDONED_PURGE:  # forget those SimPy has processed since
+                abandoned.difference_update([e for e in abandoned if e.callbacks is None])
+            abandoned.add(ev)
+
     def skip_to(self, t: float) -> bool:
         """Move the clock to ``t`` when no event is scheduled before it (at a tie, no: the event
-        first), and say whether it moved."""
+        first), and say whether it moved. Abandoned events (:meth:`abandon`) due by ``t`` are
+        dropped from the queue on the way: processed, they would do nothing."""
         queue = self._queue
+        abandoned = self._abandoned
+        if abandoned:
+            while queue and queue[0][0] <= t and queue[0][3] in abandoned:
+                abandoned.discard(heappop(queue)[3])
         if not queue or t < queue[0][0]:
             self._now = t
             return True
