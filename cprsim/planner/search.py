@@ -196,6 +196,10 @@ class Runs:
         return np.array([getattr(r, metric) for r in self.upto(n)], dtype=float)
 
 
+#: after a failure, the search tries the top of the bracket itself when the rule's target is at
+#: most this many grid steps below it (a failure there costs little; a pass ends the search)
+NEAR_TOP = 2
+
 #: the search's predictive stop: looks from this many replications on, every PRED_STEP more
 PRED_MIN, PRED_STEP = 40, 10
 
@@ -227,13 +231,18 @@ def curtailed(
     and returns :func:`judge`'s verdict on all of them (the same verdict, with the figures of all
     ``n``): only failures are cut short. ``predictive = g`` (the search only, never a
     confirmation) also stops once the verdict of all ``n`` is predicted with probability ``1 - g``
-    (:func:`p_pass`): a guess, not a proof."""
+    (:func:`p_pass`): a guess, not a proof.
+
+    With a confidence ``q``, ``score`` must score each run on its own (a run's value does not
+    depend on the others scored with it, as the planner's per-run promise): each run is scored
+    once, when it is run, instead of the whole prefix at every step."""
     need = min_successes(n, q) if q is not None else None
     if q is None or need is None:
         res = runs.upto(n)
         return judge(score(res), bound, q), res
     m = k = 0
     guess: bool | None = None
+    x = np.empty(0)  # the scores of the runs so far: each scored once, as it comes
     while True:
         # the fewest further runs that could settle it: need - k more within, or n - need - f + 1 more not
         step = min(need - k, n - need - (m - k) + 1)
@@ -241,7 +250,7 @@ def curtailed(
             step = min(step, max(PRED_MIN - m, PRED_STEP))
         m = min(n, m + max(1, step))
         res = runs.upto(m)
-        x = score(res)
+        x = np.concatenate([x, score(res[x.size :])])
         k = int(np.sum(x <= bound * (1 + 1e-12)))
         if k >= need or m - k > n - need or m >= n:
             break
@@ -253,7 +262,7 @@ def curtailed(
     passed = k >= need if guess is None else guess
     if passed and complete_pass and m < n:
         res = runs.upto(n)
-        return judge(score(res), bound, q), res
+        return judge(np.concatenate([x, score(res[m:])]), bound, q), res
     return Verdict(passed, k / m, cp_lower(k, n), pilot_statistic(x, n, q)), res
 
 
@@ -346,7 +355,13 @@ class PlsSearch:
         (log-log secant: MFU's and SSU's PLS are not proportional to the interval), within the
         grid steps not yet settled (above the largest pass, below the smallest failure), until a
         pass sits just below a failure: the same answer as :meth:`run`'s walk whenever passing is
-        monotone in the interval."""
+        monotone in the interval.
+
+        After a failure, the next verdict is one grid step above the rule's target (the top of the
+        bracket itself when the target is within :data:`NEAR_TOP` steps of it): a pass is the
+        expensive verdict (it needs about ``need(n)`` runs, where a failure settles after
+        ``n - need + 1``), and the answer needs exactly one pass, at the top of the bracket; aiming
+        high trades a second pass just below the answer for, at worst, a failure above it."""
         assert self.runs_of is not None
         x = self._score(self.runs_of(cands[i]).upto(min(self.pilot, self.n_search)))
         pts = [(cands[i], pilot_statistic(x, self.n_search, self.q))]
@@ -368,6 +383,7 @@ class PlsSearch:
             if best is not None and best >= hi:
                 return cands[best]
             j = self._target(cands, pts, 0 if best is None else best + 1, hi, hi)
+            j = hi if j >= hi - NEAR_TOP else j + 1
 
     def _target(
         self, cands: list[float], pts: list[tuple[float, float]], lo: int, hi: int, default: int
