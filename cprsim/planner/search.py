@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from cprsim.quantiles import beta_ppf, betabinom_sf
 from cprsim.scenario import HOUR, Scenario
@@ -106,12 +107,11 @@ def search_share(q: float, n_confirm: int, n_search: int, level: float = LEVEL) 
     need = min_successes(n_confirm, q, level)
     if need is None:
         return q
-    from scipy import optimize, stats
-
-    def pass_prob(p: float) -> float:
-        return float(stats.binom.sf(need - 1, n_confirm, p)) - 0.5
-
-    half = 1.0 if pass_prob(1.0 - 1e-12) < 0 else float(optimize.brentq(pass_prob, 1e-9, 1 - 1e-12))
+    # the share p at which P(Binomial(n_confirm, p) >= need) = 1/2: that probability is the
+    # regularized incomplete beta I_p(need, n_confirm - need + 1), so p is its inverse at 1/2 (in
+    # closed form, from scipy.special: no root search, and no scipy.stats or scipy.optimize to
+    # import; tests/test_plan_speed.py checks it against the root of scipy.stats.binom.sf)
+    half = float(special.betaincinv(need, n_confirm - need + 1, 0.5))
     k = min(n_search, math.ceil(half * n_search - 1e-9))
     base = min_successes(n_search, q, level)
     if base is not None and k <= base:
@@ -152,24 +152,39 @@ def judge(pls: Sequence[float] | np.ndarray, bound: float, q: float | None) -> V
 
 
 def simulate(
-    s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: int, block: str = "search"
+    s: Scenario,
+    tau: float,
+    strategy: str,
+    params: dict[str, Any],
+    n: int,
+    block: str = "search",
+    progress: Callable[[int], None] | None = None,
 ) -> list[ReplicationResult]:
     """``n`` replications (block ``block``'s, from its first) of ``strategy`` with ``params`` at
-    interval ``tau`` (s of progress, at most ``W``)."""
+    interval ``tau`` (s of progress, at most ``W``); ``progress(1)`` as each completes."""
     upd = {
         "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
         "strategy": {"name": strategy, **params},
     }
-    res, _ = run_replications(s.with_updates(upd), n, first=REPLICATION_BLOCKS[block])
+    res, _ = run_replications(
+        s.with_updates(upd), n, first=REPLICATION_BLOCKS[block], progress=progress
+    )
     return res
 
 
 class Runs:
     """Replications ``0, 1, 2, ...`` of a block for one interval and strategy, run on demand and
-    kept: whoever asks for ``n`` gets the same first ``n`` (a pilot, a search, a confirmation)."""
+    kept: whoever asks for ``n`` gets the same first ``n`` (a pilot, a search, a confirmation).
+    ``progress(1)`` is called as each replication run completes."""
 
     def __init__(
-        self, s: Scenario, tau: float, strategy: str, params: dict[str, Any], block: str = "search"
+        self,
+        s: Scenario,
+        tau: float,
+        strategy: str,
+        params: dict[str, Any],
+        block: str = "search",
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         upd = {
             "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
@@ -177,6 +192,7 @@ class Runs:
         }
         self.s = s.with_updates(upd)
         self.first = REPLICATION_BLOCKS[block]
+        self.progress = progress
         self.results: list[ReplicationResult] = []
 
     def __len__(self) -> int:
@@ -186,7 +202,10 @@ class Runs:
         """The first ``n`` replications, running those not run yet."""
         if n > len(self.results):
             more, _ = run_replications(
-                self.s, n - len(self.results), first=self.first + len(self.results)
+                self.s,
+                n - len(self.results),
+                first=self.first + len(self.results),
+                progress=self.progress,
             )
             self.results.extend(more)
         return self.results[:n]
@@ -290,6 +309,7 @@ class PlsSearch:
     bound: float
     q: float | None
     n_search: int
+    #: called with the replications run (``tick(1)`` as each completes): the plan's progress
     tick: Callable[[int], None]
     #: runs -> the values compared with ``bound`` (default: their PLS); the planner passes each run's
     #: accuracy loss relative to the accuracy bound, so that ``bound`` is 1
@@ -308,7 +328,7 @@ class PlsSearch:
         return self.score(res) if self.score is not None else np.array([r.pls for r in res])
 
     def ok(self, tau: float) -> Verdict:
-        """The verdict at interval ``tau`` (s): computed once (curtailed if adaptive), ticked."""
+        """The verdict at interval ``tau`` (s): computed once (curtailed if adaptive)."""
         if tau not in self.cache:
             if self.runs_of is not None:
                 v, _ = curtailed(
@@ -320,9 +340,15 @@ class PlsSearch:
                     self.predictive,
                 )
             else:
-                res = simulate(self.s, tau, self.strategy, self.params_at(tau), self.n_search)
+                res = simulate(
+                    self.s,
+                    tau,
+                    self.strategy,
+                    self.params_at(tau),
+                    self.n_search,
+                    progress=self.tick,
+                )
                 v = judge(self._score(res), self.bound, self.q)
-            self.tick(1)
             self.cache[tau] = v
         return self.cache[tau]
 
