@@ -11,7 +11,7 @@ import pytest
 from scipy import optimize, stats
 
 from cprsim import scenario as sc
-from cprsim.planner import make_plan
+from cprsim.planner import estimated_replications, make_plan
 from cprsim.planner import search as se
 from cprsim.scenario import HOUR
 
@@ -135,3 +135,6 @@ def test_plan_progress_counts_every_replication_it_runs(monkeypatch, linear_accu
     )
     assert ticks and set(ticks) == {1}
     assert len(ticks) == sum(ran) > 40
+    # the progress display's total: an estimate, within a factor of two here
+    est = estimated_replications(s, replications=40, search_replications=40)
+    assert 0.5 * len(ticks) <= est <= 2 * len(ticks), (est, len(ticks))
