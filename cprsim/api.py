@@ -753,7 +753,7 @@ def plan(  # long: public signature: 19 documented parameters, each checked; the
     Calibration or calibration.toml (default: the shipped one). ``allow_extrapolation``: plan to the
     accuracy bound even beyond twice the PLS range the calibration measured;
     ``allow_no_full_checkpoint``: without job-level interruptions or an age cap, allow plans that
-    take no full checkpoint. ``progress(n)`` is called as the planner advances.
+    take no full checkpoint. ``progress(n)`` is called as the plan's replications complete.
     ``sensitivity``: factors k (e.g. ``(2, 4, 10)``): the plan again as if the user's model lost k
     times the accuracy per unit PLS the plan assumes; ``plan.sensitivity`` holds a row per factor.
     ``model_rows``: your model's embedding rows (default: the scenario's) and ``loss_scale``: its

@@ -365,7 +365,13 @@ def command(  # long: its 35 click parameters; the body is ~50 lines of scenario
     strats = plan_strategies(strategies)
     factors = _factors(sensitivity)
     outputs_at_end()
-    with Progress(40, f"planning {s.name}", "steps", estimated=True) as advance:
+    from cprsim.planner import estimated_replications
+
+    # the planner reports each replication as it completes; how many it runs is known only roughly
+    total = estimated_replications(
+        s, strats, replications, search_replications, checkpoint_modes, precision
+    )
+    with Progress(total, f"planning {s.name}", "replications", estimated=True) as advance:
         plan = planning.run(
             max_accuracy_loss,
             metric,

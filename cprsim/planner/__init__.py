@@ -99,6 +99,7 @@ __all__ = [
     "finite",
     "AccuracyModel",
     "runs_within",
+    "estimated_replications",
 ]
 
 
@@ -153,6 +154,7 @@ class _Context:
     ns: int
     c: Costs
     rates: Rates
+    #: the plan's progress: called with the replications run (``tick(1)`` as each completes)
     tick: Callable[[int], None]
     allow_extrapolation: bool
     notes: list[str]
@@ -168,8 +170,46 @@ class _Context:
         """The replications of one interval, strategy and block: a prefix shared by every use."""
         key = (float(tau), strategy, tuple(sorted((k, repr(v)) for k, v in params.items())), block)
         if key not in self.runs:
-            self.runs[key] = Runs(self.s, tau, strategy, params, block)
+            self.runs[key] = Runs(self.s, tau, strategy, params, block, self.tick)
         return self.runs[key]
+
+
+def estimated_replications(
+    s: Scenario,
+    strategies: Sequence[str] = PLAN_DEFAULT,
+    replications: int | None = None,
+    search_replications: int | None = None,
+    checkpoint_modes: Sequence[str] | None = None,
+    precision: float | None = DEFAULT_PRECISION,
+) -> int:
+    """About how many replications :func:`make_plan` runs with these arguments: a guide for a
+    progress display (curtailment and the precision rule settle most verdicts early, so the true
+    count is often lower; sensitivity and stability plans come on top). Per checkpoint mode, full
+    recovery's search (three intervals) and two confirmations; the tiered local search (five
+    points); per strategy, a search (two intervals' worth) and a confirmation."""
+    n = replications or s.replications
+    ns = search_replications or max(200, n // 2)
+    # a point of a grid (all ng replications), or of a local search (paired comparisons settle
+    # after about 30)
+    ng = max(20, ns // 4) if precision is None else min(max(20, ns // 4), 30)
+    modes = _modes(s, checkpoint_modes)
+    confirm = n if precision is None else min(n, 2 * CONFIRM_MIN)
+    grid = 9 if precision is None else 3
+    total = sum(grid * ng + 2 * confirm for m in modes if m != "tiered")
+    if "tiered" in modes:
+        total += 5 * ng + confirm
+    dense = s.cluster.embedding_servers == 0
+    for name in strategies:
+        cls = registry.get(name)
+        if (cls.needs_embedding_servers and dense) or (
+            cls.needs_throughput and s.job.samples_per_s is None
+        ):
+            continue
+        if cls.planning.bounds_pls:
+            total += (2 if precision is not None else 5) * ns + n
+        else:
+            total += grid * ng + confirm
+    return total
 
 
 #: the factors of the sensitivity table: the true loss per unit PLS k times the calibrated one
@@ -223,7 +263,8 @@ def make_plan(
     ``max_extra_memory``: the most memory an option may add to the embedding tables, a fraction of
     them (ECRM's parity takes ``m/k``: 0.25 for 4 + 1); the variants that need more are not
     planned (a note says which), so that the options compared run on the same hardware; None:
-    no limit. Every option records its own (:attr:`Option.extra_memory`)."""
+    no limit. Every option records its own (:attr:`Option.extra_memory`). ``progress(1)`` is
+    called as each replication the plan runs completes (searches and confirmations alike)."""
     kw: dict[str, Any] = {
         "calibration": calibration,
         "replications": replications,
@@ -1101,7 +1142,7 @@ def _confirmed_runs(
     pls_bound = cls.planning.bounds_pls
     while True:
         if ctx.precision is None:
-            res = simulate(ctx.s, tau, cls.name, params, ctx.n, block="confirm")
+            res = simulate(ctx.s, tau, cls.name, params, ctx.n, "confirm", ctx.tick)
             v = judge(score(res), 1.0, ctx.q)
         elif pls_bound:  # the n-run verdict, curtailed: exact
             v, res = curtailed(
@@ -1114,7 +1155,6 @@ def _confirmed_runs(
         else:  # nothing to prove per run: the mean overhead to the precision asked
             res = _precise(ctx, ctx.runs_of(tau, cls.name, params, "confirm"), ctx.n)
             v = judge(score(res), 1.0, ctx.q)
-        ctx.tick(1)
         if v.passed or not pls_bound or stepped >= len(steps):
             break
         tau = steps[stepped]
@@ -1305,7 +1345,6 @@ def _descent(
     def lower(j: int, k: int) -> bool:
         if (j_min is not None and k < j_min) or lattice(k) == lattice(j):
             return False
-        ctx.tick(1)
         seen.add(lattice(k))
         return _paired_lower(ctx, runs(j), runs(k), cap)
 
@@ -1338,8 +1377,8 @@ def _full_options(ctx: _Context, age: float) -> list[Option]:
 
     def sim_mean(t: float) -> float:
         if t not in means:
-            means[t] = float(np.mean([r.overhead for r in simulate(s, t, FULL, {}, ng)]))
-            ctx.tick(1)
+            res = simulate(s, t, FULL, {}, ng, progress=ctx.tick)
+            means[t] = float(np.mean([r.overhead for r in res]))
         return means[t]
 
     lo_limit = max(1.0, c.save_s / 20.0)
@@ -1687,15 +1726,13 @@ def _rollback_option(ctx: _Context, cls: type[registry.Strategy], cap: float) ->
         )
         means = []
         for t in grid_t:
-            means.append(float(np.mean([r.overhead for r in simulate(s, t, cls.name, params, ng)])))
-            ctx.tick(1)
+            res = simulate(s, t, cls.name, params, ng, progress=ctx.tick)
+            means.append(float(np.mean([r.overhead for r in res])))
         # the optimum at the grid's top edge: go on doubling while the overhead still falls
         while int(np.argmin(means)) == len(grid_t) - 1 and grid_t[-1] < cap and len(grid_t) < 12:
             grid_t.append(float(min(cap, 2.0 * grid_t[-1])))
-            means.append(
-                float(np.mean([r.overhead for r in simulate(s, grid_t[-1], cls.name, params, ng)]))
-            )
-            ctx.tick(1)
+            res = simulate(s, grid_t[-1], cls.name, params, ng, progress=ctx.tick)
+            means.append(float(np.mean([r.overhead for r in res])))
         i = int(np.argmin(means))
         if best is None or means[i] < best[0]:
             best = (means[i], params, grid_t[i])

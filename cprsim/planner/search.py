@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from cprsim.quantiles import beta_ppf, betabinom_sf
 from cprsim.scenario import HOUR, Scenario
@@ -106,12 +107,11 @@ def search_share(q: float, n_confirm: int, n_search: int, level: float = LEVEL) 
     need = min_successes(n_confirm, q, level)
     if need is None:
         return q
-    from scipy import optimize, stats
-
-    def pass_prob(p: float) -> float:
-        return float(stats.binom.sf(need - 1, n_confirm, p)) - 0.5
-
-    half = 1.0 if pass_prob(1.0 - 1e-12) < 0 else float(optimize.brentq(pass_prob, 1e-9, 1 - 1e-12))
+    # the share p at which P(Binomial(n_confirm, p) >= need) = 1/2: that probability is the
+    # regularized incomplete beta I_p(need, n_confirm - need + 1), so p is its inverse at 1/2 (in
+    # closed form, from scipy.special: no root search, and no scipy.stats or scipy.optimize to
+    # import; tests/test_plan_speed.py checks it against the root of scipy.stats.binom.sf)
+    half = float(special.betaincinv(need, n_confirm - need + 1, 0.5))
     k = min(n_search, math.ceil(half * n_search - 1e-9))
     base = min_successes(n_search, q, level)
     if base is not None and k <= base:
@@ -152,24 +152,39 @@ def judge(pls: Sequence[float] | np.ndarray, bound: float, q: float | None) -> V
 
 
 def simulate(
-    s: Scenario, tau: float, strategy: str, params: dict[str, Any], n: int, block: str = "search"
+    s: Scenario,
+    tau: float,
+    strategy: str,
+    params: dict[str, Any],
+    n: int,
+    block: str = "search",
+    progress: Callable[[int], None] | None = None,
 ) -> list[ReplicationResult]:
     """``n`` replications (block ``block``'s, from its first) of ``strategy`` with ``params`` at
-    interval ``tau`` (s of progress, at most ``W``)."""
+    interval ``tau`` (s of progress, at most ``W``); ``progress(1)`` as each completes."""
     upd = {
         "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
         "strategy": {"name": strategy, **params},
     }
-    res, _ = run_replications(s.with_updates(upd), n, first=REPLICATION_BLOCKS[block])
+    res, _ = run_replications(
+        s.with_updates(upd), n, first=REPLICATION_BLOCKS[block], progress=progress
+    )
     return res
 
 
 class Runs:
     """Replications ``0, 1, 2, ...`` of a block for one interval and strategy, run on demand and
-    kept: whoever asks for ``n`` gets the same first ``n`` (a pilot, a search, a confirmation)."""
+    kept: whoever asks for ``n`` gets the same first ``n`` (a pilot, a search, a confirmation).
+    ``progress(1)`` is called as each replication run completes."""
 
     def __init__(
-        self, s: Scenario, tau: float, strategy: str, params: dict[str, Any], block: str = "search"
+        self,
+        s: Scenario,
+        tau: float,
+        strategy: str,
+        params: dict[str, Any],
+        block: str = "search",
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         upd = {
             "checkpoint.interval_h": min(tau, s.duration_s) / HOUR,
@@ -177,6 +192,7 @@ class Runs:
         }
         self.s = s.with_updates(upd)
         self.first = REPLICATION_BLOCKS[block]
+        self.progress = progress
         self.results: list[ReplicationResult] = []
 
     def __len__(self) -> int:
@@ -186,7 +202,10 @@ class Runs:
         """The first ``n`` replications, running those not run yet."""
         if n > len(self.results):
             more, _ = run_replications(
-                self.s, n - len(self.results), first=self.first + len(self.results)
+                self.s,
+                n - len(self.results),
+                first=self.first + len(self.results),
+                progress=self.progress,
             )
             self.results.extend(more)
         return self.results[:n]
@@ -195,6 +214,10 @@ class Runs:
         """``metric`` of each of the first ``n`` replications."""
         return np.array([getattr(r, metric) for r in self.upto(n)], dtype=float)
 
+
+#: after a failure, the search tries the top of the bracket itself when the rule's target is at
+#: most this many grid steps below it (a failure there costs little; a pass ends the search)
+NEAR_TOP = 2
 
 #: the search's predictive stop: looks from this many replications on, every PRED_STEP more
 PRED_MIN, PRED_STEP = 40, 10
@@ -227,13 +250,18 @@ def curtailed(
     and returns :func:`judge`'s verdict on all of them (the same verdict, with the figures of all
     ``n``): only failures are cut short. ``predictive = g`` (the search only, never a
     confirmation) also stops once the verdict of all ``n`` is predicted with probability ``1 - g``
-    (:func:`p_pass`): a guess, not a proof."""
+    (:func:`p_pass`): a guess, not a proof.
+
+    With a confidence ``q``, ``score`` must score each run on its own (a run's value does not
+    depend on the others scored with it, as the planner's per-run promise): each run is scored
+    once, when it is run, instead of the whole prefix at every step."""
     need = min_successes(n, q) if q is not None else None
     if q is None or need is None:
         res = runs.upto(n)
         return judge(score(res), bound, q), res
     m = k = 0
     guess: bool | None = None
+    x = np.empty(0)  # the scores of the runs so far: each scored once, as it comes
     while True:
         # the fewest further runs that could settle it: need - k more within, or n - need - f + 1 more not
         step = min(need - k, n - need - (m - k) + 1)
@@ -241,7 +269,7 @@ def curtailed(
             step = min(step, max(PRED_MIN - m, PRED_STEP))
         m = min(n, m + max(1, step))
         res = runs.upto(m)
-        x = score(res)
+        x = np.concatenate([x, score(res[x.size :])])
         k = int(np.sum(x <= bound * (1 + 1e-12)))
         if k >= need or m - k > n - need or m >= n:
             break
@@ -253,7 +281,7 @@ def curtailed(
     passed = k >= need if guess is None else guess
     if passed and complete_pass and m < n:
         res = runs.upto(n)
-        return judge(score(res), bound, q), res
+        return judge(np.concatenate([x, score(res[m:])]), bound, q), res
     return Verdict(passed, k / m, cp_lower(k, n), pilot_statistic(x, n, q)), res
 
 
@@ -281,6 +309,7 @@ class PlsSearch:
     bound: float
     q: float | None
     n_search: int
+    #: called with the replications run (``tick(1)`` as each completes): the plan's progress
     tick: Callable[[int], None]
     #: runs -> the values compared with ``bound`` (default: their PLS); the planner passes each run's
     #: accuracy loss relative to the accuracy bound, so that ``bound`` is 1
@@ -299,7 +328,7 @@ class PlsSearch:
         return self.score(res) if self.score is not None else np.array([r.pls for r in res])
 
     def ok(self, tau: float) -> Verdict:
-        """The verdict at interval ``tau`` (s): computed once (curtailed if adaptive), ticked."""
+        """The verdict at interval ``tau`` (s): computed once (curtailed if adaptive)."""
         if tau not in self.cache:
             if self.runs_of is not None:
                 v, _ = curtailed(
@@ -311,9 +340,15 @@ class PlsSearch:
                     self.predictive,
                 )
             else:
-                res = simulate(self.s, tau, self.strategy, self.params_at(tau), self.n_search)
+                res = simulate(
+                    self.s,
+                    tau,
+                    self.strategy,
+                    self.params_at(tau),
+                    self.n_search,
+                    progress=self.tick,
+                )
                 v = judge(self._score(res), self.bound, self.q)
-            self.tick(1)
             self.cache[tau] = v
         return self.cache[tau]
 
@@ -346,7 +381,13 @@ class PlsSearch:
         (log-log secant: MFU's and SSU's PLS are not proportional to the interval), within the
         grid steps not yet settled (above the largest pass, below the smallest failure), until a
         pass sits just below a failure: the same answer as :meth:`run`'s walk whenever passing is
-        monotone in the interval."""
+        monotone in the interval.
+
+        After a failure, the next verdict is one grid step above the rule's target (the top of the
+        bracket itself when the target is within :data:`NEAR_TOP` steps of it): a pass is the
+        expensive verdict (it needs about ``need(n)`` runs, where a failure settles after
+        ``n - need + 1``), and the answer needs exactly one pass, at the top of the bracket; aiming
+        high trades a second pass just below the answer for, at worst, a failure above it."""
         assert self.runs_of is not None
         x = self._score(self.runs_of(cands[i]).upto(min(self.pilot, self.n_search)))
         pts = [(cands[i], pilot_statistic(x, self.n_search, self.q))]
@@ -368,6 +409,7 @@ class PlsSearch:
             if best is not None and best >= hi:
                 return cands[best]
             j = self._target(cands, pts, 0 if best is None else best + 1, hi, hi)
+            j = hi if j >= hi - NEAR_TOP else j + 1
 
     def _target(
         self, cands: list[float], pts: list[tuple[float, float]], lo: int, hi: int, default: int

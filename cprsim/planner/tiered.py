@@ -97,7 +97,6 @@ def tiered_option(
             if not 0 <= q[1] < len(ks) or (dj and lattice(q[0]) == lattice(pos[0])):
                 continue
             seen.add((lattice(q[0]), ks[q[1]]))
-            ctx.tick(1)
             if paired_lower(ctxs[ks[pos[1]]], runs(*pos), runs(*q), ng):
                 pos = q
                 break
