@@ -193,9 +193,9 @@ class PlanAccuracy:
         )
         if dof <= 0:
             return np.where(pls > 0, math.inf, 0.0)
-        from scipy import stats
+        from scipy import special  # stats.t.ppf's own kernel, without importing scipy.stats
 
-        return self.scale * (m + sd * stats.t.ppf(u, dof))
+        return self.scale * (m + sd * special.stdtrit(dof, u))
 
     def mean_loss(self, results: Sequence[Any], strategy: str) -> tuple[float, float, float]:
         """The runs' mean expected loss and its 95% range (the model is linear in its columns, so
