@@ -15,7 +15,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,14 +198,52 @@ class Journal:
         atomic_write_text(self.path, csv_text(self.head, rows))
         atomic_write_bytes(self.sums, b"".join(self.digest(r).hex().encode() + b"\n" for r in rows))
 
+    def finish(self, read: dict[int, list[list[str]]], ran: dict[int, tuple[str, bytes]]) -> None:
+        """Rewrite the journal sorted by point, as :meth:`rewrite` does, from the points a resume
+        read (``read``) and those this call ran (``ran``: their text and checksums as appended):
+        the same bytes, without reading back and re-checking the rows this process wrote."""
+        texts, sums = [csv_text(self.head, [])], []
+        for i in sorted({*read, *ran}):
+            if i in ran:
+                text, digests = ran[i]
+            else:
+                text = csv_text(None, read[i])
+                digests = b"".join(self.digest(r).hex().encode() + b"\n" for r in read[i])
+            texts.append(text)
+            sums.append(digests)
+        atomic_write_text(self.path, "".join(texts))
+        atomic_write_bytes(self.sums, b"".join(sums))
+
     def append(self, text: str) -> None:
         """Append ``text`` (whole rows) to the file and fsync it."""
         _append(self.path, text.encode("utf-8"))
 
-    def seal(self, text: str) -> None:
-        """Append the checksums of ``text``'s rows (about to be appended) to the checksum file."""
+    def seal(self, text: str) -> bytes:
+        """Append the checksums of ``text``'s rows (about to be appended) to the checksum file;
+        returns them."""
         rows = csv.reader(io.StringIO(text))
-        _append(self.sums, b"".join(self.digest(r).hex().encode() + b"\n" for r in rows))
+        data = b"".join(self.digest(r).hex().encode() + b"\n" for r in rows)
+        _append(self.sums, data)
+        return data
+
+
+class PointRows(Mapping[int, list[list[str]]]):
+    """The rows of a sweep's points as read back (lists of cells): those a resume read, and those
+    this call ran parsed from their text when asked (one point at a time in memory)."""
+
+    def __init__(self, read: dict[int, list[list[str]]], ran: dict[int, tuple[str, bytes]]) -> None:
+        self.read, self.ran = read, ran
+
+    def __getitem__(self, i: int) -> list[list[str]]:
+        if i in self.read:
+            return self.read[i]
+        return list(csv.reader(io.StringIO(self.ran[i][0])))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted({*self.read, *self.ran}))
+
+    def __len__(self) -> int:
+        return len({*self.read, *self.ran})
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -403,11 +441,12 @@ def summary_header(sweep: Sweep) -> list[str]:
     return cols
 
 
-def write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -> None:
+def write_summary(sweep: Sweep, path: Path, done: Mapping[int, list[list[str]]]) -> None:
     """summary.csv (:func:`summary_header`): one row per point of ``done`` (its rows as read back
     from the journal), each metric's estimate over its replications."""
     head = header(sweep)
     k0 = head.index("replication")
+    cols = [(m, head.index(m)) for m in METRICS]
     rows = []
     for p in sweep.points:
         recs = done[p.index]
@@ -415,8 +454,8 @@ def write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) ->
             *recs[0][:k0],
             len(recs),
         ]  # point, strategy, grid values, interval as written
-        for m in METRICS:
-            e = estimate_metric(m, [float(r[head.index(m)]) for r in recs])
+        for m, k in cols:
+            e = estimate_metric(m, [float(r[k]) for r in recs])
             row += [getattr(e, s) for s in summary_stats(m)]
         rows.append(row)
     atomic_write_text(path, csv_text(summary_header(sweep), rows))

@@ -61,6 +61,7 @@ from cprsim.sweep.backends import (
 from cprsim.sweep.files import (
     OWN_FILES,
     Journal,
+    PointRows,
     check_format,
     check_out,
     has_rows,
@@ -199,12 +200,14 @@ def _run_into(
         backend = own = LocalWorkers(jobs)
     else:
         backend = Inline()
+    ran: dict[int, tuple[str, bytes]] = {}  # this call's points: their rows' text, checksums
     finished = False
     try:
         for r in schedule(runs, backend, sweep.fingerprint):
             text = r.text()
-            journal.seal(text)  # the checksums first: every complete row has one
+            sums = journal.seal(text)  # the checksums first: every complete row has one
             journal.append(text)
+            ran[r.point.index] = (text, sums)
             r.rows.clear()
             if progress is not None:
                 progress(1)
@@ -212,12 +215,12 @@ def _run_into(
     finally:
         if own is not None or connection is not None:
             backend.close(abort=not finished)
-    done, _ = journal.read()
-    missing = [p.index for p in sweep.points if p.index not in done]
+    missing = [p.index for p in sweep.points if p.index not in done and p.index not in ran]
     if missing:  # pragma: no cover - a backend that lost points silently
         raise SweepError(f"{out}: points {missing[:5]} did not complete; resume the sweep")
-    journal.rewrite(done, sorted(done))
-    write_summary(sweep, out / "summary.csv", done)
+    # sorted by point, from what is in memory: the journal as appended, not read back
+    journal.finish(done, ran)
+    write_summary(sweep, out / "summary.csv", PointRows(done, ran))
     parquet: list[Path] = []
     if output_format == "parquet":
         for name in ("results", "summary"):
