@@ -15,7 +15,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from cprsim.io import (
 )
 from cprsim.report import versions
 from cprsim.sim.replicate import METRICS, Precision, estimate_metric
-from cprsim.sweep.points import header, prefix
+from cprsim.sweep.points import RESULT_METRICS, PointRun, header, prefix
 from cprsim.sweep.results import point_complete, summary_stats
 from cprsim.sweep.spec import Point, Sweep
 from cprsim.version import __version__
@@ -225,25 +225,6 @@ class Journal:
         data = b"".join(self.digest(r).hex().encode() + b"\n" for r in rows)
         _append(self.sums, data)
         return data
-
-
-class PointRows(Mapping[int, list[list[str]]]):
-    """The rows of a sweep's points as read back (lists of cells): those a resume read, and those
-    this call ran parsed from their text when asked (one point at a time in memory)."""
-
-    def __init__(self, read: dict[int, list[list[str]]], ran: dict[int, tuple[str, bytes]]) -> None:
-        self.read, self.ran = read, ran
-
-    def __getitem__(self, i: int) -> list[list[str]]:
-        if i in self.read:
-            return self.read[i]
-        return list(csv.reader(io.StringIO(self.ran[i][0])))
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(sorted({*self.read, *self.ran}))
-
-    def __len__(self) -> int:
-        return len({*self.read, *self.ran})
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -441,23 +422,49 @@ def summary_header(sweep: Sweep) -> list[str]:
     return cols
 
 
-def write_summary(sweep: Sweep, path: Path, done: Mapping[int, list[list[str]]]) -> None:
-    """summary.csv (:func:`summary_header`): one row per point of ``done`` (its rows as read back
-    from the journal), each metric's estimate over its replications."""
+def summary_row(cells: Sequence[Any], n: int, values: Sequence[Sequence[float]]) -> list[Any]:
+    """A point's summary.csv row: its opening ``cells`` (point, strategy, grid values, interval),
+    ``n`` replications, then for each metric of ``METRICS`` (``values``, in that order) the
+    statistics of :func:`summary_stats`."""
+    row: list[Any] = [*cells, n]
+    for m, v in zip(METRICS, values, strict=True):
+        e = estimate_metric(m, v)
+        row += [getattr(e, s) for s in summary_stats(m)]
+    return row
+
+
+def run_summary(r: PointRun, text: str) -> list[Any]:
+    """The summary row of a point this process ran (``text``: its rows as journaled), from the
+    values in memory (each is what its cell reads back as: ``repr`` round-trips), computed as the
+    point completes, while the workers run the others."""
+    cells = next(csv.reader(io.StringIO(text)))[: len(prefix(r.point))]
+    assert r.stop is not None
+    cols = [1 + RESULT_METRICS.index(m) for m in METRICS]
+    rows = [r.rows[i] for i in range(r.stop)]
+    return summary_row(cells, r.stop, [[float(x[k]) for x in rows] for k in cols])
+
+
+def write_summary(
+    sweep: Sweep,
+    path: Path,
+    done: Mapping[int, list[list[str]]],
+    ready: Mapping[int, list[Any]],
+) -> None:
+    """summary.csv (:func:`summary_header`): one row per point: ``ready``'s row (a point this
+    process ran: :func:`run_summary`), else made from the point's rows in ``done`` (as read back
+    from the journal)."""
     head = header(sweep)
     k0 = head.index("replication")
-    cols = [(m, head.index(m)) for m in METRICS]
+    cols = [head.index(m) for m in METRICS]
     rows = []
     for p in sweep.points:
-        recs = done[p.index]
-        row: list[Any] = [
-            *recs[0][:k0],
-            len(recs),
-        ]  # point, strategy, grid values, interval as written
-        for m, k in cols:
-            e = estimate_metric(m, [float(r[k]) for r in recs])
-            row += [getattr(e, s) for s in summary_stats(m)]
-        rows.append(row)
+        if p.index in ready:
+            rows.append(ready[p.index])
+            continue
+        recs = done[p.index]  # point, strategy, grid values, interval as written
+        rows.append(
+            summary_row(recs[0][:k0], len(recs), [[float(r[k]) for r in recs] for k in cols])
+        )
     atomic_write_text(path, csv_text(summary_header(sweep), rows))
 
 

@@ -61,7 +61,6 @@ from cprsim.sweep.backends import (
 from cprsim.sweep.files import (
     OWN_FILES,
     Journal,
-    PointRows,
     check_format,
     check_out,
     has_rows,
@@ -69,6 +68,7 @@ from cprsim.sweep.files import (
     parquet_column,
     remove_own_files,
     remove_stale_temporaries,
+    run_summary,
     write_header_files,
     write_parquet,
     write_plan,
@@ -201,6 +201,7 @@ def _run_into(
     else:
         backend = Inline()
     ran: dict[int, tuple[str, bytes]] = {}  # this call's points: their rows' text, checksums
+    ready: dict[int, list[Any]] = {}  # and their summary rows, made while the others run
     finished = False
     try:
         for r in schedule(runs, backend, sweep.fingerprint):
@@ -208,6 +209,7 @@ def _run_into(
             sums = journal.seal(text)  # the checksums first: every complete row has one
             journal.append(text)
             ran[r.point.index] = (text, sums)
+            ready[r.point.index] = run_summary(r, text)
             r.rows.clear()
             if progress is not None:
                 progress(1)
@@ -220,7 +222,7 @@ def _run_into(
         raise SweepError(f"{out}: points {missing[:5]} did not complete; resume the sweep")
     # sorted by point, from what is in memory: the journal as appended, not read back
     journal.finish(done, ran)
-    write_summary(sweep, out / "summary.csv", PointRows(done, ran))
+    write_summary(sweep, out / "summary.csv", done, ready)
     parquet: list[Path] = []
     if output_format == "parquet":
         for name in ("results", "summary"):
