@@ -25,30 +25,59 @@ strategies = ["full", "partial"]
 
 
 def test_the_chunk_size_rule_by_hand():
+    inf = math.inf
     # one process: a chunk per point, whatever the work
-    assert P.task_units(1e9, 1, 0.5, 1e-5) == math.inf
-    # guided: the work left over GUIDE x workers, above the floor
-    assert P.task_units(1e6, 4, 0.001, 1e-5) == pytest.approx(1e6 / (P.GUIDE * 4))
+    assert P.task_units(1e9, 1, 0.5, 1e-5, 10.0) == inf
+    # guided: the work left over GUIDE x workers, above the floor, below the cap
+    assert P.task_units(1e6, 4, 0.001, 1e-5, inf) == pytest.approx(1e6 / (P.GUIDE * 4))
+    assert P.task_units(1e6, 4, 0.001, 1e-5, 20_000.0) == 20_000.0
     # the floor: OVERHEAD_FACTOR x a 1 ms overhead = 50 ms of work = 5,000 units at 10 us each
-    assert P.task_units(1_000, 4, 0.001, 1e-5) == pytest.approx(P.OVERHEAD_FACTOR * 0.001 / 1e-5)
+    assert P.task_units(1_000, 4, 0.001, 1e-5, 10.0) == pytest.approx(
+        P.OVERHEAD_FACTOR * 0.001 / 1e-5
+    )
     # a Dask-like 10 ms overhead: tasks of half a second at least
-    assert P.task_units(0, 16, 0.01, 1e-3) == pytest.approx(P.OVERHEAD_FACTOR * 0.01 / 1e-3)
+    assert P.task_units(0, 16, 0.01, 1e-3, inf) == pytest.approx(P.OVERHEAD_FACTOR * 0.01 / 1e-3)
     # an overhead next to nothing: MIN_TASK_S still holds
-    assert P.task_units(0, 2, 1e-9, 1e-3) == pytest.approx(P.MIN_TASK_S / 1e-3)
+    assert P.task_units(0, 2, 1e-9, 1e-3, inf) == pytest.approx(P.MIN_TASK_S / 1e-3)
 
 
 def test_the_sizer_learns_seconds_per_unit_and_counts_down_the_work():
-    s = P.TaskSizer(slots=4, left=1e6)
+    s = P.TaskSizer(slots=4, left=1e6, cap=1e5)
     assert (s.s_per_unit, s.overhead_s) == (P.PRIOR_S_PER_UNIT, P.PRIOR_OVERHEAD_S)
     s.measured(1_000, 2.0, 2.5)  # back 0.5 s after it was handed out: it waited in a queue
     s.measured(3_000, 2.0, 2.001)
     assert s.s_per_unit == pytest.approx(1e-3)
     assert s.overhead_s == pytest.approx(0.001)  # the fastest task's time outside its work
-    assert s.target() == pytest.approx(max(0.05 / 1e-3, 1e6 / (P.GUIDE * 4)))
+    assert s.target() == pytest.approx(1e6 / (P.GUIDE * 4))
     s.handed(1e6 - 100)
     assert s.target() == pytest.approx(50.0)  # the floor: 50 ms at 1 ms a unit
     s.handed(1e9)
     assert s.left == 0.0
+
+
+def test_a_sweep_is_cut_into_shrinking_tasks_that_cover_every_replication_once():
+    """96 points of 600 replications on 16 workers (issue 29's sweep, not run): tasks of the cap
+    first, then ever smaller, down to the floor; every replication handed out exactly once."""
+    from types import SimpleNamespace
+
+    runs = []
+    for i in range(96):
+        r = P.PointRun(SimpleNamespace(index=i), 600, None)  # type: ignore[arg-type]
+        r._cost = P.BASE_EVENTS + 50.0
+        runs.append(r)
+    sizer = P.sizer_for(runs, 16)
+    assert sizer.cap == pytest.approx(96 * 600 * 250.0 / (P.TASKS_PER_WORKER * 16))
+    pending, active, tasks = list(reversed(runs)), [], []
+    while items := P._next_task(active, pending, sizer):
+        tasks.append(sum(n for _, _, n in items))
+        for r, first, n in items:  # as if back at once
+            r.add([(j,) for j in range(first, first + n)])
+            if r.stop is not None:
+                active.remove(r)
+    assert sum(tasks) == 96 * 600 and all(r.ready == 600 for r in runs)
+    assert tasks[0] == pytest.approx(sizer.cap / 250.0, abs=1)
+    assert tasks[-2] < tasks[0] / 10  # the last tasks are small: the workers end together
+    assert 16 * P.TASKS_PER_WORKER <= len(tasks) <= 3 * 16 * P.TASKS_PER_WORKER
 
 
 class _Reversed:
@@ -93,6 +122,7 @@ def test_any_chunk_size_and_order_gives_the_bytes_of_one_process(tmp_path, monke
         elif precision is None:  # a point a chunk; past its 12 replications, several a task
             assert counts == {12} and len(chunks) == 6
             assert max(len(t) for t in backend.tasks) == (1 if chunk == 12 else 6)
+
 
 def test_resume_then_finish_gives_the_bytes_of_one_run(tmp_path):
     """The final journal is rebuilt from the points read back and those run since."""

@@ -118,7 +118,10 @@ def _point_failed(e: PointFailed, runs: list[PointRun]) -> InputError:
 #   (``PRIOR_OVERHEAD_S`` until the first task is back);
 # * **guided**: the work not yet handed out divided by ``GUIDE`` times the workers (guided
 #   self-scheduling): large tasks first, ever smaller ones towards the end, so that the workers
-#   finish close together; a worker is never left waiting on a sweep's last, longest task.
+#   finish close together; a worker is never left waiting on a sweep's last, longest task;
+# * **cap**: no task above the sweep's expected work over ``TASKS_PER_WORKER`` times the workers
+#   (the first three quarters of the work go in tasks of that size), so that points complete, and
+#   are journaled, steadily: a kill loses at most the running tasks' share.
 #
 # The work of a replication of a point is its weight (``BASE_EVENTS`` plus its first-order events,
 # ``feasibility.events_per_replication``: a replication costs a fixed set-up and then its events)
@@ -131,6 +134,8 @@ OVERHEAD_FACTOR = 50.0
 MIN_TASK_S = 0.01
 #: the work left is cut into about this many tasks per worker (then fewer as it shrinks)
 GUIDE = 4
+#: a task is at most the sweep's expected work over this many times the workers
+TASKS_PER_WORKER = 16
 #: the per-task overhead assumed until the first task is back (local processes' round trip)
 PRIOR_OVERHEAD_S = 0.001
 #: a replication's fixed cost, in first-order events (measured on the toy scenario: a replication
@@ -209,14 +214,15 @@ class PointRun:
         return csv_text(None, ([*head, *self.rows[i]] for i in range(self.stop)))
 
 
-def task_units(left: float, slots: int, overhead_s: float, s_per_unit: float) -> float:
+def task_units(left: float, slots: int, overhead_s: float, s_per_unit: float, cap: float) -> float:
     """A task's size in weight units by the rule above: the guided share of the ``left`` units
-    (``left / (GUIDE * slots)``), never below the floor (``OVERHEAD_FACTOR`` times the per-task
-    overhead, ``MIN_TASK_S`` at least, in units at ``s_per_unit``); unbounded for one process."""
+    (``left / (GUIDE * slots)``) at most ``cap``, never below the floor (``OVERHEAD_FACTOR``
+    times the per-task overhead, ``MIN_TASK_S`` at least, in units at ``s_per_unit``); unbounded
+    for one process."""
     if slots == 1:
         return math.inf
     floor_s = max(MIN_TASK_S, OVERHEAD_FACTOR * overhead_s)
-    return max(floor_s / s_per_unit, left / (GUIDE * slots))
+    return max(floor_s / s_per_unit, min(cap, left / (GUIDE * slots)))
 
 
 @dataclass
@@ -226,6 +232,7 @@ class TaskSizer:
 
     slots: int
     left: float  #: weight units not yet handed out (expected: adaptive points may stop earlier)
+    cap: float  #: the largest task (:data:`TASKS_PER_WORKER`)
     spent_s: float = 0.0  #: seconds the tasks back so far took in the workers
     done: float = 0.0  #: their weight units
     overhead: float | None = None  #: the least time a task spent outside its replications
@@ -242,7 +249,7 @@ class TaskSizer:
 
     def target(self) -> float:
         """The next task's size, in weight units."""
-        return task_units(self.left, self.slots, self.overhead_s, self.s_per_unit)
+        return task_units(self.left, self.slots, self.overhead_s, self.s_per_unit, self.cap)
 
     def handed(self, units: float) -> None:
         """``units`` were handed out in a task."""
@@ -262,9 +269,10 @@ def sizer_for(runs: list[PointRun], slots: int) -> TaskSizer:
     sample of at most 64 points spread over the sweep (a point's weight needs its scenario
     validated: a large sweep's would all be, serially, before the first task)."""
     if slots == 1 or not runs:
-        return TaskSizer(slots, 0.0)
+        return TaskSizer(slots, 0.0, math.inf)
     sample = runs[:: max(1, len(runs) // 64)]
-    return TaskSizer(slots, len(runs) * sum(r.cost * r.expected() for r in sample) / len(sample))
+    work = len(runs) * sum(r.cost * r.expected() for r in sample) / len(sample)
+    return TaskSizer(slots, work, work / (TASKS_PER_WORKER * slots))
 
 
 def _next_work(
