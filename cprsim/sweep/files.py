@@ -15,7 +15,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from cprsim.io import (
 )
 from cprsim.report import versions
 from cprsim.sim.replicate import METRICS, Precision, estimate_metric
-from cprsim.sweep.points import header, prefix
+from cprsim.sweep.points import RESULT_METRICS, PointRun, header, prefix
 from cprsim.sweep.results import point_complete, summary_stats
 from cprsim.sweep.spec import Point, Sweep
 from cprsim.version import __version__
@@ -198,14 +198,33 @@ class Journal:
         atomic_write_text(self.path, csv_text(self.head, rows))
         atomic_write_bytes(self.sums, b"".join(self.digest(r).hex().encode() + b"\n" for r in rows))
 
+    def finish(self, read: dict[int, list[list[str]]], ran: dict[int, tuple[str, bytes]]) -> None:
+        """Rewrite the journal sorted by point, as :meth:`rewrite` does, from the points a resume
+        read (``read``) and those this call ran (``ran``: their text and checksums as appended):
+        the same bytes, without reading back and re-checking the rows this process wrote."""
+        texts, sums = [csv_text(self.head, [])], []
+        for i in sorted({*read, *ran}):
+            if i in ran:
+                text, digests = ran[i]
+            else:
+                text = csv_text(None, read[i])
+                digests = b"".join(self.digest(r).hex().encode() + b"\n" for r in read[i])
+            texts.append(text)
+            sums.append(digests)
+        atomic_write_text(self.path, "".join(texts))
+        atomic_write_bytes(self.sums, b"".join(sums))
+
     def append(self, text: str) -> None:
         """Append ``text`` (whole rows) to the file and fsync it."""
         _append(self.path, text.encode("utf-8"))
 
-    def seal(self, text: str) -> None:
-        """Append the checksums of ``text``'s rows (about to be appended) to the checksum file."""
+    def seal(self, text: str) -> bytes:
+        """Append the checksums of ``text``'s rows (about to be appended) to the checksum file;
+        returns them."""
         rows = csv.reader(io.StringIO(text))
-        _append(self.sums, b"".join(self.digest(r).hex().encode() + b"\n" for r in rows))
+        data = b"".join(self.digest(r).hex().encode() + b"\n" for r in rows)
+        _append(self.sums, data)
+        return data
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -403,22 +422,49 @@ def summary_header(sweep: Sweep) -> list[str]:
     return cols
 
 
-def write_summary(sweep: Sweep, path: Path, done: dict[int, list[list[str]]]) -> None:
-    """summary.csv (:func:`summary_header`): one row per point of ``done`` (its rows as read back
-    from the journal), each metric's estimate over its replications."""
+def summary_row(cells: Sequence[Any], n: int, values: Sequence[Sequence[float]]) -> list[Any]:
+    """A point's summary.csv row: its opening ``cells`` (point, strategy, grid values, interval),
+    ``n`` replications, then for each metric of ``METRICS`` (``values``, in that order) the
+    statistics of :func:`summary_stats`."""
+    row: list[Any] = [*cells, n]
+    for m, v in zip(METRICS, values, strict=True):
+        e = estimate_metric(m, v)
+        row += [getattr(e, s) for s in summary_stats(m)]
+    return row
+
+
+def run_summary(r: PointRun, text: str) -> list[Any]:
+    """The summary row of a point this process ran (``text``: its rows as journaled), from the
+    values in memory (each is what its cell reads back as: ``repr`` round-trips), computed as the
+    point completes, while the workers run the others."""
+    cells = next(csv.reader(io.StringIO(text)))[: len(prefix(r.point))]
+    assert r.stop is not None
+    cols = [1 + RESULT_METRICS.index(m) for m in METRICS]
+    rows = [r.rows[i] for i in range(r.stop)]
+    return summary_row(cells, r.stop, [[float(x[k]) for x in rows] for k in cols])
+
+
+def write_summary(
+    sweep: Sweep,
+    path: Path,
+    done: Mapping[int, list[list[str]]],
+    ready: Mapping[int, list[Any]],
+) -> None:
+    """summary.csv (:func:`summary_header`): one row per point: ``ready``'s row (a point this
+    process ran: :func:`run_summary`), else made from the point's rows in ``done`` (as read back
+    from the journal)."""
     head = header(sweep)
     k0 = head.index("replication")
+    cols = [head.index(m) for m in METRICS]
     rows = []
     for p in sweep.points:
-        recs = done[p.index]
-        row: list[Any] = [
-            *recs[0][:k0],
-            len(recs),
-        ]  # point, strategy, grid values, interval as written
-        for m in METRICS:
-            e = estimate_metric(m, [float(r[head.index(m)]) for r in recs])
-            row += [getattr(e, s) for s in summary_stats(m)]
-        rows.append(row)
+        if p.index in ready:
+            rows.append(ready[p.index])
+            continue
+        recs = done[p.index]  # point, strategy, grid values, interval as written
+        rows.append(
+            summary_row(recs[0][:k0], len(recs), [[float(r[k]) for r in recs] for k in cols])
+        )
     atomic_write_text(path, csv_text(summary_header(sweep), rows))
 
 

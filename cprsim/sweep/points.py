@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,17 +78,19 @@ class PointFailed(InputError):
         return f"point {self.index}: {self.message}"
 
 
-def run_items(key: str, items: Sequence[Item]) -> list[list[tuple[Any, ...]]]:
-    """Runs in a worker: each chunk's replications as ``(replication, *RESULT_METRICS)`` tuples.
+def run_items(key: str, items: Sequence[Item]) -> tuple[list[list[tuple[Any, ...]]], float]:
+    """Runs in a worker: each chunk's replications as ``(replication, *RESULT_METRICS)`` tuples,
+    and the seconds the task's replications took (the scheduler sizes the next tasks with it).
     ``key`` (the sweep's fingerprint) names the scenarios a long-lived worker keeps."""
     out = []
+    t0 = time.perf_counter()
     for index, raw, first, count in items:
         try:
             res, _ = run_replications(_scenario(key, index, raw), count, first=first)
         except InputError as e:
             raise PointFailed(index, str(e)) from None
         out.append([(r.replication, *(getattr(r, c) for c in RESULT_METRICS)) for r in res])
-    return out
+    return out, time.perf_counter() - t0
 
 
 def _point_failed(e: PointFailed, runs: list[PointRun]) -> InputError:
@@ -104,11 +107,43 @@ def _point_failed(e: PointFailed, runs: list[PointRun]) -> InputError:
     )
 
 
-#: a task is worth its start-up (pickling, a queue round trip: about a millisecond) above this many
-#: first-order events (``feasibility.events_per_replication``: checkpoints + failures + nodes)
-MIN_TASK_EVENTS = 1_000.0
-#: tasks per worker a sweep is cut into (the last ones finish close together), at most
+# -- the size of a task ----------------------------------------------------------------------------
+# A task's size is chosen in seconds of work, by two rules (:class:`TaskSizer`):
+#
+# * **floor**: ``OVERHEAD_FACTOR`` times the backend's per-task overhead, and at least
+#   ``MIN_TASK_S``: a task's start-up then costs at most 1/OVERHEAD_FACTOR of its work. The
+#   overhead (pickling, a pipe or the Dask scheduler: about a millisecond on local processes,
+#   several on Dask) is measured on the sweep's own tasks, no extra round trip: the fastest
+#   task's time from hand-out to result less the seconds its replications took in the worker
+#   (``PRIOR_OVERHEAD_S`` until the first task is back);
+# * **guided**: the work not yet handed out divided by ``GUIDE`` times the workers (guided
+#   self-scheduling): large tasks first, ever smaller ones towards the end, so that the workers
+#   finish close together; a worker is never left waiting on a sweep's last, longest task;
+# * **cap**: no task above the sweep's expected work over ``TASKS_PER_WORKER`` times the workers
+#   (the first three quarters of the work go in tasks of that size), so that points complete, and
+#   are journaled, steadily: a kill loses at most the running tasks' share.
+#
+# The work of a replication of a point is its weight (``BASE_EVENTS`` plus its first-order events,
+# ``feasibility.events_per_replication``: a replication costs a fixed set-up and then its events)
+# times the seconds per weight unit, measured from every task that comes back (its replications'
+# seconds over their weight; ``PRIOR_S_PER_UNIT`` before the first one). One process runs a chunk
+# per point (no task overhead to amortise, each point's rows out at once).
+#: a task's work is at least this many times the backend's per-task overhead
+OVERHEAD_FACTOR = 50.0
+#: no task below this many seconds of work, however cheap the backend's round trip
+MIN_TASK_S = 0.01
+#: the work left is cut into about this many tasks per worker (then fewer as it shrinks)
+GUIDE = 4
+#: a task is at most the sweep's expected work over this many times the workers
 TASKS_PER_WORKER = 16
+#: the per-task overhead assumed until the first task is back (local processes' round trip)
+PRIOR_OVERHEAD_S = 0.001
+#: a replication's fixed cost, in first-order events (measured on the toy scenario: a replication
+#: takes about 5 ms whether it has 14 or 110 first-order events)
+BASE_EVENTS = 200.0
+#: seconds per weight unit before any task has come back (the toy scenario on the development
+#: machine: 5 ms per replication of about 250 units)
+PRIOR_S_PER_UNIT = 2e-5
 
 
 @dataclass
@@ -155,10 +190,16 @@ class PointRun:
 
     @property
     def cost(self) -> float:
-        """First-order events of one replication (sizes the chunks; computed when first needed)."""
+        """The weight of one replication: ``BASE_EVENTS`` plus its first-order events (sizes the
+        chunks; computed when first needed)."""
         if self._cost is None:
-            self._cost = _cost(self.point)
+            self._cost = BASE_EVENTS + _cost(self.point)
         return self._cost
+
+    def expected(self) -> int:
+        """The replications the point is expected to run: all of them without a rule, else the
+        cap or four first looks, whichever is fewer (most adaptive points stop early)."""
+        return self.cap if self.rule is None else min(self.cap, 4 * self.rule.first_look)
 
     def due(self) -> int:
         """The replications the next decision needs (all of them without a rule)."""
@@ -173,22 +214,65 @@ class PointRun:
         return csv_text(None, ([*head, *self.rows[i]] for i in range(self.stop)))
 
 
-def _task_events(runs: list[PointRun], slots: int) -> float:
-    """The events a task aims at: about ``TASKS_PER_WORKER`` tasks per worker, none below
-    ``MIN_TASK_EVENTS`` (one process: unbounded, a chunk per point)."""
-    if slots == 1 or not runs:
+def task_units(left: float, slots: int, overhead_s: float, s_per_unit: float, cap: float) -> float:
+    """A task's size in weight units by the rule above: the guided share of the ``left`` units
+    (``left / (GUIDE * slots)``) at most ``cap``, never below the floor (``OVERHEAD_FACTOR``
+    times the per-task overhead, ``MIN_TASK_S`` at least, in units at ``s_per_unit``); unbounded
+    for one process."""
+    if slots == 1:
         return math.inf
-    # the expected work, from a sample of at most 64 points spread over the sweep
+    floor_s = max(MIN_TASK_S, OVERHEAD_FACTOR * overhead_s)
+    return max(floor_s / s_per_unit, min(cap, left / (GUIDE * slots)))
+
+
+@dataclass
+class TaskSizer:
+    """Sizes a sweep's tasks (:func:`task_units`): it keeps the units not yet handed out and
+    learns the seconds per unit and the per-task overhead from the tasks that come back."""
+
+    slots: int
+    left: float  #: weight units not yet handed out (expected: adaptive points may stop earlier)
+    cap: float  #: the largest task (:data:`TASKS_PER_WORKER`)
+    spent_s: float = 0.0  #: seconds the tasks back so far took in the workers
+    done: float = 0.0  #: their weight units
+    overhead: float | None = None  #: the least time a task spent outside its replications
+
+    @property
+    def s_per_unit(self) -> float:
+        """Seconds per weight unit: measured once a task is back, ``PRIOR_S_PER_UNIT`` before."""
+        return self.spent_s / self.done if self.done > 0 and self.spent_s > 0 else PRIOR_S_PER_UNIT
+
+    @property
+    def overhead_s(self) -> float:
+        """The per-task overhead: measured once a task is back, ``PRIOR_OVERHEAD_S`` before."""
+        return PRIOR_OVERHEAD_S if self.overhead is None else self.overhead
+
+    def target(self) -> float:
+        """The next task's size, in weight units."""
+        return task_units(self.left, self.slots, self.overhead_s, self.s_per_unit, self.cap)
+
+    def handed(self, units: float) -> None:
+        """``units`` were handed out in a task."""
+        self.left = max(0.0, self.left - units)
+
+    def measured(self, units: float, seconds: float, round_trip: float) -> None:
+        """A task of ``units`` came back ``round_trip`` seconds after it was handed out: its
+        replications took ``seconds`` in the worker."""
+        self.done += units
+        self.spent_s += seconds
+        extra = max(0.0, round_trip - seconds)
+        self.overhead = extra if self.overhead is None else min(self.overhead, extra)
+
+
+def sizer_for(runs: list[PointRun], slots: int) -> TaskSizer:
+    """The task sizer of a sweep's ``runs`` on ``slots`` workers. The expected work comes from a
+    sample of at most 64 points spread over the sweep (a point's weight needs its scenario
+    validated: a large sweep's would all be, serially, before the first task)."""
+    if slots == 1 or not runs:
+        return TaskSizer(slots, 0.0, math.inf)
     sample = runs[:: max(1, len(runs) // 64)]
-    expect = (
-        len(runs)
-        * sum(
-            r.cost * (r.cap if r.rule is None else min(r.cap, 4 * r.rule.first_look))
-            for r in sample
-        )
-        / len(sample)
-    )
-    return max(MIN_TASK_EVENTS, expect / (slots * TASKS_PER_WORKER))
+    work = len(runs) * sum(r.cost * r.expected() for r in sample) / len(sample)
+    return TaskSizer(slots, work, work / (TASKS_PER_WORKER * slots))
 
 
 def _next_work(
@@ -214,50 +298,53 @@ def _next_work(
 
 
 def _next_task(
-    active: list[PointRun], pending: list[PointRun], slots: int, target: float
+    active: list[PointRun], pending: list[PointRun], sizer: TaskSizer
 ) -> list[tuple[PointRun, int, int]]:
-    """The next task's chunks (point, first replication, count), ``target`` events in all."""
+    """The next task's chunks (point, first replication, count), ``sizer.target()`` units in
+    all: a point's replications split across tasks, or several small points in one."""
     items: list[tuple[PointRun, int, int]] = []
-    events = 0.0
-    while events < target:
-        got = _next_work(active, pending, slots)
+    target = sizer.target()
+    units = 0.0
+    while units < target:
+        got = _next_work(active, pending, sizer.slots)
         if got is None:
             break
         r, upto = got
-        room = target - events
+        room = target - units
         n = (
             upto - r.sent
             if math.isinf(room)
-            else max(1, min(upto - r.sent, math.ceil(room / max(r.cost, 1.0))))
+            else max(1, min(upto - r.sent, math.ceil(room / r.cost)))
         )
         items.append((r, r.sent, n))
         r.sent += n
-        events += n * r.cost
+        units += n * r.cost
         if math.isinf(target):  # one process: one chunk at a time, each point's rows out at once
             break
+    sizer.handed(units)
     return items
 
 
 def schedule(runs: list[PointRun], backend: Backend, key: str) -> Iterator[PointRun]:
     """Hand out the points' replications in chunks and yield each point when it is complete.
 
-    Chunks are cut so that a sweep makes about ``TASKS_PER_WORKER`` tasks per worker, a point's
-    replications split across workers when points are few, and small points batched together so
-    that no task is below ``MIN_TASK_EVENTS``. Work the next decisions need goes first (the
-    replications up to each started point's next look, then new points in order); when nothing
-    else is left, idle workers run ahead on undecided points (speculation: replications past the
-    rule's stop are dropped). Decisions read replications in index order only, so the result
-    never depends on which worker ran what, or when."""
+    Tasks are sized by :class:`TaskSizer` (the rule at ``OVERHEAD_FACTOR``): a point's
+    replications split across workers when points are few or long, small points batched together.
+    Work the next decisions need goes first (the replications up to each started point's next
+    look, then new points in order); when nothing else is left, idle workers run ahead on
+    undecided points (speculation: replications past the rule's stop are dropped). Chunks come
+    back in any order and are merged by replication index; decisions read replications in index
+    order only, so the result never depends on how the work was cut, which worker ran what, or
+    when."""
     slots = max(1, backend.slots)
+    sizer = sizer_for(runs, slots)
     pending = list(reversed(runs))  # popped from the end: index order
     active: list[PointRun] = []
-    target = _task_events(runs, slots)
-    inflight: dict[Any, list[tuple[PointRun, int, int]]] = {}
-
+    inflight: dict[Any, tuple[list[tuple[PointRun, int, int]], float]] = {}
     try:
         while True:
             while len(inflight) < (1 if slots == 1 else 2 * slots):
-                items = _next_task(active, pending, slots, target)
+                items = _next_task(active, pending, sizer)
                 if not items:
                     break
                 h = backend.submit(
@@ -265,11 +352,14 @@ def schedule(runs: list[PointRun], backend: Backend, key: str) -> Iterator[Point
                     key,
                     [(r.point.index, r.point.raw, first, n) for r, first, n in items],
                 )
-                inflight[h] = items
+                inflight[h] = items, time.perf_counter()
             if not inflight:
                 break
-            for h, result in backend.wait(list(inflight)):
-                for (r, _, _), rows in zip(inflight.pop(h), result):
+            for h, (result, seconds) in backend.wait(list(inflight)):
+                items, sent = inflight.pop(h)
+                units = sum(n * r.cost for r, _, n in items)
+                sizer.measured(units, seconds, time.perf_counter() - sent)
+                for (r, _, _), rows in zip(items, result):
                     if r.stop is not None and r.ready >= r.stop:
                         continue  # speculation past the point's stop
                     r.add(rows)

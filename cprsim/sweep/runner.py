@@ -68,6 +68,7 @@ from cprsim.sweep.files import (
     parquet_column,
     remove_own_files,
     remove_stale_temporaries,
+    run_summary,
     write_header_files,
     write_parquet,
     write_plan,
@@ -199,12 +200,16 @@ def _run_into(
         backend = own = LocalWorkers(jobs)
     else:
         backend = Inline()
+    ran: dict[int, tuple[str, bytes]] = {}  # this call's points: their rows' text, checksums
+    ready: dict[int, list[Any]] = {}  # and their summary rows, made while the others run
     finished = False
     try:
         for r in schedule(runs, backend, sweep.fingerprint):
             text = r.text()
-            journal.seal(text)  # the checksums first: every complete row has one
+            sums = journal.seal(text)  # the checksums first: every complete row has one
             journal.append(text)
+            ran[r.point.index] = (text, sums)
+            ready[r.point.index] = run_summary(r, text)
             r.rows.clear()
             if progress is not None:
                 progress(1)
@@ -212,12 +217,12 @@ def _run_into(
     finally:
         if own is not None or connection is not None:
             backend.close(abort=not finished)
-    done, _ = journal.read()
-    missing = [p.index for p in sweep.points if p.index not in done]
+    missing = [p.index for p in sweep.points if p.index not in done and p.index not in ran]
     if missing:  # pragma: no cover - a backend that lost points silently
         raise SweepError(f"{out}: points {missing[:5]} did not complete; resume the sweep")
-    journal.rewrite(done, sorted(done))
-    write_summary(sweep, out / "summary.csv", done)
+    # sorted by point, from what is in memory: the journal as appended, not read back
+    journal.finish(done, ran)
+    write_summary(sweep, out / "summary.csv", done, ready)
     parquet: list[Path] = []
     if output_format == "parquet":
         for name in ("results", "summary"):
