@@ -100,7 +100,10 @@ def test_a_real_age_effect_is_chosen_and_a_pure_slope_stays_simple():
     assert "age" in rich.chosen.terms and rich.cv_mse[rich.chosen.name] < rich.cv_mse["slope"]
     simple = select(_data(rng, b0=0.004), "auc")
     assert simple.chosen.name == "slope"  # the richer fits are not better by a standard error
-    assert set(simple.cv_mse) == set(CANDIDATES)
+    # every candidate was fitted: compared on held-out seeds, or set aside with its reason (here:
+    # no strategy's own runs support its extra terms, the same model as the slope)
+    assert set(simple.cv_mse) | set(simple.inadmissible) == set(CANDIDATES)
+    assert "slope" in simple.cv_mse
 
 
 def test_without_timing_covariates_only_pls_models_are_fitted():
@@ -108,7 +111,8 @@ def test_without_timing_covariates_only_pls_models_are_fitted():
     d = _data(rng)
     flat = Data(d.strategy, d.seed, d.pls, np.full(d.y.size, 0.5), np.zeros(d.y.size), d.y)
     sel = select(flat, "auc")
-    assert sel.chosen.name == "slope" and list(sel.cv_mse) == ["slope", "curvature"]
+    assert sel.chosen.name == "slope" and "slope" in sel.cv_mse
+    assert set(sel.cv_mse) | set(sel.inadmissible) == {"slope", "curvature"}
 
 
 def test_a_convex_loss_is_chosen_as_curvature():
