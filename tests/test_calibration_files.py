@@ -112,12 +112,11 @@ def _admissible_negative_age_slope(doc: dict[str, Any]) -> None:
 
 def _no_residual_dof(doc: dict[str, Any]) -> None:
     """mfu fitted on as many runs as coefficients (as least squares writes it: dof 0, cov inf)."""
-    a = doc["model"]["auc"]["coef"]["mfu"]
-    a.update(n=2, dof=0, cov=[[math.inf, math.inf], [math.inf, math.inf]])
-    del a["resid_var"]
-    g = doc["model"]["logloss"]["coef"]["mfu"]
-    g.update(n=1, dof=0, cov=[[math.inf]])
-    del g["resid_var"]
+    for m in ("auc", "logloss"):
+        a = doc["model"][m]["coef"]["mfu"]
+        a.update(n=2, dof=0, cov=[[math.inf, math.inf], [math.inf, math.inf]])
+        a.pop("own_terms", None)  # both coefficients free
+        del a["resid_var"]
 
 
 def _fit_only(doc: dict[str, Any]) -> None:
@@ -270,7 +269,12 @@ refuse(
         GONE,
     ],
 )
-refuse("model.auc.coef.mfu.dof", [0, -1, 95, 94.5, 94.0, math.inf, math.nan, "94", GONE])
+refuse("model.auc.coef.mfu.dof", [0, -1, 94, 95.5, 95.0, math.inf, math.nan, "95", GONE])
+# mfu's own fit frees PLS alone (own_terms = []): its dof is n - 1; its terms are the model's
+refuse("model.auc.coef.mfu.own_terms", [["bogus"], ["pls"], ["age", "age"], "age", [1]])
+refuse("model.auc.coef.mfu.own_terms", [["age"]], "model.auc.coef.mfu.dof")  # then dof is n - 2
+refuse("model.auc.pooling_weight", [1.5, -0.1, "x", 1.0])  # 1 only when pooled (coef '*')
+refuse("model.auc.pooling_weights.age", [1.5, -0.1, "x"])
 refuse("model.auc.coef.mfu.n", [math.inf, 0, -1, 96.0, "96", GONE])
 refuse("model.auc.coef.mfu.dof", [10**400])  # whole, but not n - 2
 refuse("model.logloss.coef.partial.dof", [0])
@@ -299,7 +303,7 @@ accept("model.logloss", [GONE])  # fitted from the points when planned
 CASES.append(("negative age coefficient, positive loss (legitimate)",
               _admissible_negative_age_slope, None))  # fmt: skip
 CASES.append(("no residual degrees of freedom (legitimate)", _no_residual_dof, None))
-CASES.append(("huge coefficient (legitimate)", put("model.logloss.coef.mfu.b", [1e300]), None))
+CASES.append(("huge coefficient (legitimate)", put("model.logloss.coef.mfu.b", [1e300, 0.0]), None))
 
 # -- [model.range.<strategy>] -------------------------------------------------------------------
 refuse(
