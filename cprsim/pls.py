@@ -43,8 +43,9 @@ class ShardLedger:
     ) -> None:
         if n_shards < 1:
             raise ValueError("n_shards must be >= 1")
-        if weights is None:  # uniform sharding: valid by construction
-            self.weights = np.full(n_shards, 1.0 / n_shards)
+        if weights is None:  # uniform sharding: valid by construction (one value, read-only: a
+            # million shards cost nothing per replication)
+            self.weights = np.broadcast_to(1.0 / n_shards, (n_shards,))
         else:
             self.weights = np.asarray(weights, float)
             if (
