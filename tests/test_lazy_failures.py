@@ -134,3 +134,63 @@ def test_a_million_units_cost_what_the_failures_cost():
     lazy = bulk.blocks[0]
     assert isinstance(lazy, _Lazy) and lazy.failed.size == len(f) < 1000
     assert np.all(np.diff([x[0] for x in f]) >= 0)
+
+
+# -- the node lifecycle's first machines (Fleet._start_lazy) ---------------------------------------------------
+def _fleet_scenario(**more):
+    from cprsim import scenario as sc
+
+    spec = {
+        "cluster.trainers": 5000,
+        "job.duration_h": 24.0,
+        "failures.domains": [],
+        "failures.trainer": {"family": "weibull", "shape": 0.8, "mtbf_h": 5000.0},
+        "lifecycle.health.bad_fraction": 0.2,
+        "lifecycle.health.bad_multiplier": 5.0,
+        "checkpoint.interval_h": 0.5,
+    }
+    spec.update(more)
+    return sc.load("llm-16k-gpus", spec)
+
+
+def test_large_lifecycle_types_draw_their_first_machines_lazily():
+    from cprsim.sim import lifecycle
+    from cprsim.sim.engine import simulate_one
+
+    seen = []
+    orig = lifecycle.Fleet._start_lazy
+
+    def spy(self, typ, a, b):
+        seen.append((typ, a, b))
+        return orig(self, typ, a, b)
+
+    lifecycle.Fleet._start_lazy = spy
+    try:
+        simulate_one(_fleet_scenario(), 0)
+        simulate_one(_fleet_scenario(**{"lifecycle.health.turn_bad_per_h": 1e-4}), 0)
+        simulate_one(_fleet_scenario(**{"failures.clock.trainer": "powered"}), 0)
+        simulate_one(_fleet_scenario(**{"cluster.trainers": failstreams.LAZY_UNITS - 1}), 0)
+    finally:
+        lifecycle.Fleet._start_lazy = orig
+    assert seen == [(0, 0, 5000)]  # machines turning bad, idle wear, a small type: per slot
+
+
+@pytest.mark.slow
+def test_lazy_first_machines_fail_as_the_per_slot_ones_do(monkeypatch):
+    """Node failures and the bad machines' share of them (a fifth of the machines, 5x as
+    failure-prone: ~56% of the failures), lazy against per slot, 40 replications each."""
+    from cprsim.sim.engine import simulate_one
+
+    s = _fleet_scenario()
+    out = ([], []), ([], [])
+    for i, lazy in enumerate((True, False)):
+        if not lazy:
+            monkeypatch.setattr(failstreams._Lazy, "fits", staticmethod(lambda u: False))
+        for rep in range(40):
+            r, _ = simulate_one(s, rep)
+            out[i][0].append(r.failures_trainer)
+            out[i][1].append(r.failures_bad / max(1, r.failures_trainer))
+    (fl, bl), (fs, bs) = out
+    assert 0.45 < np.mean(bl) < 0.65
+    assert stats.ttest_ind(fl, fs).pvalue > 1e-3
+    assert stats.ttest_ind(bl, bs).pvalue > 1e-3

@@ -304,6 +304,21 @@ class _Lazy:
         return T[now][order], unit[now][order], R[now][order]
 
 
+class FirstFailures(_Lazy):
+    """The first failures only of a large kind's units (:class:`_Lazy` without renewals): a
+    node lifecycle's first machines (:class:`~cprsim.sim.lifecycle.Fleet`), whose later
+    lifetimes the fleet draws itself. Its units' rescheduling times are never used (drawn as
+    the kind's :attr:`Units.resched`, a constant draws nothing)."""
+
+    @staticmethod
+    def fits(units: Units) -> bool:
+        """First failures drawn lazily: as :meth:`_Lazy.fits`."""
+        return _Lazy.fits(units)
+
+    def _next_up(self, unit: np.ndarray, t: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        return np.full(t.shape, np.inf)  # the fleet takes it from here
+
+
 class BulkFailures:
     """The failures of every unit of ``kinds``, in time order, window by window."""
 
