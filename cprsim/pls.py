@@ -43,8 +43,9 @@ class ShardLedger:
     ) -> None:
         if n_shards < 1:
             raise ValueError("n_shards must be >= 1")
-        if weights is None:  # uniform sharding: valid by construction
-            self.weights = np.full(n_shards, 1.0 / n_shards)
+        if weights is None:  # uniform sharding: valid by construction (one value, read-only: a
+            # million shards cost nothing per replication)
+            self.weights = np.broadcast_to(1.0 / n_shards, (n_shards,))
         else:
             self.weights = np.asarray(weights, float)
             if (
@@ -102,9 +103,12 @@ class ShardLedger:
     def fail(self, shard: int, progress: float, weight: float | None = None) -> float:
         """Shard restored from its last save at ``progress``; returns the lost amount booked."""
         w = self.weights[shard] if weight is None else weight
-        markers = self.markers
-        if markers.shape[0] == 1:  # one tier (plain checkpoints): the arithmetic below, on scalars
-            age = progress - markers[0, shard]
+        if self._markers.shape[0] == 1 and progress >= self._floor:
+            # one tier (plain checkpoints): the arithmetic below, on scalars, and the pending floor
+            # read for this shard only (a million shards: no pass over them all per failure; the
+            # shard's new marker is at or above the floor, which then leaves it as it is)
+            markers = self._markers
+            age = progress - max(markers[0, shard], self._floor)
             if age < 0:
                 age = 0.0
             lost = float(w * (self.tiers[0] * age))
@@ -113,6 +117,7 @@ class ShardLedger:
                 self.losses.append((progress - age, progress, float(w * self.tiers[0])))
             markers[0, shard] = progress
             return lost
+        markers = self.markers
         ages = np.maximum(0.0, progress - markers[:, shard])
         lost = float(w * np.dot(self.tiers, ages))
         self.lost += lost

@@ -119,13 +119,13 @@ class Cluster(_Model):
     trainers: int = Field(
         20,
         ge=1,
-        le=100_000,
+        le=1_000_000,
         description="trainer nodes (dense MLP, replicated; or the shards of a sharded dense model)",
     )
     embedding_servers: int = Field(
         18,
         ge=0,
-        le=100_000,
+        le=1_000_000,
         description="embedding parameter servers (0: a dense "
         "model without embedding tables; then embedding_gb = 0)",
     )

@@ -19,6 +19,13 @@ of k nodes). A block always draws ``w`` columns whether or not they all exist, a
 whenever one of its units needs it, so which draws a unit gets never depends on the number of
 units, on the horizon, or on the job.
 
+**Lazy kinds** (issue 29): a kind of at least 4,096 units with exponential or Weibull lifetimes
+draws its units that have not failed yet as one pool, ``(..., 2^30)``, and the later lifetimes
+and rescheduling times of those that have, ``(..., 2^30 + 1)`` (block numbers no kind reaches;
+:class:`cprsim.sim.failstreams._Lazy`); a unit's draws then depend on the number of units. With a
+node lifecycle, such a node type's first machines: ``("slot-block", 2^30 + 4 type + 2 j)``, ``j`` 0
+the good machines, 1 the bad.
+
 The per-node layout (``("node", node id)`` and ``("domain", 2^20 x domain + group)``: one stream
 per node or group, its lifetimes and rescheduling times alternately) stays reachable with
 ``simulate_one(..., streams="per-node")``: the two layouts give statistically identical

@@ -19,6 +19,18 @@ order given), then by unit index: at one instant, nodes by id, then fixed domain
 
 Cost: one stream and a few numpy calls per block and round (vectorised draws for every column),
 plus one Python tuple per failure: no Python work, SimPy process or stream per node.
+
+**Large kinds: lazy units** (:class:`_Lazy`, issue 29). The blocks still draw every unit's first
+lifetime, ~0.1 us a node per replication, however few fail. A kind of at least
+:data:`LAZY_UNITS` units whose lifetimes are exponential or Weibull is drawn lazily instead: the
+units that have not failed yet are exchangeable (each one's first lifetime, a residual life under
+``stationary``, is known only to exceed the last horizon ``h``), so a window ``[h, H)`` draws how
+many of them fail in it (binomial, ``P(L < H | L > h)``), which ones (uniformly among them), and
+when (inverse transform of ``L`` truncated to ``[h, H)``), from the kind's stream ``rng(POOL)``;
+a unit that has failed is a renewal process of its own from then on, its later lifetimes and
+rescheduling times drawn from ``rng(POOL + 1)`` in rounds over the units that need one (by unit
+index). The same distribution of failures, different draws (a unit's draws then depend on the
+number of units); the cost is per failure and per window, flat in the number of units.
 """
 
 from __future__ import annotations
@@ -29,6 +41,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from cprsim.failures.distributions import Distribution
+
+#: a kind of at least this many units with exponential or Weibull lifetimes is drawn lazily
+#: (:class:`_Lazy`); smaller ones (every shipped scenario) keep the block layout
+LAZY_UNITS = 4 * 1024
+
+#: the block numbers of a lazy kind's two streams (no kind has that many blocks): ``POOL``, the units
+#: that have not failed yet; ``POOL + 1``, the later lifetimes and rescheduling times
+POOL = 1 << 30
 
 #: nodes per block: a block holds ``max(1, BLOCK // k)`` units of ``k`` nodes and draws them all in
 #: every round, whether or not they all exist
@@ -148,12 +168,165 @@ class _Blocks:
         return t, unit, rho
 
 
+class _FirstLife:
+    """The first lifetime of a lazy kind's units (a residual life under ``stationary``), in a
+    scale where its law is simple: the cumulative hazard ``x = (t / s)^b`` is Exp(1) for an
+    exponential (``b = 1``) or a fresh Weibull; a Weibull's residual life has ``x ~ Gamma(1 / b)``
+    (its density ``S(t) / mean``). It gives the chance that a unit alive at ``h`` fails before ``H``
+    and draws such failure times (inverse transform, accurate for tiny chances)."""
+
+    def __init__(self, dist: Distribution, stationary: bool) -> None:
+        self.s = dist.scale
+        self.b = 1.0 if dist.family == "exponential" else dist.shape
+        self.gamma = stationary and dist.family == "weibull"
+
+    def _x(self, t: float) -> float:
+        return float((t / self.s) ** self.b)
+
+    def _q(self, h: float, H: float) -> tuple[float, float, bool]:
+        """Gamma scale: (the survival at ``h``, the mass of ``[h, H)``, the mass is taken off the
+        survival, not added to the distribution function, as it is the more accurate)."""
+        from scipy import special  # only for a stationary Weibull (scipy is slow to import)
+
+        a, xh, xH = 1.0 / self.b, self._x(h), self._x(H)
+        qh = float(special.gammaincc(a, xh))
+        if qh < 0.5:
+            return qh, qh - float(special.gammaincc(a, xH)), True
+        return qh, float(special.gammainc(a, xH) - special.gammainc(a, xh)), False
+
+    def p(self, h: float, H: float) -> float:
+        """``P(L < H | L >= h)``."""
+        if not self.gamma:
+            return float(-np.expm1(-(self._x(H) - self._x(h))))
+        qh, mass, _ = self._q(h, H)
+        return min(1.0, mass / qh) if qh > 0 else 1.0
+
+    def times(self, h: float, H: float, v: np.ndarray) -> np.ndarray:
+        """Failure times given ``h <= L < H``, one per uniform draw in ``v``."""
+        a = 1.0 / self.b
+        if not self.gamma:
+            xh = self._x(h)
+            x = xh - np.log1p(-v * -np.expm1(-(self._x(H) - xh)))
+        else:
+            from scipy import special
+
+            qh, mass, tail = self._q(h, H)
+            if tail:
+                x = special.gammainccinv(a, qh - v * mass)
+            else:
+                x = special.gammaincinv(a, float(special.gammainc(a, self._x(h))) + v * mass)
+        t = self.s * np.asarray(x) ** (1.0 / self.b)
+        return np.clip(t, h, np.nextafter(H, 0.0))  # rounding never leaves the window
+
+
+class _Lazy:
+    """The units of one large :class:`Units` drawn lazily (module doc, *Large kinds*): those not
+    failed yet as one pool known to live past ``h``; those that have failed (``failed``, sorted)
+    with the time each starts its current lifetime (``up``); and the failures drawn but not handed
+    out yet. Its :meth:`until` is :meth:`_Blocks.until`'s."""
+
+    @staticmethod
+    def fits(units: Units) -> bool:
+        """Lazy draws for this kind: many units, lifetimes with a closed-form inverse."""
+        return units.n_units >= LAZY_UNITS and units.dist.family in ("exponential", "weibull")
+
+    def __init__(self, units: Units) -> None:
+        self.units = units
+        self.first = _FirstLife(units.dist, units.stationary)
+        self.pool_rng, self.rng = units.rng(POOL), units.rng(POOL + 1)
+        self.h = 0.0
+        self.failed = np.empty(0, np.int64)
+        self.up = np.empty(0)
+        last = units.count - (units.n_units - 1) * units.k  # nodes in the last unit
+        self.short = last if last < units.k else 0
+        #: (unit indices, failure times, rescheduling times (n[, k]))
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def _rho(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Rescheduling times of ``n`` failed units (``n x k`` for groups; a constant draws nothing)."""
+        u = self.units
+        shape = (n, u.k) if u.k > 1 else (n,)
+        if u.resched.family == "constant":
+            return np.full(shape, u.resched.scale)
+        return np.asarray(u.resched.sample(rng, shape), float)
+
+    def _next_up(self, unit: np.ndarray, t: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        """When units that failed at ``t`` start their next lifetime."""
+        u = self.units
+        if u.renew_at_failure:
+            return t.copy()
+        if u.k == 1:
+            return t + rho
+        down = rho.max(axis=1)
+        if self.short:  # the last, smaller group: its existing members only
+            last = unit == u.n_units - 1
+            down[last] = rho[last, : self.short].max(axis=1)
+        return t + down
+
+    def _fresh(self, horizon: float) -> None:
+        """The units failing for the first time in ``[h, horizon)``: how many, which, when."""
+        rng, left = self.pool_rng, self.units.n_units - self.failed.size
+        n = int(rng.binomial(left, self.first.p(self.h, horizon))) if left > 0 else 0
+        if n > 0:
+            rank = np.sort(rng.choice(left, n, replace=False))
+            # the rank-th unit not failed yet: skip the failed units at or below it
+            gaps = self.failed - np.arange(self.failed.size)
+            unit = rank + np.searchsorted(gaps, rank, side="right")
+            t = self.first.times(self.h, horizon, rng.random(n))
+            rho = self._rho(rng, n)
+            self.pending.append((unit, t, rho))
+            failed = np.concatenate((self.failed, unit))
+            up = np.concatenate((self.up, self._next_up(unit, t, rho)))
+            order = np.argsort(failed, kind="stable")
+            self.failed, self.up = failed[order], up[order]
+        self.h = horizon
+
+    def until(self, horizon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The failures before ``horizon`` not handed out yet: (times, unit indices, rescheduling times)."""
+        if horizon > self.h:
+            self._fresh(horizon)
+        while True:  # rounds of the failed units' later lifetimes, in unit order
+            need = np.flatnonzero(self.up < horizon)
+            if need.size == 0:
+                break
+            unit = self.failed[need]
+            t = self.up[need] + np.asarray(self.units.dist.sample(self.rng, need.size), float)
+            rho = self._rho(self.rng, need.size)
+            self.pending.append((unit, t, rho))
+            self.up[need] = self._next_up(unit, t, rho)
+        if not self.pending:
+            return np.empty(0), np.empty(0, int), np.empty(0)
+        unit, T, R = (np.concatenate(x) for x in zip(*self.pending))
+        now = horizon > T
+        later = ~now
+        self.pending = [(unit[later], T[later], R[later])] if later.any() else []
+        order = np.argsort(unit[now], kind="stable")
+        return T[now][order], unit[now][order], R[now][order]
+
+
+class FirstFailures(_Lazy):
+    """The first failures only of a large kind's units (:class:`_Lazy` without renewals): a
+    node lifecycle's first machines (:class:`~cprsim.sim.lifecycle.Fleet`), whose later
+    lifetimes the fleet draws itself. Its units' rescheduling times are never used (drawn as
+    the kind's :attr:`Units.resched`, a constant draws nothing)."""
+
+    @staticmethod
+    def fits(units: Units) -> bool:
+        """First failures drawn lazily: as :meth:`_Lazy.fits`."""
+        return _Lazy.fits(units)
+
+    def _next_up(self, unit: np.ndarray, t: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        return np.full(t.shape, np.inf)  # the fleet takes it from here
+
+
 class BulkFailures:
     """The failures of every unit of ``kinds``, in time order, window by window."""
 
     def __init__(self, kinds: list[Units], horizon: float) -> None:
         self.kinds = kinds
-        self.blocks = [_Blocks(u) for u in kinds]
+        self.blocks: list[_Blocks | _Lazy] = [
+            _Lazy(u) if _Lazy.fits(u) else _Blocks(u) for u in kinds
+        ]
         rate = sum(u.rate() for u in kinds)
         self.max_step = WINDOW_EVENTS / rate if rate > 0 else np.inf
         self.step = min(horizon, self.max_step)

@@ -66,6 +66,7 @@ import simpy
 
 from cprsim.errors import InputError
 from cprsim.failures.distributions import Distribution
+from cprsim.sim.failstreams import BulkFailures, FirstFailures, Units
 from cprsim.sim.simpy_adapter import Env
 from cprsim.streams import stream
 
@@ -78,6 +79,9 @@ INF = math.inf
 #: order); a slot's later machines from its own stream (made only if it fails: most never do)
 BLOCK = 1024
 HOUR = 3600.0
+#: the rescheduling time of lazily drawn first lifetimes' units (:meth:`Fleet._start_lazy`): the
+#: fleet replaces the slot's machine instead, so it is never used (a constant draws nothing)
+NEVER_USED = Distribution("constant", 1.0)
 
 
 def fast_sample(
@@ -142,6 +146,11 @@ def draw_lifetime(
             )
             return t, x
     return t, INF
+
+
+def _pool_streams(seed: int, rep: int, off: int) -> Callable[[int], np.random.Generator]:
+    """The streams ``("slot-block", b + off)`` of a pool of lazily drawn first lifetimes."""
+    return lambda b: stream(seed, rep, "slot-block", b + off)
 
 
 class FleetExhausted(InputError):
@@ -418,6 +427,7 @@ class Fleet:
         "machine",
         "n_machines",
         "n_slots",
+        "n_trainers",
         "policy",
         "pools",
         "resched",
@@ -426,6 +436,7 @@ class Fleet:
         "stationary",
         "turn_at",
         "urgent",
+        "window",
     )
 
     run: Run  #: the replication whose nodes the machines fill (:meth:`start`)
@@ -444,6 +455,7 @@ class Fleet:
         self.env, self.urgent, self.stationary = env, urgent, stationary
         nt, ne = s.cluster.trainers, s.cluster.embedding_servers
         n_slots = self.n_slots = nt + ne
+        self.n_trainers = nt
         self.n_machines = n_slots + lc.standbys + lc.spares
         self.lc = lc
         self.health = Health(s, rep, lifetimes)
@@ -463,6 +475,8 @@ class Fleet:
         self.policy = [clock.trainer] * nt + [clock.embedding] * ne
         #: machine -> its recent failure times (retirement)
         self.history: dict[int, deque[float]] = {}
+        #: the first window of lazily drawn first failures (:meth:`_start_lazy`): the job's length
+        self.window = s.duration_s
 
     # -- what the engine and the tests read ------------------------------------------------------
     @property
@@ -492,19 +506,90 @@ class Fleet:
 
     def start(self, run: Run) -> None:
         """The first machines enter service in the slots of ``run``'s nodes (their first lifetimes:
-        one stream per block of slots); from now on their failures fail its nodes."""
+        one stream per block of slots, or lazily for a large node type, :meth:`_lazy_type`); from
+        now on their failures fail its nodes."""
         self.run = run
         n_slots, stationary, h = self.n_slots, self.stationary, self.health
+        types = [(0, self.n_trainers), (self.n_trainers, n_slots)]
+        lazy = [self._lazy_type(a, b) for a, b in types]
+        armed = [r for r, lz in zip(types, lazy) if not lz]  # the types drawn per slot
         for b in range(0, n_slots, BLOCK):
-            rng = stream(h.seed, h.rep, "slot-block", b // BLOCK)
-            for slot in range(b, min(n_slots, b + BLOCK)):
-                self._arm(slot, 0.0, stationary, rng)
+            parts = [range(max(a, b), min(e, b + BLOCK)) for a, e in armed]
+            if any(parts):
+                rng = stream(h.seed, h.rep, "slot-block", b // BLOCK)
+                for part in parts:
+                    for slot in part:
+                        self._arm(slot, 0.0, stationary, rng)
+        for i, (a, b) in enumerate(types):
+            if lazy[i]:
+                self._start_lazy(i, a, b)
         if h.idle_life is not None:  # the pools' machines wear from the start too
             rng = stream(h.seed, h.rep, "idle", 0)
             now = self.env.now
             for m in (*self.pools.standby, *self.pools.spare):
                 h.wear(m, now, stationary, rng)
                 self._idle(m)
+
+    def _lazy_type(self, a: int, b: int) -> bool:
+        """The first lifetimes of slots ``a .. b-1`` (one node type) are drawn lazily
+        (:class:`~cprsim.sim.failstreams.FirstFailures`): a large type whose first machines are
+        exchangeable given their health (a lifetime of the wall clock in service, exponential or
+        Weibull, no machine turning bad on the way)."""
+        life = self.health.life[a] if b > a else None
+        if life is None or self.health.turn_bad > 0 or self.policy[a] != "in-service":
+            return False
+        probe = Units(0, b - a, 1, life, life, self.stationary, lambda _: self.rng)
+        return FirstFailures.fits(probe)
+
+    def _start_lazy(self, typ: int, a: int, b: int) -> None:
+        """The first failures of slots ``a .. b-1`` in one process, drawn window by window from
+        two pools, the good machines and the bad (their lifetimes ``k`` times as fast: the same
+        family, its scale divided by ``k``), streams ``("slot-block", POOL + 4 typ + 2 j[+ 1])``
+        (``j``: 0 good, 1 bad), and handed to the job in time order; a slot whose first machine
+        has already failed (its generation moved on) ignores its first failure."""
+        h = self.health
+        base = h.life[a]
+        assert base is not None
+        bad = np.asarray(h.bad[a:b], bool)
+        slot_of = np.concatenate((np.flatnonzero(~bad), np.flatnonzero(bad))) + a
+        kinds: list[Units] = []
+        first = 0
+        for j, (count, dist) in enumerate(
+            (
+                (int((~bad).sum()), base),
+                (int(bad.sum()), Distribution(base.family, base.scale / h.k, base.shape)),
+            )
+        ):
+            if count:
+                off = 4 * typ + 2 * j
+                kinds.append(
+                    Units(
+                        first,
+                        count,
+                        1,
+                        dist,
+                        NEVER_USED,
+                        self.stationary,
+                        _pool_streams(h.seed, h.rep, off),
+                    )
+                )
+            first += count
+        bulk = BulkFailures(kinds, self.window)
+        bulk.blocks = [FirstFailures(u) for u in kinds]
+        self.env.process(self._first_failures(bulk, slot_of.tolist()))
+
+    def _first_failures(
+        self, bulk: BulkFailures, slot_of: list[int]
+    ) -> Generator[simpy.Event, Any, None]:
+        env, gen = self.env, self.gen
+        while True:
+            for t, nodes, _ in bulk.advance():
+                if t > env.now:
+                    yield self.urgent(env, t - env.now)
+                slot = slot_of[nodes[0]]
+                if gen[slot] == 0:  # its first machine, in service: it fails
+                    self.run.fail((slot,), (INF,))
+            yield self.urgent(env, bulk.horizon - env.now)
 
     # -- draws ----------------------------------------------------------------------------------
     def _delay(self, spec) -> float:
