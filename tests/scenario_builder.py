@@ -69,3 +69,16 @@ def bare_run(s: sc.Scenario, env: Any = None) -> Any:
         W=s.duration_s,
         tau=s.interval_s,
     )
+
+
+class FakeRuns:
+    """Runs whose i-th replication has a given score (as its PLS): what a planner search reads
+    (``upto(m)``: the first ``m`` runs), counting how many it asked for."""
+
+    def __init__(self, scores: Any) -> None:
+        self.scores = scores
+        self.asked = 0
+
+    def upto(self, m: int) -> list:
+        self.asked = max(self.asked, m)
+        return [type("R", (), {"pls": float(x)})() for x in self.scores[:m]]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scenario_builder import FakeRuns
 from scipy import stats
 
 from cprsim import scenario as sc
@@ -314,16 +315,6 @@ def test_the_scheduler_splits_few_points_and_batches_small_ones(tmp_path):
 
 
 # -- the planner ------------------------------------------------------------------------------------------
-class _FakeRuns:
-    """Runs whose i-th replication has a given score (as its PLS)."""
-
-    def __init__(self, scores: np.ndarray) -> None:
-        self.scores = scores
-        self.asked = 0
-
-    def upto(self, m: int) -> list:
-        self.asked = max(self.asked, m)
-        return [type("R", (), {"pls": float(x)})() for x in self.scores[:m]]
 
 
 @pytest.mark.slow
@@ -336,7 +327,7 @@ def test_curtailment_gives_exactly_the_verdict_of_all_replications():
         q = float(rng.choice([0.8, 0.9]))
         share = float(rng.uniform(0.8, 1.0))
         x = np.where(rng.random(n) < share, 0.5, 2.0)
-        runs = _FakeRuns(x)
+        runs = FakeRuns(x)
         v, res = curtailed(runs, n, q, lambda rs: np.array([r.pls for r in rs]))
         full = judge(x, 1.0, q)
         assert v.passed == full.passed, trial
@@ -351,7 +342,7 @@ def test_curtailment_gives_exactly_the_verdict_of_all_replications():
             assert v.within_lo >= q
         # the planner's confirmation: a pass completes its n runs (the figures of all n), a failure stops
         v2, res2 = curtailed(
-            _FakeRuns(x), n, q, lambda rs: np.array([r.pls for r in rs]), complete_pass=True
+            FakeRuns(x), n, q, lambda rs: np.array([r.pls for r in rs]), complete_pass=True
         )
         if full.passed:
             assert len(res2) == n and v2 == full

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from scenario_builder import FakeRuns
 from scipy import optimize, stats
 
 from cprsim import scenario as sc
@@ -42,18 +43,6 @@ def test_search_share_in_closed_form_is_the_root_it_replaces():
                 ), (q, n_confirm, n_search)
 
 
-class _FakeRuns:
-    """Runs whose i-th replication has a given score (as its PLS)."""
-
-    def __init__(self, scores: np.ndarray) -> None:
-        self.scores = scores
-        self.asked = 0
-
-    def upto(self, m: int) -> list:
-        self.asked = max(self.asked, m)
-        return [type("R", (), {"pls": float(x)})() for x in self.scores[:m]]
-
-
 @pytest.mark.parametrize("complete_pass", [False, True])
 def test_curtailed_scores_each_run_once_and_keeps_its_verdict(complete_pass):
     rng = np.random.default_rng(11)
@@ -65,7 +54,7 @@ def test_curtailed_scores_each_run_once_and_keeps_its_verdict(complete_pass):
             scored.append(len(rs))
             return np.array([r.pls for r in rs])
 
-        runs = _FakeRuns(x)
+        runs = FakeRuns(x)
         pred = None if complete_pass else 0.05
         v, res = se.curtailed(runs, 200, 0.9, score, predictive=pred, complete_pass=complete_pass)
         assert sum(scored) == len(res) == runs.asked, trial  # every run scored once, none twice
@@ -83,11 +72,11 @@ def _search(exponent: float, star_h: float) -> tuple[float | None, float | None,
     cands = se.grid_below(8 * HOUR, 0.05 * HOUR)
     z = np.random.default_rng(3).lognormal(0.0, 0.3, 200)
     z = z / z.max()
-    runs: dict[float, _FakeRuns] = {}
+    runs: dict[float, FakeRuns] = {}
 
-    def runs_of(t: float) -> _FakeRuns:
+    def runs_of(t: float) -> FakeRuns:
         if t not in runs:
-            runs[t] = _FakeRuns(z * (t / (star_h * HOUR)) ** exponent)
+            runs[t] = FakeRuns(z * (t / (star_h * HOUR)) ** exponent)
         return runs[t]
 
     s = se.PlsSearch(None, "x", lambda t: {}, 1.0, 0.9, 200, lambda k: None, runs_of=runs_of)  # type: ignore[arg-type]
