@@ -405,26 +405,12 @@ def _run(
     else:
         total = n_steps(p) + (0 if no_costs else 1)
     label = f"calibrate {preset}" + ("" if p.data is None else f" on {p.data.name}")
-    try:
-        if sys.stderr.isatty():
-            bar = _Bar(total, label)
-            with bar.prog:
-                return calibrate(
-                    p,
-                    out,
-                    bar,
-                    scen,
-                    measure_costs=not no_costs,
-                    jobs=jobs,
-                    threads=threads,
-                    resume=resume,
-                    match=matched is not None,
-                    figure=write_calibration_figure,
-                )
+
+    def run(progress: Any) -> Any:
         return calibrate(
             p,
             out,
-            _Lines(total, label),
+            progress,
             scen,
             measure_costs=not no_costs,
             jobs=jobs,
@@ -433,6 +419,13 @@ def _run(
             match=matched is not None,
             figure=write_calibration_figure,
         )
+
+    try:
+        if sys.stderr.isatty():
+            bar = _Bar(total, label)
+            with bar.prog:
+                return run(bar)
+        return run(_Lines(total, label))
     except KeyboardInterrupt:
         pts = out / "points.csv"
         try:

@@ -6,8 +6,9 @@ prints the tables."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -237,16 +238,9 @@ def command(
             seed=seed,
             progress=bar.update,
         )
-    if report is not None:
-        with writing():
-            write_report(report, fit)
-    if as_json:
-        click.echo(dumps_json(report_dict(fit)), nl=False)
-    else:
-        _print_fit(fit)
-    if out is not None:
-        with writing():
-            write_fitted_model(out, fit, as_type)
+    _emit(
+        fit, report, as_json, _print_fit, out, lambda path: write_fitted_model(path, fit, as_type)
+    )
     if plot is not None:
         _write_plot(fit, plot, f"{trace.name} ({format})")
 
@@ -386,16 +380,30 @@ def _bad_nodes(
             seed=seed,
             progress=bar.update,
         )
+    _emit(
+        bad, report, as_json, _print_bad_nodes, out, lambda path: write_bad_nodes_model(path, bad)
+    )
+
+
+def _emit(
+    fit: Any,
+    report: Path | None,
+    as_json: bool,
+    show: Callable[[Any], None],
+    out: Path | None,
+    write_model: Callable[[Path], object],
+) -> None:
+    """A fit's outputs, in order: --report, then the JSON or the table, then the --out model."""
     if report is not None:
         with writing():
-            write_report(report, bad)
+            write_report(report, fit)
     if as_json:
-        click.echo(dumps_json(report_dict(bad)), nl=False)
+        click.echo(dumps_json(report_dict(fit)), nl=False)
     else:
-        _print_bad_nodes(bad)
+        show(fit)
     if out is not None:
         with writing():
-            write_bad_nodes_model(out, bad)
+            write_model(out)
 
 
 def _print_bad_nodes(fit: BadNodesFit) -> None:
