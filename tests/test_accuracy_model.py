@@ -483,18 +483,90 @@ def test_a_single_runs_scatter_vanishes_with_pls_and_recovers_its_scale():
         assert abs(math.sqrt(c.residual_variance([0.3])[0]) / 0.0012 - 1) < 0.25
 
 
-def test_a_fit_that_loses_accuracy_by_losing_less_is_not_eligible():
-    """The shipped calibration's pattern: one large-PLS run makes curvature fit a negative linear
-    term (small PLS cost nothing). Such a fit is not a model of lost updates: it is not eligible,
-    and the file is refused if it says otherwise."""
+def test_a_fit_that_loses_accuracy_by_losing_less_is_constrained_not_dropped():
+    """The shipped calibration's old pattern: one large-PLS run makes curvature fit a negative
+    linear term (small PLS cost nothing, and the loss falls before it rises). The fit is
+    constrained instead (the mean loss never falls as PLS grows, never negative): ``b0 >= 0`` binds,
+    every candidate stays a model of lost updates, and the chosen one is admissible."""
     rng = np.random.default_rng(12)
     d = _data(rng)
     y = d.pls * (-0.002 + 0.02 * d.pls) + rng.normal(0, 2e-4, d.y.size)
-    sel = select(Data(d.strategy, d.seed, d.pls, d.position, d.age, y), "auc")
-    assert "curvature" in sel.inadmissible and sel.chosen.name != "curvature"
-    assert sel.chosen.inadmissible(sel.ranges) is None
+    d2 = Data(d.strategy, d.seed, d.pls, d.position, d.age, y)
+    free = np.linalg.lstsq(d2.X(("pls",)), y, rcond=None)[0]
+    assert free[0] < 0  # the free fit falls at small PLS
+    f = fit_candidate(d2, "curvature")
+    sel = select(d2, "auc")
+    assert "curvature" not in sel.inadmissible
+    assert f.inadmissible(sel.ranges) is None and sel.chosen.inadmissible(sel.ranges) is None
+    for c in f.coef.values():
+        assert c.b[0] >= 0 and c.b[1] > 0
     for c in sel.chosen.coef.values():
-        assert c.b[0] > 0
+        assert c.b[0] >= 0
+
+
+def _qp_by_bounds(X, y, amax):
+    """Least squares of ``y = X [b0, b2]`` subject to ``b0 >= 0`` and ``b0 + b2 amax >= 0``,
+    solved another way: in the loss per unit PLS at age 0 and at ``amax`` (``c0 = b0``, ``c1 = b0
+    + b2 amax``), the constraints are bounds, which ``scipy.optimize.lsq_linear`` handles."""
+    from scipy.optimize import lsq_linear
+
+    T = np.array([[1.0, 0.0], [-1.0 / amax, 1.0 / amax]])  # b = T c
+    c = lsq_linear(X @ T, y, bounds=(0.0, np.inf), method="bvls", tol=1e-14).x
+    return T @ c
+
+
+def test_the_constrained_fit_is_the_bounded_least_squares_and_free_where_it_can_be():
+    """``ols`` with the monotone constraints, against bounded least squares on a reparametrised
+    problem (an independent solver), on data whose free fit breaks the constraint at age 0 and at
+    the oldest age, and on data whose free fit keeps them (then bit-identical to the free fit)."""
+    from cprsim.calibrate.accuracy import monotone_rows
+
+    rng = np.random.default_rng(3)
+    n = 60
+    pls = rng.uniform(0.01, 0.3, n)
+    age = rng.uniform(0.0, 0.4, n)
+    for b_true in ([-0.002, 0.05], [0.006, -0.04], [0.004, 0.01]):
+        y = pls * (b_true[0] + b_true[1] * age) + rng.normal(0, 1e-4, n)
+        d = Data(np.array(["ssu"] * n), np.zeros(n, int), pls, np.full(n, 0.5), age, y)
+        X = d.X(("age",))
+        G = monotone_rows(d, ("age",))
+        # the corners: derivative in PLS at the smallest and largest age (position fixed)
+        assert G.shape == (2, 2)
+        np.testing.assert_allclose(sorted(G[:, 1]), [age.min(), age.max()])
+        c = ols(X, y, True, G)
+        free = ols(X, y, True)
+        if np.all(G @ free.b >= 0):
+            assert np.array_equal(c.b, free.b)
+            continue
+        assert np.all(G @ c.b >= -1e-15)
+        # the other solver, with the age origin at the smallest age: b0' = b0 + b2 a0
+        a0 = age.min()
+        bp = _qp_by_bounds(np.column_stack([X[:, 0], X[:, 0] * (age - a0)]), y, age.max() - a0)
+        np.testing.assert_allclose(c.b, [bp[0] - bp[1] * a0, bp[1]], rtol=1e-8, atol=1e-12)
+        assert c.rss >= free.rss
+
+
+def test_the_constrained_fit_moves_continuously_as_its_free_fit_crosses_zero():
+    """No switch at the boundary: as the data's loss at age 0 goes from positive to negative, the
+    fitted loss per unit PLS at the youngest measured age goes continuously to 0 and stays there (its largest step is
+    small next to the free fit's), and the candidate stays eligible throughout."""
+    rng = np.random.default_rng(5)
+    d = _data(rng, b0=0.0, b2=0.02, sd=1e-4)
+    noise = d.y - d.pls * 0.02 * d.age
+    b0s = np.linspace(0.002, -0.002, 41)
+    fitted, free = [], []
+    for b0 in b0s:
+        y = d.pls * (b0 + 0.02 * d.age) + noise
+        dd = Data(d.strategy, d.seed, d.pls, d.position, d.age, y)
+        f = fit_candidate(dd, "age", scatter=False, used={s: ("age",) for s in STRATS})
+        assert f.inadmissible(select(dd, "auc").ranges) is None
+        own = dd.take(dd.strategy == "ssu")
+        at = np.array([1.0, own.age.min()])  # the loss per unit PLS at its youngest measured age
+        fitted.append(at @ f.coef_for("ssu").b)
+        free.append(at @ np.linalg.lstsq(own.X(("age",)), own.y, rcond=None)[0])
+    fitted, free = np.array(fitted), np.array(free)
+    assert fitted.min() >= -1e-15 and free.min() < 0  # 0 to rounding where the constraint binds
+    assert np.max(np.abs(np.diff(fitted))) <= 1.5 * np.max(np.abs(np.diff(free)))
 
 
 def test_a_calibration_file_with_a_loss_that_is_not_positive_is_refused(tmp_path):
@@ -570,15 +642,31 @@ def test_refit_rewrites_the_model_of_a_calibration_file(tmp_path):
     pts = _points(Data(d.strategy, d.seed, d.pls, d.position, d.age, y))
     path = _write_calibration(tmp_path / "cal.toml", pts)
     doc = tomllib.loads(path.read_text())
-    doc["model"]["auc"]["chosen"] = "curvature"  # what an older cprsim chose
-    from cprsim.calibrate.calibration import to_toml
+    # what an older cprsim wrote: the free curvature fit, whose loss falls at small PLS (b0 < 0);
+    # the planner refuses such a file
+    X = design(("pls",), d.pls, d.position, d.age)
+    b = np.linalg.lstsq(X, y, rcond=None)[0]
+    assert b[0] < 0
+    first = next(iter(doc["model"]["auc"]["coef"].values()))
+    stale = {**first, "b": b.tolist(), "cov": np.eye(2).tolist()}
+    doc["model"]["auc"].update(
+        chosen="curvature", terms=["pls", "pls_x_pls"], pooled=True, coef={"*": stale}
+    )
+    doc["model"]["auc"].pop("pooling_weight", None)
+    from cprsim.calibrate.calibration import load_calibration, to_toml
+    from cprsim.errors import InputError
 
     path.write_text(to_toml(doc))
+    with pytest.raises(InputError, match="not a model of lost updates"):
+        load_calibration(path)
     r = CliRunner().invoke(main, ["calibrate", "--refit", str(path)])
     assert r.exit_code == 0, r.output
-    assert "not eligible" in r.output and "refitted" in r.output
+    assert "refitted" in r.output
     new = tomllib.loads(path.read_text())
-    assert new["points"] == doc["points"] and new["model"]["auc"]["chosen"] != "curvature"
+    assert new["points"] == doc["points"]
+    # the refit is constrained: no strategy's loss per unit PLS is negative at small PLS
+    assert all(c["b"][0] >= 0 for c in new["model"]["auc"]["coef"].values())
+    load_calibration(path)
     r = CliRunner().invoke(
         main,
         [
