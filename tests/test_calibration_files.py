@@ -242,7 +242,13 @@ refuse("points.mfu.extra", [3, "x", [1.0]])  # the stability check slices every 
 accept("points.mfu.age", [GONE])  # written before the timing covariates
 accept("points.mfu.budget", [GONE])
 CASES.append(("points.mfu.d_auc[0]=-0.01 (legitimate)", item("points.mfu.d_auc", 0, -0.01), None))
-CASES.append(("points.mfu.extra array (legitimate)", put("points.mfu.extra", [1] * 96), None))
+CASES.append(
+    (
+        "points.mfu.extra array (legitimate)",
+        put("points.mfu.extra", [1] * len(BASE["points"]["mfu"]["pls"])),
+        None,
+    )
+)
 
 # -- [model.<metric>] ---------------------------------------------------------------------------
 refuse("model.auc.chosen", ["cubic", 3, GONE])
@@ -289,7 +295,8 @@ refuse("model.auc.inadmissible.curvature", [3])
 refuse("model.auc.stability", [3])
 refuse("model.auc.stability.stable", ["no"])
 refuse("model.auc.stability.leave_one_seed_out", [3])
-refuse("model.auc.stability.leave_one_seed_out.kept", [17, -1, "x", GONE])
+_SEED_REFITS = BASE["model"]["auc"]["stability"]["leave_one_seed_out"]["refits"]
+refuse("model.auc.stability.leave_one_seed_out.kept", [_SEED_REFITS + 1, -1, "x", GONE])
 refuse("model.auc.stability.leave_one_seed_out.refits", [-1, 1.5, GONE])
 refuse("model.auc.stability.leave_one_seed_out.max_pls_bound_ratio", [0.5, math.nan, "x", GONE])
 refuse("model.auc.stability.leave_one_run_out.other_choices", [3])

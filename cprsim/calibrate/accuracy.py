@@ -57,10 +57,10 @@ age at their smallest and largest: :func:`monotone_rows`); the derivative is lin
 covariates, so it is then non-negative over the whole box, and with no loss at PLS 0 the mean loss
 is never negative and never falls. Where the free fit keeps the constraints it is the fit; where it
 breaks one, the constrained least squares (:func:`ols`). Constraining, not dropping, keeps the
-selection continuous: with the shipped matched file's 16 seeds, leaving out one seed made SSU's
-free age fit negative at age 0, which dropped the age candidate and moved the PLS bound 4.4x; the
-constrained fit keeps the candidate (16 of 16 seed-out refits keep the choice) and the bound
-within 1.35x. The coefficients' covariance stays the free fit's ``s^2 (X'X)^-1`` (with the
+selection continuous: with the 16 seeds of the matched file shipped before, leaving out one seed
+made SSU's free age fit negative at age 0, which dropped the age candidate and moved the PLS bound
+4.4x; the constrained fit keeps the candidate (16 of 16 seed-out refits keep the choice) and the
+bound within 1.35x. The coefficients' covariance stays the free fit's ``s^2 (X'X)^-1`` (with the
 constrained RSS): conservative where a constraint binds, never a variance of 0 at the boundary. A
 mean loss of exactly 0 is then possible only on the edge of the measured box where a constraint
 binds (e.g. SSU restoring a fresh state); a candidate that loses nothing at its largest measured
