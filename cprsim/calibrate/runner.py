@@ -81,7 +81,7 @@ class Preset:
 #: (shared and noisy; the commands and conditions are in docs/calibration.md); the CLI's --help says
 #: the same (tests/test_calibrate_resume.py checks it)
 RUNTIMES = {
-    "quick": "93 s measured at load 3 (runs 57 s, costs and the end-to-end check 35 s); not measured idle",
+    "quick": "64-71 s measured twice with nothing else running (runs 27-31 s, costs and the end-to-end check 28-31 s); above the 60 s target",
     "standard": "16 min 20 s measured at load 3 (runs 13 min 39 s, costs and end-to-end check 2 min 41 s); not measured idle",
     "paper": "~70 min, extrapolated (not run in full); above the 60 min target",
     "shipped": "1 h 15 min 44 s measured at load 2-4 (284 runs: 8 seeds and 4 rungs, 72 min 37 s; costs and end-to-end check 2 min 43 s); not measured idle",
