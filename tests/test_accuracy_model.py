@@ -525,7 +525,8 @@ def test_the_constrained_fit_is_the_bounded_least_squares_and_free_where_it_can_
     n = 60
     pls = rng.uniform(0.01, 0.3, n)
     age = rng.uniform(0.0, 0.4, n)
-    for b_true in ([-0.002, 0.05], [0.006, -0.04], [0.004, 0.01]):
+    # the first two break a constraint (at the youngest, then the oldest age); the third keeps both
+    for b_true, breaks in (([-0.002, 0.05], True), ([0.006, -0.04], True), ([0.004, 0.01], False)):
         y = pls * (b_true[0] + b_true[1] * age) + rng.normal(0, 1e-4, n)
         d = Data(np.array(["ssu"] * n), np.zeros(n, int), pls, np.full(n, 0.5), age, y)
         X = d.X(("age",))
@@ -535,7 +536,8 @@ def test_the_constrained_fit_is_the_bounded_least_squares_and_free_where_it_can_
         np.testing.assert_allclose(sorted(G[:, 1]), [age.min(), age.max()])
         c = ols(X, y, True, G)
         free = ols(X, y, True)
-        if np.all(G @ free.b >= 0):
+        assert bool(np.any(G @ free.b < 0)) == breaks
+        if not breaks:
             assert np.array_equal(c.b, free.b)
             continue
         assert np.all(G @ c.b >= -1e-15)

@@ -306,13 +306,12 @@ def _constrained(
             rss = float(res @ res)
             if rss < best_rss:
                 best, best_rss = c, rss
-    # the active constraints hold to rounding: exactly 0 where the fit sits on one
-    return best
+    return best  # its active constraints hold to rounding (0 within ~1e-16, not exactly)
 
 
 def monotone_rows(d: Data, terms: Sequence[str]) -> np.ndarray:
     """The constraints ``g . b >= 0`` that keep a candidate a model of lost updates over each
-    strategy's measured box (module doc, Admissible fits): the mean loss's derivative in PLS,
+    strategy's measured box (module doc, Constrained to be a model of lost updates): the mean loss's derivative in PLS,
     ``b0 + b1 (position - 1/2) + b2 age + 2 b3 PLS``, at every corner of the box (PLS 0 and its
     largest, position and age at their smallest and largest). It is linear in the covariates, so
     non-negative on the box where it is at the corners; with no loss at PLS 0 the mean loss is then
