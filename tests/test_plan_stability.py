@@ -69,6 +69,13 @@ def test_plan_check_stability_replans_once_per_seed():
     ]
     for x in st["refits"]:
         assert x["steps"] == round(4 * math.log2(x["interval_h"] / rec["interval_h"]))
+    # the file's proxy warning (when its record says "not stable") carries this plan's verdict
+    file_stable = load_calibration(cal_path).raw["model"]["auc"]["stability"]["stable"]
+    warned = [x for x in d["notes"] if x.startswith("WARNING: the auc model's choice")]
+    assert len(warned) == (0 if file_stable else 1)
+    for x in warned:
+        want = "finds it stable" if st["stable"] else "finds it NOT stable"
+        assert f"this plan's own check {want} ({st['kept']} of {n} seed refits" in x
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0 and "Stability:" in r.output and f"of {n} keep" in r.output
     assert "mean overhead" in " ".join(r.output.split())

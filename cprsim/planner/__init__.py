@@ -305,7 +305,21 @@ def _with_stability(
         plan,
         cal,
     )
-    return dataclasses.replace(plan, stability=st)
+    n = len(st["refits"])
+    verdict = (
+        f"this plan's own check finds it stable ({st['kept']} of {n} seed refits keep "
+        f"{st['recommended']}, its interval within {st['max_steps']} grid step(s))"
+        if st["stable"]
+        else f"this plan's own check finds it NOT stable ({st['kept']} of {n} seed refits keep "
+        f"{st['recommended']}, its interval moves up to {st['max_steps']} grid steps)"
+    )
+    notes = tuple(
+        f"{x}; {verdict}"
+        if x.startswith(f"WARNING: the {metric} model's choice is not stable")
+        else x
+        for x in plan.notes
+    )
+    return dataclasses.replace(plan, stability=st, notes=notes)
 
 
 def _sensitivity_rows(
@@ -977,10 +991,10 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
         notes.append(
             f"WARNING: the {metric} model's choice is not stable ("
             + "; ".join(parts)
-            + "; more than one interval grid step, 1.19x): the calibration rests on too few "
-            "runs; recalibrate with more seeds"
+            + "; more than one interval grid step, 1.19x): whether that moves this plan is what "
+            "`--check-stability` checks (the plan made again without each seed); more seeds"
             + ("" if n_seeds >= 8 else " (at least 8)")
-            + " before trusting the intervals, or check them with `cprsim calibrate --validate`"
+            + " narrow it, and `cprsim calibrate --validate` checks the promise on fresh runs"
         )
     weak = [f"{st} [{f.lo:.2g}, {f.hi:.2g}]" for st, f in acc.slopes.items() if f.lo <= 0]
     if weak:
