@@ -156,6 +156,68 @@ def test_resuming_with_more_seeds_extends_to_the_bytes_of_a_run_with_all_of_them
         P.calibrate(TINY, out, measure_costs=False, resume=True)
 
 
+@pytest.mark.slow
+def test_extend_a_calibration_file_to_the_bytes_of_a_run_with_all_its_seeds(reference, tmp_path):
+    """`--extend FILE`: no journal, only the calibration file (as the shipped ones are): its runs
+    are rebuilt from its points and baselines, only the new seed trains, and the outputs are the
+    bytes of a calibration run with all the seeds; through the API and the CLI."""
+    more = dataclasses.replace(TINY, seeds=(0, 1, 2))
+    direct = tmp_path / "direct"
+    P.calibrate(more, direct, measure_costs=False)
+    src = tmp_path / "src" / "calibration.toml"  # the file alone, away from its journal
+    src.parent.mkdir()
+    src.write_bytes((reference / "calibration.toml").read_bytes())
+    out = tmp_path / "extended"
+    P.calibrate(more, out, measure_costs=False, extend=src)
+    assert _bytes(out) == _bytes(direct)
+    run = json.loads((out / "run.json").read_text())
+    assert (run["runs_resumed"], run["runs_run_now"]) == (6, 3)  # the file's runs not redone
+    from cprsim.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(R.PRESETS, "quick", TINY)
+        cli_out = tmp_path / "cli"
+        args = ["calibrate", "--extend", str(src), "--seeds", "3", "--out", str(cli_out)]
+        r = CliRunner().invoke(main, [*args, "--no-costs", "--jobs", "1"])
+        assert r.exit_code == 0, r.output
+        assert _bytes(cli_out) == _bytes(direct)
+        # an extension cannot start over a folder that holds one; --resume finishes it instead
+        r = CliRunner().invoke(main, [*args, "--no-costs"])
+        assert r.exit_code != 0 and "already holds a calibration" in r.output
+        for extra, why in ((["--resume"], "--resume it without --extend"),):
+            r = CliRunner().invoke(main, [*args, *extra])
+            assert r.exit_code == 2 and why in r.output
+        r = CliRunner().invoke(main, ["calibrate", "--extend", str(src), "--out", str(cli_out)])
+        assert r.exit_code == 2 and "give --seeds N" in r.output
+
+
+@pytest.mark.slow
+def test_extend_refuses_another_configuration_fewer_seeds_and_foreign_points(reference, tmp_path):
+    src = tmp_path / "calibration.toml"
+    text = (reference / "calibration.toml").read_text()
+    src.write_text(text)
+    more = dataclasses.replace(TINY, seeds=(0, 1, 2))
+    with pytest.raises(InputError, match=r"another configuration than this one") as e:
+        P.calibrate(dataclasses.replace(more, budgets=(0.25,)), tmp_path / "a", extend=src)
+    assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match=r"--seeds: 2 is not more than the 2 seeds"):
+        P.calibrate(TINY, tmp_path / "b", extend=src)
+    import tomllib
+
+    from cprsim.calibrate.calibration import to_toml
+
+    doc = tomllib.loads(text)
+    doc["points"]["mfu"] = {k: v[:-1] for k, v in doc["points"]["mfu"].items()}  # a run fewer
+    bad = tmp_path / "bad.toml"
+    bad.write_text(to_toml(doc, "tampered"))
+    with pytest.raises(InputError, match=r"points\.mfu: no point 2 of seed 1"):
+        P.calibrate(more, tmp_path / "c", extend=bad)
+    bad.write_text("[provenance]\nseeds = [0]\n")
+    with pytest.raises(InputError, match=r"provenance: expected seeds, fingerprint"):
+        P.calibrate(more, tmp_path / "d", extend=bad)
+    assert not any((tmp_path / x).exists() for x in "abcd")  # nothing written on a refusal
+
+
 def test_extends_only_adds_seeds():
     runs = [[0, 0, 0.0, None], [0, 1, 0.5, {"x": 1}]]
     old = {"preset": {"seeds": [0], "name": "t"}, "threads_per_run": 1, "runs": runs}

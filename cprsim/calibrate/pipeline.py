@@ -35,6 +35,7 @@ import json
 import math
 import os
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -351,6 +352,10 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
     return out
 
 
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _n_dense(p: R.Preset) -> int:
     """The data's dense features (the bottom MLP's input width)."""
     from cprsim.calibrate import datasets as DS
@@ -470,6 +475,7 @@ def calibrate(
     resume: bool = False,
     match: bool = False,
     figure: Callable[[dict, Path], None] | None = None,
+    extend: Path | None = None,
 ) -> dict:
     """Run (or, with ``resume``, finish) the preset into ``out``: ``calibration.toml``,
     ``points.csv``, ``manifest.json`` and ``run.json``, and the plot where ``figure`` is given
@@ -477,7 +483,8 @@ def calibrate(
     :func:`cprsim.plots.calibration.write_calibration_figure`). Returns the calibration doc.
     ``scenario``: the failure schedule of its partial-recovery run (``--from-sim``), or with
     ``match`` its own schedules at a grid of intervals (``--scenario``,
-    :mod:`cprsim.calibrate.matched`)."""
+    :mod:`cprsim.calibrate.matched`). ``extend``: a calibration file of fewer seeds of this
+    configuration to start ``out`` from (:func:`extend_from`), its runs not trained again."""
     import torch  # noqa: F401  (every step below needs it: without it, fail before any output)
 
     if jobs < 1 or threads < 1:
@@ -492,6 +499,9 @@ def calibrate(
     runs = R.plan_runs(p, fn)
     planned = {r.key: r for r in runs}
     config = configuration(p, runs, threads, sim_info)
+    if extend is not None:
+        extend_from(extend, p, fn, threads, sim_info, out)
+        resume = True
     resuming = check_out(out, config, resume)  # before any rung trains: a refusal costs nothing
     rung_docs, offset = _calibrate_rungs(p, out, progress, jobs, threads, resume, figure)
     journal, manifest, done = _start_journal(out, config, len(runs), planned, resuming)
@@ -534,6 +544,124 @@ def calibrate(
         _run_record(started, t0, runs_s, costs_s, jobs, threads, len(runs), len(todo), run_s),
     )
     return doc
+
+
+def extend_from(
+    source: Path, p: R.Preset, fn: Any, threads: int, sim_info: dict | None, out: Path
+) -> int:
+    """Start ``out`` from the calibration file ``source`` (``cprsim calibrate --extend``): the
+    manifest and journal ``out`` would hold had it run ``source``'s seeds itself, rebuilt from the
+    file's points and baselines (a run's accuracy is its seed's baseline less ``d_auc``, plus
+    ``d_logloss``: exact, the two being within a factor 2 of each other), so that resuming with
+    ``p``'s seeds trains only the new ones and ends with the bytes of a calibration run with all of
+    them. ``source`` must have been calibrated with this configuration (its fingerprint is that of
+    ``p`` with its seeds: the same preset, data, scenario, threads and versions), ``p`` must have
+    more seeds, and ``out`` must not hold a calibration yet. Returns the runs rebuilt."""
+    where = short(source)
+    if (out / "manifest.json").exists() or (out / "points.csv").exists():
+        raise InputError(
+            f"{short(out)}: already holds a calibration; --extend starts a new folder from "
+            f"{where} (to finish this one, --resume it without --extend)"
+        )
+    try:
+        doc = tomllib.loads(read_input_bytes(source, "calibration").decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise InputError(f"{where}: not a calibration file ({e})") from None
+    prov = doc.get("provenance")
+    prov = prov if isinstance(prov, dict) else {}
+    seeds, fp = prov.get("seeds"), prov.get("fingerprint")
+    b_auc, b_ll = prov.get("baseline_auc"), prov.get("baseline_logloss")
+    if not (
+        isinstance(seeds, list)
+        and seeds
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+        and isinstance(fp, str)
+        and isinstance(b_auc, list)
+        and isinstance(b_ll, list)
+        and len(b_auc) == len(b_ll) == len(seeds)
+        and all(_finite(x) for x in b_auc + b_ll)
+    ):
+        raise InputError(
+            f"{where}: provenance: expected seeds, fingerprint, baseline_auc and baseline_logloss "
+            "(one per seed), as `cprsim calibrate` writes them"
+        )
+    old = dataclasses.replace(p, seeds=tuple(seeds))
+    runs = R.plan_runs(old, fn)
+    config = configuration(old, runs, threads, sim_info)
+    if fingerprint(config) != fp:
+        raise InputError(
+            f"{where}: calibrated with another configuration than this one with its seeds "
+            f"{seeds} (fingerprint {fp[:12]}, not {fingerprint(config)[:12]}): pass the --preset, "
+            "--data, --scenario and --threads-per-job it was calibrated with"
+        )
+    if not set(seeds) < set(p.seeds):
+        raise InputError(
+            f"--seeds: {len(p.seeds)} is not more than the {len(seeds)} seeds of {where}: "
+            "--extend adds seeds"
+        )
+    pts: dict[str, Any] = doc["points"] if isinstance(doc.get("points"), dict) else {}
+    nxt = {st: 0 for st in pts}
+    base = {s: (float(a), float(ll)) for s, a, ll in zip(seeds, b_auc, b_ll)}
+    done = []
+    for r in runs:
+        a0, ll0 = base[r.seed]
+        if r.setting is None:
+            done.append(R.RunResult(r.seed, r.run, r.strategy, r.label, r.budget, 0.0, a0, ll0))
+            continue
+        cols, i = pts.get(r.strategy), nxt.get(r.strategy, 0)
+        x: dict[str, float] = {}
+        try:
+            if not isinstance(cols, dict):
+                raise KeyError(r.strategy)
+            ok = int(cols["seed"][i]) == r.seed and float(cols["budget"][i]) == r.budget
+            x = {k: float(cols[k][i]) for k in ("pls", "d_auc", "d_logloss")}
+            for k in ("position", "age"):  # files written before the timing covariates: 0
+                x[k] = float(cols[k][i]) if k in cols else 0.0
+        except (KeyError, IndexError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise InputError(
+                f"{where}: points.{r.strategy}: no point {i + 1} of seed {r.seed} at budget "
+                f"{r.budget!r} where the configuration has run {r.describe()}: not the points "
+                "this configuration writes"
+            )
+        nxt[r.strategy] = i + 1
+        done.append(
+            R.RunResult(
+                r.seed,
+                r.run,
+                r.strategy,
+                r.label,
+                r.budget,
+                x["pls"],
+                a0 - x["d_auc"],
+                ll0 + x["d_logloss"],
+                x["position"],
+                x["age"],
+            )
+        )
+    extra = [
+        st
+        for st, cols in pts.items()
+        if not isinstance(cols, dict) or nxt.get(st, 0) != len(cols.get("pls", []))
+    ]
+    if extra:
+        raise InputError(
+            f"{where}: points.{extra[0]}: more points than the runs of its configuration"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        out / "manifest.json",
+        {
+            "what": "cprsim calibrate",
+            "fingerprint": fp,
+            "runs": len(runs),
+            "finished": False,
+            "config": config,
+        },
+    )
+    atomic_write_text(out / "points.csv", csv_text(POINTS_HEADER, [_row(r) for r in done]))
+    return len(done)
 
 
 def _scenario_settings(p: R.Preset, scenario, match: bool) -> tuple[R.Preset, Any, dict | None]:

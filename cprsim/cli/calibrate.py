@@ -194,6 +194,17 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     help="schema.toml of a --data .csv/.parquet file: its label, categorical and dense columns.",
 )
 @click.option(
+    "--extend",
+    "extend_file",
+    metavar="FILE|shipped|shipped:SCENARIO",
+    default=None,
+    help="Start --out from this calibration file (its journal not needed) and train only the seeds "
+    "--seeds adds: its runs are rebuilt from its points and baselines, and the result equals a "
+    "calibration run with all the seeds. Give the --preset, --data, --scenario and "
+    "--threads-per-job it was made with (its fingerprint is checked); an interrupted extension "
+    "finishes with --resume, without --extend.",
+)
+@click.option(
     "--refit",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -265,6 +276,7 @@ def command(
     device: str,
     plan_file: Path | None,
     runs: int,
+    extend_file: str | None,
 ) -> None:
     if plan_file is not None:
         _validate(
@@ -280,11 +292,21 @@ def command(
         _print_models(refit_file(refit))
         click.echo(f"refitted the [model] of {refit}")
         return
+    extend = None
+    if extend_file is not None:
+        if n_seeds is None:
+            raise click.UsageError("--extend adds seeds: give --seeds N, more than the file's")
+        if resume:
+            raise click.UsageError(
+                "--extend starts a new --out from the file; to finish an interrupted extension, "
+                "--resume it without --extend"
+            )
+        extend = _calibration_path(extend_file, "--extend")
     _need_torch()
     p = _preset(preset, n_seeds, scenario, matched, data, schema, limit, device)
     jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
     t0 = time.perf_counter()
-    doc = _run(p, preset, out, scenario, matched, no_costs, jobs, threads, resume)
+    doc = _run(p, preset, out, scenario, matched, no_costs, jobs, threads, resume, extend)
     for st, f in doc["fit"].items():
         click.echo(
             f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
@@ -295,30 +317,44 @@ def command(
     _wrote(out, t0, jobs, threads)
 
 
-def _show(show_file: str) -> None:
-    """``--show``: print a calibration's provenance, fits and models (a file or a shipped one)."""
-    from cprsim.calibrate.calibration import default_path, load_calibration, matched_path
+def _calibration_path(spec: str, option: str) -> Path:
+    """A calibration FILE, or ``shipped`` (the one cprsim ships), or ``shipped:NAME`` (the one it
+    ships matched to scenario NAME)."""
+    from cprsim.calibrate.calibration import default_path, matched_path
 
-    kind, _, scen_name = show_file.partition(":")
-    name: str | Path
-    if kind == "shipped" and scen_name:  # a packaged calibration matched to a scenario
+    kind, _, scen_name = spec.partition(":")
+    if kind == "shipped" and scen_name:
         path = matched_path(scen_name)
         if path is None:
             raise click.ClickException(
-                f"--show {show_file}: this installation ships no calibration matched to "
+                f"{option} {spec}: this installation ships no calibration matched to "
                 f"scenario {scen_name!r} (cprsim/data/calibrations/)"
             )
+        return path
+    if spec == "shipped":
+        path = default_path()
+        if path is None:
+            raise click.ClickException("this installation ships no calibration")
+        return path
+    return Path(spec)
+
+
+def _show(show_file: str) -> None:
+    """``--show``: print a calibration's provenance, fits and models (a file or a shipped one)."""
+    from cprsim.calibrate.calibration import load_calibration
+
+    kind, _, scen_name = show_file.partition(":")
+    path = _calibration_path(show_file, "--show")
+    name: str | Path
+    if kind == "shipped" and scen_name:  # a packaged calibration matched to a scenario
         name = (
             f"the shipped calibration matched to scenario {scen_name!r} "
             f"(cprsim/data/calibrations/{path.name})"
         )
     elif show_file == "shipped":
-        path = default_path()
         name = "the shipped calibration (cprsim/data/calibration.toml)"
     else:
-        path = name = Path(show_file)
-    if path is None:
-        raise click.ClickException("this installation ships no calibration")
+        name = path
     cal = load_calibration(path)
     prov = cal.provenance
     click.echo(f"{name}: preset {prov.get('preset', '?')}, seeds {prov.get('seeds', '?')}")
@@ -390,6 +426,7 @@ def _run(
     jobs: int,
     threads: int,
     resume: bool,
+    extend: Path | None = None,
 ) -> dict:
     """Run the calibration with progress on stderr; an interrupt says how to resume."""
     from cprsim.calibrate.pipeline import calibrate
@@ -418,6 +455,7 @@ def _run(
             resume=resume,
             match=matched is not None,
             figure=write_calibration_figure,
+            extend=extend,
         )
 
     try:
