@@ -215,7 +215,25 @@ def test_extend_refuses_another_configuration_fewer_seeds_and_foreign_points(ref
     bad.write_text("[provenance]\nseeds = [0]\n")
     with pytest.raises(InputError, match=r"provenance: expected seeds, fingerprint"):
         P.calibrate(more, tmp_path / "d", extend=bad)
-    assert not any((tmp_path / x).exists() for x in "abcd")  # nothing written on a refusal
+    doc = tomllib.loads(text)
+    del doc["points"]["mfu"]["age"]  # a file without the timing covariates: not 0, refused
+    bad.write_text(to_toml(doc, "tampered"))
+    with pytest.raises(InputError, match=r"points\.mfu\.age: expected an array"):
+        P.calibrate(more, tmp_path / "e", extend=bad)
+    doc = tomllib.loads(text)
+    doc["points"]["partial"]["d_auc"][0] = 0.6  # a run's AUC under half its baseline's
+    bad.write_text(to_toml(doc, "tampered"))
+    with pytest.raises(InputError, match=r"more than a factor 2 from its seed's baseline"):
+        P.calibrate(more, tmp_path / "f", extend=bad)
+    assert not any((tmp_path / x).exists() for x in "abcdef")  # nothing written on a refusal
+    from cprsim.cli import main
+
+    for args, why in (
+        (["--extend", "shipped:", "--seeds", "3"], "name the scenario after 'shipped:'"),
+        (["--extend", str(src), "--seeds", "3", "--show", "shipped"], "does not go with"),
+    ):
+        r = CliRunner().invoke(main, ["calibrate", *args, "--out", str(tmp_path / "g")])
+        assert r.exit_code == 2 and why in r.output, r.output
 
 
 def test_extends_only_adds_seeds():

@@ -35,7 +35,6 @@ import json
 import math
 import os
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ from cprsim.io import (
     atomic_write_text,
     csv_text,
     read_input_bytes,
+    read_toml,
     short,
 )
 from cprsim.names import FAIL, VANILLA
@@ -356,6 +356,10 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _whole(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _n_dense(p: R.Preset) -> int:
     """The data's dense features (the bottom MLP's input width)."""
     from cprsim.calibrate import datasets as DS
@@ -563,10 +567,7 @@ def extend_from(
             f"{short(out)}: already holds a calibration; --extend starts a new folder from "
             f"{where} (to finish this one, --resume it without --extend)"
         )
-    try:
-        doc = tomllib.loads(read_input_bytes(source, "calibration").decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise InputError(f"{where}: not a calibration file ({e})") from None
+    doc = read_toml(source, "calibration file")
     prov = doc.get("provenance")
     prov = prov if isinstance(prov, dict) else {}
     seeds, fp = prov.get("seeds"), prov.get("fingerprint")
@@ -589,10 +590,22 @@ def extend_from(
     runs = R.plan_runs(old, fn)
     config = configuration(old, runs, threads, sim_info)
     if fingerprint(config) != fp:
+        import torch
+
+        versions = [
+            f"{k} {prov.get(k)!r} (this installation: {v!r})"
+            for k, v in (("cprsim_version", __version__), ("torch_version", torch.__version__))
+            if prov.get(k) != v
+        ]
         raise InputError(
             f"{where}: calibrated with another configuration than this one with its seeds "
-            f"{seeds} (fingerprint {fp[:12]}, not {fingerprint(config)[:12]}): pass the --preset, "
-            "--data, --scenario and --threads-per-job it was calibrated with"
+            f"{seeds} (fingerprint {fp[:12]}, not {fingerprint(config)[:12]}): "
+            + (
+                f"made with {', '.join(versions)}: extend it with those versions"
+                if versions
+                else "pass the --preset, --data, --scenario, --threads-per-job and --device it "
+                "was calibrated with"
+            )
         )
     if not set(seeds) < set(p.seeds):
         raise InputError(
@@ -601,7 +614,8 @@ def extend_from(
         )
     pts: dict[str, Any] = doc["points"] if isinstance(doc.get("points"), dict) else {}
     nxt = {st: 0 for st in pts}
-    base = {s: (float(a), float(ll)) for s, a, ll in zip(seeds, b_auc, b_ll)}
+    # the baselines are in seed order (points_from), whatever the order of the preset's seeds
+    base = {s: (float(a), float(ll)) for s, a, ll in zip(sorted(seeds), b_auc, b_ll)}
     done = []
     for r in runs:
         a0, ll0 = base[r.seed]
@@ -609,21 +623,34 @@ def extend_from(
             done.append(R.RunResult(r.seed, r.run, r.strategy, r.label, r.budget, 0.0, a0, ll0))
             continue
         cols, i = pts.get(r.strategy), nxt.get(r.strategy, 0)
+        key = f"{where}: points.{r.strategy}"
+        if not isinstance(cols, dict):
+            raise InputError(f"{key}: missing, where the configuration has run {r.describe()}")
+        for k in ("seed", "budget", "pls", "position", "age", "d_auc", "d_logloss"):
+            if not isinstance(cols.get(k), list):
+                raise InputError(f"{key}.{k}: expected an array (one value per run)")
         x: dict[str, float] = {}
-        try:
-            if not isinstance(cols, dict):
-                raise KeyError(r.strategy)
-            ok = int(cols["seed"][i]) == r.seed and float(cols["budget"][i]) == r.budget
-            x = {k: float(cols[k][i]) for k in ("pls", "d_auc", "d_logloss")}
-            for k in ("position", "age"):  # files written before the timing covariates: 0
-                x[k] = float(cols[k][i]) if k in cols else 0.0
-        except (KeyError, IndexError, TypeError, ValueError):
-            ok = False
+        ok = i < len(cols["seed"]) and _whole(cols["seed"][i]) and cols["seed"][i] == r.seed
+        ok = ok and i < len(cols["budget"]) and _finite(cols["budget"][i])
+        ok = ok and float(cols["budget"][i]) == r.budget
         if not ok:
             raise InputError(
-                f"{where}: points.{r.strategy}: no point {i + 1} of seed {r.seed} at budget "
-                f"{r.budget!r} where the configuration has run {r.describe()}: not the points "
-                "this configuration writes"
+                f"{key}: no point {i + 1} of seed {r.seed} at budget {r.budget!r} where the "
+                f"configuration has run {r.describe()}: not the points this configuration writes"
+            )
+        for k in ("pls", "position", "age", "d_auc", "d_logloss"):
+            v: Any = cols[k][i] if i < len(cols[k]) else None
+            if not _finite(v):
+                raise InputError(f"{key}.{k}[{i}]: expected a finite number, got {v!r}")
+            x[k] = float(v)
+        auc, ll = a0 - x["d_auc"], ll0 + x["d_logloss"]
+        # exact only where a run's value is within a factor 2 of its baseline's (Sterbenz): then
+        # the rebuilt run gives back the file's deltas bit for bit
+        if not (0.5 * a0 <= auc <= 2.0 * a0 and 0.5 * ll0 <= ll <= 2.0 * ll0):
+            raise InputError(
+                f"{key}: point {i + 1} (seed {r.seed}) lies more than a factor 2 from its seed's "
+                "baseline: its run cannot be rebuilt exactly from the file; extend the folder it "
+                "was made in with --resume"
             )
         nxt[r.strategy] = i + 1
         done.append(
@@ -634,8 +661,8 @@ def extend_from(
                 r.label,
                 r.budget,
                 x["pls"],
-                a0 - x["d_auc"],
-                ll0 + x["d_logloss"],
+                auc,
+                ll,
                 x["position"],
                 x["age"],
             )
@@ -643,7 +670,9 @@ def extend_from(
     extra = [
         st
         for st, cols in pts.items()
-        if not isinstance(cols, dict) or nxt.get(st, 0) != len(cols.get("pls", []))
+        if not isinstance(cols, dict)
+        or not isinstance(cols.get("pls"), list)
+        or nxt.get(st, 0) != len(cols["pls"])
     ]
     if extra:
         raise InputError(

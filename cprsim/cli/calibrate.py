@@ -278,6 +278,8 @@ def command(
     runs: int,
     extend_file: str | None,
 ) -> None:
+    if extend_file is not None and (plan_file or show_file or refit):
+        raise click.UsageError("--extend trains: it does not go with --validate, --show or --refit")
     if plan_file is not None:
         _validate(
             plan_file, preset, jobs, threads, resume, scenario, out, data, schema, limit, runs
@@ -322,7 +324,9 @@ def _calibration_path(spec: str, option: str) -> Path:
     ships matched to scenario NAME)."""
     from cprsim.calibrate.calibration import default_path, matched_path
 
-    kind, _, scen_name = spec.partition(":")
+    kind, colon, scen_name = spec.partition(":")
+    if kind == "shipped" and colon and not scen_name:
+        raise click.UsageError(f"{option} {spec}: name the scenario after 'shipped:'")
     if kind == "shipped" and scen_name:
         path = matched_path(scen_name)
         if path is None:
@@ -334,7 +338,7 @@ def _calibration_path(spec: str, option: str) -> Path:
     if spec == "shipped":
         path = default_path()
         if path is None:
-            raise click.ClickException("this installation ships no calibration")
+            raise click.ClickException(f"{option} shipped: this installation ships no calibration")
         return path
     return Path(spec)
 
