@@ -200,7 +200,7 @@ def test_extend_refuses_another_configuration_fewer_seeds_and_foreign_points(ref
     with pytest.raises(InputError, match=r"another configuration than this one") as e:
         P.calibrate(dataclasses.replace(more, budgets=(0.25,)), tmp_path / "a", extend=src)
     assert "\n" not in str(e.value)
-    with pytest.raises(InputError, match=r"--seeds: 2 is not more than the 2 seeds"):
+    with pytest.raises(InputError, match=r"holds 2 seeds and this calibration 2: extending adds"):
         P.calibrate(TINY, tmp_path / "b", extend=src)
     import tomllib
 

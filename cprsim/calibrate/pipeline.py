@@ -553,7 +553,7 @@ def calibrate(
 def extend_from(
     source: Path, p: R.Preset, fn: Any, threads: int, sim_info: dict | None, out: Path
 ) -> int:
-    """Start ``out`` from the calibration file ``source`` (``cprsim calibrate --extend``): the
+    """Start ``out`` from the calibration file ``source`` (``calibrate(extend=...)``): the
     manifest and journal ``out`` would hold had it run ``source``'s seeds itself, rebuilt from the
     file's points and baselines (a run's accuracy is its seed's baseline less ``d_auc``, plus
     ``d_logloss``: exact, the two being within a factor 2 of each other), so that resuming with
@@ -561,13 +561,64 @@ def extend_from(
     them. ``source`` must have been calibrated with this configuration (its fingerprint is that of
     ``p`` with its seeds: the same preset, data, scenario, threads and versions), ``p`` must have
     more seeds, and ``out`` must not hold a calibration yet. Returns the runs rebuilt."""
-    where = short(source)
     if (out / "manifest.json").exists() or (out / "points.csv").exists():
-        raise InputError(
-            f"{short(out)}: already holds a calibration; --extend starts a new folder from "
-            f"{where} (to finish this one, --resume it without --extend)"
+        raise ParameterError(
+            "out",
+            f"already holds a calibration: `extend` starts a new folder from {short(source)} (to "
+            "finish this one, `resume` it without `extend`)",
+            short(out),
+            also=("extend", "resume"),
         )
     doc = read_toml(source, "calibration file")
+    seeds, base, fp = _extend_source(doc, short(source))
+    old = dataclasses.replace(p, seeds=tuple(seeds))
+    runs = R.plan_runs(old, fn)
+    config = configuration(old, runs, threads, sim_info)
+    if fingerprint(config) != fp:
+        import torch
+
+        prov = doc["provenance"]
+        versions = [
+            f"{k} {prov.get(k)!r} (this installation: {v!r})"
+            for k, v in (("cprsim_version", __version__), ("torch_version", torch.__version__))
+            if prov.get(k) != v
+        ]
+        raise ParameterError(
+            "extend",
+            f"calibrated with another configuration than this one with its seeds {seeds} "
+            f"(fingerprint {fp[:12]}, not {fingerprint(config)[:12]}): "
+            + (
+                f"made with {', '.join(versions)}: extend it with those versions"
+                if versions
+                else "extending needs the preset, `scenario`, `threads` and device it was made with"
+            ),
+            short(source),
+            also=("scenario", "threads"),
+        )
+    if not set(seeds) < set(p.seeds):
+        raise InputError(
+            f"{short(source)}: holds {len(seeds)} seeds and this calibration {len(p.seeds)}: "
+            "extending adds seeds"
+        )
+    done = _rebuilt_runs(doc, runs, base, short(source))
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        out / "manifest.json",
+        {
+            "what": "cprsim calibrate",
+            "fingerprint": fp,
+            "runs": len(runs),
+            "finished": False,
+            "config": config,
+        },
+    )
+    atomic_write_text(out / "points.csv", csv_text(POINTS_HEADER, [_row(r) for r in done]))
+    return len(done)
+
+
+def _extend_source(doc: dict[str, Any], where: str) -> tuple[list[int], dict, str]:
+    """A calibration file's seeds, each seed's baseline ``(auc, logloss)`` and its fingerprint,
+    checked (:func:`extend_from`)."""
     prov = doc.get("provenance")
     prov = prov if isinstance(prov, dict) else {}
     seeds, fp = prov.get("seeds"), prov.get("fingerprint")
@@ -584,38 +635,21 @@ def extend_from(
     ):
         raise InputError(
             f"{where}: provenance: expected seeds, fingerprint, baseline_auc and baseline_logloss "
-            "(one per seed), as `cprsim calibrate` writes them"
+            "(one per seed), as a calibration writes them"
         )
-    old = dataclasses.replace(p, seeds=tuple(seeds))
-    runs = R.plan_runs(old, fn)
-    config = configuration(old, runs, threads, sim_info)
-    if fingerprint(config) != fp:
-        import torch
-
-        versions = [
-            f"{k} {prov.get(k)!r} (this installation: {v!r})"
-            for k, v in (("cprsim_version", __version__), ("torch_version", torch.__version__))
-            if prov.get(k) != v
-        ]
-        raise InputError(
-            f"{where}: calibrated with another configuration than this one with its seeds "
-            f"{seeds} (fingerprint {fp[:12]}, not {fingerprint(config)[:12]}): "
-            + (
-                f"made with {', '.join(versions)}: extend it with those versions"
-                if versions
-                else "pass the --preset, --data, --scenario, --threads-per-job and --device it "
-                "was calibrated with"
-            )
-        )
-    if not set(seeds) < set(p.seeds):
-        raise InputError(
-            f"--seeds: {len(p.seeds)} is not more than the {len(seeds)} seeds of {where}: "
-            "--extend adds seeds"
-        )
-    pts: dict[str, Any] = doc["points"] if isinstance(doc.get("points"), dict) else {}
-    nxt = {st: 0 for st in pts}
     # the baselines are in seed order (points_from), whatever the order of the preset's seeds
     base = {s: (float(a), float(ll)) for s, a, ll in zip(sorted(seeds), b_auc, b_ll)}
+    return seeds, base, fp
+
+
+def _rebuilt_runs(
+    doc: dict[str, Any], runs: list[R.Run], base: dict, where: str
+) -> list[R.RunResult]:
+    """The results of ``runs`` (a file's configuration's runs) rebuilt from its ``[points]`` and
+    the seeds' baselines ``base``; a point that is not the run's, or cannot be rebuilt exactly, is
+    a one-line error (:func:`extend_from`)."""
+    pts: dict[str, Any] = doc["points"] if isinstance(doc.get("points"), dict) else {}
+    nxt = {st: 0 for st in pts}
     done = []
     for r in runs:
         a0, ll0 = base[r.seed]
@@ -629,15 +663,14 @@ def extend_from(
         for k in ("seed", "budget", "pls", "position", "age", "d_auc", "d_logloss"):
             if not isinstance(cols.get(k), list):
                 raise InputError(f"{key}.{k}: expected an array (one value per run)")
-        x: dict[str, float] = {}
         ok = i < len(cols["seed"]) and _whole(cols["seed"][i]) and cols["seed"][i] == r.seed
         ok = ok and i < len(cols["budget"]) and _finite(cols["budget"][i])
-        ok = ok and float(cols["budget"][i]) == r.budget
-        if not ok:
+        if not (ok and float(cols["budget"][i]) == r.budget):
             raise InputError(
                 f"{key}: no point {i + 1} of seed {r.seed} at budget {r.budget!r} where the "
                 f"configuration has run {r.describe()}: not the points this configuration writes"
             )
+        x: dict[str, float] = {}
         for k in ("pls", "position", "age", "d_auc", "d_logloss"):
             v: Any = cols[k][i] if i < len(cols[k]) else None
             if not _finite(v):
@@ -649,8 +682,8 @@ def extend_from(
         if not (0.5 * a0 <= auc <= 2.0 * a0 and 0.5 * ll0 <= ll <= 2.0 * ll0):
             raise InputError(
                 f"{key}: point {i + 1} (seed {r.seed}) lies more than a factor 2 from its seed's "
-                "baseline: its run cannot be rebuilt exactly from the file; extend the folder it "
-                "was made in with --resume"
+                "baseline: its run cannot be rebuilt exactly from the file (resume the folder it "
+                "was made in instead)"
             )
         nxt[r.strategy] = i + 1
         done.append(
@@ -678,19 +711,7 @@ def extend_from(
         raise InputError(
             f"{where}: points.{extra[0]}: more points than the runs of its configuration"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(
-        out / "manifest.json",
-        {
-            "what": "cprsim calibrate",
-            "fingerprint": fp,
-            "runs": len(runs),
-            "finished": False,
-            "config": config,
-        },
-    )
-    atomic_write_text(out / "points.csv", csv_text(POINTS_HEADER, [_row(r) for r in done]))
-    return len(done)
+    return done
 
 
 def _scenario_settings(p: R.Preset, scenario, match: bool) -> tuple[R.Preset, Any, dict | None]:

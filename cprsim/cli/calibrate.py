@@ -195,7 +195,7 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
 )
 @click.option(
     "--extend",
-    "extend_file",
+    "extend",
     metavar="FILE|shipped|shipped:SCENARIO",
     default=None,
     help="Start --out from this calibration file (its journal not needed) and train only the seeds "
@@ -276,9 +276,9 @@ def command(
     device: str,
     plan_file: Path | None,
     runs: int,
-    extend_file: str | None,
+    extend: str | None,
 ) -> None:
-    if extend_file is not None and (plan_file or show_file or refit):
+    if extend is not None and (plan_file or show_file or refit):
         raise click.UsageError("--extend trains: it does not go with --validate, --show or --refit")
     if plan_file is not None:
         _validate(
@@ -294,8 +294,8 @@ def command(
         _print_models(refit_file(refit))
         click.echo(f"refitted the [model] of {refit}")
         return
-    extend = None
-    if extend_file is not None:
+    extend_path = None
+    if extend is not None:
         if n_seeds is None:
             raise click.UsageError("--extend adds seeds: give --seeds N, more than the file's")
         if resume:
@@ -303,12 +303,12 @@ def command(
                 "--extend starts a new --out from the file; to finish an interrupted extension, "
                 "--resume it without --extend"
             )
-        extend = _calibration_path(extend_file, "--extend")
+        extend_path = _calibration_path(extend, "--extend")
     _need_torch()
     p = _preset(preset, n_seeds, scenario, matched, data, schema, limit, device)
     jobs = jobs if jobs is not None else (_cores() if p.device == "cpu" else 1)
     t0 = time.perf_counter()
-    doc = _run(p, preset, out, scenario, matched, no_costs, jobs, threads, resume, extend)
+    doc = _run(p, preset, out, scenario, matched, no_costs, jobs, threads, resume, extend_path)
     for st, f in doc["fit"].items():
         click.echo(
             f"{st:10s} AUC loss = {f['auc_slope']:.4g} x PLS "
