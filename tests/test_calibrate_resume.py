@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -212,7 +213,9 @@ def test_extend_refuses_another_configuration_fewer_seeds_and_foreign_points(ref
     bad.write_text(to_toml(doc, "tampered"))
     with pytest.raises(InputError, match=r"points\.mfu: no point 2 of seed 1"):
         P.calibrate(more, tmp_path / "c", extend=bad)
-    bad.write_text("[provenance]\nseeds = [0]\n")
+    doc = tomllib.loads(text)
+    del doc["provenance"]["fingerprint"]  # optional in a calibration file, needed to extend one
+    bad.write_text(to_toml(doc, "tampered"))
     with pytest.raises(InputError, match=r"provenance: expected seeds, fingerprint"):
         P.calibrate(more, tmp_path / "d", extend=bad)
     doc = tomllib.loads(text)
@@ -225,7 +228,12 @@ def test_extend_refuses_another_configuration_fewer_seeds_and_foreign_points(ref
     bad.write_text(to_toml(doc, "tampered"))
     with pytest.raises(InputError, match=r"more than a factor 2 from its seed's baseline"):
         P.calibrate(more, tmp_path / "f", extend=bad)
-    assert not any((tmp_path / x).exists() for x in "abcdef")  # nothing written on a refusal
+    doc = tomllib.loads(text)
+    doc["points"]["mfu"]["d_logloss"][0] = math.nan  # the calibration schema's check
+    bad.write_text(to_toml(doc, "tampered"))
+    with pytest.raises(InputError, match=r"points\.mfu\.d_logloss"):
+        P.calibrate(more, tmp_path / "h", extend=bad)
+    assert not any((tmp_path / x).exists() for x in "abcdefh")  # nothing written on a refusal
     from cprsim.cli import main
 
     for args, why in (

@@ -352,14 +352,6 @@ def read_journal(path: Path, planned: dict[tuple[int, int], R.Run]) -> list[R.Ru
     return out
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _whole(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _n_dense(p: R.Preset) -> int:
     """The data's dense features (the bottom MLP's input width)."""
     from cprsim.calibrate import datasets as DS
@@ -569,12 +561,15 @@ def extend_from(
             short(out),
             also=("extend", "resume"),
         )
+    from cprsim.calibrate.schema import check_document
+
     doc = read_toml(source, "calibration file")
+    check_document(doc, short(source))  # every array a number per run, seeds whole, ...
     seeds, base, fp = _extend_source(doc, short(source))
     old = dataclasses.replace(p, seeds=tuple(seeds))
     runs = R.plan_runs(old, fn)
     config = configuration(old, runs, threads, sim_info)
-    if fingerprint(config) != fp:
+    if (have := fingerprint(config)) != fp:
         import torch
 
         prov = doc["provenance"]
@@ -586,7 +581,7 @@ def extend_from(
         raise ParameterError(
             "extend",
             f"calibrated with another configuration than this one with its seeds {seeds} "
-            f"(fingerprint {fp[:12]}, not {fingerprint(config)[:12]}): "
+            f"(fingerprint {fp[:12]}, not {have[:12]}): "
             + (
                 f"made with {', '.join(versions)}: extend it with those versions"
                 if versions
@@ -602,23 +597,14 @@ def extend_from(
         )
     done = _rebuilt_runs(doc, runs, base, short(source))
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(
-        out / "manifest.json",
-        {
-            "what": "cprsim calibrate",
-            "fingerprint": fp,
-            "runs": len(runs),
-            "finished": False,
-            "config": config,
-        },
-    )
+    atomic_write_json(out / "manifest.json", _manifest(config, len(runs)))
     atomic_write_text(out / "points.csv", csv_text(POINTS_HEADER, [_row(r) for r in done]))
     return len(done)
 
 
 def _extend_source(doc: dict[str, Any], where: str) -> tuple[list[int], dict, str]:
     """A calibration file's seeds, each seed's baseline ``(auc, logloss)`` and its fingerprint,
-    checked (:func:`extend_from`)."""
+    which the calibration schema leaves optional (:func:`extend_from`)."""
     prov = doc.get("provenance")
     prov = prov if isinstance(prov, dict) else {}
     seeds, fp = prov.get("seeds"), prov.get("fingerprint")
@@ -631,7 +617,10 @@ def _extend_source(doc: dict[str, Any], where: str) -> tuple[list[int], dict, st
         and isinstance(b_auc, list)
         and isinstance(b_ll, list)
         and len(b_auc) == len(b_ll) == len(seeds)
-        and all(_finite(x) for x in b_auc + b_ll)
+        and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            for x in b_auc + b_ll
+        )
     ):
         raise InputError(
             f"{where}: provenance: expected seeds, fingerprint, baseline_auc and baseline_logloss "
@@ -660,22 +649,18 @@ def _rebuilt_runs(
         key = f"{where}: points.{r.strategy}"
         if not isinstance(cols, dict):
             raise InputError(f"{key}: missing, where the configuration has run {r.describe()}")
-        for k in ("seed", "budget", "pls", "position", "age", "d_auc", "d_logloss"):
-            if not isinstance(cols.get(k), list):
+        for k in ("seed", "budget", "position", "age"):  # optional in the schema, needed here
+            if k not in cols:
                 raise InputError(f"{key}.{k}: expected an array (one value per run)")
-        ok = i < len(cols["seed"]) and _whole(cols["seed"][i]) and cols["seed"][i] == r.seed
-        ok = ok and i < len(cols["budget"]) and _finite(cols["budget"][i])
-        if not (ok and float(cols["budget"][i]) == r.budget):
+        # the schema checked every array: a finite number per run, whole seeds
+        if not (
+            i < len(cols["pls"]) and (cols["seed"][i], cols["budget"][i]) == (r.seed, r.budget)
+        ):
             raise InputError(
                 f"{key}: no point {i + 1} of seed {r.seed} at budget {r.budget!r} where the "
                 f"configuration has run {r.describe()}: not the points this configuration writes"
             )
-        x: dict[str, float] = {}
-        for k in ("pls", "position", "age", "d_auc", "d_logloss"):
-            v: Any = cols[k][i] if i < len(cols[k]) else None
-            if not _finite(v):
-                raise InputError(f"{key}.{k}[{i}]: expected a finite number, got {v!r}")
-            x[k] = float(v)
+        x = {k: float(cols[k][i]) for k in ("pls", "position", "age", "d_auc", "d_logloss")}
         auc, ll = a0 - x["d_auc"], ll0 + x["d_logloss"]
         # exact only where a run's value is within a factor 2 of its baseline's (Sterbenz): then
         # the rebuilt run gives back the file's deltas bit for bit
@@ -700,13 +685,7 @@ def _rebuilt_runs(
                 x["age"],
             )
         )
-    extra = [
-        st
-        for st, cols in pts.items()
-        if not isinstance(cols, dict)
-        or not isinstance(cols.get("pls"), list)
-        or nxt.get(st, 0) != len(cols["pls"])
-    ]
+    extra = [st for st, cols in pts.items() if nxt.get(st, 0) != len(cols["pls"])]
     if extra:
         raise InputError(
             f"{where}: points.{extra[0]}: more points than the runs of its configuration"
@@ -777,13 +756,7 @@ def _start_journal(
     runs already done (a torn tail dropped), a fresh one clears an earlier calibration's outputs.
     Returns the journal's path, the manifest and the runs done."""
     journal = out / "points.csv"
-    manifest = {
-        "what": "cprsim calibrate",
-        "fingerprint": fingerprint(config),
-        "runs": n_runs,
-        "finished": False,
-        "config": config,
-    }
+    manifest = _manifest(config, n_runs)
     if resuming and journal.exists():
         done = read_journal(journal, planned)
         atomic_write_json(out / "manifest.json", manifest)  # the same, or one with more seeds
@@ -800,6 +773,17 @@ def _start_journal(
         atomic_write_text(journal, csv_text(POINTS_HEADER, []))
         done = []
     return journal, manifest, done
+
+
+def _manifest(config: dict, n_runs: int) -> dict:
+    """``manifest.json`` of an unfinished calibration of ``config`` (``n_runs`` runs)."""
+    return {
+        "what": "cprsim calibrate",
+        "fingerprint": fingerprint(config),
+        "runs": n_runs,
+        "finished": False,
+        "config": config,
+    }
 
 
 def _provenance(
