@@ -314,9 +314,7 @@ def _with_stability(
         f"{st['recommended']}, its interval moves up to {st['max_steps']} grid steps)"
     )
     notes = tuple(
-        f"{x}; {verdict}"
-        if x.startswith(f"WARNING: the {metric} model's choice is not stable")
-        else x
+        f"{x}; {verdict}" if x.startswith(_UNSTABLE.format(metric=metric)) else x
         for x in plan.notes
     )
     return dataclasses.replace(plan, stability=st, notes=notes)
@@ -961,6 +959,11 @@ def _calibrated_variants(
     )
 
 
+#: the start of the note that warns of a calibration's unstable model choice (a plan checked with
+#: ``check_stability`` adds its own verdict to it: :func:`_with_stability`)
+_UNSTABLE = "WARNING: the {metric} model's choice is not stable"
+
+
 def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
     notes: list[str] = []
     if not acc.calibrated:
@@ -989,7 +992,8 @@ def _accuracy_notes(acc: PlanAccuracy, metric: str) -> list[str]:
         seeds = acc.provenance.get("seeds")
         n_seeds = len(seeds) if isinstance(seeds, list) else 0
         notes.append(
-            f"WARNING: the {metric} model's choice is not stable ("
+            _UNSTABLE.format(metric=metric)
+            + " ("
             + "; ".join(parts)
             + "; more than one interval grid step, 1.19x): whether that moves this plan is what "
             "`--check-stability` checks (the plan made again without each seed); more seeds"
