@@ -483,6 +483,29 @@ def test_a_single_runs_scatter_vanishes_with_pls_and_recovers_its_scale():
         assert abs(math.sqrt(c.residual_variance([0.3])[0]) / 0.0012 - 1) < 0.25
 
 
+def test_the_constrained_fit_is_the_best_feasible_active_set_fit():
+    """The Lawson-Hanson solve (one NNLS finds the active set) against the brute-force oracle, the
+    feasible equality-constrained fit of smallest RSS over every set of active rows: the same
+    coefficients on random problems whose free fit breaks a constraint."""
+    from cprsim.calibrate.accuracy import _breaks, _constrained, _constrained_by_enumeration
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(400):
+        n, p = int(rng.integers(4, 30)), int(rng.integers(1, 4))
+        X, y = rng.normal(size=(n, p)), rng.normal(size=n)
+        G = rng.normal(size=(int(rng.integers(1, 10)), p))
+        b = np.linalg.lstsq(X, y, rcond=None)[0]
+        if not _breaks(G, b):
+            continue
+        H = np.linalg.inv(X.T @ X)
+        fast, brute = _constrained(X, y, b, H, G), _constrained_by_enumeration(X, y, b, H, G)
+        assert not _breaks(G, fast)
+        np.testing.assert_allclose(fast, brute, rtol=1e-9, atol=1e-12)
+        checked += 1
+    assert checked > 100
+
+
 def test_a_fit_that_loses_accuracy_by_losing_less_is_constrained_not_dropped():
     """The shipped calibration's old pattern: one large-PLS run makes curvature fit a negative
     linear term (small PLS cost nothing, and the loss falls before it rises). The fit is

@@ -282,17 +282,57 @@ def _breaks(G: np.ndarray, b: np.ndarray) -> bool:
 def _constrained(
     X: np.ndarray, y: np.ndarray, b: np.ndarray, xtx_inv: np.ndarray, G: np.ndarray
 ) -> np.ndarray:
-    """The least squares of ``y`` on ``X`` subject to ``G b >= 0`` (``b``: the free fit): the
-    optimum of this convex problem is the equality-constrained fit on its active set, so it is the
-    feasible one with the smallest RSS among the fits with each set of (at most ``p``, linearly
-    independent) constraints held at equality: ``b - H G_A' (G_A H G_A')^-1 G_A b``, ``H =
-    (X'X)^-1``. The constraint set is a few corner rows, so the enumeration is small; ``b = 0`` is
-    always feasible."""
+    """The least squares of ``y`` on ``X`` subject to ``G b >= 0`` (``b``: the free fit), as
+    Lawson and Hanson (1974, ch. 23) solve it: with ``X = QR``, ``z = R (c - b)`` turns it into
+    the least distance problem ``min |z|`` subject to ``G R^-1 z >= -G b``, whose solution is one
+    non-negative least squares (:func:`scipy.optimize.nnls`). That finds the active set; the
+    enumeration of :func:`_constrained_by_enumeration` over its subsets then gives the fit exactly
+    as over every row (its active constraints at 0 to rounding), in a few solves instead of
+    thousands. Where ``X`` is rank deficient, the enumeration over every row."""
+    from scipy.linalg import solve_triangular
+    from scipy.optimize import nnls
+
+    p = X.shape[1]
+    R = np.linalg.qr(X, mode="r")
+    d = np.abs(np.diag(R))
+    if d.size < p or np.min(d) <= 1e-10 * np.max(d):
+        return _constrained_by_enumeration(X, y, b, xtx_inv, G)
+    E = solve_triangular(R, G.T, trans="T").T  # G R^-1
+    f = -(G @ b)
+    A = np.vstack([E.T, f[None, :]])
+    rhs = np.zeros(p + 1)
+    rhs[-1] = 1.0
+    u, _ = nnls(A, rhs, maxiter=50 * A.shape[1])
+    r = A @ u - rhs
+    if not r[-1] < -1e-12:  # no feasible z (cannot be: b = 0 is feasible); decide by enumeration
+        return _constrained_by_enumeration(X, y, b, xtx_inv, G)
+    c = b + solve_triangular(R, -r[:-1] / r[-1])
+    # the active set: the constraints ``c`` holds at equality (to rounding); the enumeration over
+    # its subsets gives the same fit as over every row, exact on its active constraints
+    g = G @ c
+    tight = np.flatnonzero(np.abs(g) <= 1e-9 * (np.abs(G) @ np.abs(c) + np.abs(G) @ np.abs(b)))
+    return _constrained_by_enumeration(X, y, b, xtx_inv, G, tight.tolist())
+
+
+def _constrained_by_enumeration(
+    X: np.ndarray,
+    y: np.ndarray,
+    b: np.ndarray,
+    xtx_inv: np.ndarray,
+    G: np.ndarray,
+    rows: list[int] | None = None,
+) -> np.ndarray:
+    """:func:`_constrained` by enumeration: the optimum of this convex problem is the
+    equality-constrained fit on its active set, so it is the feasible one with the smallest RSS
+    among the fits with each set of (at most ``p``, linearly independent) constraints held at
+    equality: ``b - H G_A' (G_A H G_A')^-1 G_A b``, ``H = (X'X)^-1``. Thousands of small solves
+    for a pooled fit's corner rows; ``b = 0`` is always feasible. ``rows``: the constraints that may
+    be active (default: all)."""
     from itertools import combinations
 
     p = X.shape[1]
     best, best_rss = np.zeros(p), float(y @ y)
-    rows = list(range(G.shape[0]))
+    rows = list(range(G.shape[0])) if rows is None else rows
     for k in range(1, min(p, len(rows)) + 1):
         for A in combinations(rows, k):
             GA = G[list(A)]
