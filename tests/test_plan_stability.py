@@ -24,6 +24,48 @@ def test_grid_steps_count_the_planners_grid():
     assert grid_steps(3600.0, 7200.0) == 4
 
 
+def test_a_refit_keeps_the_plan_when_it_recommends_the_option_or_has_it_tied(monkeypatch):
+    """The verdict's rule on made-up plans: a refit that recommends another option but has the
+    reference's tied with it keeps the plan; one that does not list it as tied, or cannot plan it,
+    does not; the interval compared is the reference option's, as the refit plans it."""
+    from types import SimpleNamespace as NS
+
+    from cprsim.planner import stability
+
+    def opt(label, hours, mean):
+        return NS(
+            label=label, interval_s=hours * 3600.0, full_interval_s=7200.0, overhead=NS(mean=mean)
+        )
+
+    def plan(rec, tied, *opts):
+        return NS(
+            recommended=rec,
+            tied=tied,
+            options=opts,
+            option=lambda lab: next(o for o in opts if o.label == lab),
+        )
+
+    ref = plan("A", (), opt("A", 1.0, 0.10), opt("B", 2.0, 0.11))
+    refits = {
+        1: plan("A", (), opt("A", GRID_STEP, 0.10), opt("B", 2.0, 0.11)),
+        2: plan("B", ("A",), opt("A", 1.0, 0.10), opt("B", 2.0, 0.09)),
+    }
+    monkeypatch.setattr(stability, "refits_without_each_seed", lambda cal: list(refits.items()))
+    st = stability.plan_stability(lambda c: c, ref, None)
+    assert (st["kept"], st["same"], st["max_steps"], st["stable"]) == (2, 1, 1, True)
+    assert [r["steps"] for r in st["refits"]] == [1, 0]
+    assert st["overhead_range"] == [0.09, 0.10]
+    refits[2] = plan("B", (), opt("A", 1.0, 0.10), opt("B", 2.0, 0.05))  # B clearly cheaper
+    st = stability.plan_stability(lambda c: c, ref, None)
+    assert (st["kept"], st["same"], st["stable"]) == (1, 1, False)
+    refits[2] = plan("B", (), opt("B", 2.0, 0.05))  # A cannot be planned without seed 2
+    st = stability.plan_stability(lambda c: c, ref, None)
+    assert st["max_steps"] is None and st["refits"][1]["steps"] is None and not st["stable"]
+    refits[2] = plan("A", (), opt("A", GRID_STEP**2, 0.10))  # kept, but two grid steps away
+    st = stability.plan_stability(lambda c: c, ref, None)
+    assert (st["kept"], st["max_steps"], st["stable"]) == (2, 2, False)
+
+
 @pytest.mark.slow
 def test_each_refit_leaves_exactly_one_seed_out():
     cal = load_calibration(matched_path("cpr-production"))
@@ -58,17 +100,28 @@ def test_plan_check_stability_replans_once_per_seed():
     d = json.loads(r.output)
     st = d["stability"]
     assert len(st["refits"]) == n and st["recommended"] == d["recommended"]
-    assert st["kept"] == sum(x["recommended"] == d["recommended"] for x in st["refits"])
-    assert st["max_steps"] == max(abs(x["steps"]) for x in st["refits"])
-    assert st["stable"] == (st["kept"] == n and st["max_steps"] <= 1)
+    assert st["same"] == sum(x["recommended"] == d["recommended"] for x in st["refits"])
+    assert st["kept"] == sum(x["keeps"] for x in st["refits"]) >= st["same"]
+    for x in st["refits"]:  # kept: recommended, or tied with the refit's recommendation
+        assert x["keeps"] == (x["recommended"] == d["recommended"] or x["tied_in_refit"])
+    if all(x["steps"] is not None for x in st["refits"]):
+        assert st["max_steps"] == max(abs(x["steps"]) for x in st["refits"])
+    else:
+        assert st["max_steps"] is None
+    assert st["stable"] == (
+        st["kept"] == n and (st["max_steps"] or 0) <= 1 and st["max_steps"] is not None
+    )
     rec = next(o for o in d["options"] if o["label"] == d["recommended"])
     assert st["overhead"] == rec["overhead"]["mean"]
     assert st["overhead_range"] == [
         min(x["overhead"] for x in st["refits"]),
         max(x["overhead"] for x in st["refits"]),
     ]
-    for x in st["refits"]:
-        assert x["steps"] == round(4 * math.log2(x["interval_h"] / rec["interval_h"]))
+    for x in st["refits"]:  # the reference's option as each refit plans it
+        if x["recommended"] == d["recommended"]:
+            assert x["option_interval_h"] == x["interval_h"]
+        if x["option_interval_h"] is not None:
+            assert x["steps"] == round(4 * math.log2(x["option_interval_h"] / rec["interval_h"]))
     # the file's proxy warning (when its record says "not stable") carries this plan's verdict
     file_stable = load_calibration(cal_path).raw["model"]["auc"]["stability"]["stable"]
     warned = [x for x in d["notes"] if x.startswith("WARNING: the auc model's choice")]

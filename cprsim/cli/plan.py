@@ -470,20 +470,36 @@ def _print_plan(plan: Plan) -> None:
 
 
 def stability_line(st: dict[str, Any]) -> str:
-    """``plan.stability`` in one line: how many seed-out refits keep the recommendation, how far
-    its interval moves, what that does to the overhead, and the verdict."""
+    """``plan.stability`` in one line: how many seed-out refits keep the recommendation (recommend
+    it, or have it tied), how far its interval moves, what that does to the overhead, the verdict,
+    and the refits that move it."""
     n = len(st.get("refits", []))
     lo, hi = st.get("overhead_range", [math.nan, math.nan])
+    rec = st.get("recommended")
     moves = ", ".join(
         f"without seed {r['seed_left_out']}: {r['recommended']} every {r['interval_h']:.3g} h"
+        + (
+            ""
+            if r["recommended"] == rec
+            else f", {rec} "
+            + (
+                f"every {r['option_interval_h']:.3g} h"
+                if r.get("option_interval_h") is not None
+                else "not plannable"
+            )
+            + (" (tied)" if r.get("keeps") else "")
+        )
         for r in st.get("refits", [])
-        if r["recommended"] != st.get("recommended") or abs(r["steps"]) > 1
+        if r["recommended"] != rec or r.get("steps") is None or abs(r["steps"]) > 1
     )
+    steps = st.get("max_steps")
     return (
         f"planned again with the accuracy model refitted without each of the calibration's {n} "
-        f"seeds: {st.get('kept')} of {n} keep {st.get('recommended')}, its interval moves up to "
-        f"{st.get('max_steps')} grid step(s) (x1.19 each), the refits' mean overhead "
-        f"{100 * lo:.3g}-{100 * hi:.3g}% (this plan's {100 * st.get('overhead', math.nan):.3g}%): "
+        f"seeds: {st.get('kept')} of {n} keep {rec} ({st.get('same')} recommend it, the others "
+        "have it tied within the 95% CIs), its interval moves "
+        + (f"up to {steps} grid step(s) (x1.19 each)" if steps is not None else "out of reach")
+        + f", the refits' mean overhead {100 * lo:.3g}-{100 * hi:.3g}% (this plan's "
+        f"{100 * st.get('overhead', math.nan):.3g}%): "
         + ("stable" if st.get("stable") else "NOT stable (one seed moves the plan)")
         + (f" ({moves})" if moves else "")
     )

@@ -306,12 +306,15 @@ def _with_stability(
         cal,
     )
     n = len(st["refits"])
+    moves = (
+        f"up to {st['max_steps']} grid step(s)"
+        if st["max_steps"] is not None
+        else "out of reach in some (not plannable)"
+    )
     verdict = (
-        f"this plan's own check finds it stable ({st['kept']} of {n} seed refits keep "
-        f"{st['recommended']}, its interval within {st['max_steps']} grid step(s))"
-        if st["stable"]
-        else f"this plan's own check finds it NOT stable ({st['kept']} of {n} seed refits keep "
-        f"{st['recommended']}, its interval moves up to {st['max_steps']} grid steps)"
+        f"this plan's own check finds it {'stable' if st['stable'] else 'NOT stable'} "
+        f"({st['kept']} of {n} seed refits keep {st['recommended']} ({st['same']} recommend it, "
+        f"the others have it tied), its interval moves {moves})"
     )
     notes = tuple(
         f"{x}; {verdict}" if x.startswith(_UNSTABLE.format(metric=metric)) else x

@@ -7,8 +7,9 @@ compares each refit's PLS bound at reference covariates. This is the check itsel
 scenario and bound: each refit (:func:`cprsim.calibrate.accuracy.model_table` on the points of
 the other seeds) is a calibration of its own, and :func:`cprsim.planner.make_plan` runs with it on
 the same scenario, bound and settings (the same simulated replications: common random numbers).
-The recommendation's interval is compared in steps of the planner's interval grid
-(``2^(1/4)``). One plan per seed: with 8 or 16 seeds, 8 or 16 times the plan's time.
+A refit keeps the plan when it recommends the same option or has it tied with its own
+recommendation (the planner cannot tell them apart), and that option's interval is compared in
+steps of the planner's interval grid (``2^(1/4)``). One plan per seed: with 8 or 16 seeds, 8 or 16 times the plan's time.
 """
 
 from __future__ import annotations
@@ -58,28 +59,39 @@ def grid_steps(a: float, b: float) -> int:
 
 def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -> dict[str, Any]:
     """The plan ``reference`` made again (``plan_again(calibration)``) with each of
-    :func:`refits_without_each_seed` of ``cal``: per refit the recommendation and its interval
-    (hours, and grid steps from the reference's) and mean overhead; ``kept``: refits recommending
-    the same option, ``max_steps``: the largest move of the interval among them, ``overhead_range``:
-    the refits' smallest and largest mean overhead (what a move costs or saves), ``stable``: every
-    refit keeps the option and its interval within one grid step."""
+    :func:`refits_without_each_seed` of ``cal``. Per refit: its recommendation and that option's
+    interval and mean overhead; the reference's option as the refit plans it (``option_interval_h``,
+    ``steps``: grid steps from the reference's interval, None where the refit cannot plan it); and
+    whether the refit keeps the reference's option: recommends it, or has it tied with its own
+    recommendation (the 95% CIs of their overheads overlap: the planner's own rule for options it
+    cannot tell apart, of which it recommends the simplest). ``kept``: refits that keep it
+    (``same``: of them, those that recommend it), ``max_steps``: the largest move of its interval
+    among all refits, ``overhead_range``: the refits' recommendations' smallest and largest mean
+    overhead, ``stable``: every refit keeps it and its interval moves by at most one grid step."""
     rec = reference.option(reference.recommended)
     rows = []
     for seed, c in refits_without_each_seed(cal):
         p = plan_again(c)
         o = p.option(p.recommended)
+        mine = next((x for x in p.options if x.label == rec.label), None)
+        secs = mine.interval_s if mine is not None else math.nan
+        planned = math.isfinite(secs) and secs > 0
         rows.append(
             {
                 "seed_left_out": seed,
                 "recommended": o.label,
                 "interval_h": o.interval_s / 3600.0,
                 "full_interval_h": o.full_interval_s / 3600.0,
-                "steps": grid_steps(rec.interval_s, o.interval_s),
                 "overhead": o.overhead.mean,
+                "option_interval_h": secs / 3600.0 if planned else None,
+                "steps": grid_steps(rec.interval_s, secs) if planned else None,
+                "tied_in_refit": rec.label in p.tied,
+                "keeps": o.label == rec.label or rec.label in p.tied,
             }
         )
-    kept = sum(r["recommended"] == rec.label for r in rows)
-    max_steps = max((abs(r["steps"]) for r in rows), default=0)
+    kept = sum(r["keeps"] for r in rows)
+    moves = [abs(r["steps"]) if r["steps"] is not None else math.inf for r in rows]
+    max_steps = max(moves, default=0)
     return {
         "check": "leave one calibration seed out, refit the accuracy model, plan again",
         "recommended": rec.label,
@@ -87,7 +99,8 @@ def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -
         "overhead": rec.overhead.mean,
         "refits": rows,
         "kept": kept,
-        "max_steps": max_steps,
+        "same": sum(r["recommended"] == rec.label for r in rows),
+        "max_steps": max_steps if math.isfinite(max_steps) else None,
         "overhead_range": [
             min((r["overhead"] for r in rows), default=rec.overhead.mean),
             max((r["overhead"] for r in rows), default=rec.overhead.mean),
