@@ -122,8 +122,9 @@ Wall time of `cprsim calibrate --preset P --jobs 2` on the 2-core development ma
     default="quick",
     show_default=True,
     help="Size of the experiment (times above; docs/calibration.md). shipped: the calibration "
-    "cprsim ships, 8 seeds of the standard size and a ladder of rungs (10x and 100x the rows, half "
-    "the training, MovieLens-100k) in OUT/rungs/, written to [scale].",
+    "cprsim ships, 8 seeds of the standard size (the shipped file has 24: --seeds 24) and a ladder "
+    "of rungs (10x and 100x the rows, half the training, MovieLens-100k) in OUT/rungs/, written to "
+    "[scale].",
 )
 @click.option(
     "--seeds",
