@@ -255,3 +255,20 @@ def test_planner_refuses_impossible_bounds(base, bound, linear_accuracy):
 def test_planner_refuses_unknown_metric(base, linear_accuracy):
     with pytest.raises(InputError, match="metric"):
         make_plan(base, 0.001, "accuracy", calibration=linear_accuracy())
+
+
+@pytest.mark.slow
+def test_a_failed_confirmation_steps_down_until_it_passes_or_the_grid_ends():
+    """No cap on the step-down: every partial-recovery option either meets the bound or was
+    stepped down to the grid's smallest interval (it failed at every interval below the search's
+    choice); on toy at 0.001 a confirmation takes more than the 3 steps the planner used to stop at
+    (the plan of docs/howto-plan-your-interval.md, section 1)."""
+    s = sc.load("toy")
+    plan = make_plan(s, 0.001, replications=40, search_replications=60)
+    lo = max(60.0, 2.0 * costs_of(s).latency_s)
+    partial = [o for o in plan.options if math.isfinite(o.pls_bound)]
+    assert partial
+    for o in partial:
+        floor = grid_below(o.full_interval_s, lo)[0]
+        assert o.meets_bound or o.interval_s == pytest.approx(floor), (o.label, o.interval_s)
+    assert max(o.stepped_down for o in partial) > 3

@@ -1524,7 +1524,7 @@ def _pls_option(
         )
         return None
     i = cands.index(tau)
-    steps = list(reversed(cands[max(0, i - 3) : i]))
+    steps = list(reversed(cands[:i]))  # down the grid until fresh runs pass (or it ends)
     s, c, rates = ctx.s, ctx.c, ctx.rates
     return _confirm(
         ctx,

@@ -17,7 +17,9 @@ numbers (every interval sees the same failures), starting from the analytic inte
 the PLS-is-proportional-to-the-interval rule, then stepping one grid point at a time to the
 largest passing interval. The chosen interval is then confirmed on a block of replications the
 search never saw (``streams.REPLICATION_BLOCKS["confirm"]``); if it fails there, the interval
-steps down the grid until it passes (at most ``max_steps`` times).
+steps down the grid until it passes, or the grid ends (the option then does not meet the bound).
+A cap on the steps would turn a few percent's move of a PLS bound into "partial recovery does not
+pay" where a shorter interval passes.
 
 **Early stopping that keeps the proof exact: curtailment.** The verdict on ``n`` replications is
 "at least ``need(n)`` runs within the bound" (``need`` the fewest successes whose Clopper-Pearson
