@@ -29,6 +29,15 @@ def binom_ppf(q: float, n: int, p: float) -> int:
     return min(n, int(np.searchsorted(cdf, q * (1 - 1e-12), side="left")))
 
 
+def binom_sf(k: int, n: int, p: float) -> float:
+    """``P(X > k)`` for a binomial ``(n, p)``: ``scipy.stats.binom.sf(k, n, p)``."""
+    if k < 0:
+        return 1.0
+    if k >= n:
+        return 0.0
+    return float(special.bdtrc(k, n, p))
+
+
 def betabinom_sf(k: int, n: int, a: float, b: float) -> float:
     """``P(X > k)`` for a beta-binomial ``(n, a, b)``: ``scipy.stats.betabinom.sf(k, n, a, b)``."""
     x = np.arange(max(0, k + 1), n + 1)

@@ -508,6 +508,29 @@ def test_show_prints_a_minimal_file(tmp_path, cli):
     assert r.exit_code == 0, r.output
 
 
+def test_show_checks_the_scatter_model_at_small_pls(cli):
+    """`calibrate --show` says, per strategy, how the runs with the smallest PLS scatter against
+    the single-run model (``scatter_check``), and flags it where they scatter more (5% test)."""
+    from cprsim.calibrate.accuracy import CANDIDATES, Coef, Data, scatter_check
+
+    r = cli("calibrate", "--show", "shipped:cpr-production")
+    assert r.exit_code == 0, r.output
+    doc = load_calibration(BASE_PATH).raw
+    for metric in ("auc", "logloss"):
+        m = doc["model"][metric]
+        for st, c in m["coef"].items():
+            d = Data.from_points(doc["points"], metric)
+            chk = scatter_check(
+                Coef.from_dict(c, st), CANDIDATES[m["chosen"]], d.take(d.strategy == st)
+            )
+            assert chk is not None
+            line = next(x for x in r.output.splitlines() if x.startswith(f"  {metric} {st}: "))
+            assert f"scatter {chk['ratio']:.3g}x that" in line
+            assert line.endswith("UNDERESTIMATED at small PLS") == (
+                chk["ratio"] > 1 and chk["p"] < 0.05
+            )
+
+
 def test_the_shipped_files_load_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -23,6 +23,10 @@ def test_beta_f_binom_betabinom():
         for p in (0.1, 0.5, 0.9):
             for q in (0.025, 0.5, 0.975):
                 assert Q.binom_ppf(q, n, p) == int(stats.binom.ppf(q, n, p)), (q, n, p)
+            for k in (-1, 0, n // 3, n - 1, n):
+                assert Q.binom_sf(k, n, p) == pytest.approx(
+                    stats.binom.sf(k, n, p), rel=1e-9, abs=1e-15
+                ), (k, n, p)
     for k, n, a, b in (
         (5, 20, 3, 4),
         (0, 10, 1, 1),

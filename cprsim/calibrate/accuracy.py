@@ -400,6 +400,46 @@ def residual_model(pls: np.ndarray, res: np.ndarray, dof: int) -> tuple[float, f
     return v0 * k, v1 * k
 
 
+#: P(a normal residual's square exceeds its variance) = P(chi2_1 > 1)
+_ABOVE_VARIANCE = math.erfc(math.sqrt(0.5))
+
+
+def scatter_check(
+    coef: Coef, terms: Sequence[str], d: Data, share: float = 0.25
+) -> dict[str, float] | None:
+    """How a single run's scatter model (:func:`residual_model`) fits the runs with the smallest
+    PLS, where it matters for tight bounds: over the runs of ``d`` with PLS > 0 and PLS at most
+    their ``share`` quantile, ``ratio``: the mean squared residual around ``coef``'s mean over the
+    mean of the model's variance; ``above``: how many runs' squared residuals exceed their
+    variance, of ``n``; ``p``: the chance of at least that many if the model were right (each run
+    above with probability P(chi2_1 > 1) = 0.317, a normal residual; in-sample residuals, so a
+    slight understatement of the scatter, not an overstatement); ``pls_max``: the quantile. None
+    without a scatter model or with fewer than 8 such runs."""
+    from cprsim.quantiles import binom_sf
+
+    if coef.resid_var is None:
+        return None
+    m = d.pls > 0
+    if not np.any(m):
+        return None
+    cut = float(np.quantile(d.pls[m], share))
+    small = d.take(m & (d.pls <= cut))
+    n = int(small.y.size)
+    if n < 8:
+        return None
+    r2 = (small.y - small.X(terms) @ coef.b) ** 2
+    v = coef.residual_variance(small.pls)
+    above = int(np.sum(r2 > v))
+    mean_v = float(np.mean(v))
+    return {
+        "pls_max": cut,
+        "n": float(n),
+        "ratio": float(np.mean(r2)) / mean_v if mean_v > 0 else math.inf,
+        "above": float(above),
+        "p": binom_sf(above - 1, n, _ABOVE_VARIANCE),
+    }
+
+
 @dataclass(frozen=True)
 class Data:
     """The calibration's runs for one metric: strategy, seed, PLS, position, age, loss."""

@@ -537,6 +537,32 @@ def _validate(
     )
 
 
+def _scatter_note(doc: dict, metric: str, m: dict, key: str) -> str:
+    """What the runs with the smallest PLS say of the scatter model of ``m``'s coefficients
+    ``key`` (a strategy, or ``*`` pooled): :func:`cprsim.calibrate.accuracy.scatter_check`, '' where
+    the document has no points for it or too few runs."""
+    from cprsim.calibrate.accuracy import CANDIDATES, Coef, Data, scatter_check
+
+    pts = doc.get("points")
+    if not isinstance(pts, dict) or m.get("chosen") not in CANDIDATES:
+        return ""
+    try:
+        d = Data.from_points(pts, metric)
+    except (KeyError, ValueError, InputError):  # a legacy points table without this metric
+        return ""
+    if key != "*":
+        d = d.take(d.strategy == key)
+    chk = scatter_check(Coef.from_dict(m["coef"][key], key), CANDIDATES[m["chosen"]], d)
+    if chk is None:
+        return ""
+    under = chk["ratio"] > 1.0 and chk["p"] < 0.05
+    return (
+        f"; its runs with PLS <= {chk['pls_max']:.3g} (the smallest quarter, {chk['n']:.0f}) "
+        f"scatter {chk['ratio']:.3g}x that, {chk['above']:.0f} above their variance (P = "
+        f"{chk['p']:.2g} were it right)" + (": UNDERESTIMATED at small PLS" if under else "")
+    )
+
+
 def _print_models(doc: dict) -> None:
     rng = doc.get("model", {}).get("range", {})
     if rng:
@@ -588,7 +614,7 @@ def _print_models(doc: dict) -> None:
                 if rv is not None:
                     click.echo(
                         f"  {metric} {k}: a single run's scatter around the mean: variance "
-                        f"{rv[0]:.3g} PLS + {rv[1]:.3g} PLS^2"
+                        f"{rv[0]:.3g} PLS + {rv[1]:.3g} PLS^2" + _scatter_note(doc, metric, m, k)
                     )
     sc = doc.get("scale")
     if isinstance(sc, dict):
