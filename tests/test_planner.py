@@ -272,3 +272,32 @@ def test_a_failed_confirmation_steps_down_until_it_passes_or_the_grid_ends():
         floor = grid_below(o.full_interval_s, lo)[0]
         assert o.meets_bound or o.interval_s == pytest.approx(floor), (o.label, o.interval_s)
     assert max(o.stepped_down for o in partial) > 3
+
+
+def test_a_plan_warns_where_its_runs_lose_less_than_the_scatter_model_was_checked_on():
+    """The recommended option's runs mostly below the calibration's smallest quarter of PLS, for a
+    strategy whose runs there scatter more than its single-run model (flagged at 5%): the plan
+    warns; unflagged, or runs losing more, it does not (made-up records, then toy as planned)."""
+    from types import SimpleNamespace as NS
+
+    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.planner import _scatter_warning
+    from cprsim.planner.accuracy import plan_accuracy
+
+    flagged = {"pls_max": 0.01, "n": 30.0, "ratio": 8.0, "above": 18.0, "p": 0.001}
+    rec = NS(label="CPR-MFU", strategy="mfu", pls_bound=0.02, pls=NS(p50=0.004, mean=0.005))
+    assert _scatter_warning(NS(scatter={"mfu": flagged}), rec)
+    assert not _scatter_warning(NS(scatter={"mfu": {**flagged, "p": 0.2}}), rec)
+    assert not _scatter_warning(NS(scatter={"mfu": {**flagged, "ratio": 0.5}}), rec)
+    assert not _scatter_warning(NS(scatter={"mfu": {**flagged, "pls_max": 0.003}}), rec)
+    assert not _scatter_warning(NS(scatter={}), rec)
+    most_lose_nothing = NS(**{**vars(rec), "pls": NS(p50=0.0, mean=0.001)})
+    assert not _scatter_warning(NS(scatter={"mfu": flagged}), most_lose_nothing)
+    full = NS(label="full (Young)", strategy="full", pls_bound=math.inf, pls=NS(p50=0.0, mean=0.0))
+    assert not _scatter_warning(NS(scatter={"full": flagged}), full)
+    # a plan's note is the rule applied to its recommendation and its calibration's check
+    s = sc.load("toy")
+    plan = make_plan(s, 0.001, replications=40, search_replications=60)
+    acc = plan_accuracy(load_calibration(), "auc")
+    want = _scatter_warning(acc, plan.option(plan.recommended))
+    assert [n for n in plan.notes if "scatter" in n and n.startswith("WARNING")] == want

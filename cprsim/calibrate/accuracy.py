@@ -427,14 +427,16 @@ def scatter_check(
     n = int(small.y.size)
     if n < 8:
         return None
-    r2 = (small.y - small.X(terms) @ coef.b) ** 2
-    v = coef.residual_variance(small.pls)
-    above = int(np.sum(r2 > v))
-    mean_v = float(np.mean(v))
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge (legitimate) coefficient
+        r2 = (small.y - small.X(terms) @ coef.b) ** 2
+        v = coef.residual_variance(small.pls)
+        above = int(np.sum(r2 > v))
+        mean_v, mean_r2 = float(np.mean(v)), float(np.mean(r2))
+        ratio = mean_r2 / mean_v if mean_v > 0 else math.inf
     return {
         "pls_max": cut,
         "n": float(n),
-        "ratio": float(np.mean(r2)) / mean_v if mean_v > 0 else math.inf,
+        "ratio": ratio,
         "above": float(above),
         "p": binom_sf(above - 1, n, _ABOVE_VARIANCE),
     }

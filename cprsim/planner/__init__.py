@@ -441,9 +441,31 @@ def _make_plan(
             f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
             "(the maximum checkpoint age asked for)"
         )
+    notes.extend(_scatter_warning(ctx.acc, rec))
     return _plan_record(
         ctx, strategies, options, rec, best_full, message, tied, objective, T_F, scale
     )
+
+
+def _scatter_warning(acc: PlanAccuracy, rec: Option) -> list[str]:
+    """A warning where most of the recommended option's runs lose a little, no more than the
+    calibration's runs whose scatter its single-run model underestimates (:attr:`PlanAccuracy.
+    scatter`: the smallest quarter of PLS, flagged at 5%): their median PLS is above 0 (at 0 most
+    runs lose nothing, and no scatter) and at most that quarter's largest. There the per-run
+    promise may be optimistic."""
+    chk = acc.scatter.get(rec.strategy) if math.isfinite(rec.pls_bound) else None
+    if not chk or not (chk["ratio"] > 1.0 and chk["p"] < 0.05):
+        return []
+    p50 = rec.pls.p50 if rec.pls.p50 is not None else rec.pls.mean
+    if not 0.0 < p50 <= chk["pls_max"]:
+        return []
+    return [
+        f"WARNING: {rec.label}'s runs lose little (PLS P50 {p50:.3g}), where the calibration's "
+        f"{rec.strategy} runs (PLS <= {chk['pls_max']:.3g}) scatter {chk['ratio']:.3g}x its "
+        f"single-run model ({chk['above']:.0f} of {chk['n']:.0f} above their variance, P = "
+        f"{chk['p']:.2g} were it right): the per-run promise may be optimistic there; "
+        "`cprsim calibrate --validate` checks it on fresh training runs (docs/calibration.md)"
+    ]
 
 
 def _plan_record(

@@ -113,6 +113,9 @@ class PlanAccuracy:
     #: the loss per unit PLS the plan assumes, as a multiple of the calibration's (mean and scatter
     #: alike): the scale ladder's choice for the user's model (:func:`ladder_scale`); 1 as measured
     scale: float = 1.0
+    #: strategy -> how its runs with the smallest PLS scatter against the single-run model
+    #: (:func:`cprsim.calibrate.accuracy.scatter_check`); empty without points
+    scatter: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def _fit(self, strategy: str) -> SlopeFit | None:
         return self.slopes.get(strategy, self.slopes.get(VANILLA))
@@ -271,6 +274,16 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
     k = len(fit.ranges)
     table = (raw.get("model") or {}).get(metric) if isinstance(raw, dict) else None
     stab = table.get("stability") if isinstance(table, dict) else None
+    scatter: dict[str, dict[str, float]] = {}
+    pts = _points(raw, metric)
+    if pts:
+        from cprsim.calibrate.accuracy import scatter_check
+
+        d = Data.from_points(pts, metric)
+        for st in fit.ranges:
+            chk = scatter_check(fit.coef_for(st), fit.terms, d.take(d.strategy == st))
+            if chk is not None:
+                scatter[st] = chk
     return PlanAccuracy(
         metric,
         calibrated,
@@ -283,6 +296,7 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
         fit=fit,
         model=fit.name,
         stability=dict(stab) if isinstance(stab, dict) else {},
+        scatter=scatter,
     )
 
 
