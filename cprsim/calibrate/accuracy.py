@@ -442,6 +442,11 @@ def scatter_check(
     }
 
 
+def scatter_underestimated(chk: Mapping[str, float]) -> bool:
+    """Whether a :func:`scatter_check` finds the runs scattering more than the model says, at 5%."""
+    return chk["ratio"] > 1.0 and chk["p"] < 0.05
+
+
 @dataclass(frozen=True)
 class Data:
     """The calibration's runs for one metric: strategy, seed, PLS, position, age, loss."""

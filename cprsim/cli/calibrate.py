@@ -541,7 +541,13 @@ def _scatter_note(doc: dict, metric: str, m: dict, key: str) -> str:
     """What the runs with the smallest PLS say of the scatter model of ``m``'s coefficients
     ``key`` (a strategy, or ``*`` pooled): :func:`cprsim.calibrate.accuracy.scatter_check`, '' where
     the document has no points for it or too few runs."""
-    from cprsim.calibrate.accuracy import CANDIDATES, Coef, Data, scatter_check
+    from cprsim.calibrate.accuracy import (
+        CANDIDATES,
+        Coef,
+        Data,
+        scatter_check,
+        scatter_underestimated,
+    )
 
     pts = doc.get("points")
     if not isinstance(pts, dict) or m.get("chosen") not in CANDIDATES:
@@ -555,7 +561,7 @@ def _scatter_note(doc: dict, metric: str, m: dict, key: str) -> str:
     chk = scatter_check(Coef.from_dict(m["coef"][key], key), CANDIDATES[m["chosen"]], d)
     if chk is None:
         return ""
-    under = chk["ratio"] > 1.0 and chk["p"] < 0.05
+    under = scatter_underestimated(chk)
     return (
         f"; its runs with PLS <= {chk['pls_max']:.3g} (the smallest quarter, {chk['n']:.0f}) "
         f"scatter {chk['ratio']:.3g}x that, {chk['above']:.0f} above their variance (P = "

@@ -453,8 +453,10 @@ def _scatter_warning(acc: PlanAccuracy, rec: Option) -> list[str]:
     scatter`: the smallest quarter of PLS, flagged at 5%): their median PLS is above 0 (at 0 most
     runs lose nothing, and no scatter) and at most that quarter's largest. There the per-run
     promise may be optimistic."""
+    from cprsim.calibrate.accuracy import scatter_underestimated
+
     chk = acc.scatter.get(rec.strategy) if math.isfinite(rec.pls_bound) else None
-    if not chk or not (chk["ratio"] > 1.0 and chk["p"] < 0.05):
+    if not chk or not scatter_underestimated(chk):
         return []
     p50 = rec.pls.p50 if rec.pls.p50 is not None else rec.pls.mean
     if not 0.0 < p50 <= chk["pls_max"]:

@@ -249,8 +249,8 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
     prov = dict(getattr(model, "provenance", {}))
     calibrated = bool(getattr(model, "calibrated", False))
     fit: AccuracyFit | None = (getattr(model, "models", None) or {}).get(metric)
+    pts = _points(raw, metric)
     if fit is None:
-        pts = _points(raw, metric)
         if not pts:
             return PlanAccuracy(
                 metric,
@@ -275,7 +275,6 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
     table = (raw.get("model") or {}).get(metric) if isinstance(raw, dict) else None
     stab = table.get("stability") if isinstance(table, dict) else None
     scatter: dict[str, dict[str, float]] = {}
-    pts = _points(raw, metric)
     if pts:
         from cprsim.calibrate.accuracy import scatter_check
 

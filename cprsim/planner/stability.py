@@ -9,7 +9,8 @@ the other seeds) is a calibration of its own, and :func:`cprsim.planner.make_pla
 the same scenario, bound and settings (the same simulated replications: common random numbers).
 A refit keeps the plan when it recommends the same option or has it tied with its own
 recommendation (the planner cannot tell them apart), and that option's interval is compared in
-steps of the planner's interval grid (``2^(1/4)``). One plan per seed: with 8 or 16 seeds, 8 or 16 times the plan's time.
+steps of the planner's interval grid (``2^(1/4)``). One plan per seed: with 24 seeds, 24 times
+the plan's time.
 """
 
 from __future__ import annotations
