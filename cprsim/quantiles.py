@@ -38,6 +38,15 @@ def binom_sf(k: int, n: int, p: float) -> float:
     return float(special.bdtrc(k, n, p))
 
 
+def binom_cdf(k: int, n: int, p: float) -> float:
+    """``P(X <= k)`` for a binomial ``(n, p)``: ``scipy.stats.binom.cdf(k, n, p)``."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return float(special.bdtr(k, n, p))
+
+
 def betabinom_sf(k: int, n: int, a: float, b: float) -> float:
     """``P(X > k)`` for a beta-binomial ``(n, a, b)``: ``scipy.stats.betabinom.sf(k, n, a, b)``."""
     x = np.arange(max(0, k + 1), n + 1)

@@ -756,3 +756,45 @@ def test_the_scatter_check_flags_a_noise_floor_the_model_misses():
         assert chk is not None and chk["n"] == pytest.approx(n / 4, abs=1)
         assert chk["pls_max"] == pytest.approx(np.quantile(pls, 0.25))
         assert (chk["ratio"] > 1.0 and chk["p"] < 0.05) == flagged, chk
+
+
+def test_held_out_coverage_holds_under_the_models_law_and_flags_a_floor_it_misses():
+    """``held_out_coverage`` against the law the runs were drawn from. Normal scatter with the
+    model's variance (sd 0.004 PLS): at q = 0.9 the held-out share over 8 seeds x 3 strategies is
+    within a two-sided 1% binomial band of 0.9 and not flagged, and its count equals a recount
+    seed by seed (each seed's runs against a fit without it).
+    With a constant noise floor added that the model's variance cannot follow, the smallest PLS
+    are covered less than promised and the check flags it (P < 0.05)."""
+    from cprsim.calibrate.accuracy import held_out_coverage
+
+    rng = np.random.default_rng(29)
+    base = _data(rng, b0=0.008, sd=0.0, seeds=8, n=30)
+
+    def with_y(y):
+        return Data(base.strategy, base.seed, base.pls, base.position, base.age, y)
+
+    d = with_y(base.pls * 0.008 + rng.normal(0, 1, base.y.size) * 0.004 * base.pls)
+    cov = held_out_coverage(d, "slope")
+    r90 = next(r for r in cov["all"] if r["q"] == 0.9)
+    n = int(r90["n"])
+    assert n == int(np.sum(d.pls > 0))
+    lo, hi = stats.binom.ppf(0.005, n, 0.9), stats.binom.ppf(0.995, n, 0.9)
+    assert lo <= r90["within"] <= hi, r90
+    assert r90["p"] == pytest.approx(stats.binom.cdf(r90["within"], n, 0.9))
+    assert r90["p"] >= 0.05
+    small = next(r for r in cov["small"] if r["q"] == 0.9)
+    assert 0 < small["n"] < n / 3
+    recount = 0
+    for s in np.unique(d.seed):
+        f = fit_candidate(d.take(d.seed != s), "slope")
+        for st in STRATS:
+            h = d.take((d.seed == s) & (d.strategy == st))
+            recount += int(np.sum(h.y <= f.predictive_quantile(st, 0.9, h.pls)))
+    assert recount == r90["within"]
+    # a constant floor (sd 1e-3) the model's variance, vanishing at PLS 0, cannot follow: the
+    # smallest quarter of PLS is covered far less than promised (flagged with P < 1e-4 in each of
+    # 5 seeds tried)
+    floor = rng.normal(0, 1, base.y.size) * np.sqrt(1e-5 * base.pls**2 + 1e-3**2)
+    cov = held_out_coverage(with_y(base.pls * 0.008 + floor), "slope")
+    r = next(r for r in cov["small"] if r["q"] == 0.9)
+    assert r["share"] < 0.9 and r["p"] < 0.05, r

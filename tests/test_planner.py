@@ -274,6 +274,31 @@ def test_a_failed_confirmation_steps_down_until_it_passes_or_the_grid_ends():
     assert max(o.stepped_down for o in partial) > 3
 
 
+def test_a_plan_warns_where_its_confidence_fails_on_the_calibrations_held_out_seeds():
+    """The warning is the held-out check at the plan's own confidence: made-up checks flagged
+    (P < 0.05) warn, unflagged or a promise on the mean do not; and a plan's notes carry exactly
+    the warnings of its calibration's check at its confidence."""
+    from types import SimpleNamespace as NS
+
+    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.planner import _held_out_warning
+    from cprsim.planner.accuracy import plan_accuracy
+
+    row = {"q": 0.95, "n": 90.0, "within": 78.0, "share": 78 / 90, "p": 0.0018}
+    seen = []
+    acc = NS(held_out=lambda q: seen.append(q) or {"small": row})
+    (w,) = _held_out_warning(acc, 0.95)
+    assert seen == [0.95] and "0.867" in w and "78 of 90" in w and w.startswith("WARNING")
+    assert not _held_out_warning(NS(held_out=lambda q: {"small": {**row, "p": 0.2}}), 0.95)
+    assert not _held_out_warning(acc, None)
+    s = sc.load("toy")
+    for q, n in ((0.9, 40), (0.99, 300)):  # proving 0.99 takes 299 replications
+        plan = make_plan(s, 0.001, replications=n, search_replications=n, confidence=q)
+        want = _held_out_warning(plan_accuracy(load_calibration(), "auc"), q)
+        assert [n for n in plan.notes if "held-out seeds" in n] == want
+    assert want  # the shipped calibration's heavy tail: the 99% promise is optimistic
+
+
 def test_a_plan_warns_where_its_runs_lose_less_than_the_scatter_model_was_checked_on():
     """The recommended option's runs mostly below the calibration's smallest quarter of PLS, for a
     strategy whose runs there scatter more than its single-run model (flagged at 5%): the plan

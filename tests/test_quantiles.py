@@ -27,6 +27,9 @@ def test_beta_f_binom_betabinom():
                 assert Q.binom_sf(k, n, p) == pytest.approx(
                     stats.binom.sf(k, n, p), rel=1e-9, abs=1e-15
                 ), (k, n, p)
+                assert Q.binom_cdf(k, n, p) == pytest.approx(
+                    stats.binom.cdf(k, n, p), rel=1e-9, abs=1e-15
+                ), (k, n, p)
     for k, n, a, b in (
         (5, 20, 3, 4),
         (0, 10, 1, 1),

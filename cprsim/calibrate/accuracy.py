@@ -447,6 +447,68 @@ def scatter_underestimated(chk: Mapping[str, float]) -> bool:
     return chk["ratio"] > 1.0 and chk["p"] < 0.05
 
 
+#: the shares q at which :func:`held_out_coverage` checks the per-run promise
+COVERAGE_Q = (0.8, 0.9, 0.95, 0.99)
+
+
+def held_out_coverage(
+    d: Data, name: str, qs: Sequence[float] = COVERAGE_Q, share: float = 0.25
+) -> dict[str, list[dict[str, float]]]:
+    """The per-run promise checked on runs its fit never saw: each seed's runs (each run, with one
+    seed) predicted by candidate ``name`` fitted without them, coefficients and single-run scatter
+    alike (each strategy's own terms chosen once on all of ``d``, as :func:`held_out_errors`);
+    for each ``q``, how many runs with PLS > 0 lost at most their predictive ``q``-quantile
+    (:meth:`Coef.predictive_quantile`). ``"all"``: every such run; ``"small"``: each strategy's
+    runs with PLS at most its ``share`` quantile, where tight bounds are decided. Each entry:
+    ``q``, ``n``, ``within``, ``share`` and ``p``, the one-sided binomial chance of so few within
+    were the promise exact (``< 0.05``: the promise is optimistic there, at 5%)."""
+    from cprsim.quantiles import binom_cdf
+
+    terms = CANDIDATES[name]
+    used = {st: own_terms(d.take(d.strategy == st), terms) for st in d.strategies}
+    groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
+    qs = [float(q) for q in qs]
+    bound = np.full((len(qs), d.y.size), np.nan)
+    for g in np.unique(groups):
+        test = groups == g
+        train = d.take(~test)
+        if any(np.sum(train.strategy == st) < 2 for st in np.unique(d.strategy[test])):
+            continue  # a strategy without runs to fit once this fold is out
+        f = fit_candidate(train, name, used={st: used[st] for st in train.strategies})
+        held = d.take(test)
+        idx = np.flatnonzero(test)
+        for st in np.unique(held.strategy):
+            m = held.strategy == st
+            X = held.take(m).X(f.terms)
+            c = f.coef_for(str(st))
+            for k, q in enumerate(qs):
+                bound[k, idx[m]] = c.predictive_quantile(X, q)
+    pos = d.pls > 0
+    small = np.zeros(d.y.size, bool)
+    for st in d.strategies:
+        ms = pos & (d.strategy == st)
+        if np.any(ms):
+            small |= ms & (d.pls <= np.quantile(d.pls[ms], share))
+    out: dict[str, list[dict[str, float]]] = {}
+    for key, mask in (("all", pos), ("small", small)):
+        rows = []
+        for k, q in enumerate(qs):
+            ok = mask & np.isfinite(bound[k])
+            n = int(np.sum(ok))
+            within = int(np.sum(d.y[ok] <= bound[k, ok]))
+            rows.append(
+                {
+                    "q": q,
+                    "n": float(n),
+                    "within": float(within),
+                    "share": within / n if n else math.nan,
+                    "p": binom_cdf(within, n, q) if n else math.nan,
+                }
+            )
+        out[key] = rows
+    return out
+
+
 @dataclass(frozen=True)
 class Data:
     """The calibration's runs for one metric: strategy, seed, PLS, position, age, loss."""

@@ -569,6 +569,35 @@ def _scatter_note(doc: dict, metric: str, m: dict, key: str) -> str:
     )
 
 
+def _coverage_lines(doc: dict, metric: str, m: dict) -> list[str]:
+    """The per-run promise of ``m`` checked on held-out seeds
+    (:func:`cprsim.calibrate.accuracy.held_out_coverage`): a line for all runs with PLS > 0 and
+    one for the smallest quarter of PLS; none where the document has no points for ``metric``."""
+    from cprsim.calibrate.accuracy import CANDIDATES, Data, held_out_coverage
+
+    pts = doc.get("points")
+    if not isinstance(pts, dict) or m.get("chosen") not in CANDIDATES:
+        return []
+    try:
+        d = Data.from_points(pts, metric)
+    except (KeyError, ValueError, InputError):  # a legacy points table without this metric
+        return []
+    if len(set(d.seed.tolist())) < 3:  # too few seeds to leave one out
+        return []
+    cov = held_out_coverage(d, m["chosen"])
+    out = []
+    for key, what in (("all", "all runs with PLS > 0"), ("small", "the smallest quarter of PLS")):
+        cells = []
+        for r in cov[key]:
+            if not r["n"]:
+                continue
+            flag = f", P = {r['p']:.2g}: OPTIMISTIC" if r["p"] < 0.05 else ""
+            cells.append(f"q {r['q']:g}: {r['share']:.3f} ({r['within']:.0f}/{r['n']:.0f}{flag})")
+        if cells:
+            out.append(f"  {metric} per-run promise on held-out seeds, {what}: " + "; ".join(cells))
+    return out
+
+
 def _print_models(doc: dict) -> None:
     rng = doc.get("model", {}).get("range", {})
     if rng:
@@ -613,6 +642,8 @@ def _print_models(doc: dict) -> None:
                         "grid step): calibrate with more seeds"
                     )
                 )
+            for line in _coverage_lines(doc, metric, m):
+                click.echo(line)
             for name, why in m.get("inadmissible", {}).items():
                 click.echo(f"  {metric} candidate '{name}' not eligible: {why}")
             for k, c in m.get("coef", {}).items():

@@ -442,6 +442,7 @@ def _make_plan(
             "(the maximum checkpoint age asked for)"
         )
     notes.extend(_scatter_warning(ctx.acc, rec))
+    notes.extend(_held_out_warning(ctx.acc, ctx.q))
     return _plan_record(
         ctx, strategies, options, rec, best_full, message, tied, objective, T_F, scale
     )
@@ -468,6 +469,29 @@ def _scatter_warning(acc: PlanAccuracy, rec: Option) -> list[str]:
         f"{chk['p']:.2g} were it right): the per-run promise may be optimistic there; "
         "`cprsim calibrate --validate` checks it on fresh training runs (docs/calibration.md)"
     ]
+
+
+def _held_out_warning(acc: PlanAccuracy, q: float | None) -> list[str]:
+    """A warning where the per-run promise at ``q`` fails on the calibration's own held-out seeds
+    (:meth:`PlanAccuracy.held_out`: a one-sided binomial test at 5%, over all its runs with PLS > 0
+    or over the smallest quarter of PLS): there the accuracy model is optimistic at this ``q``
+    whatever the option."""
+    if q is None:
+        return []
+    out = []
+    check = acc.held_out(q)
+    for key, what in (("all", "runs"), ("small", "runs with the smallest quarter of PLS")):
+        r = check.get(key)
+        if r is not None and r["p"] < 0.05:
+            out.append(
+                f"WARNING: on the calibration's held-out seeds only {r['share']:.3f} of its {what} "
+                f"({r['within']:.0f} of {r['n']:.0f}) lost at most their predicted {q:g}-quantile "
+                f"(P = {r['p']:.2g} were the promise exact): the per-run promise at confidence "
+                f"{q:g} is optimistic for this calibration; `cprsim calibrate --show` gives the "
+                "check at other confidences, `cprsim calibrate --validate` checks a plan on fresh "
+                "training runs (docs/calibration.md)"
+            )
+    return out
 
 
 def _plan_record(

@@ -116,6 +116,20 @@ class PlanAccuracy:
     #: strategy -> how its runs with the smallest PLS scatter against the single-run model
     #: (:func:`cprsim.calibrate.accuracy.scatter_check`); empty without points
     scatter: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the calibration's runs (None without points): :meth:`held_out` checks the promise on them
+    points: Any = field(default=None, repr=False)
+
+    def held_out(self, q: float) -> dict[str, dict[str, float]]:
+        """The per-run promise at ``q`` on the calibration's held-out seeds
+        (:func:`cprsim.calibrate.accuracy.held_out_coverage`: ``"all"`` runs with PLS > 0 and the
+        ``"small"``est quarter of PLS); empty without points, or with fewer than 3 seeds."""
+        from cprsim.calibrate.accuracy import CANDIDATES, held_out_coverage
+
+        d = self.points
+        if d is None or self.model not in CANDIDATES or len(set(d.seed.tolist())) < 3:
+            return {}
+        cov = held_out_coverage(d, self.model, (q,))
+        return {k: rows[0] for k, rows in cov.items() if rows and rows[0]["n"] > 0}
 
     def _fit(self, strategy: str) -> SlopeFit | None:
         return self.slopes.get(strategy, self.slopes.get(VANILLA))
@@ -275,6 +289,7 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
     table = (raw.get("model") or {}).get(metric) if isinstance(raw, dict) else None
     stab = table.get("stability") if isinstance(table, dict) else None
     scatter: dict[str, dict[str, float]] = {}
+    d = None
     if pts:
         from cprsim.calibrate.accuracy import scatter_check
 
@@ -296,6 +311,7 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
         model=fit.name,
         stability=dict(stab) if isinstance(stab, dict) else {},
         scatter=scatter,
+        points=d,
     )
 
 
