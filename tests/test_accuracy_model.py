@@ -340,11 +340,16 @@ def test_the_planner_evaluates_each_run_at_its_own_position_and_age():
     assert acc.pls_bound(0.001, "partial", None) == pytest.approx(
         0.001 / acc.fit.slope_at("partial")[2]
     )
-    x = acc.pls_bound(0.001, "partial", 0.9)
-    X0 = design(acc.fit.terms, [x], [0.5], [0.0])
-    sd = np.sqrt(np.einsum("ij,jk,ik->i", X0, c.cov, X0) + c.residual_variance([x]))
-    assert float((X0 @ c.b + stats.t.ppf(0.9, c.dof) * sd)[0]) == pytest.approx(0.001, rel=1e-6)
-    assert x < acc.pls_bound(0.001, "partial", None)  # a single run scatters beyond the mean
+    # (with 3 seeds the quantile is the held-out residuals' of the run's PLS bin; without them,
+    # Student-t's)
+    assert acc.fit.residuals is not None
+    for fit in (acc.fit, replace(acc.fit, residuals=None)):
+        x = replace(acc, fit=fit).pls_bound(0.001, "partial", 0.9)
+        X0 = design(acc.fit.terms, [x], [0.5], [0.0])
+        sd = np.sqrt(np.einsum("ij,jk,ik->i", X0, c.cov, X0) + c.residual_variance([x]))
+        k = fit.residuals.ppf(0.9, x) if fit.residuals else stats.t.ppf(0.9, c.dof)
+        assert float((X0 @ c.b + k * sd)[0]) == pytest.approx(0.001, rel=1e-6)
+        assert x < acc.pls_bound(0.001, "partial", None)  # a single run scatters beyond the mean
     assert isinstance(AccuracyFit.from_selection(select(d, "auc")), AccuracyFit)
 
 
@@ -623,8 +628,14 @@ def test_a_calibration_file_with_a_loss_that_is_not_positive_is_refused(tmp_path
 
 def test_run_draws_are_the_predictive_distribution_and_common_to_intervals():
     """A run's draw depends on its replication only (common random numbers across intervals and
-    strategies); over many runs at one PLS the draws' CDF is the predictive Student t (KS test)."""
+    strategies: the same uniform ``u`` of its ``("training", replication)`` stream). Over many runs
+    at one PLS the draws' CDF is the predictive: with the calibration's held-out residuals (4
+    seeds), the standardized draws are the residuals' interpolated quantile of u and their CDF is
+    the residuals' ``cdf`` (DKW band, 1%); at a bin's median PLS each is one of the bin's
+    residuals, with CDF k / (n + 1) at the k-th smallest; without them, Student-t's quantile of u
+    (KS test)."""
     from cprsim.planner.accuracy import plan_accuracy
+    from cprsim.streams import stream
 
     rng = np.random.default_rng(4)
     d = _data(rng, b0=0.004, sd=3e-4, seeds=4)
@@ -635,21 +646,45 @@ def test_run_draws_are_the_predictive_distribution_and_common_to_intervals():
         raw = {"points": _points(d)}
 
     acc = plan_accuracy(Cal(), "auc")
+    res = acc.fit.residuals
+    assert res is not None
 
     class R:
         def __init__(self, rep, pls):
             self.replication, self.pls, self.pls_position, self.pls_age = rep, pls, 0.5, 0.0
 
-    runs = [R(i, 0.2) for i in range(3000)]
+    N = 3000
+    runs = [R(i, 0.2) for i in range(N)]
+    u = np.array([stream(7, i, "training").random() for i in range(N)])
     a = acc.run_draws(runs, "partial", 7)
     assert np.array_equal(a, acc.run_draws(runs, "partial", 7))
     assert not np.array_equal(a, acc.run_draws(runs, "partial", 8))
     m, sd, dof = acc.fit.predictive("partial", [0.2], [0.5], [0.0])
-    assert stats.kstest((a - m[0]) / sd[0], stats.t(dof).cdf).pvalue > 0.01
-    # the same replication at a larger PLS draws the same quantile of its own predictive
-    b = acc.run_draws([R(i, 0.3) for i in range(3000)], "partial", 7)
+    z = (a - m[0]) / sd[0]
+    assert np.allclose(z, res.ppf(u, 0.2))
+    # the draws' CDF is res.cdf (the distribution ppf(U) has): within the DKW band (1%)
+    dkw = math.sqrt(math.log(2 / 0.01) / (2 * N))
+    grid = np.quantile(z, np.linspace(0.02, 0.95, 25))  # below the largest (clipped) value
+    assert np.all(np.abs([np.mean(z <= g) - float(res.cdf(g, 0.2)) for g in grid]) < dkw)
+    # at a bin's median PLS a draw is one of that bin's residuals, the k-th smallest with
+    # probability 1 / (n + 1) (the largest 2 / (n + 1))
+    c = res.centers[1]
+    at_c = acc.run_draws([R(i, c) for i in range(N)], "partial", 7)
+    mc, sdc, _ = acc.fit.predictive("partial", [c], [0.5], [0.0])
+    zc = (at_c - mc[0]) / sdc[0]
+    assert np.all(np.min(np.abs(zc[:, None] - res.z[1][None, :]), axis=1) < 1e-9)
+    n = res.z[1].size
+    for k, zk in enumerate(res.z[1], start=1):
+        assert abs(np.mean(zc <= zk + 1e-12) - (k + (k == n)) / (n + 1)) < dkw
+    # the same replication at a larger PLS draws the same u of its own predictive
+    b = acc.run_draws([R(i, 0.3) for i in range(N)], "partial", 7)
     m3, sd3, _ = acc.fit.predictive("partial", [0.3], [0.5], [0.0])
-    assert np.allclose((a - m[0]) / sd[0], (b - m3[0]) / sd3[0])
+    assert np.allclose((b - m3[0]) / sd3[0], res.ppf(u, 0.3))
+    # without held-out residuals: Student-t's quantile of the same u
+    t_acc = replace(acc, fit=replace(acc.fit, residuals=None))
+    a_t = t_acc.run_draws(runs, "partial", 7)
+    assert stats.kstest((a_t - m[0]) / sd[0], stats.t(dof).cdf).pvalue > 0.01
+    assert np.allclose((a_t - m[0]) / sd[0], stats.t.ppf(u, dof))
 
 
 @pytest.mark.slow
@@ -761,10 +796,12 @@ def test_the_scatter_check_flags_a_noise_floor_the_model_misses():
 def test_held_out_coverage_holds_under_the_models_law_and_flags_a_floor_it_misses():
     """``held_out_coverage`` against the law the runs were drawn from. Normal scatter with the
     model's variance (sd 0.004 PLS): at q = 0.9 the held-out share over 8 seeds x 3 strategies is
-    within a two-sided 1% binomial band of 0.9 and not flagged, and its count equals a recount
-    seed by seed (each seed's runs against a fit without it).
-    With a constant noise floor added that the model's variance cannot follow, the smallest PLS
-    are covered less than promised and the check flags it (P < 0.05)."""
+    within a two-sided 1% binomial band of 0.9 and not flagged, with the Student-t quantile and
+    with the planner's (the other seeds' held-out residuals, nested); the Student-t count equals a
+    recount seed by seed (each seed's runs against a fit without it). With a constant noise floor
+    added that the model's variance cannot follow, the Student-t quantile covers the smallest PLS
+    less than promised and the check flags it (P < 0.05); the held-out residuals of the runs' own
+    PLS bin absorb it (not flagged)."""
     from cprsim.calibrate.accuracy import held_out_coverage
 
     rng = np.random.default_rng(29)
@@ -774,27 +811,56 @@ def test_held_out_coverage_holds_under_the_models_law_and_flags_a_floor_it_misse
         return Data(base.strategy, base.seed, base.pls, base.position, base.age, y)
 
     d = with_y(base.pls * 0.008 + rng.normal(0, 1, base.y.size) * 0.004 * base.pls)
-    cov = held_out_coverage(d, "slope")
-    r90 = next(r for r in cov["all"] if r["q"] == 0.9)
-    n = int(r90["n"])
-    assert n == int(np.sum(d.pls > 0))
+    n = int(np.sum(d.pls > 0))
     lo, hi = stats.binom.ppf(0.005, n, 0.9), stats.binom.ppf(0.995, n, 0.9)
-    assert lo <= r90["within"] <= hi, r90
-    assert r90["p"] == pytest.approx(stats.binom.cdf(r90["within"], n, 0.9))
-    assert r90["p"] >= 0.05
-    small = next(r for r in cov["small"] if r["q"] == 0.9)
-    assert 0 < small["n"] < n / 3
+    for residuals in (False, True):
+        cov = held_out_coverage(d, "slope", residuals=residuals)
+        r90 = next(r for r in cov["all"] if r["q"] == 0.9)
+        assert r90["n"] == n
+        assert lo <= r90["within"] <= hi, (residuals, r90)
+        assert r90["p"] == pytest.approx(stats.binom.cdf(r90["within"], n, 0.9))
+        assert r90["p"] >= 0.05
+        small = next(r for r in cov["small"] if r["q"] == 0.9)
+        assert 0 < small["n"] < n / 3
+    cov = held_out_coverage(d, "slope", residuals=False)
     recount = 0
     for s in np.unique(d.seed):
         f = fit_candidate(d.take(d.seed != s), "slope")
         for st in STRATS:
             h = d.take((d.seed == s) & (d.strategy == st))
             recount += int(np.sum(h.y <= f.predictive_quantile(st, 0.9, h.pls)))
-    assert recount == r90["within"]
-    # a constant floor (sd 1e-3) the model's variance, vanishing at PLS 0, cannot follow: the
-    # smallest quarter of PLS is covered far less than promised (flagged with P < 1e-4 in each of
-    # 5 seeds tried)
+    assert recount == cov["all"][1]["within"]
+    # a constant floor (sd 1e-3) the model's variance, vanishing at PLS 0, cannot follow
     floor = rng.normal(0, 1, base.y.size) * np.sqrt(1e-5 * base.pls**2 + 1e-3**2)
-    cov = held_out_coverage(with_y(base.pls * 0.008 + floor), "slope")
-    r = next(r for r in cov["small"] if r["q"] == 0.9)
+    d = with_y(base.pls * 0.008 + floor)
+    r = next(r for r in held_out_coverage(d, "slope", residuals=False)["small"] if r["q"] == 0.9)
     assert r["share"] < 0.9 and r["p"] < 0.05, r
+    r = next(r for r in held_out_coverage(d, "slope")["small"] if r["q"] == 0.9)
+    assert r["p"] >= 0.05, r
+
+
+def test_held_out_residuals_quantiles_by_hand():
+    """Two bins of made-up residuals: at a bin's median PLS the q-quantile is its
+    ceil((n + 1) q)-th smallest residual; halfway in log PLS between the medians, the mean of the
+    two; beyond the outer medians, the nearest bin's; ``cdf`` inverts ``ppf`` at each bin's steps
+    (conformal: 1 / (n + 1) beyond the largest)."""
+    from cprsim.calibrate.accuracy import HeldOutResiduals
+
+    a, b = np.arange(1.0, 10.0), np.arange(0.0, 40.0, 2.0)  # 9 and 20 residuals
+    r = HeldOutResiduals((0.01, 0.04), (a, b))
+    for q in (0.1, 0.5, 0.9):
+        ka, kb = math.ceil(10 * q), math.ceil(21 * q)
+        assert float(r.ppf(q, 0.01)) == a[ka - 1]
+        assert float(r.ppf(q, 0.04)) == b[kb - 1]
+        assert float(r.ppf(q, 0.02)) == pytest.approx((a[ka - 1] + b[kb - 1]) / 2)
+        assert float(r.ppf(q, 0.001)) == a[ka - 1] and float(r.ppf(q, 0.5)) == b[kb - 1]
+    assert float(r.ppf(0.99, 0.01)) == a[-1]  # (n + 1) q > n: the largest stands in
+    assert r.unresolved(0.95) and not r.unresolved(0.9)  # 10 x 0.95 > 9; 10 x 0.9 <= 9
+    for k in range(1, 10):
+        assert float(r.cdf(a[k - 1], 0.01)) == pytest.approx(k / 10)
+    assert float(r.cdf(a[0] - 1, 0.01)) == 0.0
+    assert float(r.cdf(100.0, 0.01)) == pytest.approx(9 / 10)
+    u = np.linspace(0.001, 0.999, 500)
+    v = r.ppf(u, np.full(u.size, 0.02))
+    assert np.all(np.diff(v) >= 0)  # a quantile function: non-decreasing in u
+    assert np.all(r.cdf(v, np.full(u.size, 0.02)) >= np.minimum(u, 20 / 21) - 1e-12)

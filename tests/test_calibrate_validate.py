@@ -227,6 +227,24 @@ def test_the_predicted_quantiles_are_the_mixtures():
     )
 
 
+def test_the_predicted_quantiles_follow_the_held_out_residuals_where_the_plan_does():
+    """With held-out residuals (the planner's quantiles), a run's predictive CDF at ``m + sd z`` is
+    its PLS bin's share of residuals <= z over n + 1, and the one-run mixture's q-quantile is the
+    plan's own q-quantile (``m + sd`` times the bin's ceil((n+1)q)-th smallest residual)."""
+    from cprsim.calibrate.accuracy import HeldOutResiduals
+
+    res = HeldOutResiduals((0.05,), (np.array([-1.0, 0.0, 0.5, 2.0]), np.arange(-2.0, 7.0)))
+    m, sd = np.array([1e-4, 2e-4]), np.array([1e-4, 1e-4])
+    pls = np.array([0.01, 0.2])  # one run in each bin
+    # z = 0.25 in the first bin (2 of 4 at most it), -0.75 in the second (2 of 9)
+    assert V.mixture_cdf(m, sd, 0, 1.25e-4, res, pls) == pytest.approx((2 / 5 + 2 / 10) / 2)
+    for q in (0.3, 0.5, 0.7):
+        (x,) = V.mixture_quantiles(m[1:], sd[1:], 0, (q,), res, pls[1:])
+        assert x == pytest.approx(2e-4 + 1e-4 * float(res.ppf(q, 0.2)), rel=1e-9)
+    # beyond the largest residual's share (n / (n + 1) = 0.9): no finite quantile
+    assert V.mixture_quantiles(m[1:], sd[1:], 0, (0.95,), res, pls[1:]) == [math.inf]
+
+
 # -- (c) end to end ------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.dlrm

@@ -533,29 +533,27 @@ def test_show_checks_the_scatter_model_at_small_pls(cli):
 
 def test_show_checks_the_per_run_promise_on_held_out_seeds(cli):
     """`calibrate --show` gives, per metric, the share of the calibration's runs within their
-    predictive q-quantile when their seed is left out of the fit (``held_out_coverage``), over all
-    runs and over the smallest quarter of PLS, flagged OPTIMISTIC where a one-sided binomial test
-    rejects q at 5%: the lines carry the function's counts."""
+    predictive q-quantile when their seed is left out of the fit (``held_out_coverage``), as the
+    planner makes it and with the Student-t scatter alone, over all runs and over the smallest
+    quarter of PLS, flagged OPTIMISTIC where a one-sided binomial test rejects q at 5%: the lines
+    carry the function's counts."""
     from cprsim.calibrate.accuracy import Data, held_out_coverage
 
     r = cli("calibrate", "--show", "shipped:cpr-production")
     assert r.exit_code == 0, r.output
     doc = load_calibration(BASE_PATH).raw
     for metric in ("auc", "logloss"):
-        cov = held_out_coverage(
-            Data.from_points(doc["points"], metric), doc["model"][metric]["chosen"]
-        )
-        for key, what in (("all", "all runs with PLS > 0"), ("small", "the smallest quarter")):
-            line = next(
-                x
-                for x in r.output.splitlines()
-                if x.startswith(f"  {metric} per-run promise on held-out seeds, {what}")
-            )
-            for row in cov[key]:
-                cell = f"q {row['q']:g}: {row['share']:.3f} ({row['within']:.0f}/{row['n']:.0f}"
-                assert cell in line
-                flagged = f"{cell}, P = {row['p']:.2g}: OPTIMISTIC)" in line
-                assert flagged == (row["p"] < 0.05), (line, row)
+        d = Data.from_points(doc["points"], metric)
+        for residuals, how in ((True, "as planned"), (False, "Student-t scatter")):
+            cov = held_out_coverage(d, doc["model"][metric]["chosen"], residuals=residuals)
+            for key, what in (("all", "all runs with PLS > 0"), ("small", "the smallest quarter")):
+                head = f"  {metric} per-run promise on held-out seeds ({how}), {what}"
+                line = next(x for x in r.output.splitlines() if x.startswith(head))
+                for row in cov[key]:
+                    cell = f"q {row['q']:g}: {row['share']:.3f} ({row['within']:.0f}/{row['n']:.0f}"
+                    assert cell in line
+                    flagged = f"{cell}, P = {row['p']:.2g}: OPTIMISTIC)" in line
+                    assert flagged == (row["p"] < 0.05), (line, row)
 
 
 def test_the_shipped_files_load_without_a_warning():

@@ -275,28 +275,36 @@ def test_a_failed_confirmation_steps_down_until_it_passes_or_the_grid_ends():
 
 
 def test_a_plan_warns_where_its_confidence_fails_on_the_calibrations_held_out_seeds():
-    """The warning is the held-out check at the plan's own confidence: made-up checks flagged
-    (P < 0.05) warn, unflagged or a promise on the mean do not; and a plan's notes carry exactly
-    the warnings of its calibration's check at its confidence."""
+    """With quantiles from held-out residuals, a plan warns where a PLS bin has too few runs to
+    place its confidence's quantile ((n + 1) q > n); with the Student-t scatter, where the
+    held-out check at its confidence fails (P < 0.05; made-up checks), not where it passes nor for
+    a promise on the mean. A plan's notes carry exactly the rule's warnings."""
     from types import SimpleNamespace as NS
 
+    from cprsim.calibrate.accuracy import HeldOutResiduals
     from cprsim.calibrate.calibration import load_calibration
     from cprsim.planner import _held_out_warning
     from cprsim.planner.accuracy import plan_accuracy
 
+    few = HeldOutResiduals((0.1,), (np.linspace(-1, 2, 30), np.linspace(-1, 3, 120)))
+    assert not few.unresolved(0.95) and few.unresolved(0.99)  # 31 x 0.99 > 30
+    (w,) = _held_out_warning(NS(fit=NS(residuals=few)), 0.99)
+    assert "30, 120 per PLS bin" in w and w.startswith("WARNING")
+    assert not _held_out_warning(NS(fit=NS(residuals=few)), 0.95)
     row = {"q": 0.95, "n": 90.0, "within": 78.0, "share": 78 / 90, "p": 0.0018}
     seen = []
-    acc = NS(held_out=lambda q: seen.append(q) or {"small": row})
+    acc = NS(fit=None, held_out=lambda q: seen.append(q) or {"small": row})
     (w,) = _held_out_warning(acc, 0.95)
     assert seen == [0.95] and "0.867" in w and "78 of 90" in w and w.startswith("WARNING")
-    assert not _held_out_warning(NS(held_out=lambda q: {"small": {**row, "p": 0.2}}), 0.95)
+    assert not _held_out_warning(
+        NS(fit=None, held_out=lambda q: {"small": {**row, "p": 0.2}}), 0.95
+    )
     assert not _held_out_warning(acc, None)
     s = sc.load("toy")
     for q, n in ((0.9, 40), (0.99, 300)):  # proving 0.99 takes 299 replications
         plan = make_plan(s, 0.001, replications=n, search_replications=n, confidence=q)
         want = _held_out_warning(plan_accuracy(load_calibration(), "auc"), q)
-        assert [n for n in plan.notes if "held-out seeds" in n] == want
-    assert want  # the shipped calibration's heavy tail: the 99% promise is optimistic
+        assert [x for x in plan.notes if x.startswith("WARNING") and "held-out" in x] == want
 
 
 def test_a_plan_warns_where_its_runs_lose_less_than_the_scatter_model_was_checked_on():
@@ -326,3 +334,22 @@ def test_a_plan_warns_where_its_runs_lose_less_than_the_scatter_model_was_checke
     acc = plan_accuracy(load_calibration(), "auc")
     want = _scatter_warning(acc, plan.option(plan.recommended))
     assert [n for n in plan.notes if "scatter" in n and n.startswith("WARNING")] == want
+
+
+def test_runs_within_judges_with_the_calibration_the_plan_used():
+    """`runs_within` without a calibration judges a `cpr-production` plan with the matched file
+    the plan was made with (not the shipped generic one): on the plan's own confirmation block it
+    reproduces the plan's share within exactly; with the generic file it would not be the plan's
+    judgement."""
+    from cprsim.calibrate.calibration import calibration_for, load_calibration
+    from cprsim.planner import runs_within
+    from cprsim.planner.search import simulate
+
+    s = sc.load("cpr-production")
+    assert calibration_for(s).provenance.get("matched")  # the scenario has a matched file
+    plan = make_plan(s, 0.001, replications=200)
+    o = plan.option(plan.recommended)
+    res = simulate(s, o.interval_s, o.strategy, o.params, 200, block="confirm")
+    assert float(np.mean(runs_within(res, o, plan))) == pytest.approx(o.within)
+    assert np.array_equal(runs_within(res, o, plan), runs_within(res, o, plan, calibration_for(s)))
+    assert plan.calibration["fingerprint"] != load_calibration().provenance["fingerprint"]

@@ -75,7 +75,12 @@ sqrt(v(PLS) + x' C x)``, with ``v(PLS) = v0 PLS + v1 PLS^2`` the residual varian
 at PLS 0 (no lost update: the very run without failures) and grows with PLS; fitted to the squared
 residuals by non-negative least squares and scaled to average ``s^2`` (:func:`residual_model`).
 The planner's per-run promise is judged on the predictive distribution (:meth:`Coef.predictive`),
-never on the CI of the mean.
+never on the CI of the mean. The runs' scatter has a heavier tail than Student-t's, heavier at
+small PLS, so where the calibration has the runs for it (:class:`HeldOutResiduals`: 3 seeds, 40
+runs per PLS bin) the planner takes the quantile of ``z`` in ``x'b + z sqrt(v(PLS) + x' C x)``
+from the calibration's own standardized residuals on seeds held out of the fit, in the run's PLS
+bin (split conformal prediction), instead of ``t_dof``; :func:`held_out_coverage` checks both on
+held-out seeds.
 """
 
 from __future__ import annotations
@@ -449,26 +454,20 @@ def scatter_underestimated(chk: Mapping[str, float]) -> bool:
 
 #: the shares q at which :func:`held_out_coverage` checks the per-run promise
 COVERAGE_Q = (0.8, 0.9, 0.95, 0.99)
+#: :class:`HeldOutResiduals`: at most this many PLS bins, each of at least ``RESIDUALS_PER_BIN`` runs
+RESIDUAL_BINS = 4
+RESIDUALS_PER_BIN = 40
 
 
-def held_out_coverage(
-    d: Data, name: str, qs: Sequence[float] = COVERAGE_Q, share: float = 0.25
-) -> dict[str, list[dict[str, float]]]:
-    """The per-run promise checked on runs its fit never saw: each seed's runs (each run, with one
-    seed) predicted by candidate ``name`` fitted without them, coefficients and single-run scatter
-    alike (each strategy's own terms chosen once on all of ``d``, as :func:`held_out_errors`);
-    for each ``q``, how many runs with PLS > 0 lost at most their predictive ``q``-quantile
-    (:meth:`Coef.predictive_quantile`). ``"all"``: every such run; ``"small"``: each strategy's
-    runs with PLS at most its ``share`` quantile, where tight bounds are decided. Each entry:
-    ``q``, ``n``, ``within``, ``share`` and ``p``, the one-sided binomial chance of so few within
-    were the promise exact (``< 0.05``: the promise is optimistic there, at 5%)."""
-    from cprsim.quantiles import binom_cdf
-
+def _held_out_predictive(d: Data, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each run's predictive mean, scale and Student-t degrees of freedom (:meth:`Coef.predictive`)
+    from candidate ``name`` fitted without the run's seed (each run its own group with one seed),
+    coefficients and single-run scatter alike; each strategy's own terms chosen once on all of
+    ``d`` (as :func:`held_out_errors`). NaN where a fold leaves a strategy without runs."""
     terms = CANDIDATES[name]
     used = {st: own_terms(d.take(d.strategy == st), terms) for st in d.strategies}
     groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
-    qs = [float(q) for q in qs]
-    bound = np.full((len(qs), d.y.size), np.nan)
+    mu, sd, dof = (np.full(d.y.size, np.nan) for _ in range(3))
     for g in np.unique(groups):
         test = groups == g
         train = d.take(~test)
@@ -479,10 +478,150 @@ def held_out_coverage(
         idx = np.flatnonzero(test)
         for st in np.unique(held.strategy):
             m = held.strategy == st
-            X = held.take(m).X(f.terms)
             c = f.coef_for(str(st))
-            for k, q in enumerate(qs):
-                bound[k, idx[m]] = c.predictive_quantile(X, q)
+            mu[idx[m]], sd[idx[m]] = c.predictive(held.take(m).X(f.terms))
+            dof[idx[m]] = c.dof
+    return mu, sd, dof
+
+
+@dataclass(frozen=True)
+class HeldOutResiduals:
+    """A single run's scatter as the calibration's own runs show it on seeds held out of the fit:
+    each run's standardized residual ``z = (loss - mean) / scale`` against a fit without its seed
+    (:func:`_held_out_predictive`), kept sorted in PLS bins (quantiles of the runs' PLS: the runs
+    with small PLS scatter with a heavier tail than the rest). In a bin of ``n`` residuals the
+    ``q``-quantile is the ``k = ceil((n + 1) q)``-th smallest (split conformal prediction:
+    held-out runs fall within it with probability at least ``q``; the largest where
+    ``(n + 1) q > n``). A run's multiplier of its scale is that quantile interpolated between the
+    bins' median PLS (linear in log PLS; the nearest bin's beyond the outer ones), so that it
+    moves with PLS without a jump at a bin's edge. It replaces the Student-t quantile, whose tail
+    is lighter than the runs'."""
+
+    centers: tuple[float, ...]  #: each bin's median PLS, increasing
+    z: tuple[np.ndarray, ...]  #: each bin's held-out standardized residuals, sorted
+
+    @classmethod
+    def from_data(
+        cls,
+        d: Data,
+        name: str,
+        bins: int = RESIDUAL_BINS,
+        per_bin: int = RESIDUALS_PER_BIN,
+    ) -> HeldOutResiduals | None:
+        """From the runs ``d`` (PLS > 0) and candidate ``name``: as many PLS bins as hold at
+        least ``per_bin`` runs each, up to ``bins``; None with fewer than 3 seeds or ``per_bin``
+        runs (the Student-t scatter stays)."""
+        if np.unique(d.seed).size < 3:
+            return None
+        mu, sd, _ = _held_out_predictive(d, name)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (d.y - mu) / sd
+        ok = (d.pls > 0) & np.isfinite(z)
+        k = min(bins, int(np.sum(ok)) // per_bin)
+        if k < 1:
+            return None
+        pls, z = d.pls[ok], z[ok]
+        edges = np.quantile(pls, np.arange(1, k) / k)
+        b = np.searchsorted(edges, pls, side="right")
+        centers = tuple(float(np.median(pls[b == i])) for i in range(k))
+        return cls(centers, tuple(np.sort(z[b == i]) for i in range(k)))
+
+    def _weights(self, pls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each PLS: the bins either side (``lo``, ``hi``) and the weight of ``hi``."""
+        c = np.log(np.asarray(self.centers))
+        x = np.log(np.maximum(pls, 1e-300))
+        hi = np.clip(np.searchsorted(c, x, side="right"), 0, len(c) - 1)
+        lo = np.clip(hi - 1, 0, len(c) - 1)
+        span = c[hi] - c[lo]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = np.where(span > 0, np.clip((x - c[lo]) / span, 0.0, 1.0), 0.0)
+        return lo, hi, w
+
+    def _bin_ppf(self, i: int, u: np.ndarray) -> np.ndarray:
+        z = self.z[i]
+        return z[np.clip(np.ceil((z.size + 1) * u).astype(int), 1, z.size) - 1]
+
+    def ppf(self, u: Any, pls: Any) -> np.ndarray:
+        """The multiplier of the scale at probability ``u`` for runs at ``pls`` (broadcast): each
+        bin's ``ceil((n + 1) u)``-th smallest residual (clipped to the bin), interpolated."""
+        u, pls = np.broadcast_arrays(np.asarray(u, float), np.asarray(pls, float))
+        lo, hi, w = self._weights(pls)
+        out = np.zeros(u.shape)
+        for i in range(len(self.z)):
+            for side, wt in ((lo, 1.0 - w), (hi, w)):
+                m = (side == i) & (wt > 0)
+                if np.any(m):
+                    out[m] += wt[m] * self._bin_ppf(i, u[m])
+        return out
+
+    def cdf(self, z: Any, pls: Any) -> np.ndarray:
+        """P(a run's multiplier <= ``z``) at these PLS: the largest ``u`` among the bins'
+        ``k / (n + 1)`` (k = 1..n) with :meth:`ppf` ``<= z``, else 0 (so ``1 / (n + 1)`` of it lies
+        beyond the largest residual, as split conformal prediction has it)."""
+        z, pls = np.broadcast_arrays(np.asarray(z, float), np.asarray(pls, float))
+        out = np.zeros(z.shape)
+        for j in np.ndindex(z.shape):
+            lo, hi, w = self._weights(np.array([pls[j]]))
+            us = {int(b) for b, wt in ((lo[0], 1.0 - w[0]), (hi[0], w[0])) if wt > 0}
+            grid = np.unique(
+                np.concatenate(
+                    [np.arange(1, self.z[i].size + 1) / (self.z[i].size + 1) for i in us]
+                )
+            )
+            v = self.ppf(grid, np.full(grid.shape, pls[j]))
+            ok = v <= z[j]
+            out[j] = grid[ok].max() if np.any(ok) else 0.0
+        return out
+
+    def largest(self) -> float:
+        """The largest residual's magnitude over the bins."""
+        return float(max(np.max(np.abs(z)) for z in self.z))
+
+    def counts(self) -> list[int]:
+        """The runs in each bin."""
+        return [int(z.size) for z in self.z]
+
+    def unresolved(self, q: float) -> bool:
+        """Whether a bin has too few runs to place the ``q``-quantile: ``(n + 1) q > n``, its
+        largest residual stands in."""
+        return any((z.size + 1) * q > z.size for z in self.z)
+
+
+def held_out_coverage(
+    d: Data,
+    name: str,
+    qs: Sequence[float] = COVERAGE_Q,
+    share: float = 0.25,
+    residuals: bool = True,
+) -> dict[str, list[dict[str, float]]]:
+    """The per-run promise checked on runs its fit never saw: each seed's runs (each run, with one
+    seed) predicted by candidate ``name`` fitted without them, coefficients and single-run scatter
+    alike; ``residuals``: the quantile from :class:`HeldOutResiduals` of the other seeds' runs
+    (each of those from fits without its own seed too: nested, as the planner uses it), else the
+    Student-t quantile (:meth:`Coef.predictive_quantile`). For each ``q``, how many runs with
+    PLS > 0 lost at most their predictive ``q``-quantile. ``"all"``: every such run; ``"small"``:
+    each strategy's runs with PLS at most its ``share`` quantile, where tight bounds are decided.
+    Each entry: ``q``, ``n``, ``within``, ``share`` and ``p``, the one-sided binomial chance of so
+    few within were the promise exact (``< 0.05``: the promise is optimistic there, at 5%)."""
+    from cprsim.quantiles import binom_cdf
+
+    qs = [float(q) for q in qs]
+    mu, sd, dof = _held_out_predictive(d, name)
+    bound = np.full((len(qs), d.y.size), np.nan)
+    groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
+    nested = residuals and np.unique(d.seed).size >= 4  # 3 seeds left for each fold's residuals
+    for g in np.unique(groups) if nested else ():
+        test = groups == g
+        res = HeldOutResiduals.from_data(d.take(~test), name)
+        if res is None:
+            nested = False
+            break
+        for k, q in enumerate(qs):
+            bound[k, test] = mu[test] + sd[test] * res.ppf(q, d.pls[test])
+    if not nested:
+        t = np.array([[t_ppf(q, v) if v > 0 else math.inf for v in np.nan_to_num(dof)] for q in qs])
+        with np.errstate(invalid="ignore"):
+            bound = mu + t * sd
     pos = d.pls > 0
     small = np.zeros(d.y.size, bool)
     for st in d.strategies:
@@ -1066,6 +1205,15 @@ def model_table(
     return out
 
 
+def with_held_out_residuals(fit: AccuracyFit, d: Data) -> AccuracyFit:
+    """``fit`` with the single-run scatter its calibration's runs ``d`` show on held-out seeds
+    (:class:`HeldOutResiduals`), where there are enough of them; else ``fit`` unchanged."""
+    if fit.name not in CANDIDATES:
+        return fit
+    res = HeldOutResiduals.from_data(d, fit.name)
+    return fit if res is None else replace(fit, residuals=res)
+
+
 def _read_ranges(
     ranges: Mapping[str, Any], where: str
 ) -> dict[str, dict[str, tuple[float, float]]]:
@@ -1106,6 +1254,42 @@ class AccuracyFit(Fitted):
     metric: str
     ranges: dict[str, dict[str, tuple[float, float]]]
     description: str
+    #: a single run's scatter as held-out runs show it (:class:`HeldOutResiduals`, set from the
+    #: calibration's points: :func:`with_held_out_residuals`); None: the Student-t scatter
+    residuals: HeldOutResiduals | None = None
+
+    def predictive_quantile(
+        self,
+        strategy: str,
+        q: float,
+        pls: Any,
+        position: Any = REFERENCE["position"],
+        age: Any = REFERENCE["age"],
+    ) -> np.ndarray:
+        """The ``q``-quantile of a single run's loss at these PLS: the predictive mean plus its
+        scale times the held-out residuals' quantile (:attr:`residuals`), else Student-t's."""
+        if self.residuals is None:
+            return super().predictive_quantile(strategy, q, pls, position, age)
+        return self.draw(strategy, q, pls, position, age)
+
+    def draw(self, strategy: str, u: Any, pls: Any, position: Any, age: Any) -> np.ndarray:
+        """A single run's loss at probability ``u`` (one per run: a draw when ``u`` is uniform)
+        at these covariates: ``mean + scale x`` the held-out residuals' ``u``-quantile in the run's
+        PLS bin (:attr:`residuals`), else Student-t's (``inf`` at PLS > 0 without degrees of
+        freedom)."""
+        pls = np.atleast_1d(np.asarray(pls, float))
+        m, sd, dof = self.predictive(strategy, pls, position, age)
+        u = np.broadcast_to(np.asarray(u, float), pls.shape)
+        if self.residuals is not None:
+            k = self.residuals.ppf(u, pls)
+        elif dof <= 0:
+            return np.where(pls > 0, math.inf, 0.0)
+        else:
+            from scipy import special  # stats.t.ppf's own kernel, without importing scipy.stats
+
+            k = special.stdtrit(dof, u)
+        with np.errstate(invalid="ignore"):
+            return np.where(sd > 0, m + sd * k, m)
 
     def slope_at(
         self,

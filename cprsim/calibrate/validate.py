@@ -431,10 +431,14 @@ def own_quantile_check(loss: np.ndarray, pred_q: np.ndarray, q: float) -> dict[s
     return {"q": q, "n": n, "runs": m, "expected": n * (1.0 - q), "p_value": p}
 
 
-def mixture_cdf(m: np.ndarray, sd: np.ndarray, dof: int, x: float) -> float:
+def mixture_cdf(
+    m: np.ndarray, sd: np.ndarray, dof: int, x: float, residuals: Any = None, pls: Any = None
+) -> float:
     """P(loss <= ``x``) under the equal mixture of the runs' predictive distributions
-    ``m_i + sd_i T`` (``T`` Student-t with ``dof`` degrees of freedom; ``sd_i = 0``: a point at
-    ``m_i``): the chance that a run drawn at random among them loses at most ``x`` (a fraction)."""
+    ``m_i + sd_i Z`` (``Z`` Student-t with ``dof`` degrees of freedom, or with ``residuals`` the
+    held-out residuals of the runs' PLS bins ``pls``,
+    :class:`~cprsim.calibrate.accuracy.HeldOutResiduals`; ``sd_i = 0``: a point at ``m_i``): the
+    chance that a run drawn at random among them loses at most ``x`` (a fraction)."""
     from scipy import stats
 
     m, sd = np.asarray(m, float), np.asarray(sd, float)
@@ -442,7 +446,9 @@ def mixture_cdf(m: np.ndarray, sd: np.ndarray, dof: int, x: float) -> float:
         return math.nan
     pos = sd > 0
     v = (x >= m).astype(float)
-    if dof <= 0:  # no scatter estimate: an unbounded predictive
+    if residuals is not None:
+        v[pos] = residuals.cdf((x - m[pos]) / sd[pos], np.asarray(pls, float)[pos])
+    elif dof <= 0:  # no scatter estimate: an unbounded predictive
         v[pos] = 0.5
     else:
         v[pos] = stats.t.cdf((x - m[pos]) / sd[pos], dof)
@@ -450,26 +456,38 @@ def mixture_cdf(m: np.ndarray, sd: np.ndarray, dof: int, x: float) -> float:
 
 
 def mixture_quantiles(
-    m: np.ndarray, sd: np.ndarray, dof: int, probs: Sequence[float]
+    m: np.ndarray,
+    sd: np.ndarray,
+    dof: int,
+    probs: Sequence[float],
+    residuals: Any = None,
+    pls: Any = None,
 ) -> list[float]:
     """Quantiles ``probs`` of the mixture of :func:`mixture_cdf` (loss units; bisection to
-    machine precision; ``inf`` without a scatter estimate)."""
+    machine precision; ``inf`` without a scatter estimate, or beyond the held-out residuals'
+    resolution)."""
     from scipy import stats
 
     m, sd = np.asarray(m, float), np.asarray(sd, float)
     if m.size == 0:
         return [math.nan] * len(probs)
-    if (dof <= 0 and np.any(sd > 0)) or not np.all(np.isfinite(sd)):
+    if residuals is None and ((dof <= 0 and np.any(sd > 0)) or not np.all(np.isfinite(sd))):
         return [math.inf] * len(probs)
-    span = float(np.max(sd)) * float(stats.t.ppf(1 - 1e-6, max(dof, 1))) + 1e-12
+    if residuals is not None and not np.all(np.isfinite(sd)):
+        return [math.inf] * len(probs)
+    z = residuals.largest() if residuals is not None else float(stats.t.ppf(1 - 1e-6, max(dof, 1)))
+    span = float(np.max(sd)) * z + 1e-12
     out = []
     for pr in probs:
         lo, hi = float(np.min(m)) - span, float(np.max(m)) + span
+        if mixture_cdf(m, sd, dof, hi, residuals, pls) < pr:
+            out.append(math.inf)
+            continue
         for _ in range(200):
             mid = 0.5 * (lo + hi)
             if mid in (lo, hi):
                 break
-            if mixture_cdf(m, sd, dof, mid) < pr:
+            if mixture_cdf(m, sd, dof, mid, residuals, pls) < pr:
                 lo = mid
             else:
                 hi = mid
@@ -835,12 +853,14 @@ def summarize(
     me, sde, dofe, _ = _predict(
         acc, t.strategy, t.confidence, c("emu_pls"), c("emu_position"), c("emu_age")
     )
-    pq = mixture_quantiles(m, sd, dof, QUANTILES)
-    pqe = mixture_quantiles(me, sde, dofe, QUANTILES)
+    res = acc.fit.residuals if acc.fit is not None else None
+    sim_pls, emu_pls = c("sim_pls"), c("emu_pls")
+    pq = mixture_quantiles(m, sd, dof, QUANTILES, res, sim_pls)
+    pqe = mixture_quantiles(me, sde, dofe, QUANTILES, res, emu_pls)
     pred = {"mean": float(np.mean(m))} | {f"p{100 * q:g}": v for q, v in zip(QUANTILES, pq)}
     pred_e = {"mean": float(np.mean(me))} | {f"p{100 * q:g}": v for q, v in zip(QUANTILES, pqe)}
-    pred["share_within"] = mixture_cdf(m, sd, dof, t.bound)
-    pred_e["share_within"] = mixture_cdf(me, sde, dofe, t.bound)
+    pred["share_within"] = mixture_cdf(m, sd, dof, t.bound, res, sim_pls)
+    pred_e["share_within"] = mixture_cdf(me, sde, dofe, t.bound, res, emu_pls)
     seeds = [int(r[col["seed"]]) for r in rows]
     return {
         "plan": {

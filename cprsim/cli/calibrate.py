@@ -571,8 +571,10 @@ def _scatter_note(doc: dict, metric: str, m: dict, key: str) -> str:
 
 def _coverage_lines(doc: dict, metric: str, m: dict) -> list[str]:
     """The per-run promise of ``m`` checked on held-out seeds
-    (:func:`cprsim.calibrate.accuracy.held_out_coverage`): a line for all runs with PLS > 0 and
-    one for the smallest quarter of PLS; none where the document has no points for ``metric``."""
+    (:func:`cprsim.calibrate.accuracy.held_out_coverage`), as the planner makes it (quantiles
+    from the other seeds' held-out residuals) and with the Student-t scatter alone: a line for
+    all runs with PLS > 0 and one for the smallest quarter of PLS, each; none where the document
+    has no points for ``metric``."""
     from cprsim.calibrate.accuracy import CANDIDATES, Data, held_out_coverage
 
     pts = doc.get("points")
@@ -584,18 +586,50 @@ def _coverage_lines(doc: dict, metric: str, m: dict) -> list[str]:
         return []
     if len(set(d.seed.tolist())) < 3:  # too few seeds to leave one out
         return []
-    cov = held_out_coverage(d, m["chosen"])
     out = []
-    for key, what in (("all", "all runs with PLS > 0"), ("small", "the smallest quarter of PLS")):
-        cells = []
-        for r in cov[key]:
-            if not r["n"]:
-                continue
-            flag = f", P = {r['p']:.2g}: OPTIMISTIC" if r["p"] < 0.05 else ""
-            cells.append(f"q {r['q']:g}: {r['share']:.3f} ({r['within']:.0f}/{r['n']:.0f}{flag})")
-        if cells:
-            out.append(f"  {metric} per-run promise on held-out seeds, {what}: " + "; ".join(cells))
+    for residuals, how in ((True, "as planned"), (False, "Student-t scatter")):
+        cov = held_out_coverage(d, m["chosen"], residuals=residuals)
+        for key, what in (
+            ("all", "all runs with PLS > 0"),
+            ("small", "the smallest quarter of PLS"),
+        ):
+            cells = []
+            for r in cov[key]:
+                if not r["n"]:
+                    continue
+                flag = f", P = {r['p']:.2g}: OPTIMISTIC" if r["p"] < 0.05 else ""
+                cells.append(
+                    f"q {r['q']:g}: {r['share']:.3f} ({r['within']:.0f}/{r['n']:.0f}{flag})"
+                )
+            if cells:
+                out.append(
+                    f"  {metric} per-run promise on held-out seeds ({how}), {what}: "
+                    + "; ".join(cells)
+                )
     return out
+
+
+def _stability_lines(metric: str, m: dict) -> list[str]:
+    """The calibration's record of how one seed or one run left out moves ``m``'s choice
+    (``[model.<metric>.stability]``); none where the file has no record."""
+    stab = m.get("stability")
+    if not isinstance(stab, dict):
+        return []
+    out = []
+    for key, what in (("leave_one_seed_out", "seed"), ("leave_one_run_out", "run")):
+        r = stab.get(key)
+        if isinstance(r, dict):
+            out.append(
+                f"  {metric} stability, one {what} left out: {r['kept']} of {r['refits']} refits "
+                f"keep the choice; PLS bounds move up to {r['max_pls_bound_ratio']:.3g}x"
+            )
+    verdict = (
+        "stable"
+        if stab.get("stable")
+        else "NOT stable (a refit flips it or moves the plan by more than one grid step): "
+        "calibrate with more seeds"
+    )
+    return out + [f"  {metric} model choice {verdict}"]
 
 
 def _print_models(doc: dict) -> None:
@@ -623,26 +657,7 @@ def _print_models(doc: dict) -> None:
                 f"planner's {metric} model: {m.get('formula', m['chosen'])} ({pool}{test}; chosen by {m.get('selection', '?')} among "
                 f"{', '.join(m.get('cv_mse', {})) or '?'})"
             )
-            stab = m.get("stability")
-            if isinstance(stab, dict):
-                for key, what in (("leave_one_seed_out", "seed"), ("leave_one_run_out", "run")):
-                    r = stab.get(key)
-                    if isinstance(r, dict):
-                        click.echo(
-                            f"  {metric} stability, one {what} left out: {r['kept']} of "
-                            f"{r['refits']} refits keep the choice; PLS bounds move up to "
-                            f"{r['max_pls_bound_ratio']:.3g}x"
-                        )
-                click.echo(
-                    f"  {metric} model choice "
-                    + (
-                        "stable"
-                        if stab.get("stable")
-                        else "NOT stable (a refit flips it or moves the plan by more than one "
-                        "grid step): calibrate with more seeds"
-                    )
-                )
-            for line in _coverage_lines(doc, metric, m):
+            for line in _stability_lines(metric, m) + _coverage_lines(doc, metric, m):
                 click.echo(line)
             for name, why in m.get("inadmissible", {}).items():
                 click.echo(f"  {metric} candidate '{name}' not eligible: {why}")

@@ -441,8 +441,7 @@ def _make_plan(
             f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
             "(the maximum checkpoint age asked for)"
         )
-    notes.extend(_scatter_warning(ctx.acc, rec))
-    notes.extend(_held_out_warning(ctx.acc, ctx.q))
+    notes.extend(_scatter_warning(ctx.acc, rec) + _held_out_warning(ctx.acc, ctx.q))
     return _plan_record(
         ctx, strategies, options, rec, best_full, message, tied, objective, T_F, scale
     )
@@ -472,12 +471,23 @@ def _scatter_warning(acc: PlanAccuracy, rec: Option) -> list[str]:
 
 
 def _held_out_warning(acc: PlanAccuracy, q: float | None) -> list[str]:
-    """A warning where the per-run promise at ``q`` fails on the calibration's own held-out seeds
-    (:meth:`PlanAccuracy.held_out`: a one-sided binomial test at 5%, over all its runs with PLS > 0
-    or over the smallest quarter of PLS): there the accuracy model is optimistic at this ``q``
-    whatever the option."""
+    """Where the per-run promise at ``q`` is not what the calibration's held-out seeds support:
+    with quantiles from the held-out residuals (``acc.fit.residuals``), a PLS bin with too few runs
+    to place the ``q``-quantile (its largest residual stands in); with the Student-t scatter, the
+    promise failing on the held-out seeds (:meth:`PlanAccuracy.held_out`: a one-sided binomial
+    test at 5%, over all runs with PLS > 0 or over the smallest quarter of PLS)."""
     if q is None:
         return []
+    res = acc.fit.residuals if acc.fit is not None else None
+    if res is not None:
+        if not res.unresolved(q):
+            return []
+        return [
+            f"WARNING: the calibration's held-out runs ({', '.join(map(str, res.counts()))} per "
+            f"PLS bin) are too few to place a {q:g}-quantile: the largest measured stands in, and "
+            f"the per-run promise at confidence {q:g} may be optimistic; calibrate with more seeds "
+            "(docs/calibration.md)"
+        ]
     out = []
     check = acc.held_out(q)
     for key, what in (("all", "runs"), ("small", "runs with the smallest quarter of PLS")):
@@ -1320,12 +1330,17 @@ def runs_within(
     its confirmation runs: a per-run promise draws each run's training loss from the predictive
     distribution (its ``("training", replication)`` stream of the plan's seed) and compares it
     with the accuracy bound; a promise on the mean compares the upper end of the mean's 95% CI;
-    and no run may exceed the option's PLS cap. ``calibration``: the plan's (default: the shipped
-    one). Options that lose no update: every run is within."""
-    from cprsim.calibrate.calibration import load_calibration
+    and no run may exceed the option's PLS cap. ``calibration``: the plan's (default: the one the
+    plan was made with, by its fingerprint: the file cprsim ships matched to the plan's scenario,
+    else the shipped one). Options that lose no update: every run is within."""
+    from cprsim.calibrate.calibration import load_calibration, matched_path
 
     if not math.isfinite(option.pls_bound):
         return np.ones(len(results), dtype=bool)
+    if calibration is None and (path := matched_path(plan.scenario)) is not None:
+        matched = load_calibration(path)
+        fp = (plan.calibration or {}).get("fingerprint")
+        calibration = matched if fp and matched.provenance.get("fingerprint") == fp else None
     cal = calibration if hasattr(calibration, "raw") else load_calibration(calibration)
     acc = dataclasses.replace(
         plan_accuracy(cal, plan.metric), scale=float((plan.scale or {}).get("factor", 1.0))

@@ -11,9 +11,11 @@
 * **Per run, on the predictive distribution.** The promise "P(a run's loss <= bound) >= q" is
   about single training runs, which scatter around the mean loss far more than the mean is
   uncertain. Each simulated run therefore gets one draw of its training run's loss from the
-  predictive distribution at its own PLS, position and age (the mean, plus Student-t scatter with
-  the residual variance and the coefficients' uncertainty, :meth:`~cprsim.calibrate.accuracy.
-  Coef.predictive`), from its own random stream (``("training", replication)``: common random
+  predictive distribution at its own PLS, position and age (the mean, plus its scale, the residual
+  variance and the coefficients' uncertainty, :meth:`~cprsim.calibrate.accuracy.Coef.predictive`,
+  times a residual drawn from the calibration's own runs on seeds held out of the fit, in the
+  run's PLS bin: :class:`~cprsim.calibrate.accuracy.HeldOutResiduals`, split conformal; Student-t
+  where the calibration has too few seeds or runs), from its own random stream (``("training", replication)``: common random
   numbers across intervals and strategies); the share of runs whose draw is within the bound
   estimates that probability without bias, and the planner proves it with the same
   Clopper-Pearson bound as for PLS. A promise on the mean (``confidence="mean"``) uses the upper
@@ -35,7 +37,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select
+from cprsim.calibrate.accuracy import AccuracyFit, Data, design, select, with_held_out_residuals
 from cprsim.calibrate.accuracy import measured_points as _points
 from cprsim.names import VANILLA
 from cprsim.quantiles import t_ppf
@@ -120,15 +122,23 @@ class PlanAccuracy:
     points: Any = field(default=None, repr=False)
 
     def held_out(self, q: float) -> dict[str, dict[str, float]]:
-        """The per-run promise at ``q`` on the calibration's held-out seeds
+        """The Student-t per-run promise at ``q`` on the calibration's held-out seeds
         (:func:`cprsim.calibrate.accuracy.held_out_coverage`: ``"all"`` runs with PLS > 0 and the
-        ``"small"``est quarter of PLS); empty without points, or with fewer than 3 seeds."""
+        ``"small"``est quarter of PLS), where the plan uses it: empty when the plan's quantiles
+        come from the held-out residuals themselves (``fit.residuals``; ``calibrate --show``
+        checks those, nested), without points, or with fewer than 3 seeds."""
         from cprsim.calibrate.accuracy import CANDIDATES, held_out_coverage
 
         d = self.points
-        if d is None or self.model not in CANDIDATES or len(set(d.seed.tolist())) < 3:
+        if (
+            d is None
+            or self.fit is None
+            or self.fit.residuals is not None
+            or self.model not in CANDIDATES
+            or len(set(d.seed.tolist())) < 3
+        ):
             return {}
-        cov = held_out_coverage(d, self.model, (q,))
+        cov = held_out_coverage(d, self.model, (q,), residuals=False)
         return {k: rows[0] for k, rows in cov.items() if rows and rows[0]["n"] > 0}
 
     def _fit(self, strategy: str) -> SlopeFit | None:
@@ -201,18 +211,13 @@ class PlanAccuracy:
         if self.fit is None:
             return self.run_losses(results, strategy)[1]
         pls, pos, age = _covariates(results)
-        m, sd, dof = self.fit.predictive(strategy, pls, pos, age)
         u = np.array(
             [
                 stream(seed, int(getattr(r, "replication", i)), "training").random()
                 for i, r in enumerate(results)
             ]
         )
-        if dof <= 0:
-            return np.where(pls > 0, math.inf, 0.0)
-        from scipy import special  # stats.t.ppf's own kernel, without importing scipy.stats
-
-        return self.scale * (m + sd * special.stdtrit(dof, u))
+        return self.scale * self.fit.draw(strategy, u, pls, pos, age)
 
     def mean_loss(self, results: Sequence[Any], strategy: str) -> tuple[float, float, float]:
         """The runs' mean expected loss and its 95% range (the model is linear in its columns, so
@@ -294,6 +299,7 @@ def plan_accuracy(model: Any, metric: str) -> PlanAccuracy:
         from cprsim.calibrate.accuracy import scatter_check
 
         d = Data.from_points(pts, metric)
+        fit = with_held_out_residuals(fit, d)
         for st in fit.ranges:
             chk = scatter_check(fit.coef_for(st), fit.terms, d.take(d.strategy == st))
             if chk is not None:

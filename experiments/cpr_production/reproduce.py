@@ -256,7 +256,10 @@ def validate(base: sc.Scenario, plan, n: int) -> tuple[list[str], list[str]]:
     (A heading and a paragraph; the table.)"""
     from cprsim.planner.search import cp_lower
 
+    from cprsim.calibrate.calibration import calibration_for
+
     q = plan.confidence
+    cal = calibration_for(base)  # the calibration the plan used (the matched one)
     head = [
         f"# The planner's promise on {n} fresh replications (cpr-production, seed {base.seed})",
         "",
@@ -285,7 +288,7 @@ def validate(base: sc.Scenario, plan, n: int) -> tuple[list[str], list[str]]:
             }
         )
         res = run_replications(s, n, first=REPLICATION_BLOCKS["validate"])[0]
-        k = int(np.sum(runs_within(res, o, plan)))
+        k = int(np.sum(runs_within(res, o, plan, cal)))
         lo, hi = cp_lower(k, n, 0.975), 1 - cp_lower(n - k, n, 0.975)
         pls, ov, et = (estimate([getattr(r, m) for r in res]) for m in ("pls", "overhead", "ettr"))
         lines.append(
