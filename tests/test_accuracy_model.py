@@ -843,7 +843,8 @@ def test_held_out_residuals_quantiles_by_hand():
     """Two bins of made-up residuals: at a bin's median PLS the q-quantile is its
     ceil((n + 1) q)-th smallest residual; halfway in log PLS between the medians, the mean of the
     two; beyond the outer medians, the nearest bin's; ``cdf`` inverts ``ppf`` at each bin's steps
-    (conformal: 1 / (n + 1) beyond the largest)."""
+    (exactly, also where (n + 1) k / (n + 1) rounds above k) and is 1 from the largest residual on
+    (the draws' law); tied PLS merge bins rather than leave one empty."""
     from cprsim.calibrate.accuracy import HeldOutResiduals
 
     a, b = np.arange(1.0, 10.0), np.arange(0.0, 40.0, 2.0)  # 9 and 20 residuals
@@ -857,10 +858,27 @@ def test_held_out_residuals_quantiles_by_hand():
     assert float(r.ppf(0.99, 0.01)) == a[-1]  # (n + 1) q > n: the largest stands in
     assert r.unresolved(0.95) and not r.unresolved(0.9)  # 10 x 0.95 > 9; 10 x 0.9 <= 9
     for k in range(1, 10):
-        assert float(r.cdf(a[k - 1], 0.01)) == pytest.approx(k / 10)
+        assert float(r.cdf(a[k - 1], 0.01)) == pytest.approx(k / 10 if k < 9 else 1.0)
     assert float(r.cdf(a[0] - 1, 0.01)) == 0.0
-    assert float(r.cdf(100.0, 0.01)) == pytest.approx(9 / 10)
+    assert float(r.cdf(100.0, 0.01)) == 1.0  # a draw never exceeds the largest residual
+    # n = 24: (n + 1) k / (n + 1) rounds above k for some k; the k-th step is still the k-th
+    c = np.sort(np.random.default_rng(3).normal(size=24))
+    r24 = HeldOutResiduals((0.05,), (c,))
+    for k in range(1, 25):
+        assert float(r24.ppf(k / 25, 0.05)) == c[k - 1]
+        assert float(r24.cdf(c[k - 1], 0.05)) == pytest.approx(k / 25 if k < 24 else 1.0)
+    # tied PLS (two levels): bins merge instead of leaving one empty
+    d = Data(
+        np.full(200, "partial"),
+        np.arange(200) % 5,
+        np.where(np.arange(200) < 140, 0.01, 0.2),
+        np.full(200, 0.5),
+        np.zeros(200),
+        np.where(np.arange(200) < 140, 0.01, 0.2) * (0.008 + 0.002 * np.sin(np.arange(200))),
+    )
+    t = HeldOutResiduals.from_data(d, "slope")
+    assert t is not None and t.centers == (0.01, 0.2) and t.counts() == [140, 60]
     u = np.linspace(0.001, 0.999, 500)
     v = r.ppf(u, np.full(u.size, 0.02))
     assert np.all(np.diff(v) >= 0)  # a quantile function: non-decreasing in u
-    assert np.all(r.cdf(v, np.full(u.size, 0.02)) >= np.minimum(u, 20 / 21) - 1e-12)
+    assert np.all(r.cdf(v, np.full(u.size, 0.02)) >= u - 1e-12)

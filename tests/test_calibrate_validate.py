@@ -229,20 +229,25 @@ def test_the_predicted_quantiles_are_the_mixtures():
 
 def test_the_predicted_quantiles_follow_the_held_out_residuals_where_the_plan_does():
     """With held-out residuals (the planner's quantiles), a run's predictive CDF at ``m + sd z`` is
-    its PLS bin's share of residuals <= z over n + 1, and the one-run mixture's q-quantile is the
-    plan's own q-quantile (``m + sd`` times the bin's ceil((n+1)q)-th smallest residual)."""
+    its PLS bin's share of residuals <= z over n + 1 (1 from the largest on: the plan's draws never
+    exceed it), and the one-run mixture's q-quantile is the plan's own q-quantile (``m + sd``
+    times the bin's ceil((n+1)q)-th smallest residual, the largest where (n + 1) q > n)."""
     from cprsim.calibrate.accuracy import HeldOutResiduals
 
-    res = HeldOutResiduals((0.05,), (np.array([-1.0, 0.0, 0.5, 2.0]), np.arange(-2.0, 7.0)))
+    a, b = np.array([-1.0, 0.0, 0.5, 2.0]), np.arange(-2.0, 7.0)  # 4 and 9 residuals
+    res = HeldOutResiduals((0.01, 0.2), (a, b))
     m, sd = np.array([1e-4, 2e-4]), np.array([1e-4, 1e-4])
-    pls = np.array([0.01, 0.2])  # one run in each bin
+    pls = np.array([0.01, 0.2])  # one run at each bin's median PLS
     # z = 0.25 in the first bin (2 of 4 at most it), -0.75 in the second (2 of 9)
     assert V.mixture_cdf(m, sd, 0, 1.25e-4, res, pls) == pytest.approx((2 / 5 + 2 / 10) / 2)
-    for q in (0.3, 0.5, 0.7):
+    assert V.mixture_cdf(m[1:], sd[1:], 0, 8.0001e-4, res, pls[1:]) == 1.0  # past the largest, 6
+    for q in (0.3, 0.5, 0.7, 0.95):  # 0.95: (9 + 1) 0.95 > 9, the largest residual
         (x,) = V.mixture_quantiles(m[1:], sd[1:], 0, (q,), res, pls[1:])
-        assert x == pytest.approx(2e-4 + 1e-4 * float(res.ppf(q, 0.2)), rel=1e-9)
-    # beyond the largest residual's share (n / (n + 1) = 0.9): no finite quantile
-    assert V.mixture_quantiles(m[1:], sd[1:], 0, (0.95,), res, pls[1:]) == [math.inf]
+        want = b[min(9, math.ceil(10 * q - 1e-9)) - 1]
+        assert float(res.ppf(q, 0.2)) == want
+        assert x == pytest.approx(2e-4 + 1e-4 * want, rel=1e-9)
+    (x,) = V.mixture_quantiles(m[:1], sd[:1], 0, (0.5,), res, pls[:1])
+    assert x == pytest.approx(1e-4 + 1e-4 * a[3 - 1], rel=1e-9)  # ceil((4 + 1) 0.5) = 3
 
 
 # -- (c) end to end ------------------------------------------------------------------------------------

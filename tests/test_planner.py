@@ -305,6 +305,10 @@ def test_a_plan_warns_where_its_confidence_fails_on_the_calibrations_held_out_se
         plan = make_plan(s, 0.001, replications=n, search_replications=n, confidence=q)
         want = _held_out_warning(plan_accuracy(load_calibration(), "auc"), q)
         assert [x for x in plan.notes if x.startswith("WARNING") and "held-out" in x] == want
+    # the shipped file's bins (about 144 runs) place a 0.99-quantile but not a 0.999-quantile
+    acc = plan_accuracy(load_calibration(), "auc")
+    assert acc.fit.residuals is not None and not acc.fit.residuals.unresolved(0.99)
+    assert _held_out_warning(acc, 0.999) and not _held_out_warning(acc, 0.99)
 
 
 def test_a_plan_warns_where_its_runs_lose_less_than_the_scatter_model_was_checked_on():

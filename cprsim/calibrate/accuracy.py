@@ -79,8 +79,8 @@ never on the CI of the mean. The runs' scatter has a heavier tail than Student-t
 small PLS, so where the calibration has the runs for it (:class:`HeldOutResiduals`: 3 seeds, 40
 runs per PLS bin) the planner takes the quantile of ``z`` in ``x'b + z sqrt(v(PLS) + x' C x)``
 from the calibration's own standardized residuals on seeds held out of the fit, in the run's PLS
-bin (split conformal prediction), instead of ``t_dof``; :func:`held_out_coverage` checks both on
-held-out seeds.
+bin (a conformal-style rank of leave-one-seed-out residuals), instead of ``t_dof``;
+:func:`held_out_coverage` checks both on held-out seeds.
 """
 
 from __future__ import annotations
@@ -490,9 +490,10 @@ class HeldOutResiduals:
     each run's standardized residual ``z = (loss - mean) / scale`` against a fit without its seed
     (:func:`_held_out_predictive`), kept sorted in PLS bins (quantiles of the runs' PLS: the runs
     with small PLS scatter with a heavier tail than the rest). In a bin of ``n`` residuals the
-    ``q``-quantile is the ``k = ceil((n + 1) q)``-th smallest (split conformal prediction:
-    held-out runs fall within it with probability at least ``q``; the largest where
-    ``(n + 1) q > n``). A run's multiplier of its scale is that quantile interpolated between the
+    ``q``-quantile is the ``k = ceil((n + 1) q)``-th smallest, the largest where ``(n + 1) q > n``
+    (the conformal rank; but the residuals come from leave-one-seed-out fits, a jackknife, and the
+    runs of one seed are correlated, so there is no finite-sample guarantee: the promise is
+    checked on held-out seeds instead, :func:`held_out_coverage`). A run's multiplier of its scale is that quantile interpolated between the
     bins' median PLS (linear in log PLS; the nearest bin's beyond the outer ones), so that it
     moves with PLS without a jump at a bin's edge. It replaces the Student-t quantile, whose tail
     is lighter than the runs'."""
@@ -523,8 +524,13 @@ class HeldOutResiduals:
         pls, z = d.pls[ok], z[ok]
         edges = np.quantile(pls, np.arange(1, k) / k)
         b = np.searchsorted(edges, pls, side="right")
-        centers = tuple(float(np.median(pls[b == i])) for i in range(k))
-        return cls(centers, tuple(np.sort(z[b == i]) for i in range(k)))
+        # tied PLS can leave a bin empty or two with one median: those merge
+        groups: dict[float, list[np.ndarray]] = {}
+        for i in range(k):
+            if np.any(b == i):
+                groups.setdefault(float(np.median(pls[b == i])), []).append(z[b == i])
+        centers = tuple(sorted(groups))
+        return cls(centers, tuple(np.sort(np.concatenate(groups[c])) for c in centers))
 
     def _weights(self, pls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each PLS: the bins either side (``lo``, ``hi``) and the weight of ``hi``."""
@@ -539,7 +545,9 @@ class HeldOutResiduals:
 
     def _bin_ppf(self, i: int, u: np.ndarray) -> np.ndarray:
         z = self.z[i]
-        return z[np.clip(np.ceil((z.size + 1) * u).astype(int), 1, z.size) - 1]
+        # (n + 1) u within rounding of an integer k is k (k / (n + 1) is the k-th residual's step)
+        k = np.ceil((z.size + 1) * u - 1e-9).astype(int)
+        return z[np.clip(k, 1, z.size) - 1]
 
     def ppf(self, u: Any, pls: Any) -> np.ndarray:
         """The multiplier of the scale at probability ``u`` for runs at ``pls`` (broadcast): each
@@ -555,19 +563,18 @@ class HeldOutResiduals:
         return out
 
     def cdf(self, z: Any, pls: Any) -> np.ndarray:
-        """P(a run's multiplier <= ``z``) at these PLS: the largest ``u`` among the bins'
-        ``k / (n + 1)`` (k = 1..n) with :meth:`ppf` ``<= z``, else 0 (so ``1 / (n + 1)`` of it lies
-        beyond the largest residual, as split conformal prediction has it)."""
+        """P(a run's multiplier <= ``z``) at these PLS, of the multiplier :meth:`ppf` draws: the
+        largest ``u`` among the bins' steps ``k / (n + 1)`` (k = 1..n) and 1 with :meth:`ppf`
+        ``<= z``, else 0 (the largest residual carries the ``1 / (n + 1)`` above the last step: a
+        draw never exceeds the largest residual measured; :meth:`unresolved` says where a
+        quantile needs more). One run at a time (for a validation's few dozen runs)."""
         z, pls = np.broadcast_arrays(np.asarray(z, float), np.asarray(pls, float))
         out = np.zeros(z.shape)
         for j in np.ndindex(z.shape):
             lo, hi, w = self._weights(np.array([pls[j]]))
             us = {int(b) for b, wt in ((lo[0], 1.0 - w[0]), (hi[0], w[0])) if wt > 0}
-            grid = np.unique(
-                np.concatenate(
-                    [np.arange(1, self.z[i].size + 1) / (self.z[i].size + 1) for i in us]
-                )
-            )
+            steps = [np.arange(1, self.z[i].size + 1) / (self.z[i].size + 1) for i in us]
+            grid = np.unique(np.concatenate(steps + [np.ones(1)]))
             v = self.ppf(grid, np.full(grid.shape, pls[j]))
             ok = v <= z[j]
             out[j] = grid[ok].max() if np.any(ok) else 0.0
@@ -597,12 +604,15 @@ def held_out_coverage(
     """The per-run promise checked on runs its fit never saw: each seed's runs (each run, with one
     seed) predicted by candidate ``name`` fitted without them, coefficients and single-run scatter
     alike; ``residuals``: the quantile from :class:`HeldOutResiduals` of the other seeds' runs
-    (each of those from fits without its own seed too: nested, as the planner uses it), else the
+    (each of those from fits without its own seed too: nested, as the planner uses it; the
+    candidate and each strategy's own terms were chosen on all of ``d``, a small leak), else the
     Student-t quantile (:meth:`Coef.predictive_quantile`). For each ``q``, how many runs with
     PLS > 0 lost at most their predictive ``q``-quantile. ``"all"``: every such run; ``"small"``:
     each strategy's runs with PLS at most its ``share`` quantile, where tight bounds are decided.
-    Each entry: ``q``, ``n``, ``within``, ``share`` and ``p``, the one-sided binomial chance of so
-    few within were the promise exact (``< 0.05``: the promise is optimistic there, at 5%)."""
+    Each entry: ``q``, ``n``, ``within``, ``share``, ``p``, the one-sided binomial chance of so few
+    within were the promise exact (``< 0.05``: the promise is optimistic there, at 5%; runs of one
+    seed are correlated, so this treats them as more independent than they are), and ``nested``:
+    1 where the held-out residuals were used (``residuals`` and at least 4 seeds), else 0."""
     from cprsim.quantiles import binom_cdf
 
     qs = [float(q) for q in qs]
@@ -642,6 +652,7 @@ def held_out_coverage(
                     "within": float(within),
                     "share": within / n if n else math.nan,
                     "p": binom_cdf(within, n, q) if n else math.nan,
+                    "nested": 1.0 if nested else 0.0,
                 }
             )
         out[key] = rows
@@ -1280,10 +1291,10 @@ class AccuracyFit(Fitted):
         pls = np.atleast_1d(np.asarray(pls, float))
         m, sd, dof = self.predictive(strategy, pls, position, age)
         u = np.broadcast_to(np.asarray(u, float), pls.shape)
+        if dof <= 0:  # no estimate of the scatter: unbounded
+            return np.where(pls > 0, math.inf, 0.0)
         if self.residuals is not None:
             k = self.residuals.ppf(u, pls)
-        elif dof <= 0:
-            return np.where(pls > 0, math.inf, 0.0)
         else:
             from scipy import special  # stats.t.ppf's own kernel, without importing scipy.stats
 

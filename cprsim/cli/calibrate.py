@@ -589,6 +589,8 @@ def _coverage_lines(doc: dict, metric: str, m: dict) -> list[str]:
     out = []
     for residuals, how in ((True, "as planned"), (False, "Student-t scatter")):
         cov = held_out_coverage(d, m["chosen"], residuals=residuals)
+        if residuals and not all(r["nested"] for r in cov["all"]):
+            how = "as planned, but Student-t here: too few seeds to nest the residuals"
         for key, what in (
             ("all", "all runs with PLS > 0"),
             ("small", "the smallest quarter of PLS"),

@@ -14,7 +14,7 @@
   predictive distribution at its own PLS, position and age (the mean, plus its scale, the residual
   variance and the coefficients' uncertainty, :meth:`~cprsim.calibrate.accuracy.Coef.predictive`,
   times a residual drawn from the calibration's own runs on seeds held out of the fit, in the
-  run's PLS bin: :class:`~cprsim.calibrate.accuracy.HeldOutResiduals`, split conformal; Student-t
+  run's PLS bin: :class:`~cprsim.calibrate.accuracy.HeldOutResiduals`, conformal-style; Student-t
   where the calibration has too few seeds or runs), from its own random stream (``("training", replication)``: common random
   numbers across intervals and strategies); the share of runs whose draw is within the bound
   estimates that probability without bias, and the planner proves it with the same
