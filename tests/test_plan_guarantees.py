@@ -50,13 +50,15 @@ def test_the_same_plan_at_100_200_400_confirmations_lands_within_one_grid_step()
         assert o["meets_bound"] and o["within_lo"] >= 0.9
         taus.append(o["interval_h"])
     # a smaller confirmation never buys a longer interval; 200 and 400 confirmations agree within
-    # one grid step; 100 may take one more step down: its search asks for the extra margin with
+    # one grid step; 100 may take more steps down: its search asks for the extra margin with
     # which 100 fresh runs confirm at least half the time (search_share), and how many steps that
     # costs depends on how fast the share of runs within falls with the interval (with the 16-seed
-    # matched calibration, whose loss grows with the restored state's age: two steps)
+    # matched calibration, whose loss grows with the restored state's age: two steps; with the
+    # held-out residuals' heavier tail the share falls more slowly: three, 0.595 h against 1 h,
+    # experiments/cpr_production's "Stable?" table)
     assert taus == sorted(taus), taus
     assert taus[2] / taus[1] <= GRID_RATIO * (1 + 1e-9), taus
-    assert taus[2] / taus[0] <= GRID_RATIO**2 * (1 + 1e-9), taus
+    assert taus[2] / taus[0] <= GRID_RATIO**3 * (1 + 1e-9), taus
 
 
 def _calibration(path, slopes, ranges, n=12, seed=0):
@@ -152,11 +154,13 @@ def test_mfu_beyond_the_calibrated_range_warns_and_stays_within_twice_it(tmp_pat
 
 @pytest.mark.slow
 def test_lookahead_is_planned_as_a_weaker_mfu_not_an_oracle():
+    # 0.004: on this small job Lookahead meets no tighter bound at any interval (the held-out
+    # residuals' tail at small PLS), and an option without an interval has no row to check
     d = _plan(
         QUICK
         + [
             "--max-accuracy-loss",
-            "0.001",
+            "0.004",
             "--strategies",
             "mfu,lookahead",
             "-n",
@@ -328,12 +332,13 @@ def test_p90_quantile_ci_covers_the_true_quantile_at_its_level():
 
 @pytest.mark.slow
 def test_every_strategy_is_plannable_and_says_what_it_costs_beyond_time():
-    """--strategies all reaches ECRM and Check-N-Run, each with its own note (memory, bytes)."""
+    """--strategies all reaches ECRM and Check-N-Run, each with its own note (memory, bytes); at a
+    bound every strategy meets at some interval (0.004: SSU meets no tighter one on this job)."""
     d = _plan(
         QUICK
         + [
             "--max-accuracy-loss",
-            "0.001",
+            "0.004",
             "--strategies",
             "all",
             "-n",
