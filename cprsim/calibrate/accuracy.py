@@ -454,7 +454,8 @@ def scatter_underestimated(chk: Mapping[str, float]) -> bool:
 
 #: the shares q at which :func:`held_out_coverage` checks the per-run promise
 COVERAGE_Q = (0.8, 0.9, 0.95, 0.99)
-#: :class:`HeldOutResiduals`: at most this many PLS bins, each of at least ``RESIDUALS_PER_BIN`` runs
+#: :class:`HeldOutResiduals`: at most this many PLS bins, each of at least ``RESIDUALS_PER_BIN``
+#: runs
 RESIDUAL_BINS = 4
 RESIDUALS_PER_BIN = 40
 
@@ -493,10 +494,10 @@ class HeldOutResiduals:
     ``q``-quantile is the ``k = ceil((n + 1) q)``-th smallest, the largest where ``(n + 1) q > n``
     (the conformal rank; but the residuals come from leave-one-seed-out fits, a jackknife, and the
     runs of one seed are correlated, so there is no finite-sample guarantee: the promise is
-    checked on held-out seeds instead, :func:`held_out_coverage`). A run's multiplier of its scale is that quantile interpolated between the
-    bins' median PLS (linear in log PLS; the nearest bin's beyond the outer ones), so that it
-    moves with PLS without a jump at a bin's edge. It replaces the Student-t quantile, whose tail
-    is lighter than the runs'."""
+    checked on held-out seeds instead, :func:`held_out_coverage`). A run's multiplier of its scale
+    is that quantile interpolated between the bins' median PLS (linear in log PLS; the nearest
+    bin's beyond the outer ones), so that it moves with PLS without a jump at a bin's edge. It
+    replaces the Student-t quantile, whose tail is lighter than the runs'."""
 
     centers: tuple[float, ...]  #: each bin's median PLS, increasing
     z: tuple[np.ndarray, ...]  #: each bin's held-out standardized residuals, sorted

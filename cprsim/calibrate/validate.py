@@ -471,9 +471,7 @@ def mixture_quantiles(
     m, sd = np.asarray(m, float), np.asarray(sd, float)
     if m.size == 0:
         return [math.nan] * len(probs)
-    if residuals is None and ((dof <= 0 and np.any(sd > 0)) or not np.all(np.isfinite(sd))):
-        return [math.inf] * len(probs)
-    if residuals is not None and not np.all(np.isfinite(sd)):
+    if not np.all(np.isfinite(sd)) or (residuals is None and dof <= 0 and np.any(sd > 0)):
         return [math.inf] * len(probs)
     z = residuals.largest() if residuals is not None else float(stats.t.ppf(1 - 1e-6, max(dof, 1)))
     span = float(np.max(sd)) * z + 1e-12

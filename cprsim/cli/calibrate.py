@@ -537,24 +537,29 @@ def _validate(
     )
 
 
+def _points_of(doc: dict, metric: str, m: dict) -> Any:
+    """The document's measured runs for ``metric`` (:class:`cprsim.calibrate.accuracy.Data`), for
+    the checks of ``m``'s chosen model; None without points, with a model that is not a
+    candidate, or with a legacy points table without this metric."""
+    from cprsim.calibrate.accuracy import CANDIDATES, Data
+
+    pts = doc.get("points")
+    if not isinstance(pts, dict) or m.get("chosen") not in CANDIDATES:
+        return None
+    try:
+        return Data.from_points(pts, metric)
+    except (KeyError, ValueError, InputError):
+        return None
+
+
 def _scatter_note(doc: dict, metric: str, m: dict, key: str) -> str:
     """What the runs with the smallest PLS say of the scatter model of ``m``'s coefficients
     ``key`` (a strategy, or ``*`` pooled): :func:`cprsim.calibrate.accuracy.scatter_check`, '' where
     the document has no points for it or too few runs."""
-    from cprsim.calibrate.accuracy import (
-        CANDIDATES,
-        Coef,
-        Data,
-        scatter_check,
-        scatter_underestimated,
-    )
+    from cprsim.calibrate.accuracy import CANDIDATES, Coef, scatter_check, scatter_underestimated
 
-    pts = doc.get("points")
-    if not isinstance(pts, dict) or m.get("chosen") not in CANDIDATES:
-        return ""
-    try:
-        d = Data.from_points(pts, metric)
-    except (KeyError, ValueError, InputError):  # a legacy points table without this metric
+    d = _points_of(doc, metric, m)
+    if d is None:
         return ""
     if key != "*":
         d = d.take(d.strategy == key)
@@ -575,16 +580,10 @@ def _coverage_lines(doc: dict, metric: str, m: dict) -> list[str]:
     from the other seeds' held-out residuals) and with the Student-t scatter alone: a line for
     all runs with PLS > 0 and one for the smallest quarter of PLS, each; none where the document
     has no points for ``metric``."""
-    from cprsim.calibrate.accuracy import CANDIDATES, Data, held_out_coverage
+    from cprsim.calibrate.accuracy import held_out_coverage
 
-    pts = doc.get("points")
-    if not isinstance(pts, dict) or m.get("chosen") not in CANDIDATES:
-        return []
-    try:
-        d = Data.from_points(pts, metric)
-    except (KeyError, ValueError, InputError):  # a legacy points table without this metric
-        return []
-    if len(set(d.seed.tolist())) < 3:  # too few seeds to leave one out
+    d = _points_of(doc, metric, m)
+    if d is None or len(set(d.seed.tolist())) < 3:  # too few seeds to leave one out
         return []
     out = []
     for residuals, how in ((True, "as planned"), (False, "Student-t scatter")):

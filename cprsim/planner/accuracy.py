@@ -15,11 +15,11 @@
   variance and the coefficients' uncertainty, :meth:`~cprsim.calibrate.accuracy.Coef.predictive`,
   times a residual drawn from the calibration's own runs on seeds held out of the fit, in the
   run's PLS bin: :class:`~cprsim.calibrate.accuracy.HeldOutResiduals`, conformal-style; Student-t
-  where the calibration has too few seeds or runs), from its own random stream (``("training", replication)``: common random
-  numbers across intervals and strategies); the share of runs whose draw is within the bound
-  estimates that probability without bias, and the planner proves it with the same
-  Clopper-Pearson bound as for PLS. A promise on the mean (``confidence="mean"``) uses the upper
-  end of the mean's 95% CI instead.
+  where the calibration has too few seeds or runs), from its own random stream (``("training",
+  replication)``: common random numbers across intervals and strategies); the share of runs
+  whose draw is within the bound estimates that probability without bias, and the planner proves
+  it with the same Clopper-Pearson bound as for PLS. A promise on the mean
+  (``confidence="mean"``) uses the upper end of the mean's 95% CI instead.
 * **Within the measured range.** The model is only known on the PLS range the calibration
   measured for that strategy (``[0, max measured PLS]``): beyond it the plan warns, and beyond
   twice it the planner does not go unless asked (``allow_extrapolation``).
