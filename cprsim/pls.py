@@ -33,10 +33,11 @@ class ShardLedger:
     """Per-shard, per-tier markers and weights, and the lost-update total.
 
     A save of every tier of every shard (once per checkpoint) only raises a pending floor, a
-    scalar; the markers take it when they are next read (``max`` is exact: the same markers).
+    scalar, and a save of one tier of every shard (MFU/SSU's partial saves) that tier's pending
+    floor; the markers take them when they are next read (``max`` is exact: the same markers).
     """
 
-    __slots__ = ("_floor", "_markers", "losses", "lost", "tiers", "weights")
+    __slots__ = ("_floor", "_markers", "_tier_floor", "losses", "lost", "tiers", "weights")
 
     def __init__(
         self, n_shards: int, weights: np.ndarray | None = None, tiers: Sequence[float] = (1.0,)
@@ -63,6 +64,10 @@ class ShardLedger:
             raise ValueError("tier fractions must be non-negative and sum to 1")
         self._markers = np.zeros((len(self.tiers), n_shards))
         self._floor = -math.inf  #: a save of everything not yet applied to the markers
+        #: per tier, a save of that tier of every shard not yet applied (several tiers only)
+        self._tier_floor: list[float] | None = (
+            [-math.inf] * len(self.tiers) if len(self.tiers) > 1 else None
+        )
         self.lost = 0.0
         self.losses: list[tuple[float, float, float]] = []  #: (from, to, lost per unit progress)
 
@@ -72,12 +77,20 @@ class ShardLedger:
         if self._floor != -math.inf:
             np.maximum(self._markers, self._floor, out=self._markers)
             self._floor = -math.inf
+        tf = self._tier_floor
+        if tf is not None and max(tf) != -math.inf:
+            for t, f in enumerate(tf):
+                if f != -math.inf:
+                    np.maximum(self._markers[t], f, out=self._markers[t])
+                    tf[t] = -math.inf
         return self._markers
 
     @markers.setter
     def markers(self, value: np.ndarray) -> None:
         self._markers = np.asarray(value, dtype=float)
         self._floor = -math.inf
+        if self._tier_floor is not None:
+            self._tier_floor = [-math.inf] * len(self._tier_floor)
 
     def saved(
         self,
@@ -91,9 +104,16 @@ class ShardLedger:
         progress (a two-phase persist that commits later) stays at ``p`` (its own snapshot died with
         it, and what it lost before ``p`` is already counted).
         """
-        if tier is None and shards is None:  # the common case, once per checkpoint: O(1)
+        tf = self._tier_floor
+        if shards is None and (tier is None or (tf is None and tier == 0)):
+            # the common case, once per checkpoint: O(1) (one tier: the tier is every tier)
             if progress > self._floor:
                 self._floor = progress
+            return
+        if shards is None and tf is not None and tier is not None:
+            # one tier of every shard (MFU/SSU's partial saves): O(1) as well
+            if progress > tf[tier]:
+                tf[tier] = progress
             return
         markers = self.markers
         rows = slice(None) if tier is None else tier
@@ -158,6 +178,8 @@ class ShardLedger:
         """
         self._markers[:] = progress
         self._floor = -math.inf
+        if self._tier_floor is not None:
+            self._tier_floor = [-math.inf] * len(self._tier_floor)
         if not self.losses:
             return 0.0
         healed = 0.0

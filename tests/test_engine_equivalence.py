@@ -21,6 +21,8 @@ CASES = [
     ("cpr-production", {"name": "ecrm"}),
     ("cpr-production", {"name": "checknrun"}),
     ("infinitehbd-hardware", {"name": "full"}),
+    ("dlrm-spares", {"name": "partial"}),  # degraded trainers: a rate that varies
+    ("toy", {"name": "mfu"}),
 ]
 
 
@@ -37,6 +39,34 @@ def test_quiet_phases_give_the_same_bytes_as_one_event_per_phase(name, strategy,
         slow = [pickle.dumps(simulate_one(scen, r, record=True)) for r in range(12)]
         monkeypatch.setattr(engine, "QUIET_PHASES", True)
         assert fast == slow
+
+
+def test_a_steady_rate_is_the_rate_the_strategy_would_give(monkeypatch):
+    """Where a strategy says its rate does not vary (``rate_varies``: the engine then computes at
+    ``rate`` without asking ``rate_at``), ``rate_at`` would give ``rate`` and no change is due;
+    checked at every compute phase of replications with degraded trainers."""
+    from cprsim.sim.strategies import Partial
+
+    asked = {"steady": 0, "varies": 0}
+    orig = Partial.rate_varies
+
+    def checked(self):
+        v = orig(self)
+        asked["varies" if v else "steady"] += 1
+        if not v:
+            # the engine's own view (RunView) is not needed: a steady Partial reads no run state
+            now = 0.0
+            assert self.rate_at(None, now) == self.rate
+            assert self.next_rate_change(None, now) == float("inf")
+        return v
+
+    monkeypatch.setattr(Partial, "rate_varies", checked)
+    s = sc.load("toy").with_updates({"strategy": {"name": "partial"}})
+    degraded = 0.0
+    for r in range(8):
+        res, _ = simulate_one(s, r)
+        degraded += res.degraded_s
+    assert degraded > 0 and asked["varies"] > 0 and asked["steady"] > 0
 
 
 def test_the_static_command_table_matches_each_commands_help():

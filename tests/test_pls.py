@@ -29,6 +29,45 @@ def test_a_late_commit_never_moves_a_restored_shard_back():
     np.testing.assert_array_equal(led.markers[0], [40.0, 30.0])
 
 
+def test_pending_saves_give_the_markers_an_eager_ledger_would():
+    """Saves of every shard (all tiers, or one tier) are held as pending floors; interleaved with
+    per-shard saves, failures and rollbacks they give the same losses and markers as applying each
+    save at once."""
+    rng = np.random.default_rng(5)
+    tiers = np.array([0.7, 0.2, 0.1])
+    led = ShardLedger(5, tiers=tuple(tiers))
+    eager = np.zeros((3, 5))
+    lost = 0.0
+    p = 0.0
+    for _ in range(400):
+        p += float(rng.uniform(0.0, 3.0))
+        op = rng.integers(5)
+        if op == 0:
+            led.saved(p)
+            eager = np.maximum(eager, p)
+        elif op == 1:
+            t = int(rng.integers(3))
+            led.saved(p, tier=t)
+            eager[t] = np.maximum(eager[t], p)
+        elif op == 2:
+            sh = int(rng.integers(5))
+            led.saved(p, shards=sh)
+            eager[:, sh] = np.maximum(eager[:, sh], p)
+        elif op == 3:
+            sh = int(rng.integers(5))
+            want = 0.2 * float(np.dot(tiers, np.maximum(0.0, p - eager[:, sh])))
+            assert led.fail(sh, p) == pytest.approx(want, rel=1e-12, abs=1e-12)
+            lost += want
+            eager[:, sh] = p
+        elif rng.uniform() < 0.1:
+            led.rollback(p)
+            eager[:] = p
+            lost = led.lost  # a rollback forgives what comes after it (tested above)
+        if rng.uniform() < 0.2:
+            np.testing.assert_array_equal(led.markers, eager)
+    assert led.lost == pytest.approx(lost)
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -428,6 +428,10 @@ class ECRM(DegradedTrainers, Strategy):
     def _rebuilding(self, now: float) -> bool:
         return any(t > now for t in self.rebuild_end.values())
 
+    def rate_varies(self) -> bool:
+        """Always: the parity-slowed rate is not :attr:`rate`'s base (and rebuilds change it)."""
+        return True
+
     def rate_at(self, run: RunView, now: float) -> float:
         """The parity-slowed rate, times ``rebuild_throughput`` while a server is rebuilt and the
         share of trainers at work."""

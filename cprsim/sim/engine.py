@@ -523,7 +523,21 @@ class Run:
         skip_to, skip, abandon_wait, job = env.skip_to, QUIET_PHASES, env.abandon_wait, self.job
         assert job is not None  # the process runs as `self.job` (simulate_one)
         # the rate can change during a compute step only with these: otherwise a fast path
-        variable = ckpt.slowdown > 0 or type(strat).rate_at is not strategies.Strategy.rate_at
+        # (and then only while the strategy says its rate varies: Strategy.rate_varies)
+        slowed = ckpt.slowdown > 0
+        variable = slowed or type(strat).rate_at is not strategies.Strategy.rate_at
+        varies = strat.rate_varies
+        # whole cycles in one call while no event can interrupt them (Run._quiet_cycles): a
+        # blocking save of constant time, the base class's commit, no tiers, log or compute clock
+        cycles = (
+            skip
+            and not two_phase
+            and tiers is None
+            and not rec
+            and clock is None
+            and save_s is not None
+            and full_commit
+        )
         while True:
             try:
                 if book.recovering:
@@ -566,9 +580,12 @@ class Run:
                     ph.phase = IDLE
                     ckpt.next = progress + tau
                     continue
+                steady = not (variable and (slowed or varies()))
+                if cycles and steady and self._quiet_cycles(progress, save_s, ledger):  # type: ignore[arg-type]
+                    continue
                 target = ckpt.next if ckpt.next < W else W
                 now = env.now
-                if variable:
+                if not steady:
                     rate = self.rate_at(now)
                     dt = (target - progress) / rate
                     change = self.next_rate_change(now)
@@ -596,6 +613,48 @@ class Run:
                 self._interrupted(cause if cause is not None else [])
         self._settle(strict=False)  # a persist that finished before the end counts
         self.log("done", -1, self.progress)
+
+    def _quiet_cycles(self, progress: float, save_s: float, ledger: ShardLedger | None) -> bool:
+        """Compute to the next checkpoint and save it, again and again, as long as each phase
+        ends before the next scheduled event (nothing can interrupt it): :meth:`job_process`'s
+        compute and save phases (a steady rate, a blocking save of constant ``save_s``, the base
+        class's commit), their arithmetic in their order (the same clock and sums to the bit),
+        with the counters in locals. Returns whether it did a phase (else the caller's general
+        path does the next one, through a SimPy timeout)."""
+        env, acct, ckpt = self.env, self.acct, self.ckpt
+        skip_to, W, tau, wall_cap = env.skip_to, self.W, self.tau, self.wall_cap
+        rate, now, nxt = self.strategy.rate, env.now, ckpt.next
+        compute_s, saved_s, n = acct.compute_s, acct.save_s, acct.checkpoints
+        start: float | None = None  # the last phase's start (the phases' record keeps it)
+        durable = ckpt.durable
+        while True:
+            target = nxt if nxt < W else W
+            dt = (target - progress) / rate
+            if not skip_to(now + dt):
+                break
+            compute_s += dt
+            start, now, progress = now, now + dt, target
+            if progress >= W:
+                break
+            end = now + save_s  # the save: progress is at the checkpoint
+            if not (end <= wall_cap and skip_to(end)):
+                break
+            saved_s += end - now
+            n += 1
+            if n > MAX_CHECKPOINTS:
+                acct.checkpoints = n
+                self._too_many_checkpoints()
+            durable = progress
+            if ledger is not None:
+                ledger.saved(progress)
+            start, now, nxt = now, end, progress + tau
+        if start is None:
+            return False
+        acct.compute_s, acct.save_s, acct.checkpoints = compute_s, saved_s, n
+        self.progress, ckpt.next, ckpt.durable = progress, nxt, durable
+        ph = self.phases
+        ph.phase, ph.start, ph.rate = IDLE, start, rate
+        return True
 
     def _recover(self) -> Generator[simpy.Event, Any, None]:
         """Wait until every failed node the job needs is rescheduled, then restore."""

@@ -119,7 +119,9 @@ class Strategy:
     docstrings give their meaning and units (seconds; progress in seconds of failure-free
     training). Anything else the engine's run holds may change without notice. A strategy keeps
     its own state on itself (one instance per replication), what it derives from the scenario alone
-    in ``setup.shared``, and its lost updates in its ledger (``run.ledger``).
+    in ``setup.shared``, and its lost updates in its ledger (``run.ledger``). A strategy that
+    overrides ``rate_at`` may also override ``rate_varies`` (no ``run``) to say when its rate is
+    steady: the engine then skips both rate calls for that compute phase.
     """
 
     name: ClassVar[str] = ""
@@ -224,6 +226,13 @@ class Strategy:
     def next_rate_change(self, run: RunView, now: float) -> float:
         """The next wall time ``rate_at`` may change (``inf``: never, as far as it knows now)."""
         return float("inf")
+
+    def rate_varies(self) -> bool:
+        """Whether :meth:`rate_at` may differ from :attr:`rate`, or :meth:`next_rate_change` be
+        finite, until the next hook: the engine asks once per compute phase of a strategy that
+        overrides :meth:`rate_at`, and on False computes at :attr:`rate` without calling either
+        (the same result, fewer calls). Default: True (an override says when they are constant)."""
+        return True
 
     def load_s(self, run: RunView, nodes: set[int]) -> float:
         """How long the restore of the episode's failed ``nodes`` takes once they are back (s)."""
@@ -469,6 +478,17 @@ class Partial(DegradedTrainers, Strategy):
         without it, and it copies the dense part from a peer once it is back."""
         super().on_job_failure(run)
         self._keep_degraded_down(run)
+
+    def rate_varies(self) -> bool:
+        """Only while a trainer is degraded (:meth:`rate_at` is then :attr:`rate` times 1, and
+        :meth:`next_rate_change` ``inf``), unless a subclass has a rate of its own."""
+        cls = type(self)
+        if (
+            cls.rate_at is not Partial.rate_at
+            or cls.next_rate_change is not Partial.next_rate_change
+        ):
+            return True
+        return bool(self.degraded)
 
     def rate_at(self, run: RunView, now: float) -> float:
         """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
