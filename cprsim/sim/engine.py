@@ -522,10 +522,11 @@ class Run:
         # event moves the clock (the adapter's `skip_to`)
         skip_to, skip, abandon_wait, job = env.skip_to, QUIET_PHASES, env.abandon_wait, self.job
         assert job is not None  # the process runs as `self.job` (simulate_one)
-        # the rate can change during a compute step only with these: otherwise a fast path
-        # (and then only while the strategy says its rate varies: Strategy.rate_varies)
+        # the rate can change during a compute step only while a persist may slow training or the
+        # strategy's own rate varies (it overrides rate_at, and Strategy.rate_varies says so now):
+        # otherwise a fast path
         slowed = ckpt.slowdown > 0
-        variable = slowed or type(strat).rate_at is not strategies.Strategy.rate_at
+        own_rate = type(strat).rate_at is not strategies.Strategy.rate_at
         varies = strat.rate_varies
         # whole cycles in one call while no event can interrupt them (Run._quiet_cycles): a
         # blocking save of constant time, the base class's commit, no tiers, log or compute clock
@@ -580,15 +581,14 @@ class Run:
                     ph.phase = IDLE
                     ckpt.next = progress + tau
                     continue
-                steady = not (variable and (slowed or varies()))
-                if cycles and steady and self._quiet_cycles(progress, save_s, ledger):  # type: ignore[arg-type]
+                own = own_rate and varies()
+                if cycles and not own and self._quiet_cycles(progress, save_s, ledger):  # type: ignore[arg-type]
                     continue
                 target = ckpt.next if ckpt.next < W else W
                 now = env.now
-                if not steady:
-                    rate = self.rate_at(now)
+                if slowed or own:
+                    rate, change = self.rate_window(now, own)
                     dt = (target - progress) / rate
-                    change = self.next_rate_change(now)
                     partial_step = change - now < dt
                     if partial_step:
                         dt = change - now
@@ -716,22 +716,24 @@ class Run:
         ph.phase = IDLE
         ckpt.next = self.progress + self.tau
 
-    def rate_at(self, now: float) -> float:
-        """Progress per wall second now: the strategy's, slowed while a two-phase persist runs."""
-        r = self.strategy.rate_at(self, now)
-        ckpt = self.ckpt
-        if ckpt.slowdown and ckpt.slowed(now):
-            r *= 1.0 - ckpt.slowdown
-        return r
-
-    def next_rate_change(self, now: float) -> float:
-        """The next wall time (s) the rate may change: the strategy's, or the end of a persist that
-        slows training."""
-        t = self.strategy.next_rate_change(self, now)
+    def rate_window(self, now: float, own: bool) -> tuple[float, float]:
+        """Progress per wall second now, and the next wall time (s) it may change: the strategy's
+        (``own``: its ``rate_at`` and ``next_rate_change``; else its constant ``rate``, which
+        never changes), slowed while a persist runs (two-phase, tiered; the persist's start or end
+        a change)."""
+        strat = self.strategy
+        if own:
+            r = strat.rate_at(self, now)
+            t = strat.next_rate_change(self, now)
+        else:
+            r, t = strat.rate, INF
         ckpt = self.ckpt
         if ckpt.slowdown:
-            t = ckpt.slowdown_ends(now, t)
-        return t
+            busy, end = ckpt.persist_window(now)
+            if busy:
+                r *= 1.0 - ckpt.slowdown
+            t = min(t, end)
+        return r, t
 
     def _interrupted(self, nodes: list[int]) -> None:
         """A failure (or a node back) interrupted the job: book the phase it was in, let the

@@ -172,6 +172,7 @@ class Health:
         "life",
         "life_end",
         "recur",
+        "recur_dist",
         "rep",
         "seed",
         "streams",
@@ -196,6 +197,8 @@ class Health:
         self.fault = [False] * n  #: a persisting fault (a repair that reported success wrongly)
         self.curing: set[int] = set()  #: bad machines in a repair that will cure them
         self.recur = lc.repair.recur  #: the lifetime of a machine with a persisting fault
+        #: its distribution, built at the first draw (each ``.dist`` of a spec builds a new one)
+        self.recur_dist: Distribution | None = None
         #: each slot's base lifetime (None: never fails)
         self.life = [lifetimes[0]] * nt + [lifetimes[1]] * ne
         clock = s.failures.clock
@@ -236,7 +239,9 @@ class Health:
     ) -> tuple[float, float]:
         """(lifetime, time it turns bad) of machine ``m`` starting a life of ``base``."""
         if self.fault[m]:
-            return float(self.recur.dist.sample(rng)), INF
+            if self.recur_dist is None:
+                self.recur_dist = self.recur.dist
+            return float(self.recur_dist.sample(rng)), INF
         return draw_lifetime(base, self.bad[m], self.k, self.turn_bad, rng, stationary)
 
     def lifetime(
@@ -418,6 +423,7 @@ class Fleet:
     (:class:`FleetAccounts`)."""
 
     __slots__ = (
+        "_dists",
         "acct",
         "env",
         "gen",
@@ -464,6 +470,7 @@ class Fleet:
         #: detection, repair and replacement draws, in the order events happen
         self.rng = stream(s.seed, rep, "lifecycle", 1)
         self.resched = s.reschedule.dist
+        self._dists: dict[int, Distribution] = {}  #: id of a delay's spec -> its distribution
         #: slot -> the machine in it (None: none now)
         self.machine: list[int | None] = list(range(n_slots))
         #: bumped when a slot fails: a pending lifetime of its old machine is stale
@@ -595,7 +602,14 @@ class Fleet:
     def _delay(self, spec) -> float:
         if spec is None:
             return float(self.resched.sample(self.rng))
-        return 0.0 if spec.zero else float(spec.dist.sample(self.rng))
+        if spec.zero:
+            return 0.0
+        # each spec's distribution built once (its ``.dist`` builds a new one at every call): the
+        # specs are the scenario's, alive as long as the fleet, so their ids stay theirs
+        dist = self._dists.get(id(spec))
+        if dist is None:
+            dist = self._dists[id(spec)] = spec.dist
+        return float(dist.sample(self.rng))
 
     # -- the slot's machine in service ----------------------------------------------------------
     def _arm(

@@ -232,16 +232,21 @@ class Checkpoints:
             return p
         return None
 
+    def persist_window(self, now: float) -> tuple[bool, float]:
+        """(a persist slows training at ``now``, the next time that may change: tiered, a persist's
+        start or end or a snapshot's memory-ready time; two-phase, the running persist's end;
+        ``inf`` if none)."""
+        if self.tiers is not None:
+            return self.tiers.persisting(now)
+        p = self.pending
+        if p is not None and p[1] > now:
+            return True, p[1]
+        return False, INF
+
     def slowed(self, now: float) -> bool:
         """A persist slows training at ``now``."""
-        if self.tiers is not None:
-            return self.tiers.persisting(now)[0]
-        return self.pending is not None and self.pending[1] > now
+        return self.persist_window(now)[0]
 
     def slowdown_ends(self, now: float, t: float) -> float:
-        """The earlier of ``t`` and the end of a persist that slows training at ``now``."""
-        if self.tiers is not None:
-            return min(t, self.tiers.persisting(now)[1])
-        if self.pending is not None and self.pending[1] > now:
-            return min(t, self.pending[1])
-        return t
+        """The earlier of ``t`` and the next time the slowdown may change (:meth:`persist_window`)."""
+        return min(t, self.persist_window(now)[1])
