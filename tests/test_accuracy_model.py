@@ -21,6 +21,7 @@ from cprsim.calibrate.accuracy import (
     model_table,
     ols,
     own_terms,
+    paired_se,
     pooling_weight,
     restricted_ols,
     select,
@@ -126,6 +127,38 @@ def test_a_convex_loss_is_chosen_as_curvature():
     for c in sel.chosen.coef.values():  # pooled or shrunk toward the pooled fit: each covers truth
         h = stats.t.ppf(0.975, c.dof) * np.sqrt(np.diag(c.cov))
         assert abs(c.b[0] - 0.001) <= h[0] and abs(c.b[1] - 0.01) <= h[1]
+
+
+def test_the_paired_se_is_clustered_by_seed_and_matches_the_means_true_spread():
+    """Runs of one seed move together (a shared baseline): the one-SE rule's standard error of a
+    mean paired difference must be that of the per-seed sums. Oracle: differences with a seed
+    effect (sd a) and run noise (sd e), G seeds of k runs: Var(mean) = a^2 / G + e^2 / (G k). Over
+    R simulated data sets the clustered SE^2 averages to it (unbiased for equal clusters; tolerance
+    4 standard errors of that average), while the per-run SE^2 falls short by most of the seed
+    term (the rule's former SE, which let one seed flip a choice)."""
+    import cprsim.calibrate.accuracy as acc
+
+    rng = np.random.default_rng(11)
+    G, k, a, e, R = 24, 18, 1.0, 2.0, 600
+    truth = a**2 / G + e**2 / (G * k)
+    seed = np.repeat(np.arange(G), k)
+    clustered, per_run = [], []
+    for _ in range(R):
+        d = np.repeat(rng.normal(0.0, a, G), k) + rng.normal(0.0, e, G * k)
+        clustered.append(paired_se(d, seed) ** 2)
+        per_run.append(float(np.var(d, ddof=1) / d.size))
+    clustered_, per_run_ = np.array(clustered), np.array(per_run)
+    tol = 4 * clustered_.std(ddof=1) / math.sqrt(R)
+    assert abs(clustered_.mean() - truth) < tol
+    assert per_run_.mean() < 0.5 * truth  # the independent-runs SE misses the seed effect
+    # NaN runs are left out; one run per seed (no clustering to do) is the runs' own SE
+    d = rng.normal(size=30)
+    d[3] = np.nan
+    ok = np.isfinite(d)
+    assert paired_se(d, np.arange(30)) == pytest.approx(
+        np.std(d[ok], ddof=1) / math.sqrt(29), rel=0.05
+    )
+    assert acc.SE_BY == "seed"
 
 
 def test_held_out_errors_leave_one_seed_out_by_hand():

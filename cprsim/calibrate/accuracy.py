@@ -46,8 +46,9 @@ steps. SSU, whose restored states range up to 40% of the run, keeps its age term
 out and predicts that seed's runs (leave-one-seed-out cross-validation: a seed's runs share a
 baseline, so they are not independent of each other). The chosen model is the simplest one whose
 held-out squared error is within one standard error of the best's (the one-standard-error rule,
-with the standard error of the per-run paired difference): a richer model is used only when the
-held-out data support it.
+with the standard error of the mean paired difference clustered by seed, :func:`paired_se`: a
+seed's held-out errors move together): a richer model is used only when the held-out data
+support it.
 
 **Constrained to be a model of lost updates.** A loss that falls as more updates are lost, or is
 negative, is not a model of lost updates. Every fit (each strategy's own, the pooled one, each
@@ -892,6 +893,28 @@ def _loso_errors(
     return out
 
 
+#: the one-standard-error rule's standard error of a mean paired difference: "seed" (clustered by
+#: seed: the runs of one seed share a baseline and are correlated) or "run" (as if independent)
+SE_BY = "seed"
+
+
+def paired_se(diff: np.ndarray, seed: np.ndarray) -> float:
+    """The standard error of the mean of the per-run paired differences ``diff`` (NaN: left
+    out). Clustered by ``seed`` (:data:`SE_BY`): a seed's runs share a baseline and move together
+    (the held-out errors of one seed are correlated), so the mean's variance is that of the
+    per-seed sums, ``G / (G - 1) sum_g (sum_{i in g} (d_i - mean))^2 / N^2``; with fewer than 3
+    seeds, or ``SE_BY = "run"``, the runs' own ``sd / sqrt(N)``."""
+    ok = np.isfinite(diff)
+    d, g = diff[ok], seed[ok]
+    if d.size < 2:
+        return 0.0
+    ids, inv = np.unique(g, return_inverse=True)
+    if SE_BY != "seed" or ids.size < 3:
+        return float(np.std(d, ddof=1) / math.sqrt(d.size))
+    sums = np.bincount(inv, weights=d - d.mean(), minlength=ids.size)
+    return float(math.sqrt(ids.size / (ids.size - 1) * np.sum(sums**2)) / d.size)
+
+
 def own_terms(d: Data, terms: Sequence[str]) -> tuple[str, ...]:
     """The terms of ``terms`` that one strategy's own runs ``d`` support: among the candidates
     nested in ``terms``, the simplest whose held-out squared error (its own seeds left out in
@@ -909,10 +932,7 @@ def own_terms(d: Data, terms: Sequence[str]) -> tuple[str, ...]:
     best = min(cv, key=lambda t: cv[t])
     ok = []
     for t in nested:
-        diff = errs[t] - errs[best]
-        diff = diff[np.isfinite(diff)]
-        se = float(np.std(diff, ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else 0.0
-        if cv[t] - cv[best] <= se:
+        if cv[t] - cv[best] <= paired_se(errs[t] - errs[best], d.seed):
             ok.append(t)
     return min(ok, key=lambda t: (len(t), cv[t]))
 
@@ -1095,9 +1115,7 @@ def select(d: Data, metric: str) -> Selection:
     best = min(names, key=lambda nm: cv[nm])
     se: dict[str, float] = {}
     for nm in names:
-        diff = errs[nm] - errs[best]
-        diff = diff[np.isfinite(diff)]
-        se[nm] = float(np.std(diff, ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else 0.0
+        se[nm] = paired_se(errs[nm] - errs[best], d.seed)
 
     def size(nm: str) -> int:  # free coefficients
         f = fitted[nm]
