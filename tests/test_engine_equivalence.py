@@ -33,12 +33,15 @@ def test_quiet_phases_give_the_same_bytes_as_one_event_per_phase(name, strategy,
         s2 = s.with_updates({"checkpoint.mode": "two-phase"})
     else:
         s2 = None
+    # with the event log and without (only then do whole quiet cycles run in one call:
+    # Run._quiet_cycles)
     for scen in filter(None, (s, s2)):
-        fast = [pickle.dumps(simulate_one(scen, r, record=True)) for r in range(12)]
-        monkeypatch.setattr(engine, "QUIET_PHASES", False)
-        slow = [pickle.dumps(simulate_one(scen, r, record=True)) for r in range(12)]
-        monkeypatch.setattr(engine, "QUIET_PHASES", True)
-        assert fast == slow
+        for rec in (True, False):
+            fast = [pickle.dumps(simulate_one(scen, r, record=rec)) for r in range(12)]
+            monkeypatch.setattr(engine, "QUIET_PHASES", False)
+            slow = [pickle.dumps(simulate_one(scen, r, record=rec)) for r in range(12)]
+            monkeypatch.setattr(engine, "QUIET_PHASES", True)
+            assert fast == slow
 
 
 def test_a_steady_rate_is_the_rate_the_strategy_would_give(monkeypatch):
@@ -67,6 +70,47 @@ def test_a_steady_rate_is_the_rate_the_strategy_would_give(monkeypatch):
         res, _ = simulate_one(s, r)
         degraded += res.degraded_s
     assert degraded > 0 and asked["varies"] > 0 and asked["steady"] > 0
+
+
+def test_a_rate_from_a_mixin_after_partial_is_not_taken_for_steady(monkeypatch):
+    """Partial.rate_varies says "steady" only when no class of the strategy besides Partial and
+    Strategy defines a rate: a mixin after Partial that ``super()`` reaches slows training as the
+    same rate defined in a subclass does (the same replications, byte for byte)."""
+    from cprsim.sim import strategies
+    from cprsim.sim.strategies import Partial, PartialParams, Strategy
+
+    class Throttle(Strategy):
+        def rate_at(self, run, now):
+            return 0.8 * super().rate_at(run, now)
+
+    class MixedIn(Partial, Throttle):
+        name = "test-throttled-mixin"
+        Params = PartialParams
+
+    class Subclassed(Partial):
+        name = "test-throttled-subclass"
+        Params = PartialParams
+
+        def rate_at(self, run, now):  # Throttle's rate, then Partial's share: MixedIn's MRO
+            r = 0.8 * self.rate
+            return r * self._trainer_share(run, now) if self.degraded else r
+
+    monkeypatch.setitem(strategies.REGISTRY, MixedIn.name, MixedIn)
+    monkeypatch.setitem(strategies.REGISTRY, Subclassed.name, Subclassed)
+    base = sc.load("toy")
+    a = [
+        simulate_one(base.with_updates({"strategy": {"name": MixedIn.name}}), r)[0]
+        for r in range(4)
+    ]
+    b = [
+        simulate_one(base.with_updates({"strategy": {"name": Subclassed.name}}), r)[0]
+        for r in range(4)
+    ]
+    plain = [
+        simulate_one(base.with_updates({"strategy": {"name": "partial"}}), r)[0] for r in range(4)
+    ]
+    assert [x.wall_s for x in a] == [x.wall_s for x in b]
+    assert all(x.wall_s > y.wall_s for x, y in zip(a, plain))  # slower than plain partial
 
 
 def test_the_static_command_table_matches_each_commands_help():

@@ -526,7 +526,7 @@ class Run:
         # strategy's own rate varies (it overrides rate_at, and Strategy.rate_varies says so now):
         # otherwise a fast path
         slowed = ckpt.slowdown > 0
-        own_rate = type(strat).rate_at is not strategies.Strategy.rate_at
+        own_rate = type(strat).rate_at is not Base.rate_at
         varies = strat.rate_varies
         # whole cycles in one call while no event can interrupt them (Run._quiet_cycles): a
         # blocking save of constant time, the base class's commit, no tiers, log or compute clock
@@ -718,15 +718,11 @@ class Run:
 
     def rate_window(self, now: float, own: bool) -> tuple[float, float]:
         """Progress per wall second now, and the next wall time (s) it may change: the strategy's
-        (``own``: its ``rate_at`` and ``next_rate_change``; else its constant ``rate``, which
-        never changes), slowed while a persist runs (two-phase, tiered; the persist's start or end
-        a change)."""
+        (its ``rate_at`` where ``own``, else its constant ``rate``; its ``next_rate_change``),
+        slowed while a persist runs (two-phase, tiered; the persist's start or end a change)."""
         strat = self.strategy
-        if own:
-            r = strat.rate_at(self, now)
-            t = strat.next_rate_change(self, now)
-        else:
-            r, t = strat.rate, INF
+        r = strat.rate_at(self, now) if own else strat.rate
+        t = strat.next_rate_change(self, now)
         ckpt = self.ckpt
         if ckpt.slowdown:
             busy, end = ckpt.persist_window(now)

@@ -391,6 +391,11 @@ class PartialCPRPlanning(EverySaveFull, OneVariant, PartialPlanning):
         ) + job_level_overhead(s, self.full_interval(params, tau), rates, costs)
 
 
+#: strategy class -> whether a class of its own besides Partial and Strategy defines its rate
+#: (Partial.rate_varies)
+_OWN_RATE: dict[type, bool] = {}
+
+
 @register
 class Partial(DegradedTrainers, Strategy):
     """CPR's partial recovery.
@@ -481,14 +486,17 @@ class Partial(DegradedTrainers, Strategy):
 
     def rate_varies(self) -> bool:
         """Only while a trainer is degraded (:meth:`rate_at` is then :attr:`rate` times 1, and
-        :meth:`next_rate_change` ``inf``), unless a subclass has a rate of its own."""
+        :meth:`next_rate_change` ``inf``), unless another class of the strategy's (a subclass, or
+        a mixin after Partial that ``super()`` reaches) has a rate of its own."""
         cls = type(self)
-        if (
-            cls.rate_at is not Partial.rate_at
-            or cls.next_rate_change is not Partial.next_rate_change
-        ):
-            return True
-        return bool(self.degraded)
+        own = _OWN_RATE.get(cls)
+        if own is None:
+            own = _OWN_RATE[cls] = any(
+                c not in (Partial, Strategy)
+                and ("rate_at" in vars(c) or "next_rate_change" in vars(c))
+                for c in cls.__mro__
+            )
+        return own or bool(self.degraded)
 
     def rate_at(self, run: RunView, now: float) -> float:
         """The strategy's own rate (e.g. MFU's counting slowdown) x the share of trainers at work."""
