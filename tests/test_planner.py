@@ -274,6 +274,43 @@ def test_a_failed_confirmation_steps_down_until_it_passes_or_the_grid_ends():
     assert max(o.stepped_down for o in partial) > 3
 
 
+def test_a_plan_notes_where_a_runs_quantile_falls_as_pls_grows():
+    """The held-out residuals' bins can make a single run's q-quantile fall as PLS grows (a bin
+    whose residuals' quantile is smaller than the last one's): AccuracyFit.quantile_dip finds the
+    fall, computed here by hand on a two-bin law, and a plan's notes say so; a law whose quantile
+    only grows gets no note."""
+    from dataclasses import replace as dc_replace
+    from types import SimpleNamespace as NS
+
+    from cprsim.calibrate.accuracy import HeldOutResiduals
+    from cprsim.calibrate.calibration import load_calibration
+    from cprsim.planner import _dip_note
+    from cprsim.planner.accuracy import plan_accuracy
+
+    acc = plan_accuracy(load_calibration(), "auc")
+    fit = acc.fit
+    assert fit is not None and fit.residuals is not None
+    st = next(iter(fit.ranges))
+    hi = fit.ranges[st]["pls"][1]
+    # the second bin's residuals are a tenth of the first's: its quantile falls from the first
+    # center to the second, where the scale has not grown tenfold
+    z = np.linspace(-1.0, 9.0, 99)
+    falling = dc_replace(fit, residuals=HeldOutResiduals((hi / 100, hi / 10), (z, z / 10)))
+    dip = falling.quantile_dip(st, 0.9)
+    lo = fit.ranges[st]["pls"][0]
+    pls = np.geomspace(lo if lo > 0 else hi / 1000, hi, 400)  # the measured range
+    v = falling.predictive_quantile(st, 0.9, pls)
+    top = np.maximum.accumulate(v)
+    assert dip is not None and dip[0] == pytest.approx(float(np.max((top - v) / top)))
+    # from a top below, down to the second bin's center (where its law rules alone; a grid step)
+    assert dip[1] < dip[2] and dip[2] == pytest.approx(hi / 10, rel=0.02)
+    (note,) = _dip_note(NS(fit=falling, metric="auc"), 0.9)
+    assert f"{st} by up to {100 * dip[0]:.3g}%" in note
+    growing = dc_replace(fit, residuals=HeldOutResiduals((hi / 100, hi / 10), (z / 10, z)))
+    assert growing.quantile_dip(st, 0.9) is None
+    assert not _dip_note(NS(fit=growing, metric="auc"), 0.9)
+
+
 def test_a_plan_warns_where_its_confidence_fails_on_the_calibrations_held_out_seeds():
     """With quantiles from held-out residuals, a plan warns where a PLS bin has too few runs to
     place its confidence's quantile ((n + 1) q > n); with the Student-t scatter, where the

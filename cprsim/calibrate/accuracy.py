@@ -1321,6 +1321,27 @@ class AccuracyFit(Fitted):
         with np.errstate(invalid="ignore"):
             return np.where(sd > 0, m + sd * k, m)
 
+    def quantile_dip(self, strategy: str, q: float) -> tuple[float, float, float] | None:
+        """Where a single run's ``q``-quantile (:meth:`predictive_quantile`, reference position
+        and age) falls as PLS grows over the strategy's measured PLS range (400 points, log-spaced;
+        from a thousandth of the largest where the smallest measured is 0):
+        ``(largest relative fall below the running maximum, PLS of that maximum, PLS of the
+        fall)``; None where it never falls by more than 0.1%. The held-out residuals' bins can
+        make it fall (a bin whose residuals' quantile is smaller than the last one's)."""
+        lo, hi = self.ranges.get(strategy, {}).get("pls", (0.0, 0.0))
+        lo = lo if lo > 0 else hi / 1000
+        if self.residuals is None or not (0 < lo < hi):
+            return None
+        pls = np.geomspace(lo, hi, 400)
+        v = np.asarray(self.predictive_quantile(strategy, q, pls), float)
+        top = np.maximum.accumulate(v)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fall = np.where(top > 0, (top - v) / top, 0.0)
+        i = int(np.argmax(fall))
+        if not fall[i] > 1e-3:
+            return None
+        return float(fall[i]), float(pls[int(np.argmax(v[: i + 1]))]), float(pls[i])
+
     def slope_at(
         self,
         strategy: str,
