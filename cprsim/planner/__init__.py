@@ -441,11 +441,7 @@ def _make_plan(
             f"every option keeps full checkpoints at most {max_checkpoint_age_h:g} h of progress apart "
             "(the maximum checkpoint age asked for)"
         )
-    notes.extend(
-        _scatter_warning(ctx.acc, rec)
-        + _held_out_warning(ctx.acc, ctx.q)
-        + (_dip_note(ctx.acc, ctx.q) if ctx.q is not None else [])
-    )
+    notes.extend(_promise_notes(ctx.acc, rec, ctx.q))
     return _plan_record(
         ctx, strategies, options, rec, best_full, message, tied, objective, T_F, scale
     )
@@ -506,6 +502,13 @@ def _held_out_warning(acc: PlanAccuracy, q: float | None) -> list[str]:
                 "training runs (docs/calibration.md)"
             )
     return out
+
+
+def _promise_notes(acc: PlanAccuracy, rec: Option, q: float | None) -> list[str]:
+    """The plan's warnings and notes on its accuracy model: the scatter at small PLS, the
+    per-run promise on held-out seeds, a quantile that falls as PLS grows."""
+    dip = _dip_note(acc, q) if q is not None else []
+    return _scatter_warning(acc, rec) + _held_out_warning(acc, q) + dip
 
 
 def _dip_note(acc: PlanAccuracy, q: float) -> list[str]:
