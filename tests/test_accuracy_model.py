@@ -136,8 +136,6 @@ def test_the_paired_se_is_clustered_by_seed_and_matches_the_means_true_spread():
     R simulated data sets the clustered SE^2 averages to it (unbiased for equal clusters; tolerance
     4 standard errors of that average), while the per-run SE^2 falls short by most of the seed
     term (the rule's former SE, which let one seed flip a choice)."""
-    import cprsim.calibrate.accuracy as acc
-
     rng = np.random.default_rng(11)
     G, k, a, e, R = 24, 18, 1.0, 2.0, 600
     truth = a**2 / G + e**2 / (G * k)
@@ -158,7 +156,6 @@ def test_the_paired_se_is_clustered_by_seed_and_matches_the_means_true_spread():
     assert paired_se(d, np.arange(30)) == pytest.approx(
         np.std(d[ok], ddof=1) / math.sqrt(29), rel=0.05
     )
-    assert acc.SE_BY == "seed"
 
 
 def test_held_out_errors_leave_one_seed_out_by_hand():

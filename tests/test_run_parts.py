@@ -203,8 +203,8 @@ def test_the_checkpoints():
     c = Checkpoints(tau=100.0, tiers=None, slowdown=0.25)
     assert c.next == 100.0 and c.durable == 0.0 and c.pending is None
     c.pending = (100.0, 300.0)  # a persist of progress 100, durable at 300
-    assert c.slowed(200.0) and not c.slowed(300.0)
-    assert c.slowdown_ends(200.0, INF) == 300.0 and c.slowdown_ends(200.0, 250.0) == 250.0
+    # slowed until the persist ends, which is the next change; then neither
+    assert c.persist_window(200.0) == (True, 300.0) and c.persist_window(300.0) == (False, INF)
     assert c.persisted(300.0, strict=True) is None  # not at the very instant of a failure
     assert c.persisted(300.0, strict=False) == (100.0, 300.0) and c.pending is None
 

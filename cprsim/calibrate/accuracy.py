@@ -893,23 +893,18 @@ def _loso_errors(
     return out
 
 
-#: the one-standard-error rule's standard error of a mean paired difference: "seed" (clustered by
-#: seed: the runs of one seed share a baseline and are correlated) or "run" (as if independent)
-SE_BY = "seed"
-
-
 def paired_se(diff: np.ndarray, seed: np.ndarray) -> float:
     """The standard error of the mean of the per-run paired differences ``diff`` (NaN: left
-    out). Clustered by ``seed`` (:data:`SE_BY`): a seed's runs share a baseline and move together
-    (the held-out errors of one seed are correlated), so the mean's variance is that of the
-    per-seed sums, ``G / (G - 1) sum_g (sum_{i in g} (d_i - mean))^2 / N^2``; with fewer than 3
-    seeds, or ``SE_BY = "run"``, the runs' own ``sd / sqrt(N)``."""
+    out), clustered by ``seed``: a seed's runs share a baseline and move together (the held-out
+    errors of one seed are correlated), so the mean's variance is that of the per-seed sums,
+    ``G / (G - 1) sum_g (sum_{i in g} (d_i - mean))^2 / N^2``; with fewer than 3 seeds, the runs'
+    own ``sd / sqrt(N)``."""
     ok = np.isfinite(diff)
     d, g = diff[ok], seed[ok]
     if d.size < 2:
         return 0.0
     ids, inv = np.unique(g, return_inverse=True)
-    if SE_BY != "seed" or ids.size < 3:
+    if ids.size < 3:
         return float(np.std(d, ddof=1) / math.sqrt(d.size))
     sums = np.bincount(inv, weights=d - d.mean(), minlength=ids.size)
     return float(math.sqrt(ids.size / (ids.size - 1) * np.sum(sums**2)) / d.size)

@@ -529,16 +529,10 @@ class Run:
         own_rate = type(strat).rate_at is not Base.rate_at
         varies = strat.rate_varies
         # whole cycles in one call while no event can interrupt them (Run._quiet_cycles): a
-        # blocking save of constant time, the base class's commit, no tiers, log or compute clock
-        cycles = (
-            skip
-            and not two_phase
-            and tiers is None
-            and not rec
-            and clock is None
-            and save_s is not None
-            and full_commit
-        )
+        # blocking save of constant time (its seconds; None: not here), the base class's commit,
+        # no tiers, log or compute clock
+        plain = skip and not two_phase and tiers is None and not rec and clock is None
+        cycle_save = save_s if plain and full_commit else None
         while True:
             try:
                 if book.recovering:
@@ -582,8 +576,9 @@ class Run:
                     ckpt.next = progress + tau
                     continue
                 own = own_rate and varies()
-                if cycles and not own and self._quiet_cycles(progress, save_s, ledger):  # type: ignore[arg-type]
-                    continue
+                if cycle_save is not None and not own:
+                    if self._quiet_cycles(progress, cycle_save, ledger):
+                        continue
                 target = ckpt.next if ckpt.next < W else W
                 now = env.now
                 if slowed or own:

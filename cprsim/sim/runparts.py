@@ -242,11 +242,3 @@ class Checkpoints:
         if p is not None and p[1] > now:
             return True, p[1]
         return False, INF
-
-    def slowed(self, now: float) -> bool:
-        """A persist slows training at ``now``."""
-        return self.persist_window(now)[0]
-
-    def slowdown_ends(self, now: float, t: float) -> float:
-        """The earlier of ``t`` and the next time the slowdown may change (:meth:`persist_window`)."""
-        return min(t, self.persist_window(now)[1])
