@@ -13,7 +13,10 @@ from scipy import stats
 from cprsim.calibrate.accuracy import (
     CANDIDATES,
     AccuracyFit,
+    Coef,
     Data,
+    HeldOutResiduals,
+    RunLaws,
     design,
     f_test,
     fit_candidate,
@@ -23,9 +26,11 @@ from cprsim.calibrate.accuracy import (
     own_terms,
     paired_se,
     pooling_weight,
+    raw_quantile,
     restricted_ols,
     select,
     shrunk,
+    single_run_quantile,
 )
 from cprsim.pls import ShardLedger
 
@@ -49,6 +54,12 @@ def _data(rng, b0=0.004, b1=0.0, b2=0.0, per=(1.0, 1.0, 1.0), seeds=3, n=18, sd=
     return Data(
         np.array(st), np.array(seed), np.array(pls), np.array(pos), np.array(age), np.array(y)
     )
+
+
+def _unit_law(pls: float, b0: float = 0.0) -> Coef:
+    """Coefficients of ``loss = b0 PLS + sqrt(PLS / pls) Z``: mean 0 (b0 = 0) and scale 1 at
+    ``pls``, no coefficient uncertainty."""
+    return Coef(np.array([b0]), np.zeros((1, 1)), 100, 1.0, 101, (1.0 / pls, 0.0))
 
 
 def _points(d: Data) -> dict:
@@ -660,8 +671,9 @@ def test_run_draws_are_the_predictive_distribution_and_common_to_intervals():
     """A run's draw depends on its replication only (common random numbers across intervals and
     strategies: the same uniform ``u`` of its ``("training", replication)`` stream). Over many runs
     at one PLS the draws' CDF is the predictive: with the calibration's held-out residuals (4
-    seeds), the standardized draws are the residuals' interpolated quantile of u and their CDF is
-    the residuals' ``cdf`` (DKW band, 1%); at a bin's median PLS each is one of the bin's
+    seeds), the standardized draws are the residuals' interpolated quantile of u (from the median
+    up, at least that: the monotone law) and their CDF is the run's law's (``RunLaws``, DKW band,
+    1%); at a bin's median PLS each is one of the bin's
     residuals, with CDF k / (n + 1) at the k-th smallest; without them, Student-t's quantile of u
     (KS test)."""
     from cprsim.planner.accuracy import plan_accuracy
@@ -691,11 +703,15 @@ def test_run_draws_are_the_predictive_distribution_and_common_to_intervals():
     assert not np.array_equal(a, acc.run_draws(runs, "partial", 8))
     m, sd, dof = acc.fit.predictive("partial", [0.2], [0.5], [0.0])
     z = (a - m[0]) / sd[0]
-    assert np.allclose(z, res.ppf(u, 0.2))
-    # the draws' CDF is res.cdf (the distribution ppf(U) has): within the DKW band (1%)
+    low = u < 0.5
+    assert np.allclose(z[low], res.ppf(u[low], 0.2))  # below the median: the law as fitted
+    assert np.all(z >= res.ppf(u, 0.2) - 1e-9)  # from it up, at least that (its running maximum)
+    # the draws' CDF is the run's law's (RunLaws, what a validation predicts): within the DKW
+    # band (1%)
     dkw = math.sqrt(math.log(2 / 0.01) / (2 * N))
-    grid = np.quantile(z, np.linspace(0.02, 0.95, 25))  # below the largest (clipped) value
-    assert np.all(np.abs([np.mean(z <= g) - float(res.cdf(g, 0.2)) for g in grid]) < dkw)
+    law = acc.fit.run_laws("partial", [0.2], [0.5], [0.0])
+    grid = np.quantile(a, np.linspace(0.02, 0.95, 25))  # below the largest (clipped) value
+    assert np.all(np.abs([np.mean(a <= g) - float(law.cdf(g)[0]) for g in grid]) < dkw)
     # at a bin's median PLS a draw is one of that bin's residuals, the k-th smallest with
     # probability 1 / (n + 1) (the largest 2 / (n + 1))
     c = res.centers[1]
@@ -872,11 +888,9 @@ def test_held_out_coverage_holds_under_the_models_law_and_flags_a_floor_it_misse
 def test_held_out_residuals_quantiles_by_hand():
     """Two bins of made-up residuals: at a bin's median PLS the q-quantile is its
     ceil((n + 1) q)-th smallest residual; halfway in log PLS between the medians, the mean of the
-    two; beyond the outer medians, the nearest bin's; ``cdf`` inverts ``ppf`` at each bin's steps
-    (exactly, also where (n + 1) k / (n + 1) rounds above k) and is 1 from the largest residual on
-    (the draws' law); tied PLS merge bins rather than leave one empty."""
-    from cprsim.calibrate.accuracy import HeldOutResiduals
-
+    two; beyond the outer medians, the nearest bin's; a run's CDF (RunLaws) inverts ``ppf`` at
+    each bin's steps (exactly, also where (n + 1) k / (n + 1) rounds above k) and is 1 from the
+    largest residual on (the draws' law); tied PLS merge bins rather than leave one empty."""
     a, b = np.arange(1.0, 10.0), np.arange(0.0, 40.0, 2.0)  # 9 and 20 residuals
     r = HeldOutResiduals((0.01, 0.04), (a, b))
     for q in (0.1, 0.5, 0.9):
@@ -887,16 +901,21 @@ def test_held_out_residuals_quantiles_by_hand():
         assert float(r.ppf(q, 0.001)) == a[ka - 1] and float(r.ppf(q, 0.5)) == b[kb - 1]
     assert float(r.ppf(0.99, 0.01)) == a[-1]  # (n + 1) q > n: the largest stands in
     assert r.unresolved(0.95) and not r.unresolved(0.9)  # 10 x 0.95 > 9; 10 x 0.9 <= 9
+    # a run whose loss is the multiplier itself (mean 0, scale 1 at PLS 0.01): its CDF at the
+    # k-th residual is k / (n + 1), 1 from the largest on (a draw never exceeds it)
+    law = RunLaws.of(_unit_law(0.01), (), r, 0.01, 0.5, 0.0)
     for k in range(1, 10):
-        assert float(r.cdf(a[k - 1], 0.01)) == pytest.approx(k / 10 if k < 9 else 1.0)
-    assert float(r.cdf(a[0] - 1, 0.01)) == 0.0
-    assert float(r.cdf(100.0, 0.01)) == 1.0  # a draw never exceeds the largest residual
+        assert float(law.cdf(a[k - 1])[0]) == pytest.approx(k / 10 if k < 9 else 1.0)
+    assert float(law.cdf(a[0] - 1)[0]) == 0.0
+    assert float(law.cdf(100.0)[0]) == 1.0
     # n = 24: (n + 1) k / (n + 1) rounds above k for some k; the k-th step is still the k-th
     c = np.sort(np.random.default_rng(3).normal(size=24))
     r24 = HeldOutResiduals((0.05,), (c,))
+    law24 = RunLaws.of(_unit_law(0.05), (), r24, 0.05, 0.5, 0.0)
     for k in range(1, 25):
         assert float(r24.ppf(k / 25, 0.05)) == c[k - 1]
-        assert float(r24.cdf(c[k - 1], 0.05)) == pytest.approx(k / 25 if k < 24 else 1.0)
+        if k / 25 < 0.5 or c[k - 1] >= 0:  # from the median up the law is held at >= 0
+            assert float(law24.cdf(c[k - 1])[0]) == pytest.approx(k / 25 if k < 24 else 1.0)
     # tied PLS (two levels): bins merge instead of leaving one empty
     d = Data(
         np.full(200, "partial"),
@@ -911,4 +930,133 @@ def test_held_out_residuals_quantiles_by_hand():
     u = np.linspace(0.001, 0.999, 500)
     v = r.ppf(u, np.full(u.size, 0.02))
     assert np.all(np.diff(v) >= 0)  # a quantile function: non-decreasing in u
-    assert np.all(r.cdf(v, np.full(u.size, 0.02)) >= u - 1e-12)
+    assert np.array_equal(r.ppf_outer(r.quantiles(u), np.array([0.02]))[:, 0], v)
+
+
+def _falling_law():
+    """A two-bin law whose second bin's residuals are a tenth of the first's (its q-quantile
+    falls from the first median to the second, where the scale has not grown tenfold), on
+    ``loss = 0.004 PLS + sqrt(PLS / 0.01) Z``."""
+    z = np.linspace(-1.0, 9.0, 99)
+    return _unit_law(0.01, b0=0.004), HeldOutResiduals((0.01, 0.1), (z, z / 10))
+
+
+def test_a_runs_quantile_never_falls_as_pls_grows_from_the_median_up():
+    """The monotone law (single_run_quantile): on a law whose q-quantile falls by a third and
+    more between two bins, from the median up a run's quantile is the running maximum of the law
+    over PLS (a brute-force maximum over 20,000 log-spaced PLS per run, to within the law's own
+    fall inside one lattice step), never below the law as fitted nor 0, and non-decreasing in PLS;
+    below the median it is the law as fitted; and at every PLS it stays non-decreasing in u."""
+    c, res = _falling_law()
+    pls = np.geomspace(1e-4, 1.0, 3000)
+    one = np.ones(pls.shape)
+    for q in (0.3, 0.5, 0.6, 0.9, 0.99):
+        raw = raw_quantile(c, (), res, q * one, pls, 0.5 * one, 0 * one)
+        mono = single_run_quantile(c, (), res, q, pls, 0.5, 0.0)
+        if q < 0.5:
+            assert np.array_equal(mono, raw)
+            continue
+        top = np.maximum.accumulate(raw)
+        assert np.max((top - raw) / top) > 0.3  # the law as fitted falls
+        assert np.all(mono >= raw) and np.all(mono >= 0)
+        assert np.all(np.diff(mono) >= -1e-3 * mono[1:])  # never falls (within a lattice step)
+        for x in pls[::300]:  # the brute-force running maximum, from PLS -> 0 (loss 0) up to x
+            g = np.geomspace(x * 1e-8, x, 20_000)
+            brute = max(
+                0.0, float(np.max(raw_quantile(c, (), res, q + 0 * g, g, 0.5 + 0 * g, 0 * g)))
+            )
+            (m,) = single_run_quantile(c, (), res, q, x, 0.5, 0.0)
+            assert brute * (1 - 1e-4) - 1e-15 <= m <= brute * (1 + 1e-4) + 1e-15
+    u = np.linspace(0.01, 0.99, 99)
+    for x in (0.005, 0.03, 0.2):  # a quantile function in u at each PLS (also across u = 1/2)
+        v = single_run_quantile(c, (), res, u, x, 0.5, 0.0)
+        assert np.all(np.diff(v) >= 0)
+
+
+def test_the_planners_draws_and_bounds_use_the_monotone_law():
+    """AccuracyFit.draw (the plan's simulated runs), predictive_quantile (its PLS bound) and a
+    single run's value are the monotone law; asked alone, or with other runs, or through the
+    bound's cache, a run gets the same value; and the plan's largest allowed PLS is where that
+    law crosses the bound."""
+    c, res = _falling_law()
+    fit = AccuracyFit("slope", (), True, {"*": c}, None, 1.0, "auc", {}, "test", res)
+    rng = np.random.default_rng(5)
+    u, pls = rng.random(400), np.exp(rng.uniform(np.log(1e-3), np.log(0.5), 400))
+    pos, age = rng.uniform(0.2, 0.8, 400), np.zeros(400)
+    both = fit.draw("partial", u, pls, pos, age)
+    assert np.array_equal(both, single_run_quantile(c, (), res, u, pls, pos, age))
+    alone = [fit.draw("partial", u[i], pls[i], pos[i], age[i])[0] for i in range(0, 400, 37)]
+    assert np.array_equal(np.array(alone), both[::37])
+    x = np.geomspace(1e-3, 0.5, 50)
+    q9 = fit.predictive_quantile("partial", 0.9, x)
+    assert np.array_equal(q9, single_run_quantile(c, (), res, 0.9 + 0 * x, x, 0.5 + 0 * x, 0 * x))
+    assert np.array_equal(fit.predictive_quantile("partial", 0.9, x), q9)  # from the cache
+    bound = float(q9[30])
+    b = fit.max_pls(bound, "partial", q=0.9)
+    (at,) = fit.predictive_quantile("partial", 0.9, b)
+    (past,) = fit.predictive_quantile("partial", 0.9, b * (1 + 1e-6))
+    assert at <= bound < past * (1 + 1e-9)
+
+
+def test_a_fit_made_by_replace_does_not_reuse_its_originals_running_maxima():
+    """The running maxima a fit keeps for its quantiles belong to its own law: a fit made from it
+    with dataclasses.replace (other residuals, as with_held_out_residuals makes) starts afresh."""
+    c, res = _falling_law()
+    fit = AccuracyFit("slope", (), True, {"*": c}, None, 1.0, "auc", {}, "test", res)
+    x = np.array([0.0126, 0.05])
+    fit.predictive_quantile("partial", 0.9, x)  # fills its cache
+    z = np.linspace(-1.0, 9.0, 99)
+    growing = replace(fit, residuals=HeldOutResiduals(res.centers, (z / 10, z)))
+    fresh = AccuracyFit(
+        "slope", (), True, {"*": c}, None, 1.0, "auc", {}, "test", growing.residuals
+    )
+    assert np.array_equal(
+        growing.predictive_quantile("partial", 0.9, x), fresh.predictive_quantile("partial", 0.9, x)
+    )
+
+
+def test_a_runs_cdf_with_no_scale_and_a_negative_mean_is_held_at_zero_from_the_median():
+    c = Coef(np.array([-0.01]), np.zeros((1, 1)), 30, 0.0, 31, (0.0, 0.0))
+    laws = RunLaws.of(c, (), None, np.array([0.1, 0.0]), 0.5, 0.0)
+    assert laws.cdf(-0.001)[0] == 0.5 and laws.cdf(0.0)[0] == 1.0  # mean -0.001 below 1/2, then 0
+    assert laws.cdf(-0.002)[0] == 0.0 and laws.cdf(0.0)[1] == 1.0
+    assert RunLaws.of(c, (), None, np.empty(0), 0.5, 0.0).cdf(0.0).size == 0
+
+
+@pytest.mark.parametrize("residuals", [True, False])
+def test_a_runs_cdf_inverts_its_monotone_law(residuals):
+    """RunLaws (a validation's predicted share within its bound and the quantiles of its mixture)
+    is the distribution the planner draws from: at every u (also either side of 1/2, where the
+    law switches), P(loss <= Q(u)) >= u and P(loss < Q(u)) <= u, and P(loss <= x) is the share
+    of a fine grid of u drawing at most x, for runs where the monotone law binds and where it does
+    not, with the held-out residuals (exact, at their steps) and with Student-t's (closed form); a
+    run at PLS 0 is a point at 0; a run whose scale is 0 and mean negative is held at 0 from the
+    median up."""
+    c, res = _falling_law()
+    if residuals:  # 40 residuals a bin: 1/2 is not a step, and the law binds at the median
+        z = np.linspace(-1.0, 9.0, 40)
+        res = HeldOutResiduals((0.01, 0.1), (z, z / 10))
+    if not residuals:
+        # Student-t's law with a curvature term: a mean that peaks and falls, held by the law
+        c = Coef(np.array([0.02, -0.1]), np.diag([1e-6, 1e-5]), 30, 1.0, 32, (1e-6, 1e-5))
+    terms = () if residuals else ("pls",)
+    r = res if residuals else None
+    pls = np.array([0.0, 0.003, 0.02, 0.06, 0.15, 0.3])
+    pos, age = np.full(pls.size, 0.5), np.zeros(pls.size)
+    laws = RunLaws.of(c, terms, r, pls, pos, age)
+    held = 0
+    for u in np.concatenate([np.linspace(0.02, 0.98, 49), [0.4999, 0.5, 0.5001]]):
+        q = single_run_quantile(c, terms, r, u, pls, pos, age)
+        held += int(np.sum(q > raw_quantile(c, terms, r, u + 0 * pls, pls, pos, age)))
+        for i, x in enumerate(q):
+            assert laws.cdf(x)[i] >= u - 1e-9
+            assert laws.cdf(x - 1e-9 * max(abs(x), 1e-12))[i] <= u + 1e-9
+    assert held > 0  # the law binds somewhere
+    assert laws.cdf(-1e-12)[0] == 0.0 and laws.cdf(0.0)[0] == 1.0
+    # the CDF is the share of a fine uniform grid of u whose draws lose at most x
+    u = (np.arange(20_000) + 0.5) / 20_000
+    for i in range(1, pls.size):
+        one = np.ones(u.size)
+        draws = single_run_quantile(c, terms, r, u, pls[i] * one, 0.5 * one, 0 * one)
+        for x in np.quantile(draws, [0.1, 0.3, 0.45, 0.5, 0.55, 0.7, 0.9]):
+            assert laws.cdf(x)[i] == pytest.approx(np.mean(draws <= x), abs=2 / u.size)

@@ -205,16 +205,20 @@ def test_runs_above_their_own_predictive_quantile_are_a_binomial_tail():
 
 
 def test_the_predicted_quantiles_are_the_mixtures():
+    from cprsim.calibrate.accuracy import RunLaws
+
     stats = pytest.importorskip("scipy.stats")
     m, sd, dof = np.array([1e-4]), np.array([2e-4]), 20
-    for q, x in zip(V.QUANTILES, V.mixture_quantiles(m, sd, dof, V.QUANTILES)):
+    one = RunLaws(m=m, sd=sd, dof=dof)
+    for q, x in zip(V.QUANTILES, V.mixture_quantiles(one, V.QUANTILES)):
         assert x == pytest.approx(1e-4 + 2e-4 * stats.t.ppf(q, dof), rel=1e-9)
     m2, sd2 = np.array([0.0, 1e-3, 5e-4]), np.array([1e-4, 3e-4, 0.0])  # one run: a point mass
-    qs = V.mixture_quantiles(m2, sd2, dof, (0.1, 0.5, 0.9))
+    three = RunLaws(m=m2, sd=sd2, dof=dof)
+    qs = V.mixture_quantiles(three, (0.1, 0.5, 0.9))
     for q, x in zip((0.1, 0.9), (qs[0], qs[2])):
-        assert V.mixture_cdf(m2, sd2, dof, x) == pytest.approx(q, abs=1e-9)
+        assert V.mixture_cdf(three, x) == pytest.approx(q, abs=1e-9)
     assert qs[1] == pytest.approx(5e-4)  # the median falls on the point mass's jump
-    assert V.mixture_cdf(m2, sd2, dof, 5e-4 * (1 - 1e-9)) < 0.5 < V.mixture_cdf(m2, sd2, dof, 5e-4)
+    assert V.mixture_cdf(three, 5e-4 * (1 - 1e-9)) < 0.5 < V.mixture_cdf(three, 5e-4)
     draws = np.concatenate(
         [
             mu + s * stats.t.rvs(dof, size=200_000, random_state=j)
@@ -222,9 +226,11 @@ def test_the_predicted_quantiles_are_the_mixtures():
         ]
     )
     assert qs[2] == pytest.approx(float(np.quantile(draws, 0.9)), rel=0.02)
-    assert V.mixture_cdf(m2, sd2, dof, 5e-4) == pytest.approx(
+    assert V.mixture_cdf(three, 5e-4) == pytest.approx(
         (stats.t.cdf(5.0, dof) + stats.t.cdf(-5 / 3, dof) + 1.0) / 3
     )
+    inf = RunLaws.points(np.array([math.inf]))  # no scatter estimate: unbounded
+    assert V.mixture_quantiles(inf, (0.5,)) == [math.inf] and V.mixture_cdf(inf, 1.0) == 0.0
 
 
 def test_the_predicted_quantiles_follow_the_held_out_residuals_where_the_plan_does():
@@ -232,22 +238,28 @@ def test_the_predicted_quantiles_follow_the_held_out_residuals_where_the_plan_do
     its PLS bin's share of residuals <= z over n + 1 (1 from the largest on: the plan's draws never
     exceed it), and the one-run mixture's q-quantile is the plan's own q-quantile (``m + sd``
     times the bin's ceil((n+1)q)-th smallest residual, the largest where (n + 1) q > n)."""
-    from cprsim.calibrate.accuracy import HeldOutResiduals
+    from cprsim.calibrate.accuracy import Coef, HeldOutResiduals, RunLaws
 
     a, b = np.array([-1.0, 0.0, 0.5, 2.0]), np.arange(-2.0, 7.0)  # 4 and 9 residuals
     res = HeldOutResiduals((0.01, 0.2), (a, b))
-    m, sd = np.array([1e-4, 2e-4]), np.array([1e-4, 1e-4])
+    # loss = 0.01 PLS + sqrt(1e-6 PLS) Z: mean 1e-4 and 2e-3, scale 1e-4 and 4.47e-4 at the medians
+    c = Coef(np.array([0.01]), np.zeros((1, 1)), 100, 1.0, 101, (1e-6, 0.0))
     pls = np.array([0.01, 0.2])  # one run at each bin's median PLS
-    # z = 0.25 in the first bin (2 of 4 at most it), -0.75 in the second (2 of 9)
-    assert V.mixture_cdf(m, sd, 0, 1.25e-4, res, pls) == pytest.approx((2 / 5 + 2 / 10) / 2)
-    assert V.mixture_cdf(m[1:], sd[1:], 0, 8.0001e-4, res, pls[1:]) == 1.0  # past the largest, 6
+    m, sd = c.predictive(pls[:, None])
+    laws = RunLaws.of(c, (), res, pls, 0.5, 0.0)
+    # z = 0.25 in the first bin (2 of 4 at most it), -0.75 in the second (2 of 9): both below the
+    # median, where the law is as fitted
+    x = (m[0] + 0.25 * sd[0], m[1] - 0.75 * sd[1])
+    assert laws.cdf(x[0])[0] == pytest.approx(2 / 5) and laws.cdf(x[1])[1] == pytest.approx(2 / 10)
+    assert laws.cdf(m[1] + 6.0001 * sd[1])[1] == 1.0  # past the largest, 6
+    second = RunLaws.of(c, (), res, pls[1:], 0.5, 0.0)
     for q in (0.3, 0.5, 0.7, 0.95):  # 0.95: (9 + 1) 0.95 > 9, the largest residual
-        (x,) = V.mixture_quantiles(m[1:], sd[1:], 0, (q,), res, pls[1:])
+        (x2,) = V.mixture_quantiles(second, (q,))
         want = b[min(9, math.ceil(10 * q - 1e-9)) - 1]
         assert float(res.ppf(q, 0.2)) == want
-        assert x == pytest.approx(2e-4 + 1e-4 * want, rel=1e-9)
-    (x,) = V.mixture_quantiles(m[:1], sd[:1], 0, (0.5,), res, pls[:1])
-    assert x == pytest.approx(1e-4 + 1e-4 * a[3 - 1], rel=1e-9)  # ceil((4 + 1) 0.5) = 3
+        assert x2 == pytest.approx(m[1] + sd[1] * want, rel=1e-9)
+    (x1,) = V.mixture_quantiles(RunLaws.of(c, (), res, pls[:1], 0.5, 0.0), (0.5,))
+    assert x1 == pytest.approx(m[0] + sd[0] * a[3 - 1], rel=1e-9)  # ceil((4 + 1) 0.5) = 3
 
 
 # -- (c) end to end ------------------------------------------------------------------------------------

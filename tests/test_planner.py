@@ -277,12 +277,13 @@ def test_a_failed_confirmation_steps_down_until_it_passes_or_the_grid_ends():
 def test_a_plan_notes_where_a_runs_quantile_falls_as_pls_grows():
     """The held-out residuals' bins can make a single run's q-quantile fall as PLS grows (a bin
     whose residuals' quantile is smaller than the last one's): AccuracyFit.quantile_dip finds the
-    fall, computed here by hand on a two-bin law, and a plan's notes say so; a law whose quantile
-    only grows gets no note."""
+    fall of the law as fitted, computed here by hand on a two-bin law, the plan's law does not
+    fall, and a plan's notes say where it was held; a law whose quantile only grows gets no
+    note."""
     from dataclasses import replace as dc_replace
     from types import SimpleNamespace as NS
 
-    from cprsim.calibrate.accuracy import HeldOutResiduals
+    from cprsim.calibrate.accuracy import HeldOutResiduals, raw_quantile
     from cprsim.calibrate.calibration import load_calibration
     from cprsim.planner import _dip_note
     from cprsim.planner.accuracy import plan_accuracy
@@ -299,9 +300,14 @@ def test_a_plan_notes_where_a_runs_quantile_falls_as_pls_grows():
     dip = falling.quantile_dip(st, 0.9)
     lo = fit.ranges[st]["pls"][0]
     pls = np.geomspace(lo if lo > 0 else hi / 1000, hi, 400)  # the measured range
-    v = falling.predictive_quantile(st, 0.9, pls)
+    one = np.ones(pls.shape)
+    c = falling.coef_for(st)
+    v = raw_quantile(c, fit.terms, falling.residuals, 0.9 * one, pls, 0.5 * one, 0 * one)
     top = np.maximum.accumulate(v)
     assert dip is not None and dip[0] == pytest.approx(float(np.max((top - v) / top)))
+    # the plan's own law holds the quantile at that maximum instead (within a lattice step)
+    mono = falling.predictive_quantile(st, 0.9, pls)
+    assert np.all(mono >= v) and np.all(np.diff(mono) >= -1e-3 * mono[1:])
     # from a top below, down to the second bin's center (where its law rules alone; a grid step)
     assert dip[1] < dip[2] and dip[2] == pytest.approx(hi / 10, rel=0.02)
     (note,) = _dip_note(NS(fit=falling, metric="auc"), 0.9)

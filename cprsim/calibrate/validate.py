@@ -36,7 +36,7 @@ checks it on runs neither the planner nor the calibration ever saw:
 two-sided 95% Clopper-Pearson interval; the one-sided exact binomial test of H0 "P(within) >= q":
 p = P(X <= k | n, q), H0 rejected when p < 0.05. Beside it, the mean and P50/P90/P99 of the
 measured losses, and the same figures of the model's predictive distribution over the same runs
-(a mixture of each run's Student-t predictive, :func:`mixture_quantiles`).
+(a mixture of each run's single-run law as the planner draws it, :func:`mixture_quantiles`).
 
 **Files** (in the output folder): ``validation.json`` (the configuration and its fingerprint,
 written first with ``finished: false``; at the end the summary too), ``validation.csv`` (one row
@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from cprsim.calibrate import runner as R
+from cprsim.calibrate.accuracy import RunLaws
 from cprsim.calibrate.emulation import Action, Setting, emulated
 from cprsim.errors import InputError, ParameterError
 from cprsim.io import (
@@ -431,61 +432,36 @@ def own_quantile_check(loss: np.ndarray, pred_q: np.ndarray, q: float) -> dict[s
     return {"q": q, "n": n, "runs": m, "expected": n * (1.0 - q), "p_value": p}
 
 
-def mixture_cdf(
-    m: np.ndarray, sd: np.ndarray, dof: int, x: float, residuals: Any = None, pls: Any = None
-) -> float:
-    """P(loss <= ``x``) under the equal mixture of the runs' predictive distributions
-    ``m_i + sd_i Z`` (``Z`` Student-t with ``dof`` degrees of freedom, or with ``residuals`` the
-    held-out residuals of the runs' PLS bins ``pls``,
-    :class:`~cprsim.calibrate.accuracy.HeldOutResiduals`; ``sd_i = 0``: a point at ``m_i``): the
-    chance that a run drawn at random among them loses at most ``x`` (a fraction)."""
-    from scipy import stats
-
-    m, sd = np.asarray(m, float), np.asarray(sd, float)
-    if m.size == 0:
-        return math.nan
-    pos = sd > 0
-    v = (x >= m).astype(float)
-    if residuals is not None:
-        v[pos] = residuals.cdf((x - m[pos]) / sd[pos], np.asarray(pls, float)[pos])
-    elif dof <= 0:  # no scatter estimate: an unbounded predictive
-        v[pos] = 0.5
-    else:
-        v[pos] = stats.t.cdf((x - m[pos]) / sd[pos], dof)
-    return float(np.mean(v))
+def mixture_cdf(laws: Any, x: float) -> float:
+    """P(loss <= ``x``) under the equal mixture of the runs' predictive distributions ``laws``
+    (:class:`~cprsim.calibrate.accuracy.RunLaws`: the planner's monotone law of a single run at
+    each run's PLS, position and age): the chance that a run drawn at random among them loses at
+    most ``x`` (a fraction)."""
+    v = laws.cdf(x)
+    return float(np.mean(v)) if v.size else math.nan
 
 
-def mixture_quantiles(
-    m: np.ndarray,
-    sd: np.ndarray,
-    dof: int,
-    probs: Sequence[float],
-    residuals: Any = None,
-    pls: Any = None,
-) -> list[float]:
+def mixture_quantiles(laws: Any, probs: Sequence[float]) -> list[float]:
     """Quantiles ``probs`` of the mixture of :func:`mixture_cdf` (loss units; bisection to
     machine precision; ``inf`` without a scatter estimate, or beyond the held-out residuals'
     resolution)."""
-    from scipy import stats
-
-    m, sd = np.asarray(m, float), np.asarray(sd, float)
-    if m.size == 0:
+    if laws.cdf(0.0).size == 0:
         return [math.nan] * len(probs)
-    if not np.all(np.isfinite(sd)) or (residuals is None and dof <= 0 and np.any(sd > 0)):
+    lo0, hi0 = laws.bracket()
+    if not (math.isfinite(lo0) and math.isfinite(hi0)):
         return [math.inf] * len(probs)
-    z = residuals.largest() if residuals is not None else float(stats.t.ppf(1 - 1e-6, max(dof, 1)))
-    span = float(np.max(sd)) * z + 1e-12
+    lo0, hi0 = lo0 - 1e-12, hi0 + 1e-12
     out = []
     for pr in probs:
-        lo, hi = float(np.min(m)) - span, float(np.max(m)) + span
-        if mixture_cdf(m, sd, dof, hi, residuals, pls) < pr:
+        lo, hi = lo0, hi0
+        if mixture_cdf(laws, hi) < pr:
             out.append(math.inf)
             continue
         for _ in range(200):
             mid = 0.5 * (lo + hi)
             if mid in (lo, hi):
                 break
-            if mixture_cdf(m, sd, dof, mid, residuals, pls) < pr:
+            if mixture_cdf(laws, mid) < pr:
                 lo = mid
             else:
                 hi = mid
@@ -604,6 +580,21 @@ def _predict(acc: Any, strategy: str, q: float, pls: Any, pos: Any, age: Any) ->
     m, sd, dof = acc.fit.predictive(strategy, pls, pos, age)
     qq = acc.fit.predictive_quantile(strategy, q, pls, pos, age)
     return m, sd, dof, qq
+
+
+def _predicted(acc: Any, t: Target, pls: Any, pos: Any, age: Any) -> dict[str, float]:
+    """The model's predictive distribution over runs at these covariates (the mixture of their
+    single-run laws, :func:`mixture_quantiles`): mean, :data:`QUANTILES` and the share within
+    the bound."""
+    m = _predict(acc, t.strategy, t.confidence, pls, pos, age)[0]
+    if acc.fit is None:  # a model without points: its own loss, no scatter
+        laws = RunLaws.points(m)
+    else:
+        laws = acc.fit.run_laws(t.strategy, pls, pos, age)
+    pq = mixture_quantiles(laws, QUANTILES)
+    out = {"mean": float(np.mean(m))} | {f"p{100 * q:g}": v for q, v in zip(QUANTILES, pq)}
+    out["share_within"] = mixture_cdf(laws, t.bound)
+    return out
 
 
 def _row(r: _Run, pair: Pair, t: Target, acc: Any) -> list[Any]:
@@ -845,20 +836,9 @@ def summarize(
 
     n, k = len(rows), int(c("within").sum())
     report = binomial_report(k, n, t.confidence)
-    m, sd, dof, _ = _predict(
-        acc, t.strategy, t.confidence, c("sim_pls"), c("sim_position"), c("sim_age")
+    pred, pred_e = (
+        _predicted(acc, t, c(f"{w}_pls"), c(f"{w}_position"), c(f"{w}_age")) for w in ("sim", "emu")
     )
-    me, sde, dofe, _ = _predict(
-        acc, t.strategy, t.confidence, c("emu_pls"), c("emu_position"), c("emu_age")
-    )
-    res = acc.fit.residuals if acc.fit is not None else None
-    sim_pls, emu_pls = c("sim_pls"), c("emu_pls")
-    pq = mixture_quantiles(m, sd, dof, QUANTILES, res, sim_pls)
-    pqe = mixture_quantiles(me, sde, dofe, QUANTILES, res, emu_pls)
-    pred = {"mean": float(np.mean(m))} | {f"p{100 * q:g}": v for q, v in zip(QUANTILES, pq)}
-    pred_e = {"mean": float(np.mean(me))} | {f"p{100 * q:g}": v for q, v in zip(QUANTILES, pqe)}
-    pred["share_within"] = mixture_cdf(m, sd, dof, t.bound, res, sim_pls)
-    pred_e["share_within"] = mixture_cdf(me, sde, dofe, t.bound, res, emu_pls)
     seeds = [int(r[col["seed"]]) for r in rows]
     return {
         "plan": {

@@ -512,9 +512,10 @@ def _promise_notes(acc: PlanAccuracy, rec: Option, q: float | None) -> list[str]
 
 
 def _dip_note(acc: PlanAccuracy, q: float) -> list[str]:
-    """A note where a strategy's single-run ``q``-quantile falls as PLS grows
-    (:meth:`AccuracyFit.quantile_dip`): a run with more lost updates can then be drawn a smaller
-    loss, and the plan reads the law as it is."""
+    """A note where a strategy's single-run ``q``-quantile under the law as fitted falls as PLS
+    grows (:meth:`AccuracyFit.quantile_dip`): the plan's law holds it at its running maximum
+    there (:func:`cprsim.calibrate.accuracy.single_run_quantile`), more conservative than the
+    fit."""
     fit = acc.fit
     if fit is None or fit.residuals is None:
         return []
@@ -525,10 +526,10 @@ def _dip_note(acc: PlanAccuracy, q: float) -> list[str]:
         f"{st} by up to {100 * f:.3g}% (from PLS {a:.3g} to {b:.3g})" for st, (f, a, b) in dips
     )
     return [
-        f"a single run's {q:g}-quantile of the {acc.metric} loss falls as PLS grows for "
-        f"{where}: the held-out residuals' PLS bins disagree there, so a run with more lost updates "
-        "can be drawn a smaller loss; the plan uses the law as it is (docs/calibration.md, known "
-        "limits)"
+        f"as fitted, a single run's {q:g}-quantile of the {acc.metric} loss falls as PLS grows "
+        f"for {where}, where the held-out residuals' PLS bins disagree; the plan holds it at its "
+        "largest below, so a run never loses less for losing more updates (docs/calibration.md, "
+        "a single run's law)"
     ]
 
 
