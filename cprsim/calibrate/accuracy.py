@@ -706,11 +706,11 @@ def single_run_quantile(
     0 loses nothing), the law at the run's PLS and at the points of :func:`envelope_grid` below
     it that can hold a maximum (:func:`_lattice`; none for a run whose law provably never
     falls, :func:`_rising`); the lattice is fixed, so a run's value does not depend on the other
-    runs asked with it (but for rounding in the model's matrix products). So for every ``q >= 1/2`` a run's ``q``-quantile never falls as
-    PLS grows (to within the law's own fall inside one lattice step, 1/32 of a decade: at most
-    0.06% on linear laws whose bins' quantiles fall 1.5 to 10 fold over 0.3 to 2 decades, 0.14%
-    on random ones with a curvature term), and a
-    run drawn at ``u`` never loses less for losing more updates; it stays a quantile function
+    runs asked with it (but for rounding in the model's matrix products). So for every ``q >=
+    1/2`` a run's ``q``-quantile never falls as PLS grows (to within the law's own fall inside
+    one lattice step, 1/32 of a decade: at most 0.06% on linear laws whose bins' quantiles fall
+    1.5 to 10 fold over 0.3 to 2 decades, 0.14% on random ones with a curvature term), and a run
+    drawn at ``u`` never loses less for losing more updates; it stays a quantile function
     (non-decreasing in ``u``). ``cache``: where one ``u``, position and age serve all the runs
     (a plan's bound), the running maximum over the lattice is kept there under that key."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in (u, pls, position, age))) or (1,)
@@ -1046,7 +1046,9 @@ class Fitted:
         position: Any = REFERENCE["position"],
         age: Any = REFERENCE["age"],
     ) -> np.ndarray:
-        """The ``q``-quantile of a single run's loss at these PLS (position and age broadcast)."""
+        """The ``q``-quantile of a single run's loss at these PLS (position and age broadcast),
+        Student-t's under the law as fitted (:class:`AccuracyFit`, the planner's, holds it
+        monotone in PLS and takes the held-out residuals' quantile where it has them)."""
         pls = np.atleast_1d(np.asarray(pls, float))
         position = np.broadcast_to(np.asarray(position, float), pls.shape)
         age = np.broadcast_to(np.asarray(age, float), pls.shape)

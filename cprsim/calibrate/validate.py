@@ -571,15 +571,16 @@ def _model(metric: str, s: Scenario) -> Any:
     return plan_accuracy(cal, metric), cal.provenance.get("fingerprint")
 
 
-def _predict(acc: Any, strategy: str, q: float, pls: Any, pos: Any, age: Any) -> tuple:
-    """(mean, sd, dof, q-quantile) of single runs' losses at these covariates (arrays)."""
+def _predict(
+    acc: Any, strategy: str, q: float, pls: Any, pos: Any, age: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, q-quantile) of single runs' losses at these covariates (arrays)."""
     pls = np.atleast_1d(np.asarray(pls, float))
     if acc.fit is None:  # a model without points: its own loss, no scatter
         v = np.array([acc.loss(float(x), strategy)[0] for x in pls])
-        return v, np.zeros_like(v), 1_000_000, v
-    m, sd, dof = acc.fit.predictive(strategy, pls, pos, age)
-    qq = acc.fit.predictive_quantile(strategy, q, pls, pos, age)
-    return m, sd, dof, qq
+        return v, v
+    m, _, _ = acc.fit.predictive(strategy, pls, pos, age)
+    return m, acc.fit.predictive_quantile(strategy, q, pls, pos, age)
 
 
 def _predicted(acc: Any, t: Target, pls: Any, pos: Any, age: Any) -> dict[str, float]:
@@ -600,7 +601,7 @@ def _predicted(acc: Any, t: Target, pls: Any, pos: Any, age: Any) -> dict[str, f
 def _row(r: _Run, pair: Pair, t: Target, acc: Any) -> list[Any]:
     b, f = pair.baseline, pair.failed
     loss = (b.auc - f.auc) if t.metric == "auc" else (f.logloss - b.logloss)
-    m, _, _, qq = _predict(acc, t.strategy, t.confidence, f.pls, f.position, f.age)
+    m, qq = _predict(acc, t.strategy, t.confidence, f.pls, f.position, f.age)
     return [
         r.i,
         r.rep,
@@ -703,9 +704,7 @@ def _validation_runs(t: Target, acc: Any, n_iters: int, runs: int) -> dict[int, 
     vruns: dict[int, _Run] = {}
     for i in range(runs):
         sch, res, st = simulate_schedule(t, n_iters, i)
-        m, _, _, qq = _predict(
-            acc, t.strategy, t.confidence, res.pls, res.pls_position, res.pls_age
-        )
+        m, qq = _predict(acc, t.strategy, t.confidence, res.pls, res.pls_position, res.pls_age)
         vruns[i] = _Run(
             i,
             REPLICATION_BLOCKS["validate"] + i,
