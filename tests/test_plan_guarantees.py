@@ -54,11 +54,11 @@ def test_the_same_plan_at_100_200_400_confirmations_lands_within_one_grid_step()
     # which 100 fresh runs confirm at least half the time (search_share), and how many steps that
     # costs depends on how fast the share of runs within falls with the interval (with the 16-seed
     # matched calibration, whose loss grows with the restored state's age: two steps; with the
-    # held-out residuals' heavier tail the share falls more slowly: three, 0.595 h against 1 h,
-    # experiments/cpr_production's "Stable?" table)
+    # held-out residuals' heavier tail the share falls more slowly: three with 24 seeds, four with
+    # the 48-seed file, 0.297 h against 0.595 h; experiments/cpr_production's "Stable?" table)
     assert taus == sorted(taus), taus
     assert taus[2] / taus[1] <= GRID_RATIO * (1 + 1e-9), taus
-    assert taus[2] / taus[0] <= GRID_RATIO**3 * (1 + 1e-9), taus
+    assert taus[2] / taus[0] <= GRID_RATIO**4 * (1 + 1e-9), taus
 
 
 def _calibration(path, slopes, ranges, n=12, seed=0):
