@@ -5,8 +5,8 @@ about a second), against baselines measured in the same run on the same machine.
 * **B, the exhaustive planner** (`--precision off`: every grid point, search step and confirmation on
   all its replications, the planner's algorithm before issue 15; it shares today's engine and
   caches, so the ratio A/B is what the planner's own changes buy);
-* A with a **cold access cache** (a fresh, empty `CPRSIM_CACHE_DIR` each run: the first plan on a
-  machine);
+* A with **cold caches** on disk (the access model's and the held-out residuals'; a fresh, empty
+  `CPRSIM_CACHE_DIR` each run: the first plan on a machine);
 * yardsticks: `cprsim simulate cpr-production` (its 200 replications) and the **import floor**
   (a process that only imports what `cprsim plan` imports, then exits);
 * with ``--llm``, **`cprsim plan llm-16k-gpus`** besides (a dense job on 2,048 nodes, blocking
@@ -62,7 +62,7 @@ def main() -> None:
             [*py, "-m", "cprsim", *PLAN, "--json", "--precision", "off"],
             False,
         ),
-        "A, cold access cache": ([*py, "-m", "cprsim", *PLAN, "--json"], True),
+        "A, cold caches": ([*py, "-m", "cprsim", *PLAN, "--json"], True),
         SIM: (
             [*py, "-m", "cprsim", "simulate", "cpr-production", "--json"],
             False,

@@ -50,6 +50,7 @@ import numpy as np
 from cprsim.errors import InputError
 from cprsim.io import (
     atomic_write_text,
+    cache_dir,
     check_input_file,
     decode_errors,
     open_input_text,
@@ -422,14 +423,9 @@ def _tables_key(tables: tuple[int, ...]) -> str:
 
 @lru_cache(maxsize=1)
 def _disk_path() -> Path | None:
-    d = os.environ.get("CPRSIM_CACHE_DIR")
-    if d is not None:
-        if not d.strip():
-            return None
-        base = Path(d)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-        base = Path(xdg) / "cprsim" if xdg else Path.home() / ".cache" / "cprsim"
+    base = cache_dir()
+    if base is None:
+        return None
     import scipy
 
     from cprsim.version import __version__

@@ -192,6 +192,16 @@ def _umask() -> int:
     return mask
 
 
+def cache_dir() -> Path | None:
+    """The folder of cprsim's caches on disk: ``$CPRSIM_CACHE_DIR`` (an empty one: no cache on
+    disk, None), else ``$XDG_CACHE_HOME/cprsim``, else ``~/.cache/cprsim``."""
+    d = os.environ.get("CPRSIM_CACHE_DIR")
+    if d is not None:
+        return Path(d) if d.strip() else None
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return Path(xdg) / "cprsim" if xdg else Path.home() / ".cache" / "cprsim"
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write_bytes`)."""
     return atomic_write_bytes(path, text.encode("utf-8"))

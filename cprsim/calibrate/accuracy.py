@@ -86,13 +86,19 @@ bin (a conformal-style rank of leave-one-seed-out residuals), instead of ``t_dof
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import platform
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cprsim import quantiles
 from cprsim.names import VANILLA
 from cprsim.quantiles import f_sf, t_ppf
 
@@ -490,6 +496,88 @@ def _held_out_predictive(d: Data, name: str) -> tuple[np.ndarray, np.ndarray, np
     return mu, sd, dof
 
 
+# -- the held-out residuals on disk -----------------------------------------------------------------
+# They cost a fit per calibration seed (about 0.5 s for the shipped 48-seed file, in every plan), and
+# depend only on the runs, the candidate, the bins and the code: kept in cprsim's cache folder
+# (:func:`cprsim.io.cache_dir`; an empty ``CPRSIM_CACHE_DIR`` turns it off), one JSON file per
+# answer named by a digest of all of those (this module's and cprsim.quantiles' source, numpy's
+# and cprsim's versions, the machine), with the exact floats (JSON keeps every bit). An unreadable,
+# malformed or unwritable file is ignored (computed again); past ``_RESIDUALS_KEEP`` files the
+# oldest go.
+_RESIDUALS_KEEP = 256
+_RESIDUALS_MEMO: dict[str, HeldOutResiduals | None] = {}
+
+
+@lru_cache(maxsize=1)
+def _code_digest() -> bytes:
+    from cprsim.version import __version__
+
+    h = hashlib.sha256()
+    for f in (__file__, quantiles.__file__):
+        h.update(Path(f).read_bytes())
+    h.update(f"{np.__version__}|{__version__}|{platform.machine()}".encode())
+    return h.digest()
+
+
+def _residuals_key(d: Data, name: str, bins: int, per_bin: int) -> str:
+    """The digest naming the held-out residuals of ``d`` under ``name``, ``bins``, ``per_bin``."""
+    h = hashlib.sha256(_code_digest())
+    h.update(f"{name}|{bins}|{per_bin}".encode())
+    for a in (d.strategy.astype(str), d.seed, d.pls, d.position, d.age, d.y):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def _residuals_file(key: str) -> Path | None:
+    from cprsim.io import cache_dir
+
+    base = cache_dir()
+    return None if base is None else base / "held-out" / f"{key}.json"
+
+
+def _read_residuals(path: Path) -> tuple[bool, HeldOutResiduals | None]:
+    """(found, the residuals stored at ``path``: None where they were None); (False, None) for a
+    missing, unreadable or malformed file."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("none") is True:
+            return True, None
+        centers = tuple(float(c) for c in doc["centers"])
+        z = tuple(np.array(v, dtype=float) for v in doc["z"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return False, None
+    ok = (
+        len(centers) == len(z) >= 1
+        and all(v.ndim == 1 and v.size >= 1 and np.all(np.isfinite(v)) for v in z)
+        and all(math.isfinite(c) and c > 0 for c in centers)
+        and list(centers) == sorted(set(centers))
+        and all(np.all(np.diff(v) >= 0) for v in z)
+    )
+    for v in z:
+        v.setflags(write=False)
+    return (True, HeldOutResiduals(centers, z)) if ok else (False, None)
+
+
+def _write_residuals(path: Path, res: HeldOutResiduals | None) -> None:
+    from cprsim.io import atomic_write_text
+
+    doc: dict[str, Any] = (
+        {"none": True}
+        if res is None
+        else {"centers": list(res.centers), "z": [[float(x) for x in v] for v in res.z]}
+    )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(doc))
+        old = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        for p in old[: max(0, len(old) - _RESIDUALS_KEEP)]:
+            p.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 @dataclass(frozen=True)
 class HeldOutResiduals:
     """A single run's scatter as the calibration's own runs show it on seeds held out of the fit:
@@ -517,7 +605,22 @@ class HeldOutResiduals:
     ) -> HeldOutResiduals | None:
         """From the runs ``d`` (PLS > 0) and candidate ``name``: as many PLS bins as hold at
         least ``per_bin`` runs each, up to ``bins``; None with fewer than 3 seeds or ``per_bin``
-        runs (the Student-t scatter stays)."""
+        runs (the Student-t scatter stays). Kept in memory and on disk (above)."""
+        key = _residuals_key(d, name, bins, per_bin)
+        if key in _RESIDUALS_MEMO:
+            return _RESIDUALS_MEMO[key]
+        path = _residuals_file(key)
+        found, res = _read_residuals(path) if path is not None else (False, None)
+        if not found:
+            res = cls._computed(d, name, bins, per_bin)
+            if path is not None:
+                _write_residuals(path, res)
+        _RESIDUALS_MEMO[key] = res
+        return res
+
+    @classmethod
+    def _computed(cls, d: Data, name: str, bins: int, per_bin: int) -> HeldOutResiduals | None:
+        """:meth:`from_data`, computed."""
         if np.unique(d.seed).size < 3:
             return None
         mu, sd, _ = _held_out_predictive(d, name)
@@ -536,7 +639,10 @@ class HeldOutResiduals:
             if np.any(b == i):
                 groups.setdefault(float(np.median(pls[b == i])), []).append(z[b == i])
         centers = tuple(sorted(groups))
-        return cls(centers, tuple(np.sort(np.concatenate(groups[c])) for c in centers))
+        z = tuple(np.sort(np.concatenate(groups[c])) for c in centers)
+        for v in z:
+            v.setflags(write=False)  # shared: kept in memory for the process (from_data)
+        return cls(centers, z)
 
     def _weights(self, pls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each PLS: the bins either side (``lo``, ``hi``) and the weight of ``hi``."""
