@@ -66,6 +66,44 @@ def test_a_refit_keeps_the_plan_when_it_recommends_the_option_or_has_it_tied(mon
     assert (st["kept"], st["max_steps"], st["stable"]) == (2, 2, False)
 
 
+def test_the_promise_as_each_refit_judges_it(monkeypatch):
+    """With a judge, each refit row has the reference option's runs within (as that refit's model
+    judges them) and their 95% lower bound; ``promise`` counts the refits whose bound reaches the
+    plan's confidence: a refit that would not confirm the plan as it is does not count."""
+    from types import SimpleNamespace as NS
+
+    from cprsim.planner import stability
+    from cprsim.planner.search import cp_lower
+
+    o = NS(label="A", interval_s=3600.0, full_interval_s=7200.0, overhead=NS(mean=0.1))
+    ref = NS(recommended="A", tied=(), options=(o,), option=lambda lab: o)
+    within = {1: 195, 2: 188, 3: 186}
+    monkeypatch.setattr(stability, "refits_without_each_seed", lambda cal: [(s, s) for s in within])
+    st = stability.plan_stability(lambda c: ref, ref, None, lambda c: (within[c], 200), 0.9)
+    assert [r["promise_within"] for r in st["refits"]] == [195, 188, 186]
+    assert [r["promise_lo"] for r in st["refits"]] == [cp_lower(k, 200) for k in (195, 188, 186)]
+    pr = st["promise"]
+    assert pr["runs"] == 200 and pr["within_range"] == [186, 195]
+    # 188 of 200: the lower bound just above 0.9; 186: below it
+    assert cp_lower(188, 200) >= 0.9 > cp_lower(186, 200) and pr["kept"] == 2
+    assert pr["lo_min"] == cp_lower(186, 200)
+    assert stability.plan_stability(lambda c: ref, ref, None)["promise"] is None
+
+
+def test_the_judge_sees_the_runs_the_plan_confirmed_on():
+    """The stability check's judge re-simulates the recommended option's confirmation block: with
+    the plan's own calibration it finds exactly the share of runs within the plan reports."""
+    from cprsim.calibrate.calibration import calibration_for
+    from cprsim.planner import _promise_judge
+
+    s = sc.load("cpr-production")
+    plan = make_plan(s, 0.001)
+    o = plan.option(plan.recommended)
+    assert math.isfinite(o.pls_bound)  # a partial option: a per-run promise to judge
+    k, n = _promise_judge(plan, s)(calibration_for(s))
+    assert n == plan.replications and k == round(o.within * n)
+
+
 @pytest.mark.slow
 def test_each_refit_leaves_exactly_one_seed_out():
     cal = load_calibration(matched_path("cpr-production"))
@@ -113,6 +151,12 @@ def test_plan_check_stability_replans_once_per_seed():
     )
     rec = next(o for o in d["options"] if o["label"] == d["recommended"])
     assert st["overhead"] == rec["overhead"]["mean"]
+    pr = st["promise"]  # the plan's own option judged by each refit (a partial one only)
+    if rec["pls_bound"] is None or not math.isfinite(rec["pls_bound"]):
+        assert pr is None
+    else:
+        assert pr["runs"] == 40 and pr["confidence"] == d["confidence"]
+        assert pr["kept"] == sum(x["promise_lo"] >= d["confidence"] for x in st["refits"])
     assert st["overhead_range"] == [
         min(x["overhead"] for x in st["refits"]),
         max(x["overhead"] for x in st["refits"]),

@@ -197,7 +197,8 @@ def _quick_options(message: str) -> str:
     is_flag=True,
     help="Make the plan again with the calibration's accuracy model refitted without each of its "
     "seeds (one more plan per seed): does one seed change the recommendation, or move its interval "
-    "by more than one grid step (x1.19)? A line below the table; JSON: `stability`.",
+    "by more than one grid step (x1.19)? And would each refit still confirm this plan's promise on "
+    "its confirmation runs? A line below the table; JSON: `stability`.",
 )
 @click.option(
     "--checkpoint-modes",
@@ -502,6 +503,20 @@ def stability_line(st: dict[str, Any]) -> str:
         f"{100 * st.get('overhead', math.nan):.3g}%): "
         + ("stable" if st.get("stable") else "NOT stable (one seed moves the plan)")
         + (f" ({moves})" if moves else "")
+        + _promise_text(st.get("promise"), n, rec)
+    )
+
+
+def _promise_text(pr: dict[str, Any] | None, n: int, rec: Any) -> str:
+    """The stability line's last clause: the plan's own option as each refit judges it."""
+    if not pr:
+        return ""
+    lo, hi = pr["within_range"]
+    return (
+        f"; {rec} as planned here, judged with each refit's accuracy model on its "
+        f"{pr['runs']} confirmation runs: {lo}-{hi} within, {pr['kept']} of {n} refits "
+        f"confirm its promise (95% lower bound >= {pr['confidence']:g}; lowest "
+        f"{100 * pr['lo_min']:.1f}%)"
     )
 
 

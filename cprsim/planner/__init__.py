@@ -304,6 +304,8 @@ def _with_stability(
         lambda c: _make_plan(s, accuracy_bound, metric, **{**kw, "calibration": c}),
         plan,
         cal,
+        _promise_judge(plan, s),
+        plan.confidence,
     )
     n = len(st["refits"])
     moves = (
@@ -321,6 +323,26 @@ def _with_stability(
         for x in plan.notes
     )
     return dataclasses.replace(plan, stability=st, notes=notes)
+
+
+def _promise_judge(plan: Plan, s: Scenario) -> Callable[[Any], tuple[int, int]] | None:
+    """For :func:`plan_stability`: the recommended option's confirmation runs (the plan's
+    confirmation block, its ``replications``), judged with a given calibration by
+    :func:`runs_within`; None where the plan promises nothing per run of that option."""
+    from cprsim.sim.replicate import run_replications
+    from cprsim.streams import REPLICATION_BLOCKS
+
+    rec = plan.option(plan.recommended)
+    if plan.confidence is None or not math.isfinite(rec.pls_bound):
+        return None
+    opt = s.with_updates(
+        {
+            "checkpoint.interval_h": rec.interval_s / HOUR,
+            "strategy": {"name": rec.strategy, **rec.params},
+        }
+    )
+    runs = run_replications(opt, plan.replications, first=REPLICATION_BLOCKS["confirm"])[0]
+    return lambda c: (int(np.sum(runs_within(runs, rec, plan, c))), len(runs))
 
 
 def _sensitivity_rows(

@@ -20,6 +20,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from cprsim.planner.search import cp_lower
+
 #: the planner's interval grid step (``1 h x 2^(j/4)``)
 GRID_STEP = 2.0**0.25
 
@@ -58,7 +60,13 @@ def grid_steps(a: float, b: float) -> int:
     return round(math.log(b / a) / math.log(GRID_STEP))
 
 
-def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -> dict[str, Any]:
+def plan_stability(
+    plan_again: Callable[[Any], Any],
+    reference: Any,
+    cal: Any,
+    judge: Callable[[Any], tuple[int, int]] | None = None,
+    confidence: float | None = None,
+) -> dict[str, Any]:
     """The plan ``reference`` made again (``plan_again(calibration)``) with each of
     :func:`refits_without_each_seed` of ``cal``. Per refit: its recommendation and that option's
     interval and mean overhead; the reference's option as the refit plans it (``option_interval_h``,
@@ -68,7 +76,15 @@ def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -
     cannot tell apart, of which it recommends the simplest). ``kept``: refits that keep it
     (``same``: of them, those that recommend it), ``max_steps``: the largest move of its interval
     among all refits, ``overhead_range``: the refits' recommendations' smallest and largest mean
-    overhead, ``stable``: every refit keeps it and its interval moves by at most one grid step."""
+    overhead, ``stable``: every refit keeps it and its interval moves by at most one grid step.
+
+    ``judge(calibration)``: (runs within, runs) of the reference's own option on its confirmation
+    runs, judged with a refit's accuracy model; with it each row has ``promise_within``,
+    ``promise_runs`` and ``promise_lo`` (the one-sided 95% Clopper-Pearson lower bound), and
+    ``promise`` sums them up: ``kept``, the refits whose bound is at least ``confidence`` (they
+    would confirm the reference plan as it is), and the range of runs within. Where a flat share
+    of runs within makes the longest interval that passes move, this says whether any one seed
+    could break the promise of the plan the user runs."""
     rec = reference.option(reference.recommended)
     rows = []
     for seed, c in refits_without_each_seed(cal):
@@ -90,6 +106,9 @@ def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -
                 "keeps": o.label == rec.label or rec.label in p.tied,
             }
         )
+        if judge is not None:
+            k, n = judge(c)
+            rows[-1].update(promise_within=k, promise_runs=n, promise_lo=cp_lower(k, n))
     kept = sum(r["keeps"] for r in rows)
     moves = [abs(r["steps"]) if r["steps"] is not None else math.inf for r in rows]
     max_steps = max(moves, default=0)
@@ -107,4 +126,20 @@ def plan_stability(plan_again: Callable[[Any], Any], reference: Any, cal: Any) -
             max((r["overhead"] for r in rows), default=rec.overhead.mean),
         ],
         "stable": kept == len(rows) and max_steps <= 1,
+        "promise": _promise(rows, confidence) if judge is not None else None,
+    }
+
+
+def _promise(rows: list[dict[str, Any]], confidence: float | None) -> dict[str, Any]:
+    """:func:`plan_stability`'s ``promise``: the reference option as the refits judge it."""
+    q = confidence if confidence is not None else math.nan
+    return {
+        "runs": rows[0]["promise_runs"] if rows else 0,
+        "confidence": confidence,
+        "kept": sum(r["promise_lo"] >= q for r in rows),
+        "within_range": [
+            min((r["promise_within"] for r in rows), default=0),
+            max((r["promise_within"] for r in rows), default=0),
+        ],
+        "lo_min": min((r["promise_lo"] for r in rows), default=math.nan),
     }
