@@ -194,12 +194,18 @@ def _umask() -> int:
 
 def cache_dir() -> Path | None:
     """The folder of cprsim's caches on disk: ``$CPRSIM_CACHE_DIR`` (an empty one: no cache on
-    disk, None), else ``$XDG_CACHE_HOME/cprsim``, else ``~/.cache/cprsim``."""
+    disk, None), else ``$XDG_CACHE_HOME/cprsim``, else ``~/.cache/cprsim`` (None where there is
+    no home folder)."""
     d = os.environ.get("CPRSIM_CACHE_DIR")
     if d is not None:
         return Path(d) if d.strip() else None
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return Path(xdg) / "cprsim" if xdg else Path.home() / ".cache" / "cprsim"
+    if xdg:
+        return Path(xdg) / "cprsim"
+    try:
+        return Path.home() / ".cache" / "cprsim"
+    except RuntimeError:  # no HOME and no passwd entry (a container's anonymous user): no cache
+        return None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

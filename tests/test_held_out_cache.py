@@ -89,8 +89,41 @@ def test_too_few_seeds_is_remembered_as_none(cache, monkeypatch):
     assert json.loads(next(cache.glob("*.json")).read_text()) == {"none": True}
 
 
-def test_the_oldest_files_go_past_the_limit(cache, monkeypatch):
+def test_the_least_recently_used_files_go_past_the_limit(cache, monkeypatch):
+    """Past the limit the files least recently written or read go; the one just written stays."""
+    import os
+
     monkeypatch.setattr(A, "_RESIDUALS_KEEP", 2)
-    for k in range(4):
-        HeldOutResiduals.from_data(_data(shift=k * 1e-6), "slope")
-    assert len(list(cache.glob("*.json"))) == 2
+    HeldOutResiduals.from_data(_data(shift=0.0), "slope")
+    (a,) = cache.glob("*.json")
+    HeldOutResiduals.from_data(_data(shift=1e-6), "slope")
+    (b,) = set(cache.glob("*.json")) - {a}
+    os.utime(a, ns=(10**18, 10**18))  # a written long ago...
+    os.utime(b, ns=(15 * 10**17, 15 * 10**17))  # both before now
+    monkeypatch.setattr(A, "_RESIDUALS_MEMO", {})
+    HeldOutResiduals.from_data(_data(shift=0.0), "slope")  # ...but read now: used last
+    assert a.stat().st_mtime_ns > b.stat().st_mtime_ns
+    HeldOutResiduals.from_data(_data(shift=2e-6), "slope")
+    left = set(cache.glob("*.json"))
+    assert len(left) == 2 and a in left and b not in left
+
+
+def test_the_held_out_checks_folds_stay_in_memory(cache):
+    """held_out_coverage's per-fold residuals (one per seed, used once) are not written."""
+    HeldOutResiduals.from_data(_data(), "slope", persist=False)
+    assert not list(cache.glob("*.json"))
+
+
+def test_no_home_folder_means_no_cache(monkeypatch):
+    from pathlib import Path
+
+    from cprsim.io import cache_dir
+
+    monkeypatch.delenv("CPRSIM_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert cache_dir() is None

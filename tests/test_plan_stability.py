@@ -90,16 +90,21 @@ def test_the_promise_as_each_refit_judges_it(monkeypatch):
     assert stability.plan_stability(lambda c: ref, ref, None)["promise"] is None
 
 
-def test_the_judge_sees_the_runs_the_plan_confirmed_on():
-    """The stability check's judge re-simulates the recommended option's confirmation block: with
-    the plan's own calibration it finds exactly the share of runs within the plan reports."""
+@pytest.mark.slow
+@pytest.mark.parametrize("modes", [None, ("two-phase",), ("blocking", "tiered")])
+def test_the_judge_sees_the_runs_the_plan_confirmed_on(modes):
+    """The stability check's judge re-simulates the recommended option's confirmation block, in
+    the checkpoint mode it was confirmed in (a tiered option with its persist period): with the
+    plan's own calibration it finds exactly the share of runs within the plan reports."""
     from cprsim.calibrate.calibration import calibration_for
     from cprsim.planner import _promise_judge
 
     s = sc.load("cpr-production")
-    plan = make_plan(s, 0.001)
+    plan = make_plan(s, 0.001, checkpoint_modes=modes)
     o = plan.option(plan.recommended)
     assert math.isfinite(o.pls_bound)  # a partial option: a per-run promise to judge
+    if modes:
+        assert o.checkpoint_mode in modes
     k, n = _promise_judge(plan, s)(calibration_for(s))
     assert n == plan.replications and k == round(o.within * n)
 

@@ -86,9 +86,11 @@ bin (a conformal-style rank of leave-one-seed-out residuals), instead of ``t_dof
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import platform
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -500,28 +502,35 @@ def _held_out_predictive(d: Data, name: str) -> tuple[np.ndarray, np.ndarray, np
 # They cost a fit per calibration seed (about 0.5 s for the shipped 48-seed file, in every plan), and
 # depend only on the runs, the candidate, the bins and the code: kept in cprsim's cache folder
 # (:func:`cprsim.io.cache_dir`; an empty ``CPRSIM_CACHE_DIR`` turns it off), one JSON file per
-# answer named by a digest of all of those (this module's and cprsim.quantiles' source, numpy's
-# and cprsim's versions, the machine), with the exact floats (JSON keeps every bit). An unreadable,
-# malformed or unwritable file is ignored (computed again); past ``_RESIDUALS_KEEP`` files the
-# oldest go.
+# answer named by a digest of all of those (this module's and cprsim.quantiles' source, numpy's,
+# scipy's and cprsim's versions, the machine), with the exact floats (JSON keeps every bit). An
+# unreadable, malformed or unwritable file is ignored (computed again); a file read is touched, and
+# past ``_RESIDUALS_KEEP`` files the least recently used go. The held-out check's per-fold answers
+# (one per seed, used once) stay in memory only.
 _RESIDUALS_KEEP = 256
 _RESIDUALS_MEMO: dict[str, HeldOutResiduals | None] = {}
 
 
 @lru_cache(maxsize=1)
-def _code_digest() -> bytes:
+def _code_digest() -> bytes | None:
+    """The digest of the code the residuals depend on; None where it cannot be read (no cache)."""
+    import scipy
+
     from cprsim.version import __version__
 
     h = hashlib.sha256()
-    for f in (__file__, quantiles.__file__):
-        h.update(Path(f).read_bytes())
-    h.update(f"{np.__version__}|{__version__}|{platform.machine()}".encode())
+    try:
+        for f in (__file__, quantiles.__file__):
+            h.update(Path(f).read_bytes())
+    except OSError:
+        return None
+    h.update(f"{np.__version__}|{scipy.__version__}|{__version__}|{platform.machine()}".encode())
     return h.digest()
 
 
 def _residuals_key(d: Data, name: str, bins: int, per_bin: int) -> str:
     """The digest naming the held-out residuals of ``d`` under ``name``, ``bins``, ``per_bin``."""
-    h = hashlib.sha256(_code_digest())
+    h = hashlib.sha256(_code_digest() or b"")
     h.update(f"{name}|{bins}|{per_bin}".encode())
     for a in (d.strategy.astype(str), d.seed, d.pls, d.position, d.age, d.y):
         a = np.ascontiguousarray(a)
@@ -534,7 +543,9 @@ def _residuals_file(key: str) -> Path | None:
     from cprsim.io import cache_dir
 
     base = cache_dir()
-    return None if base is None else base / "held-out" / f"{key}.json"
+    if base is None or _code_digest() is None:
+        return None
+    return base / "held-out" / f"{key}.json"
 
 
 def _read_residuals(path: Path) -> tuple[bool, HeldOutResiduals | None]:
@@ -555,9 +566,13 @@ def _read_residuals(path: Path) -> tuple[bool, HeldOutResiduals | None]:
         and list(centers) == sorted(set(centers))
         and all(np.all(np.diff(v) >= 0) for v in z)
     )
+    if not ok:
+        return False, None
     for v in z:
         v.setflags(write=False)
-    return (True, HeldOutResiduals(centers, z)) if ok else (False, None)
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used: the last to go (_write_residuals' pruning)
+    return True, HeldOutResiduals(centers, z)
 
 
 def _write_residuals(path: Path, res: HeldOutResiduals | None) -> None:
@@ -571,7 +586,9 @@ def _write_residuals(path: Path, res: HeldOutResiduals | None) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(doc))
-        old = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        old = sorted(
+            path.parent.glob("*.json"), key=lambda p: (p.stat().st_mtime_ns, p == path, p.name)
+        )
         for p in old[: max(0, len(old) - _RESIDUALS_KEEP)]:
             p.unlink(missing_ok=True)
     except OSError:
@@ -602,14 +619,16 @@ class HeldOutResiduals:
         name: str,
         bins: int = RESIDUAL_BINS,
         per_bin: int = RESIDUALS_PER_BIN,
+        persist: bool = True,
     ) -> HeldOutResiduals | None:
         """From the runs ``d`` (PLS > 0) and candidate ``name``: as many PLS bins as hold at
         least ``per_bin`` runs each, up to ``bins``; None with fewer than 3 seeds or ``per_bin``
-        runs (the Student-t scatter stays). Kept in memory and on disk (above)."""
+        runs (the Student-t scatter stays). Kept in memory, and on disk (above) unless not
+        ``persist``."""
         key = _residuals_key(d, name, bins, per_bin)
         if key in _RESIDUALS_MEMO:
             return _RESIDUALS_MEMO[key]
-        path = _residuals_file(key)
+        path = _residuals_file(key) if persist else None
         found, res = _read_residuals(path) if path is not None else (False, None)
         if not found:
             res = cls._computed(d, name, bins, per_bin)
@@ -1027,7 +1046,10 @@ def held_out_coverage(
     groups = d.seed if np.unique(d.seed).size >= 2 else np.arange(d.y.size)
     res: dict[Any, HeldOutResiduals | None] = {}
     if residuals and np.unique(d.seed).size >= 4:  # 3 seeds left for each fold's residuals
-        res = {g: HeldOutResiduals.from_data(d.take(groups != g), name) for g in np.unique(groups)}
+        res = {
+            g: HeldOutResiduals.from_data(d.take(groups != g), name, persist=False)
+            for g in np.unique(groups)
+        }
     nested = bool(res) and all(r is not None for r in res.values())
     for g, i, c, terms in _held_out_fits(d, name):
         for k, q in enumerate(qs):

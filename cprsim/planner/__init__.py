@@ -326,23 +326,29 @@ def _with_stability(
 
 
 def _promise_judge(plan: Plan, s: Scenario) -> Callable[[Any], tuple[int, int]] | None:
-    """For :func:`plan_stability`: the recommended option's confirmation runs (the plan's
-    confirmation block, its ``replications``), judged with a given calibration by
-    :func:`runs_within`; None where the plan promises nothing per run of that option."""
-    from cprsim.sim.replicate import run_replications
-    from cprsim.streams import REPLICATION_BLOCKS
+    """For :func:`plan_stability`: the recommended option's confirmation runs, judged with a given
+    calibration by :func:`runs_within`; None where the plan promises nothing per run of that
+    option. The runs are the ones the planner confirmed it on: its checkpoint mode's scenario (a
+    tiered option's persist period too), its interval and parameters, the first
+    ``plan.replications`` of the confirmation block; simulated at the first call."""
+    from cprsim.planner.search import Runs
+    from cprsim.planner.tiered import with_mode, with_persist
 
     rec = plan.option(plan.recommended)
     if plan.confidence is None or not math.isfinite(rec.pls_bound):
         return None
-    opt = s.with_updates(
-        {
-            "checkpoint.interval_h": rec.interval_s / HOUR,
-            "strategy": {"name": rec.strategy, **rec.params},
-        }
-    )
-    runs = run_replications(opt, plan.replications, first=REPLICATION_BLOCKS["confirm"])[0]
-    return lambda c: (int(np.sum(runs_within(runs, rec, plan, c))), len(runs))
+    base = with_mode(s, rec.checkpoint_mode or s.checkpoint.mode)
+    params = dict(rec.params)
+    persist_every = params.pop("persist_every", None)
+    if persist_every is not None:
+        base = with_persist(base, int(persist_every))
+    runs = Runs(base, rec.interval_s, rec.strategy, params, "confirm")
+
+    def judge(cal: Any) -> tuple[int, int]:
+        res = runs.upto(plan.replications)
+        return int(np.sum(runs_within(res, rec, plan, cal))), len(res)
+
+    return judge
 
 
 def _sensitivity_rows(

@@ -79,7 +79,8 @@ def plan_stability(
     overhead, ``stable``: every refit keeps it and its interval moves by at most one grid step.
 
     ``judge(calibration)``: (runs within, runs) of the reference's own option on its confirmation
-    runs, judged with a refit's accuracy model; with it each row has ``promise_within``,
+    runs, judged with a refit's accuracy model (the option as planned here: the reference plan's
+    loss scale and PLS cap, only the accuracy model refitted); with it each row has ``promise_within``,
     ``promise_runs`` and ``promise_lo`` (the one-sided 95% Clopper-Pearson lower bound), and
     ``promise`` sums them up: ``kept``, the refits whose bound is at least ``confidence`` (they
     would confirm the reference plan as it is), and the range of runs within. Where a flat share
